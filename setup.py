@@ -1,0 +1,13 @@
+"""Only here to declare the C extension; everything else is in pyproject.toml."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "tracekit._native._kineto_scan",
+            sources=["tracekit/_native/kineto_scan.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-unused-function"],
+        )
+    ]
+)

@@ -1,0 +1,18 @@
+"""tracekit: profiler-trace analysis for deep-learning workloads.
+
+The Python API mirrors the CLI::
+
+    import tracekit
+    table = tracekit.load("trace.json.gz")     # any supported trace, or a tracekit Parquet file
+    print(tracekit.info(table))
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from tracekit.errors import InputError, TracekitError  # noqa: E402
+from tracekit.ingest import load  # noqa: E402
+from tracekit.analyze.summary import TraceInfo, info  # noqa: E402
+
+__all__ = ["InputError", "TraceInfo", "TracekitError", "__version__", "info", "load"]

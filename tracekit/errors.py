@@ -1,0 +1,38 @@
+"""One error hierarchy, caught once in ``tracekit.cli.main`` and turned into an exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TracekitError(Exception):
+    """Base class: a problem tracekit reports as one line, with an exit code, and no traceback."""
+
+    exit_code = 1
+
+    def one_line(self) -> str:
+        return str(self).replace("\n", " ")
+
+
+class InputError(TracekitError):
+    """A file or directory that cannot be read as a trace: names the path and the problem."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class OutputError(TracekitError):
+    """An output that cannot be written (exists without --force, unwritable directory, ...)."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class UsageError(TracekitError):
+    """Bad command-line usage; exits 2 like argparse."""
+
+    exit_code = 2

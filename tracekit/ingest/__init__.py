@@ -1,0 +1,99 @@
+"""Read any supported trace into the event table, choosing the reader by content, not extension.
+
+Supported: Kineto/torch.profiler JSON (plain or gzip), TensorFlow XSpace (``.xplane.pb`` or a
+``plugins/profile/<run>/`` directory), Nsight Systems SQLite exports (``.nsys-rep``/``.qdrep``
+through ``nsys export`` when it is on PATH), and tracekit's own Parquet files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+
+import pyarrow as pa
+
+from tracekit.errors import InputError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+PARQUET_MAGIC = b"PAR1"
+GZIP_MAGIC = b"\x1f\x8b"
+NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Re"
+HEAD_BYTES = 1 << 16
+
+
+def detect(path: Path) -> str:
+    """The format of a file or directory: kineto-json, kineto-json-gz, xspace-pb, xspace-dir,
+    nsys-sqlite, nsys-report or tracekit-parquet. Raises InputError with the reason otherwise."""
+    if path.is_dir():
+        return "xspace-dir"
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror})") from None
+    if not head:
+        raise InputError(path, "the file is empty")
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if head.startswith(PARQUET_MAGIC):
+        return "tracekit-parquet"
+    if head.startswith(NSYS_REPORT_MAGIC):
+        return "nsys-report"
+    if head.startswith(GZIP_MAGIC):
+        inner = _gzip_head(path)
+        if _looks_like_json(inner):
+            return "kineto-json-gz"
+        raise InputError(path, "gzip file that does not contain a JSON trace")
+    if _looks_like_json(head):
+        return "kineto-json"
+    stripped = head.lstrip()[:200].lower()
+    if stripped.startswith((b"<!doctype html", b"<html")):
+        raise InputError(path, "this is an HTML page (a report?), not a trace")
+    if stripped.startswith((b"#", b"|")) or b"\n|---" in head:
+        raise InputError(path, "this is a Markdown/text document (a report?), not a trace")
+    from tracekit.ingest import xplane
+
+    if xplane.sniff(head):
+        return "xspace-pb"
+    raise InputError(path, "unrecognised format: not Kineto JSON, TensorFlow XSpace, an nsys SQLite export or tracekit Parquet")
+
+
+def _looks_like_json(head: bytes) -> bool:
+    return head.lstrip()[:1] in (b"{", b"[")
+
+
+def _gzip_head(path: Path) -> bytes:
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read(HEAD_BYTES)
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(path, f"corrupt gzip data ({e})") from None
+
+
+def load(path: str | Path) -> pa.Table:
+    """Read a trace (any supported format) or a tracekit Parquet file into the event table."""
+    p = Path(path)
+    fmt = detect(p)
+    if fmt == "tracekit-parquet":
+        from tracekit.ingest import parquet
+
+        return parquet.read(p)
+    if fmt in ("kineto-json", "kineto-json-gz"):
+        from tracekit.ingest import kineto
+
+        return kineto.read(p, gz=fmt == "kineto-json-gz")
+    if fmt in ("xspace-pb", "xspace-dir"):
+        from tracekit.ingest import xplane
+
+        return xplane.read(p)
+    if fmt in ("nsys-sqlite", "nsys-report"):
+        from tracekit.ingest import nsys
+
+        return nsys.read(p) if fmt == "nsys-sqlite" else nsys.read_report(p)
+    raise InputError(p, f"unsupported format {fmt}")  # pragma: no cover - detect() covers all
+
+
+__all__ = ["detect", "load"]

@@ -1,0 +1,287 @@
+"""Shared assembly of the event table: every ingester fills numpy columns, this module links them.
+
+Linking is vectorized (numpy sorts and searches, plus one C pass for nesting): no Python loop
+runs per event, so a million-event trace links in well under a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit import schema
+from tracekit._native import _kineto_scan
+
+KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(schema.KINDS)}
+KIND_DICTIONARY = pa.array(list(schema.KINDS), pa.string())
+GPU_ACTIVITY_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_sync", "gpu_graph")
+LAUNCH_KINDS = ("runtime_api", "driver_api")
+# Kinds that take part in per-thread nesting (flows, metadata and counters do not).
+NESTED_KINDS = (
+    "cpu_op", "user_range", "gpu_user_range", "python_function", "step", "gpu_kernel", "gpu_memcpy",
+    "gpu_memset", "gpu_sync", "gpu_graph", "runtime_api", "driver_api", "gpu_library_api", "overhead",
+    "memory", "marker", "trace_span", "other",
+)
+
+
+def kind_mask(kind: np.ndarray, *names: str) -> np.ndarray:
+    """Boolean mask of rows whose kind code is one of ``names``."""
+    return np.isin(kind, [KIND_CODES[n] for n in names])
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, streamed."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def dir_sha256(files: list[Path]) -> str:
+    """sha256 over the sorted files of a trace directory."""
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f.name.encode())
+        h.update(bytes.fromhex(file_sha256(f)))
+    return h.hexdigest()
+
+
+def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parent row and depth by time containment within each group, for the given rows.
+
+    Returns full-length arrays (parent -1 and depth 0 for rows not given).
+    """
+    parent = np.full(n, -1, np.int64)
+    depth = np.zeros(n, np.int16)
+    if rows.size == 0:
+        return parent, depth
+    g, s, e = group[rows], start[rows], end[rows]
+    # Sort by group, start ascending, end descending (outer intervals before inner ones), then row.
+    order_local = np.lexsort((rows, -e, s, g))
+    sub_parent, sub_depth = _kineto_scan.nest(
+        np.ascontiguousarray(g, np.int64), np.ascontiguousarray(s, np.int64),
+        np.ascontiguousarray(e, np.int64), np.ascontiguousarray(order_local, np.int64),
+    )
+    sp = np.frombuffer(sub_parent, np.int64)
+    parent[rows] = np.where(sp >= 0, rows[np.maximum(sp, 0)], -1)
+    depth[rows] = np.frombuffer(sub_depth, np.int16)
+    return parent, depth
+
+
+def assign_steps(
+    n: int, kind: np.ndarray, start: np.ndarray, host: np.ndarray, step_rows: np.ndarray, step_numbers: np.ndarray,
+    end: np.ndarray,
+) -> np.ndarray:
+    """Step number of every host row by time containment in a step range; -1 outside any step.
+
+    Step ranges are assumed not to overlap each other (one training loop); when they do, the
+    latest-starting range that contains the row wins.
+    """
+    step = np.full(n, -1, np.int64)
+    if step_rows.size == 0:
+        return step
+    order = np.argsort(start[step_rows], kind="stable")
+    s_start = start[step_rows][order]
+    s_end = end[step_rows][order]
+    s_num = step_numbers[order]
+    host_rows = np.flatnonzero(host)
+    idx = np.searchsorted(s_start, start[host_rows], side="right") - 1
+    ok = idx >= 0
+    idx_c = np.maximum(idx, 0)
+    ok &= start[host_rows] < np.maximum(s_end[idx_c], s_start[idx_c] + 1)
+    step[host_rows[ok]] = s_num[idx_c[ok]]
+    return step
+
+
+def first_match(keys_table: np.ndarray, rows_table: np.ndarray, keys_query: np.ndarray) -> np.ndarray:
+    """For each query key, the first table row (in row order) with the same key; -1 when none."""
+    out = np.full(keys_query.shape[0], -1, np.int64)
+    if keys_table.size == 0 or keys_query.size == 0:
+        return out
+    order = np.lexsort((rows_table, keys_table))
+    k_sorted = keys_table[order]
+    pos = np.searchsorted(k_sorted, keys_query, side="left")
+    pos_c = np.minimum(pos, k_sorted.size - 1)
+    hit = (pos < k_sorted.size) & (k_sorted[pos_c] == keys_query)
+    out[hit] = rows_table[order][pos_c[hit]]
+    return out
+
+
+def nearest_ancestor(parent: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each row, the nearest proper ancestor whose ``wanted`` flag is set; -1 when none."""
+    out = np.full(rows.size, -1, np.int64)
+    cur = parent[rows].copy()
+    pending = np.arange(rows.size)
+    while pending.size:
+        alive = cur[pending] >= 0
+        pending = pending[alive]
+        if not pending.size:
+            break
+        hit = wanted[cur[pending]]
+        out[pending[hit]] = cur[pending[hit]]
+        pending = pending[~hit]
+        cur[pending] = parent[cur[pending]]
+    return out
+
+
+@dataclass
+class Links:
+    parent: np.ndarray
+    depth: np.ndarray
+    step: np.ndarray
+    launch_row: np.ndarray
+    op_row: np.ndarray
+
+
+def link(
+    kind: np.ndarray,
+    start: np.ndarray,
+    dur: np.ndarray,
+    group: np.ndarray,
+    correlation: np.ndarray,
+    correlation_scope: np.ndarray,
+    external_id: np.ndarray | None,
+    step_numbers: np.ndarray,
+    op_kinds: tuple[str, ...] = ("cpu_op",),
+) -> Links:
+    """Compute parent/depth, step, launch_row and op_row for a whole trace.
+
+    Args:
+        kind: kind codes (``KIND_CODES``).
+        start, dur: ns; dur < 0 means unknown (treated as an instant for nesting).
+        group: nesting group of each row (one per host thread or GPU stream); rows of kinds
+            outside ``NESTED_KINDS`` are ignored.
+        correlation: correlation id or -1; ``correlation_scope`` disambiguates ids that are only
+            unique per process (nsys): a GPU row links to the launch row with the same
+            (scope, correlation).
+        external_id: Kineto External id per row or None; used to find the op of a launch call.
+        step_numbers: step number of each ``step`` row (ignored elsewhere).
+    """
+    n = kind.shape[0]
+    end = start + np.maximum(dur, 0)
+    nested_rows = np.flatnonzero(kind_mask(kind, *NESTED_KINDS))
+    parent, depth = nest(group, start, end, nested_rows, n)
+
+    gpu = kind_mask(kind, *GPU_ACTIVITY_KINDS)
+    launch = kind_mask(kind, *LAUNCH_KINDS) & (correlation >= 0)
+    launch_rows = np.flatnonzero(launch)
+    gpu_rows = np.flatnonzero(gpu & (correlation >= 0))
+    # One int64 key from (scope, correlation): scopes are small (process ids), correlations < 2^40.
+    key = (correlation_scope.astype(np.int64) << 40) ^ correlation
+    launch_row = np.full(n, -1, np.int64)
+    launch_row[gpu_rows] = first_match(key[launch_rows], launch_rows, key[gpu_rows])
+
+    op_row = np.full(n, -1, np.int64)
+    is_op = kind_mask(kind, *op_kinds)
+    if external_id is not None and launch_rows.size:
+        op_rows = np.flatnonzero(is_op & (external_id > 0))
+        ext_q = external_id[launch_rows]
+        found = first_match(external_id[op_rows], op_rows, ext_q)
+        found[ext_q <= 0] = -1
+        op_row[launch_rows] = found
+    missing = launch_rows[op_row[launch_rows] < 0]
+    if missing.size:
+        op_row[missing] = nearest_ancestor(parent, missing, is_op)
+    linked_gpu = gpu_rows[launch_row[gpu_rows] >= 0]
+    op_row[linked_gpu] = op_row[launch_row[linked_gpu]]
+
+    host = ~gpu & kind_mask(kind, *NESTED_KINDS) & ~kind_mask(kind, "gpu_user_range")
+    step_rows = np.flatnonzero(kind_mask(kind, "step"))
+    step = assign_steps(n, kind, start, host, step_rows, step_numbers[step_rows], end)
+    step[linked_gpu] = step[launch_row[linked_gpu]]
+    return Links(parent, depth, step, launch_row, op_row)
+
+
+def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.DataType = pa.int32()) -> pa.DictionaryArray:
+    """Dictionary array from integer codes (negative = null) and their values."""
+    codes = np.asarray(codes)
+    mask = codes < 0
+    idx = pa.array(np.where(mask, 0, codes).astype(index_type.to_pandas_dtype()), index_type, mask=mask if mask.any() else None)
+    vals = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+    return pa.DictionaryArray.from_arrays(idx, vals)
+
+
+def nullable(values: np.ndarray, null: np.ndarray | int, dtype: pa.DataType) -> pa.Array:
+    """Arrow array from numpy values where ``values == null`` (or a boolean mask) marks nulls."""
+    mask = null if isinstance(null, np.ndarray) and null.dtype == bool else values == null
+    return pa.array(values.astype(dtype.to_pandas_dtype(), copy=False), dtype, mask=mask if mask.any() else None)
+
+
+def json_args(offsets: np.ndarray, data: bytes | pa.Buffer) -> pa.Array:
+    """The args column from int64 offsets and UTF-8 JSON bytes; empty entries become null."""
+    n = offsets.size - 1
+    valid = np.diff(offsets) > 0
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
+    storage = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data) if isinstance(data, bytes) else data, bitmap)
+    return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, storage)
+
+
+def json_args_from_objects(objs: list[Mapping[str, object] | None]) -> pa.Array:
+    """The args column from Python mappings (used by the XSpace and nsys ingesters)."""
+    texts = [json.dumps(o, separators=(",", ":"), default=str) if o else None for o in objs]
+    return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, pa.array(texts, pa.large_string()))
+
+
+@dataclass
+class TraceMeta:
+    """Trace-level facts, stored in the table's metadata."""
+
+    source: str
+    source_file: str
+    source_sha256: str
+    source_format: str
+    capture_start_ns: int | None = None
+    profiler_version: str = ""
+    framework_version: str = ""
+    devices: list[dict[str, object]] = field(default_factory=list)
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def trace_id(self) -> str:
+        return self.source_sha256[:16]
+
+    def to_metadata(self) -> dict[str, str]:
+        from tracekit import __version__
+
+        return {
+            schema.META_SCHEMA_VERSION: schema.SCHEMA_VERSION,
+            schema.META_SOURCE: self.source,
+            schema.META_TRACE_ID: self.trace_id,
+            schema.META_SOURCE_FILE: self.source_file,
+            schema.META_SOURCE_SHA256: self.source_sha256,
+            schema.META_SOURCE_FORMAT: self.source_format,
+            schema.META_CAPTURE_START_NS: "" if self.capture_start_ns is None else str(self.capture_start_ns),
+            schema.META_PROFILER_VERSION: self.profiler_version,
+            schema.META_FRAMEWORK_VERSION: self.framework_version,
+            schema.META_DEVICES_JSON: json.dumps(self.devices, sort_keys=True, default=str),
+            schema.META_TRACE_META_JSON: json.dumps(self.extra, sort_keys=True, default=str),
+            schema.META_TRACEKIT_VERSION: __version__,
+        }
+
+
+def assemble(n: int, columns: dict[str, pa.Array], meta: TraceMeta, links: Links) -> pa.Table:
+    """Put columns in schema order, fill absent ones with nulls, attach links and metadata."""
+    cols = dict(columns)
+    cols["trace_id"] = dictionary(np.zeros(n, np.int32), [meta.trace_id])
+    cols["source"] = dictionary(np.zeros(n, np.int8), [meta.source], pa.int8())
+    cols["parent"] = nullable(links.parent, -1, pa.int64())
+    cols["depth"] = pa.array(links.depth, pa.int16())
+    cols["step"] = nullable(links.step, -1, pa.int32())
+    cols["launch_row"] = nullable(links.launch_row, -1, pa.int64())
+    cols["op_row"] = nullable(links.op_row, -1, pa.int64())
+    arrays = []
+    for col in schema.COLUMNS:
+        arr = cols.get(col.name)
+        if arr is None:
+            arr = pa.nulls(n, col.type)
+        elif arr.type != col.type:
+            arr = arr.cast(col.type)
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=schema.ARROW_SCHEMA.with_metadata(meta.to_metadata()))

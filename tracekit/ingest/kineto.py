@@ -1,0 +1,334 @@
+"""torch.profiler / Kineto Chrome-trace JSON (plain or gzip) -> event table.
+
+Top level of a Kineto file (torch 2.x; older files lack some keys, HTA test files have only
+``distributedInfo`` + ``traceEvents``)::
+
+    {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "...", ...}],
+     "distributedInfo": {...}, "cuda_runtime_version": ..., "trace_id": "...",
+     "baseTimeNanoseconds": 1790857026000000000,      # ts below is µs relative to this
+     "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 14694, "tid": 14694,
+         "ts": 4448850339198.843, "dur": 924.708, "args": {"External id": 15877, ...}},
+        {"ph": "X", "cat": "kernel", "pid": 0, "tid": 7, ..., "args": {"correlation": 135071,
+         "stream": 7, "device": 0, "grid": [4, 106, 1], "block": [128, 1, 1], ...}},
+        {"ph": "s", "cat": "ac2g", "id": 135071, ...}, {"ph": "M", "name": "thread_name", ...},
+        {"ph": "X", "cat": "Trace", "pid": "Spans", "tid": "PyTorch Profiler", ...}, ...],
+     "traceName": "..."}
+
+The JSON is scanned by ``tracekit._native._kineto_scan`` (C), which fills column buffers directly.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import mmap
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit._native import _kineto_scan
+from tracekit.errors import InputError
+from tracekit.ingest import _build
+from tracekit.ingest._build import KIND_CODES, TraceMeta
+
+# Kineto category (lower-cased) -> kind. Old traces use `Kernel`, `Runtime`, `Memcpy`, `Memset`.
+CATEGORY_KINDS = {
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "user_annotation": "user_range",
+    "gpu_user_annotation": "gpu_user_range",
+    "python_function": "python_function",
+    "kernel": "gpu_kernel",
+    "gpu_memcpy": "gpu_memcpy",
+    "memcpy": "gpu_memcpy",
+    "gpu_memset": "gpu_memset",
+    "memset": "gpu_memset",
+    "cuda_runtime": "runtime_api",
+    "runtime": "runtime_api",
+    "cuda_driver": "driver_api",
+    "driver": "driver_api",
+    "cuda_sync": "gpu_sync",
+    "trace": "trace_span",
+    "overhead": "overhead",
+    "cpu_instant_event": "marker",
+}
+GPU_CATEGORY_KINDS = {"gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_sync", "gpu_user_range"}
+STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+SNIFF_KEYS = (b'"traceEvents"', b'"ph"')
+
+
+def sniff(head: bytes) -> bool:
+    """True when the first bytes look like a Chrome-trace JSON document."""
+    text = head.lstrip()
+    return text[:1] in (b"{", b"[") and any(k in head for k in SNIFF_KEYS)
+
+
+def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
+    """Read a Kineto trace file into the event table.
+
+    Args:
+        path: the file (plain JSON or gzip).
+        raw: already-decompressed bytes of a gzip file, if the caller has them.
+        gz: whether ``path`` is gzip-compressed.
+    """
+    if gz:
+        if raw is None:
+            raw = _gunzip(path)
+        return _from_buffer(path, raw, release=False, fmt="kineto-json-gz")
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        if size == 0:
+            raise InputError(path, "the file is empty")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            try:
+                return _from_buffer(path, mm, release=True, fmt="kineto-json")
+            finally:
+                # The scanner's results are copies; nothing may keep pointing into the mapping.
+                pass
+
+
+def _gunzip(path: Path) -> bytes:
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read()
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(path, f"corrupt gzip data ({e})") from None
+
+
+def _from_buffer(path: Path, buf: bytes | mmap.mmap, release: bool, fmt: str) -> pa.Table:
+    try:
+        r = _kineto_scan.scan(buf, release)
+    except ValueError as e:
+        raise InputError(path, f"invalid trace JSON: {e}") from None
+    if not r["found_events"]:
+        raise InputError(path, _not_a_trace_reason(buf, r["header"]))
+    header = {}
+    for k0, k1, v0, v1 in r["header"]:
+        key = json.loads(bytes(buf[k0:k1]))
+        header[key] = json.loads(bytes(buf[v0:v1]))
+    return _to_table(path, r, header, fmt)
+
+
+def _not_a_trace_reason(buf: bytes | mmap.mmap, spans: list[tuple[int, int, int, int]]) -> str:
+    keys = [json.loads(bytes(buf[a:b])) for a, b, _, _ in spans]
+    if "traceEvents" in keys:
+        return "'traceEvents' is not a list"
+    shown = ", ".join(repr(k) for k in keys[:5]) or "none"
+    return f"JSON without 'traceEvents' (top-level keys: {shown}); not a Chrome/Kineto trace"
+
+
+def _pid_values(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Numeric value (or -1) of each interned pid/tid string, and the string labels."""
+    nums = np.full(len(values), -1, np.int64)
+    for i, v in enumerate(values):
+        try:
+            nums[i] = int(v)
+        except ValueError:
+            try:
+                f = float(v)
+                if f.is_integer():
+                    nums[i] = int(f)
+            except ValueError:
+                pass
+    return nums, values
+
+
+def _kinds(ph: np.ndarray, cat: np.ndarray, cat_values: list[str], name: np.ndarray, name_values: list[str]) -> np.ndarray:
+    """Kind code per row from (ph, cat) and, for steps and memory events, the name."""
+    # Kind of each distinct category, computed once and mapped back through the codes.
+    cat_kind = np.array([KIND_CODES[CATEGORY_KINDS.get(c.lower(), "other")] for c in cat_values] + [KIND_CODES["other"]], np.int8)
+    kind = cat_kind[np.where(cat >= 0, cat, len(cat_values))]
+    by_ph = {
+        ord("M"): "metadata", ord("s"): "flow", ord("f"): "flow", ord("t"): "flow",
+        ord("C"): "counter", ord("i"): "marker", ord("I"): "marker", ord("R"): "marker",
+    }
+    for code, k in by_ph.items():
+        kind[ph == code] = KIND_CODES[k]
+    # Uncategorised complete events are host ranges (e.g. hand-written or Perfetto-exported).
+    kind[(cat < 0) & np.isin(ph, [ord("X"), ord("B")])] = KIND_CODES["user_range"]
+    step_codes = [i for i, v in enumerate(name_values) if STEP_NAME.match(v)]
+    if step_codes:
+        kind[np.isin(name, step_codes) & (kind == KIND_CODES["user_range"])] = KIND_CODES["step"]
+    memory_codes = [i for i, v in enumerate(name_values) if v == "[memory]"]
+    if memory_codes:
+        kind[np.isin(name, memory_codes) & (kind == KIND_CODES["marker"])] = KIND_CODES["memory"]
+    return kind
+
+
+def _pair_begin_end(ph: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Give each B event the duration up to its matching E; returns a mask of rows to keep.
+
+    B/E pairs are rare in Kineto output (it writes X), so a Python loop over them is fine.
+    """
+    be = np.flatnonzero((ph == ord("B")) | (ph == ord("E")))
+    keep = np.ones(ph.size, bool)
+    if be.size == 0:
+        return keep
+    stacks: dict[tuple[int, int], list[int]] = {}
+    for i in be[np.argsort(ts[be], kind="stable")]:
+        key = (int(pid[i]), int(tid[i]))
+        if ph[i] == ord("B"):
+            stacks.setdefault(key, []).append(int(i))
+        else:
+            keep[i] = False
+            stack = stacks.get(key)
+            if stack:
+                b = stack.pop()
+                dur[b] = ts[i] - ts[b]
+    return keep
+
+
+def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
+    n = r["n"]
+    i32 = lambda k: np.frombuffer(r[k], np.int32)  # noqa: E731
+    i64 = lambda k: np.frombuffer(r[k], np.int64)  # noqa: E731
+    ph = np.frombuffer(r["ph"], np.uint8)
+    cat, name, pid_c, tid_c = i32("cat"), i32("name"), i32("pid"), i32("tid")
+    missing = np.iinfo(np.int64).min
+    base = int(header.get("baseTimeNanoseconds") or 0)
+    ts_raw = i64("ts")
+    ts = np.where(ts_raw == missing, 0, ts_raw) + base
+    dur = i64("dur").copy()
+    dur_missing = dur == missing
+    kind = _kinds(ph, cat, r["cat_values"], name, r["name_values"])
+
+    pid_num, pid_labels = _pid_values(r["pid_values"])
+    tid_num, tid_labels = _pid_values(r["tid_values"])
+    pid = np.where(pid_c >= 0, pid_num[np.maximum(pid_c, 0)] if pid_num.size else -1, -1)
+    tid = np.where(tid_c >= 0, tid_num[np.maximum(tid_c, 0)] if tid_num.size else -1, -1)
+
+    keep = _pair_begin_end(ph, pid_c, tid_c, ts, dur)
+    dur_missing &= ~(~keep | (ph == ord("B")) & (dur != missing))
+    dur = np.where(np.isin(ph, [ord("i"), ord("I"), ord("M"), ord("s"), ord("f"), ord("t"), ord("C"), ord("R")]) & dur_missing, 0, dur)
+    dur_missing = dur == missing
+
+    gpu = np.isin(kind, [KIND_CODES[k] for k in GPU_CATEGORY_KINDS])
+    device = i32("device").astype(np.int64)
+    stream = i64("stream")
+    m32 = np.iinfo(np.int32).min
+    device = np.where(device == m32, np.where(gpu & (pid >= 0), pid, -1), device)
+    stream = np.where(stream == missing, np.where(gpu & (tid >= 0), tid, missing), stream)
+
+    process_name, thread_name = _names(r, ph, pid_c, tid_c, pid_labels, tid_labels, keep)
+
+    correlation = i64("correlation")
+    external = i64("external_id")
+    # Nesting groups: host rows by (pid, tid) codes; GPU rows by (device, stream).
+    host_group = (pid_c.astype(np.int64) + 1) << 32 | (tid_c.astype(np.int64) + 1)
+    gpu_group = -(((device + 2) << 32) | np.where(stream == missing, 0, stream & 0xFFFFFFFF))
+    group = np.where(gpu, gpu_group, host_group)
+    step_numbers = np.full(n, -1, np.int64)
+    step_rows = np.flatnonzero(kind == KIND_CODES["step"])
+    if step_rows.size:
+        step_numbers[step_rows] = [int(STEP_NAME.match(r["name_values"][c]).group(1)) for c in name[step_rows]]  # type: ignore[union-attr]
+
+    dur_for_links = np.where(dur_missing, -1, dur)
+    # Rows dropped (E halves of B/E pairs) must not take part in links.
+    kind_links = np.where(keep, kind, KIND_CODES["metadata"])
+    links = _build.link(
+        kind_links, ts, dur_for_links, group,
+        np.where(correlation == missing, -1, correlation), np.zeros(n, np.int64),
+        np.where(external == missing, -1, external), step_numbers,
+    )
+    cols: dict[str, pa.Array] = {
+        "kind": _build.dictionary(kind, _build.KIND_DICTIONARY, pa.int8()),
+        "category": _build.dictionary(np.where(cat >= 0, cat, len(r["cat_values"])), r["cat_values"] + ["<none>"])
+        if (cat < 0).any() else _build.dictionary(cat, r["cat_values"]),
+        "name": _build.dictionary(name, r["name_values"]),
+        "pid": _build.nullable(np.where(gpu, -1, pid), -1, pa.int64()),
+        "tid": _build.nullable(np.where(gpu, -1, tid), -1, pa.int64()),
+        "process_name": process_name,
+        "thread_name": thread_name,
+        "device_id": _build.nullable(device, -1, pa.int32()),
+        "stream_id": _build.nullable(stream, missing, pa.int64()),
+        "start_ns": pa.array(ts, pa.int64()),
+        "dur_ns": _build.nullable(dur, missing, pa.int64()),
+        "correlation_id": _build.nullable(correlation, missing, pa.int64()),
+        "external_id": _build.nullable(external, missing, pa.int64()),
+        "flow_id": _build.nullable(i64("flow_id"), missing, pa.int64()),
+        "shared_memory_bytes": _build.nullable(i64("shared_memory"), missing, pa.int64()),
+        "bytes": _build.nullable(i64("bytes"), missing, pa.int64()),
+        "args": _build.json_args(np.frombuffer(r["args_offsets"], np.int64), r["args_data"]),
+    }
+    for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
+        cols[c] = _build.nullable(i32(c), m32, pa.int32())
+    table = _build.assemble(n, cols, _meta(path, header, fmt), links)
+    if not keep.all():
+        table = _drop_rows(table, keep)
+    return table
+
+
+def _drop_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    """Remove rows (E halves of B/E pairs) and renumber the row-index columns."""
+    new_index = np.cumsum(keep) - 1
+    table = table.filter(pa.array(keep))
+    for col in ("parent", "launch_row", "op_row"):
+        old = table.column(col).to_numpy(zero_copy_only=False)
+        valid = ~np.isnan(old) if old.dtype.kind == "f" else np.ones(old.size, bool)
+        remapped = np.full(old.size, -1, np.int64)
+        remapped[valid] = new_index[old[valid].astype(np.int64)]
+        table = table.set_column(table.schema.get_field_index(col), col, _build.nullable(remapped, -1, pa.int64()))
+    return table
+
+
+def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_labels: list[str], tid_labels: list[str],
+           keep: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """process_name / thread_name columns from `M` metadata events, falling back to the raw pid/tid text."""
+    proc: dict[int, str] = {}
+    thread: dict[tuple[int, int], str] = {}
+    offsets = np.frombuffer(r["args_offsets"], np.int64)
+    name_values = r["name_values"]
+    name = np.frombuffer(r["name"], np.int32)
+    for i in np.flatnonzero(ph == ord("M")):
+        meta_name = name_values[name[i]] if name[i] >= 0 else ""
+        if meta_name not in ("process_name", "thread_name"):
+            continue
+        try:
+            label = json.loads(r["args_data"][offsets[i]:offsets[i + 1]] or b"{}").get("name")
+        except (ValueError, AttributeError):
+            label = None
+        if not isinstance(label, str):
+            continue
+        if meta_name == "process_name":
+            proc[int(pid_c[i])] = label
+        else:
+            thread[(int(pid_c[i]), int(tid_c[i]))] = label
+    # Process label per pid code, thread label per (pid code, tid code) pair.
+    p_labels = [proc.get(i, pid_labels[i]) for i in range(len(pid_labels))]
+    process = _build.dictionary(pid_c, p_labels) if p_labels else pa.nulls(len(pid_c), pa.dictionary(pa.int32(), pa.string()))
+    pair = (pid_c.astype(np.int64) + 1) * (len(tid_labels) + 1) + (tid_c.astype(np.int64) + 1)
+    uniq, inverse = np.unique(pair, return_inverse=True)
+    labels = []
+    for u in uniq:
+        p, t = int(u // (len(tid_labels) + 1)) - 1, int(u % (len(tid_labels) + 1)) - 1
+        labels.append(thread.get((p, t), tid_labels[t] if t >= 0 else None))
+    codes = np.asarray(inverse, np.int64).reshape(-1)
+    label_arr = pa.array(labels, pa.string())
+    null_label = np.array([lab is None for lab in labels], bool)
+    codes = np.where(null_label[codes], -1, codes)
+    return process, _build.dictionary(codes, label_arr)
+
+
+def _meta(path: Path, header: dict, fmt: str) -> TraceMeta:
+    devices = [d for d in header.get("deviceProperties") or [] if isinstance(d, dict)]
+    versions = {k: header[k] for k in ("cuda_runtime_version", "cuda_driver_version", "cupti_version") if k in header}
+    profiler = f"kineto schemaVersion {header.get('schemaVersion', '?')}"
+    if versions:
+        profiler += " (" + ", ".join(f"{k}={v}" for k, v in versions.items()) + ")"
+    base = header.get("baseTimeNanoseconds")
+    extra = {k: v for k, v in header.items() if k not in ("deviceProperties",)}
+    return TraceMeta(
+        source="torch",
+        source_file=path.name,
+        source_sha256=_build.file_sha256(path),
+        source_format=fmt,
+        capture_start_ns=int(base) if isinstance(base, int) else None,
+        profiler_version=profiler,
+        framework_version=str(header.get("torch_version", header.get("pytorch_version", ""))),
+        devices=devices,
+        extra=extra,
+    )

@@ -1,0 +1,47 @@
+"""tracekit's own Parquet file: the event table written losslessly, with its metadata."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracekit import schema
+from tracekit.errors import InputError, OutputError
+
+
+def read(path: Path) -> pa.Table:
+    """Read a Parquet file written by ``tracekit ingest``; refuses other Parquet files."""
+    try:
+        pf = pq.ParquetFile(path)
+        meta = pf.schema_arrow.metadata or {}
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(path, f"corrupt Parquet file ({e})") from None
+    version = meta.get(schema.META_SCHEMA_VERSION.encode())
+    if version is None:
+        raise InputError(path, "Parquet file not written by tracekit (no tracekit schema version in its metadata)")
+    major = version.decode().split(".")[0]
+    if major != schema.SCHEMA_VERSION.split(".")[0]:
+        raise InputError(path, f"written with tracekit schema {version.decode()}, this tracekit reads {schema.SCHEMA_VERSION}")
+    try:
+        return pf.read()
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(path, f"corrupt Parquet file ({e})") from None
+
+
+def write(table: pa.Table, out: Path, force: bool = False) -> None:
+    """Write atomically: a temp file in the same directory, then ``os.replace``."""
+    if out.exists() and not force:
+        raise OutputError(out, "already exists (use --force to overwrite)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

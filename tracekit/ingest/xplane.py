@@ -1,0 +1,343 @@
+"""TensorFlow profiler XSpace (``*.xplane.pb``, or a ``plugins/profile/<run>/`` directory) -> event table.
+
+The protobuf is decoded directly with a schema built here in a private descriptor pool
+(``tsl/profiler/protobuf/xplane.proto``), so neither TensorFlow nor xprof is imported::
+
+    XSpace { repeated XPlane planes = 1; errors = 2; warnings = 3; hostnames = 4; }
+    XPlane { id = 1; name = 2; repeated XLine lines = 3;
+             map<int64, XEventMetadata> event_metadata = 4; map<int64, XStatMetadata> stat_metadata = 5;
+             repeated XStat stats = 6; }
+    XLine  { id = 1; display_id = 10; name = 2; display_name = 11; timestamp_ns = 3; duration_ps = 9;
+             repeated XEvent events = 4; }
+    XEvent { metadata_id = 1; oneof { offset_ps = 2; num_occurrences = 5; } duration_ps = 3; repeated XStat stats = 4; }
+    XStat  { metadata_id = 1; oneof { double = 2; uint64 = 3; int64 = 4; str = 5; bytes = 6; ref_value = 7; } }
+
+Planes seen: ``/host:CPU`` (lines ``python``, ``tf_Compute/<id>``, ``tf_numa_-1_Eigen/<id>``),
+``/device:GPU:<n>`` (``Stream #<id>(Compute)`` lines plus derived ``TensorFlow Ops``/``Steps`` lines),
+``Task Environment`` (``profile_start_time``), ``/host:metadata`` (XLA HLO protos), ``/host:CUDA`` (CUPTI API).
+Time of an event: ``profile_start_time`` + ``line.timestamp_ns`` + ``offset_ps`` / 1000 (when the line
+timestamp is relative to the session, as in TF ≥ 2.x captures).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+
+from tracekit.errors import InputError
+from tracekit.ingest import _build
+from tracekit.ingest._build import KIND_CODES, TraceMeta
+
+_F = descriptor_pb2.FieldDescriptorProto
+
+
+def _build_messages() -> dict[str, type[message.Message]]:
+    fd = descriptor_pb2.FileDescriptorProto(name="tracekit_xplane.proto", package="tracekit.xplane", syntax="proto3")
+
+    def msg(name: str, fields: list[tuple[str, int, int, str | None, int]], oneofs: tuple[str, ...] = ()) -> descriptor_pb2.DescriptorProto:
+        m = fd.message_type.add(name=name)
+        for o in oneofs:
+            m.oneof_decl.add(name=o)
+        for fname, num, ftype, tname, label_or_oneof in fields:
+            f = m.field.add(name=fname, number=num, type=ftype)
+            f.label = _F.LABEL_REPEATED if label_or_oneof == -1 else _F.LABEL_OPTIONAL
+            if label_or_oneof >= 1:
+                f.oneof_index = label_or_oneof - 1
+            if tname:
+                f.type_name = tname
+        return m
+
+    rep, opt, one = -1, 0, 1
+    msg("XStat", [("metadata_id", 1, _F.TYPE_INT64, None, opt), ("double_value", 2, _F.TYPE_DOUBLE, None, one),
+                  ("uint64_value", 3, _F.TYPE_UINT64, None, one), ("int64_value", 4, _F.TYPE_INT64, None, one),
+                  ("str_value", 5, _F.TYPE_STRING, None, one), ("bytes_value", 6, _F.TYPE_BYTES, None, one),
+                  ("ref_value", 7, _F.TYPE_UINT64, None, one)], ("value",))
+    msg("XEvent", [("metadata_id", 1, _F.TYPE_INT64, None, opt), ("offset_ps", 2, _F.TYPE_INT64, None, one),
+                   ("num_occurrences", 5, _F.TYPE_INT64, None, one), ("duration_ps", 3, _F.TYPE_INT64, None, opt),
+                   ("stats", 4, _F.TYPE_MESSAGE, ".tracekit.xplane.XStat", rep)], ("data",))
+    msg("XLine", [("id", 1, _F.TYPE_INT64, None, opt), ("display_id", 10, _F.TYPE_INT64, None, opt),
+                  ("name", 2, _F.TYPE_STRING, None, opt), ("display_name", 11, _F.TYPE_STRING, None, opt),
+                  ("timestamp_ns", 3, _F.TYPE_INT64, None, opt), ("duration_ps", 9, _F.TYPE_INT64, None, opt),
+                  ("events", 4, _F.TYPE_MESSAGE, ".tracekit.xplane.XEvent", rep)])
+    msg("XEventMetadata", [("id", 1, _F.TYPE_INT64, None, opt), ("name", 2, _F.TYPE_STRING, None, opt),
+                           ("display_name", 4, _F.TYPE_STRING, None, opt), ("metadata", 3, _F.TYPE_BYTES, None, opt),
+                           ("stats", 5, _F.TYPE_MESSAGE, ".tracekit.xplane.XStat", rep),
+                           ("child_id", 6, _F.TYPE_INT64, None, rep)])
+    msg("XStatMetadata", [("id", 1, _F.TYPE_INT64, None, opt), ("name", 2, _F.TYPE_STRING, None, opt),
+                          ("description", 3, _F.TYPE_STRING, None, opt)])
+    plane = msg("XPlane", [("id", 1, _F.TYPE_INT64, None, opt), ("name", 2, _F.TYPE_STRING, None, opt),
+                           ("lines", 3, _F.TYPE_MESSAGE, ".tracekit.xplane.XLine", rep),
+                           ("event_metadata", 4, _F.TYPE_MESSAGE, ".tracekit.xplane.XPlane.EventMetadataEntry", rep),
+                           ("stat_metadata", 5, _F.TYPE_MESSAGE, ".tracekit.xplane.XPlane.StatMetadataEntry", rep),
+                           ("stats", 6, _F.TYPE_MESSAGE, ".tracekit.xplane.XStat", rep)])
+    for entry, value_type in (("EventMetadataEntry", ".tracekit.xplane.XEventMetadata"),
+                              ("StatMetadataEntry", ".tracekit.xplane.XStatMetadata")):
+        e = plane.nested_type.add(name=entry)
+        e.options.map_entry = True
+        e.field.add(name="key", number=1, type=_F.TYPE_INT64, label=_F.LABEL_OPTIONAL)
+        e.field.add(name="value", number=2, type=_F.TYPE_MESSAGE, label=_F.LABEL_OPTIONAL, type_name=value_type)
+    msg("XSpace", [("planes", 1, _F.TYPE_MESSAGE, ".tracekit.xplane.XPlane", rep),
+                   ("errors", 2, _F.TYPE_STRING, None, rep), ("warnings", 3, _F.TYPE_STRING, None, rep),
+                   ("hostnames", 4, _F.TYPE_STRING, None, rep)])
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fd)
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tracekit.xplane.{name}"))
+            for name in ("XSpace", "XPlane")}
+
+
+_MESSAGES = _build_messages()
+XSpace = _MESSAGES["XSpace"]
+
+GRAPH_OP = re.compile(r"^[^:\s][^:]*:[A-Za-z_][A-Za-z0-9_]*$")
+# TF/XLA runtime internals on host lines (not user ranges, not ops).
+INTERNAL_PREFIXES = (
+    "Executor", "TFE_", "Eager", "ValidateInputTypeAndPlacement", "KernelAndDeviceFunc", "ThreadpoolListener",
+    "ParallelFor", "FunctionRun", "RemoteCallOpDone", "BaseCollectiveExecutor", "MemCpyAsync", "Memcpy", "end: ",
+    "CpuExecutable", "function", "ExecuteAsync", "MemoryAllocation", "MemoryDeallocation", "ProcessFunctionLibraryRuntime",
+    "ScopedAllocator", "IteratorGetNext", "Iterator::", "ResourceVar", "InstantiatedCapturedFunction",
+    "convert_to_tensor", "tf.constant", "RemoteCall", "Prefetch",
+)
+DERIVED_LINES = ("TensorFlow Ops", "TensorFlow Name Scope", "Steps", "XLA Ops", "XLA Modules", "Source code",
+                 "Launch Stats", "Framework Ops", "Framework Name Scope", "XLA TraceMe")
+KERNEL_DETAILS = re.compile(r"(\w+):([\d,]+)")
+GPU_PLANE = re.compile(r"^/device:GPU:(\d+)")
+RELATIVE_TIMESTAMP_LIMIT = 10**17  # line timestamps below this are relative to the session start
+
+
+def sniff(head: bytes) -> bool:
+    """True when the bytes start like an XSpace: field 1 (planes), length-delimited, holding a plane."""
+    if len(head) < 4 or head[0] != 0x0A:
+        return False
+    try:
+        XSpace().ParseFromString(head)  # a complete small file parses as is
+        return True
+    except message.DecodeError:
+        pass
+    # Truncated head of a big file: the first plane usually starts with id (0x08) or name (0x12).
+    i = 1
+    while i < len(head) and head[i] & 0x80:
+        i += 1
+    return i + 1 < len(head) and head[i + 1] in (0x08, 0x12)
+
+
+def find_files(path: Path) -> list[Path]:
+    """The ``.xplane.pb`` files of a run directory (one per host), or the file itself."""
+    if path.is_file():
+        return [path]
+    files = sorted(path.glob("*.xplane.pb"))
+    if not files:
+        runs = sorted({p.parent for p in path.glob("**/*.xplane.pb")})
+        if len(runs) == 1:
+            files = sorted(runs[0].glob("*.xplane.pb"))
+        elif len(runs) > 1:
+            shown = ", ".join(str(r.relative_to(path)) for r in runs[:3])
+            raise InputError(path, f"holds {len(runs)} profile runs ({shown}, ...); pass one run directory")
+    if not files:
+        raise InputError(path, "directory without a trace (no *.xplane.pb inside)")
+    return files
+
+
+def read(path: Path) -> pa.Table:
+    """Read an XSpace file, or every host file of a run directory, into one event table."""
+    files = find_files(path)
+    spaces = []
+    for f in files:
+        data = f.read_bytes()
+        if not data:
+            raise InputError(f, "the file is empty")
+        xs = XSpace()
+        try:
+            xs.ParseFromString(data)
+        except message.DecodeError as e:
+            raise InputError(f, f"corrupt XSpace protobuf ({e})") from None
+        if not xs.planes:
+            raise InputError(f, "XSpace protobuf without planes (not a TensorFlow profile?)")
+        spaces.append(xs)
+    sha = _build.file_sha256(files[0]) if len(files) == 1 and path.is_file() else _build.dir_sha256(files)
+    return _to_table(path, spaces, sha, "xspace-pb" if path.is_file() else "xspace-dir")
+
+
+def _stat_value(stat: Any, stat_names: dict[int, str]) -> Any:
+    which = stat.WhichOneof("value")
+    if which == "ref_value":
+        return stat_names.get(stat.ref_value, "")
+    if which == "bytes_value":
+        return {"bytes_b64": base64.b64encode(stat.bytes_value[:4096]).decode(), "size": len(stat.bytes_value)}
+    if which is None:
+        return None
+    return getattr(stat, which)
+
+
+def _plane_stats(plane: Any) -> dict[str, Any]:
+    names = {k: v.name for k, v in plane.stat_metadata.items()}
+    return {names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, names) for s in plane.stats}
+
+
+def _host_kind(name: str, stats: dict[str, Any]) -> str:
+    if "correlation_id" in stats:
+        return "driver_api" if name.startswith("cu") and not name.startswith("cuda") else "runtime_api"
+    if "step_num" in stats or stats.get("_r") == 1 and "step_num" in stats:
+        return "step"
+    if name in ("MemoryAllocation", "MemoryDeallocation"):
+        return "memory"
+    if name.startswith("$"):
+        return "python_function"
+    if "hlo_op" in stats and not name.startswith("end: "):
+        return "cpu_op"
+    if name == "EagerExecute" or (GRAPH_OP.match(name) and "::" not in name):
+        return "cpu_op"
+    if name.startswith(INTERNAL_PREFIXES):
+        return "other"
+    return "user_range"
+
+
+def _device_kind(line_name: str, name: str) -> str:
+    if line_name in DERIVED_LINES:
+        return "gpu_user_range"
+    if name.startswith(("Memcpy", "memcpy")):
+        return "gpu_memcpy"
+    if name.startswith(("Memset", "memset")):
+        return "gpu_memset"
+    return "gpu_kernel"
+
+
+def _kernel_details(text: str) -> dict[str, list[int]]:
+    out = {}
+    for key, value in KERNEL_DETAILS.findall(text):
+        try:
+            out[key] = [int(v) for v in value.split(",") if v]
+        except ValueError:
+            continue
+    return out
+
+
+def _small(values: list[int] | None, limit: int) -> int:
+    """First value when it fits the column, else -1 (the raw text stays in args)."""
+    return values[0] if values and 0 <= values[0] < limit else -1
+
+
+def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
+    starts: list[int] = []
+    durs: list[int] = []
+    kinds: list[int] = []
+    names: list[str] = []
+    categories: list[str] = []
+    groups: list[int] = []
+    tids: list[int] = []
+    devices: list[int] = []
+    streams: list[int] = []
+    planes_col: list[str] = []
+    lines_col: list[str] = []
+    correlation: list[int] = []
+    step_num: list[int] = []
+    kd_cols: dict[str, list[int]] = {k: [] for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                                                       "registers_per_thread", "shared_memory_bytes", "bytes")}
+    args: list[dict[str, Any] | None] = []
+    device_info: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {"hostnames": [], "errors": [], "warnings": []}
+    capture_start: int | None = None
+    group_id = 0
+
+    for xs in spaces:
+        extra["hostnames"] += list(xs.hostnames)
+        extra["errors"] += list(xs.errors)
+        extra["warnings"] += list(xs.warnings)
+        profile_start = 0
+        for plane in xs.planes:
+            if plane.name == "Task Environment":
+                env = _plane_stats(plane)
+                profile_start = int(env.get("profile_start_time") or 0)
+                extra["task_environment"] = {k: v for k, v in env.items() if k != "profile_options"}
+        if profile_start and (capture_start is None or profile_start < capture_start):
+            capture_start = profile_start
+        for plane in xs.planes:
+            stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+            meta = plane.event_metadata
+            gpu_match = GPU_PLANE.match(plane.name)
+            device = int(gpu_match.group(1)) if gpu_match else -1
+            if gpu_match:
+                device_info.append({"id": device, "name": plane.name, **_plane_stats(plane)})
+            # Metadata stats apply to every event of that metadata id: resolve once per id.
+            meta_stats = {mid: {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in m.stats}
+                          for mid, m in meta.items() if m.stats}
+            meta_names = {mid: m.name for mid, m in meta.items()}
+            for line in plane.lines:
+                group_id += 1
+                base_ns = line.timestamp_ns + (profile_start if line.timestamp_ns < RELATIVE_TIMESTAMP_LIMIT else 0)
+                base_ps = base_ns * 1000
+                category = f"{plane.name}/{re.sub(r'/-?[0-9]+$', '', line.name)}"
+                derived = line.name in DERIVED_LINES
+                for ev in line.events:
+                    name = meta_names.get(ev.metadata_id, "")
+                    stats = dict(meta_stats.get(ev.metadata_id, {}))
+                    for s in ev.stats:
+                        stats[stat_names.get(s.metadata_id, str(s.metadata_id))] = _stat_value(s, stat_names)
+                    if gpu_match:
+                        kind = _device_kind(line.name, name)
+                    else:
+                        kind = _host_kind(name, stats)
+                    starts.append((base_ps + ev.offset_ps) // 1000)
+                    durs.append(ev.duration_ps // 1000)
+                    kinds.append(KIND_CODES[kind])
+                    names.append(name)
+                    categories.append(category + ("/derived" if derived else ""))
+                    groups.append(group_id)
+                    tids.append(-1 if gpu_match else line.id)
+                    devices.append(device)
+                    streams.append(line.id if gpu_match and not derived else -1)
+                    planes_col.append(plane.name)
+                    lines_col.append(line.name)
+                    corr = stats.pop("correlation_id", None)
+                    correlation.append(int(corr) if isinstance(corr, int) else -1)
+                    sn = stats.get("step_num") if kind == "step" else None
+                    step_num.append(int(sn) if isinstance(sn, int) else -1)
+                    kd = _kernel_details(stats["kernel_details"]) if isinstance(stats.get("kernel_details"), str) else {}
+                    grid = kd.get("grid", [])
+                    block = kd.get("block", [])
+                    for i, c in enumerate(("grid_x", "grid_y", "grid_z")):
+                        kd_cols[c].append(_small(grid[i:i + 1], 2**31) if len(grid) == 3 else -1)
+                    for i, c in enumerate(("block_x", "block_y", "block_z")):
+                        kd_cols[c].append(_small(block[i:i + 1], 2**31) if len(block) == 3 else -1)
+                    kd_cols["registers_per_thread"].append(_small(kd.get("regs"), 2**31))
+                    kd_cols["shared_memory_bytes"].append(_small(kd.get("shm"), 2**63))
+                    nbytes = stats.get("bytes_allocated") if kind == "memory" else None
+                    kd_cols["bytes"].append(nbytes if isinstance(nbytes, int) and 0 <= nbytes < 2**63 else -1)
+                    if ev.WhichOneof("data") == "num_occurrences":
+                        stats["@num_occurrences"] = ev.num_occurrences
+                    args.append(stats or None)
+
+    n = len(starts)
+    kind_a = np.array(kinds, np.int8) if n else np.zeros(0, np.int8)
+    start_a = np.array(starts, np.int64)
+    dur_a = np.array(durs, np.int64)
+    group_a = np.array(groups, np.int64)
+    corr_a = np.array(correlation, np.int64)
+    links = _build.link(kind_a, start_a, dur_a, group_a, corr_a, np.zeros(n, np.int64), None,
+                        np.array(step_num, np.int64), op_kinds=("cpu_op",))
+    name_dict = pa.array(names, pa.string()).dictionary_encode()
+    cols: dict[str, pa.Array] = {
+        "kind": _build.dictionary(kind_a, _build.KIND_DICTIONARY, pa.int8()),
+        "category": pa.array(categories, pa.string()).dictionary_encode(),
+        "name": name_dict,
+        "tid": _build.nullable(np.array(tids, np.int64), -1, pa.int64()),
+        "process_name": pa.array(planes_col, pa.string()).dictionary_encode(),
+        "thread_name": pa.array(lines_col, pa.string()).dictionary_encode(),
+        "device_id": _build.nullable(np.array(devices, np.int64), -1, pa.int32()),
+        "stream_id": _build.nullable(np.array(streams, np.int64), -1, pa.int64()),
+        "start_ns": pa.array(start_a, pa.int64()),
+        "dur_ns": pa.array(dur_a, pa.int64()),
+        "correlation_id": _build.nullable(corr_a, -1, pa.int64()),
+        "args": _build.json_args_from_objects(args),
+    }
+    for c, values in kd_cols.items():
+        dtype = pa.int64() if c in ("shared_memory_bytes", "bytes") else pa.int32()
+        cols[c] = _build.nullable(np.array(values, np.int64), -1, dtype)
+    meta = TraceMeta(source="tf", source_file=path.name, source_sha256=sha, source_format=fmt,
+                     capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra)
+    return _build.assemble(n, cols, meta, links)
