@@ -1,0 +1,3 @@
+from tracekit.cli import console_main
+
+console_main()

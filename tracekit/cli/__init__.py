@@ -1,0 +1,75 @@
+"""Command line: a registry of thin subcommands and ``main(argv) -> int``, the one place that
+turns errors into exit codes (1: bad input or output, 2: usage)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Protocol
+
+from tracekit import __version__
+from tracekit.errors import TracekitError
+
+
+class Command(Protocol):
+    """A subcommand: its name, one-line help, how it adds its arguments, and what it runs."""
+
+    name: str
+    help: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _commands() -> list[Command]:
+    from tracekit.cli import info, ingest
+
+    return [ingest.IngestCommand(), info.InfoCommand()]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"tracekit: error: {message}\n")
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tracekit", description="Profiler-trace analysis: torch.profiler, TensorFlow and Nsight Systems in one schema.")
+    parser.add_argument("--version", action="version", version=f"tracekit {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for cmd in _commands():
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(p)
+        p.set_defaults(_command=cmd)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run tracekit with ``argv``; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    try:
+        return int(args._command.run(args))
+    except TracekitError as e:
+        if args.debug:
+            raise
+        sys.stderr.write(f"tracekit: error: {e.one_line()}\n")
+        return e.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("tracekit: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def console_main() -> None:
+    """Entry point of the ``tracekit`` console script."""
+    sys.exit(main())
