@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 import pytest
+from conftest import ids, needs_shared, shared_files
 
 import tracekit
 from tracekit import schema
-from conftest import ids, needs_shared, shared_files
 
 TRACE_FILES = shared_files("hta/**/*.json.gz") + shared_files("xprof/**/*.xplane.pb") + shared_files("nsys/*.sqlite")
 

@@ -9,10 +9,10 @@ from collections import defaultdict
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import TRACES, ids, needs_shared, shared_files
 
 import tracekit
 from tracekit.ingest import nsys
-from conftest import TRACES, ids, needs_shared, shared_files
 
 SAMPLES = shared_files("nsys/*.sqlite")
 

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from tracekit import schema
 from conftest import REPO
+
+from tracekit import schema
 
 
 def test_schema_documents_are_generated_from_code():

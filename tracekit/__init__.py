@@ -11,8 +11,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from tracekit.analyze.summary import TraceInfo, info  # noqa: E402
 from tracekit.errors import InputError, TracekitError  # noqa: E402
 from tracekit.ingest import load  # noqa: E402
-from tracekit.analyze.summary import TraceInfo, info  # noqa: E402
 
 __all__ = ["InputError", "TraceInfo", "TracekitError", "__version__", "info", "load"]

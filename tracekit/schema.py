@@ -62,8 +62,8 @@ class Column:
     nsys: str
 
 
-def _dict(value_type: pa.DataType = pa.string(), index: pa.DataType = pa.int32()) -> pa.DataType:
-    return pa.dictionary(index, value_type)
+def _dict(value_type: pa.DataType | None = None, index: pa.DataType | None = None) -> pa.DataType:
+    return pa.dictionary(index or pa.int32(), value_type or pa.string())
 
 
 ARGS_TYPE: Final = pa.json_(pa.large_string())

@@ -35,7 +35,8 @@ typedef struct { char *data; size_t len, cap; } Buf;
 static int buf_reserve(Buf *b, size_t extra) {
     if (b->len + extra <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra) cap *= 2;
+    /* 1.5x growth: doubling left up to half of every column buffer unused at the peak. */
+    while (cap < b->len + extra) cap += cap / 2;
     char *d = realloc(b->data, cap);
     if (!d) return -1;  /* may run without the GIL: the caller reports MemoryError */
     b->data = d; b->cap = cap; return 0;
@@ -133,7 +134,7 @@ static int expect(P *s, char c) {
 static void maybe_release(P *s) {
     if (!s->release) return;
     size_t done = (size_t)(s->p - s->base);
-    const size_t chunk = 64u << 20;
+    const size_t chunk = 16u << 20;
     if (done - s->released < chunk) return;
     long page = sysconf(_SC_PAGESIZE);
     uintptr_t from = ((uintptr_t)s->base + s->released + page - 1) & ~(uintptr_t)(page - 1);

@@ -63,8 +63,11 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray
     if rows.size == 0:
         return parent, depth
     g, s, e = group[rows], start[rows], end[rows]
-    # Sort by group, start ascending, end descending (outer intervals before inner ones), then row.
-    order_local = np.lexsort((rows, -e, s, g))
+    # Sort by group, start ascending, end descending (outer intervals first); lexsort is stable,
+    # so equal intervals keep row order.
+    neg_e = np.negative(e)
+    order_local = np.lexsort((neg_e, s, g))
+    del neg_e
     sub_parent, sub_depth = _kineto_scan.nest(
         np.ascontiguousarray(g, np.int64), np.ascontiguousarray(s, np.int64),
         np.ascontiguousarray(e, np.int64), np.ascontiguousarray(order_local, np.int64),
@@ -158,14 +161,15 @@ def link(
         start, dur: ns; dur < 0 means unknown (treated as an instant for nesting).
         group: nesting group of each row (one per host thread or GPU stream); rows of kinds
             outside ``NESTED_KINDS`` are ignored.
-        correlation: correlation id or -1; ``correlation_scope`` disambiguates ids that are only
-            unique per process (nsys): a GPU row links to the launch row with the same
-            (scope, correlation).
+        correlation: correlation id, negative when absent; ``correlation_scope`` disambiguates ids
+            that are only unique per process (nsys): a GPU row links to the launch row with the same
+            (scope, correlation). A one-element scope means "one scope for the whole trace".
         external_id: Kineto External id per row or None; used to find the op of a launch call.
         step_numbers: step number of each ``step`` row (ignored elsewhere).
     """
     n = kind.shape[0]
-    end = start + np.maximum(dur, 0)
+    end = np.maximum(dur, 0)  # in place from here on: a million-row trace has many 8 MB temporaries
+    np.add(end, start, out=end)
     nested_rows = np.flatnonzero(kind_mask(kind, *NESTED_KINDS))
     parent, depth = nest(group, start, end, nested_rows, n)
 
@@ -174,7 +178,7 @@ def link(
     launch_rows = np.flatnonzero(launch)
     gpu_rows = np.flatnonzero(gpu & (correlation >= 0))
     # One int64 key from (scope, correlation): scopes are small (process ids), correlations < 2^40.
-    key = (correlation_scope.astype(np.int64) << 40) ^ correlation
+    key = correlation if correlation_scope.size == 1 else (correlation_scope.astype(np.int64) << 40) ^ correlation
     launch_row = np.full(n, -1, np.int64)
     launch_row[gpu_rows] = first_match(key[launch_rows], launch_rows, key[gpu_rows])
 
@@ -199,8 +203,9 @@ def link(
     return Links(parent, depth, step, launch_row, op_row)
 
 
-def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.DataType = pa.int32()) -> pa.DictionaryArray:
+def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.DataType | None = None) -> pa.DictionaryArray:
     """Dictionary array from integer codes (negative = null) and their values."""
+    index_type = index_type or pa.int32()
     codes = np.asarray(codes)
     mask = codes < 0
     idx = pa.array(np.where(mask, 0, codes).astype(index_type.to_pandas_dtype()), index_type, mask=mask if mask.any() else None)

@@ -190,8 +190,9 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     cat, name, pid_c, tid_c = i32("cat"), i32("name"), i32("pid"), i32("tid")
     missing = np.iinfo(np.int64).min
     base = int(header.get("baseTimeNanoseconds") or 0)
-    ts_raw = i64("ts")
-    ts = np.where(ts_raw == missing, 0, ts_raw) + base
+    ts = i64("ts").copy()
+    ts[ts == missing] = 0
+    ts += base
     dur = i64("dur").copy()
     dur_missing = dur == missing
     kind = _kinds(ph, cat, r["cat_values"], name, r["name_values"])
@@ -214,26 +215,11 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     stream = np.where(stream == missing, np.where(gpu & (tid >= 0), tid, missing), stream)
 
     process_name, thread_name = _names(r, ph, pid_c, tid_c, pid_labels, tid_labels, keep)
+    host_group = (pid_c.astype(np.int64) + 1) << 32 | (tid_c.astype(np.int64) + 1)
+    gpu_group = -(((device + 2) << 32) | np.where(stream == missing, 0, stream & 0xFFFFFFFF))
 
     correlation = i64("correlation")
     external = i64("external_id")
-    # Nesting groups: host rows by (pid, tid) codes; GPU rows by (device, stream).
-    host_group = (pid_c.astype(np.int64) + 1) << 32 | (tid_c.astype(np.int64) + 1)
-    gpu_group = -(((device + 2) << 32) | np.where(stream == missing, 0, stream & 0xFFFFFFFF))
-    group = np.where(gpu, gpu_group, host_group)
-    step_numbers = np.full(n, -1, np.int64)
-    step_rows = np.flatnonzero(kind == KIND_CODES["step"])
-    if step_rows.size:
-        step_numbers[step_rows] = [int(STEP_NAME.match(r["name_values"][c]).group(1)) for c in name[step_rows]]  # type: ignore[union-attr]
-
-    dur_for_links = np.where(dur_missing, -1, dur)
-    # Rows dropped (E halves of B/E pairs) must not take part in links.
-    kind_links = np.where(keep, kind, KIND_CODES["metadata"])
-    links = _build.link(
-        kind_links, ts, dur_for_links, group,
-        np.where(correlation == missing, -1, correlation), np.zeros(n, np.int64),
-        np.where(external == missing, -1, external), step_numbers,
-    )
     cols: dict[str, pa.Array] = {
         "kind": _build.dictionary(kind, _build.KIND_DICTIONARY, pa.int8()),
         "category": _build.dictionary(np.where(cat >= 0, cat, len(r["cat_values"])), r["cat_values"] + ["<none>"])
@@ -256,6 +242,23 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     }
     for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
         cols[c] = _build.nullable(i32(c), m32, pa.int32())
+    # The scanner's raw buffers are converted now; free them before linking needs its own memory.
+    step_numbers = np.full(n, -1, np.int64)
+    step_rows = np.flatnonzero(kind == KIND_CODES["step"])
+    if step_rows.size:
+        step_numbers[step_rows] = [int(STEP_NAME.match(r["name_values"][c]).group(1)) for c in name[step_rows]]  # type: ignore[union-attr]
+    for key in ("ph", "cat", "name", "pid", "tid", "flow_id", "shared_memory", "bytes", "device", "stream",
+                "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
+        r.pop(key, None)
+    del ph, cat, name, pid, tid, stream, pid_c, tid_c
+    # Nesting groups: host rows by (pid, tid) codes; GPU rows by (device, stream).
+    group = host_group
+    group[gpu] = gpu_group[gpu]
+    del gpu_group
+    # Rows dropped (E halves of B/E pairs) must not take part in links. Missing values are INT64_MIN,
+    # which link() reads as "none" (negative), so no sentinel-replacing copies are needed.
+    kind_links = np.where(keep, kind, KIND_CODES["metadata"]).astype(np.int8)
+    links = _build.link(kind_links, ts, dur, group, correlation, np.zeros(1, np.int64), external, step_numbers)
     table = _build.assemble(n, cols, _meta(path, header, fmt), links)
     if not keep.all():
         table = _drop_rows(table, keep)
@@ -300,16 +303,22 @@ def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_la
     # Process label per pid code, thread label per (pid code, tid code) pair.
     p_labels = [proc.get(i, pid_labels[i]) for i in range(len(pid_labels))]
     process = _build.dictionary(pid_c, p_labels) if p_labels else pa.nulls(len(pid_c), pa.dictionary(pa.int32(), pa.string()))
-    pair = (pid_c.astype(np.int64) + 1) * (len(tid_labels) + 1) + (tid_c.astype(np.int64) + 1)
-    uniq, inverse = np.unique(pair, return_inverse=True)
+    # (pid code, tid code) pairs live in a small space: label them through a lookup table instead
+    # of sorting a million pairs (np.unique would cost ~50 MB on a 1M-event trace).
+    width = len(tid_labels) + 1
+    pair = (pid_c + 1).astype(np.int32) * np.int32(width) + (tid_c + 1).astype(np.int32)
+    present = np.flatnonzero(np.bincount(pair, minlength=(len(pid_labels) + 1) * width))
     labels = []
-    for u in uniq:
-        p, t = int(u // (len(tid_labels) + 1)) - 1, int(u % (len(tid_labels) + 1)) - 1
+    for u in present:
+        p, t = int(u // width) - 1, int(u % width) - 1
         labels.append(thread.get((p, t), tid_labels[t] if t >= 0 else None))
-    codes = np.asarray(inverse, np.int64).reshape(-1)
-    label_arr = pa.array(labels, pa.string())
+    lookup = np.full((len(pid_labels) + 1) * width, -1, np.int32)
+    lookup[present] = np.arange(present.size, dtype=np.int32)
     null_label = np.array([lab is None for lab in labels], bool)
-    codes = np.where(null_label[codes], -1, codes)
+    lookup[present[null_label]] = -1
+    codes = lookup[pair]
+    del pair
+    label_arr = pa.array(labels, pa.string())
     return process, _build.dictionary(codes, label_arr)
 
 

@@ -151,11 +151,14 @@ def read(path: Path, display_path: Path | None = None) -> pa.Table:
         _read_simple(con, have, strings, rows)
         meta = _meta(con, have, meta_table, shown, path)
         names = _thread_names(con, have, strings)
+        return _to_table(rows, meta, names)
     except sqlite3.DatabaseError as e:
         raise InputError(shown, f"corrupt or unreadable nsys export ({e})") from None
+    except (TypeError, ValueError, OverflowError, KeyError, pa.ArrowException) as e:
+        # SQLite columns are untyped: a damaged export can hold text where nsys writes integers.
+        raise InputError(shown, f"nsys export with unexpected values ({type(e).__name__}: {e})") from None
     finally:
         con.close()
-    return _to_table(rows, meta, names)
 
 
 def _gpu_common(cols: list[str], row: tuple[Any, ...]) -> dict[str, Any]:
@@ -308,7 +311,7 @@ def _thread_names(con: sqlite3.Connection, have: set[str], strings: dict[int, st
                 threads[gtid] = strings.get(name_id, "")
     procs: dict[int, str] = {}
     if "PROCESSES" in have:
-        for gpid, pid, name in con.execute("SELECT globalPid, pid, name FROM PROCESSES"):
+        for pid, name in con.execute("SELECT pid, name FROM PROCESSES"):
             if pid is not None:
                 procs[int(pid)] = name or ""
     return threads, procs

@@ -1,0 +1,134 @@
+"""Bad input: one line `tracekit: error: <file>: <problem>`, exit 1, no traceback, nothing written.
+
+Runs the installed console script, as a user would."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, needs_shared
+
+TRACEKIT = shutil.which("tracekit")
+KINETO_SMALL = TRACES / "hta" / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
+XSPACE_SMALL = TRACES / "xprof" / "cpu_tf2.21" / "lstm_raw_blocklstm_fn.xplane.pb"
+NSYS_SMALL = TRACES / "nsys" / "dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite"
+
+
+def make(case: str, d: Path) -> tuple[Path, str]:
+    """Create the bad input for a case; returns its path and a fragment the message must hold."""
+    if case == "empty":
+        p = d / "empty.json"
+        p.write_bytes(b"")
+        return p, "empty"
+    if case == "garbage":
+        p = d / "garbage.bin"
+        p.write_bytes(b"\x00\x13\x37 definitely not a trace \xff\xfe" * 10)
+        return p, "unrecognised format"
+    if case == "truncated_json":
+        p = d / "truncated.json"
+        p.write_bytes(gzip.decompress(KINETO_SMALL.read_bytes())[:5000])
+        return p, "truncated"
+    if case == "corrupt_json":
+        p = d / "corrupt.json"
+        p.write_bytes(b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1,, }]}')
+        return p, "invalid trace JSON"
+    if case == "not_a_trace_json":
+        p = d / "config.json"
+        p.write_text('{"model": "lstm", "layers": 3}')
+        return p, "not a Chrome/Kineto trace"
+    if case == "corrupt_gzip":
+        p = d / "trace.json.gz"
+        p.write_bytes(KINETO_SMALL.read_bytes()[:3000])
+        return p, "gzip"
+    if case == "corrupt_protobuf":
+        p = d / "host.xplane.pb"
+        data = XSPACE_SMALL.read_bytes()
+        p.write_bytes(data[: len(data) // 2])
+        return p, "XSpace"
+    if case == "other_sqlite":
+        p = d / "app.sqlite"
+        con = sqlite3.connect(p)
+        con.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        con.commit()
+        con.close()
+        return p, "not an Nsight Systems export"
+    if case == "truncated_sqlite":
+        p = d / "report.sqlite"
+        p.write_bytes(NSYS_SMALL.read_bytes()[:8192])
+        return p, "SQLite"
+    if case == "empty_dir":
+        p = d / "plugins" / "profile" / "run1"
+        p.mkdir(parents=True)
+        (p / "notes.txt").write_text("nothing here")
+        return p, "directory without a trace"
+    if case == "html_report":
+        p = d / "report.json"  # the extension lies; the content decides
+        p.write_text("<!DOCTYPE html><html><body>tracekit report</body></html>")
+        return p, "HTML"
+    if case == "markdown_report":
+        p = d / "report.md"
+        p.write_text("# tracekit report\n\n| kind | time |\n|---|---|\n")
+        return p, "Markdown"
+    if case == "parquet_not_ours":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        p = d / "data.parquet"
+        pq.write_table(pa.table({"x": [1, 2]}), p)
+        return p, "not written by tracekit"
+    if case == "missing":
+        return d / "nope.json", "no such file"
+    raise AssertionError(case)
+
+
+CASES = ["empty", "garbage", "truncated_json", "corrupt_json", "not_a_trace_json", "corrupt_gzip", "corrupt_protobuf",
+         "other_sqlite", "truncated_sqlite", "empty_dir", "html_report", "markdown_report", "parquet_not_ours", "missing"]
+
+
+@needs_shared
+@pytest.mark.skipif(TRACEKIT is None, reason="the tracekit console script is not installed")
+@pytest.mark.parametrize("command", ["info", "ingest"])
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_gives_one_line_error(case, command, tmp_path):
+    bad, fragment = make(case, tmp_path)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    argv = [TRACEKIT, command, str(bad)] + (["-o", str(out_dir / "t.parquet")] if command == "ingest" else [])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"tracekit: error: {bad}: "), lines[0]
+    assert fragment.lower() in lines[0].lower(), lines[0]
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert list(out_dir.iterdir()) == []
+
+
+@needs_shared
+@pytest.mark.skipif(TRACEKIT is None, reason="the tracekit console script is not installed")
+def test_ingest_with_one_bad_file_writes_nothing(tmp_path):
+    bad, _ = make("truncated_json", tmp_path)
+    out = tmp_path / "out"
+    proc = subprocess.run([TRACEKIT, "ingest", str(KINETO_SMALL), str(bad), "-o", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+@pytest.mark.skipif(shutil.which("nsys") is not None, reason="nsys is installed: reports are exported, not refused")
+@needs_shared
+def test_nsys_report_without_nsys_says_how_to_export():
+    proc = subprocess.run([TRACEKIT, "info", str(TRACES / "nsys" / "abacus_pytorch_cnn_titanrtx.qdrep")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "nsys export --type sqlite" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_usage_error_exits_2():
+    from tracekit.cli import main
+
+    assert main(["info"]) == 2
+    assert main(["no-such-command"]) == 2

@@ -1,0 +1,125 @@
+"""Kineto: counts, exact timestamps and kernel -> launch -> op links checked against the raw JSON."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from conftest import TRACES, ids, needs_shared, shared_files
+
+import tracekit
+
+KINETO = shared_files("hta/**/*.json.gz")
+GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
+
+
+def raw_events(path):
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f, parse_float=Decimal)
+    return doc, doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+@needs_shared
+@pytest.mark.parametrize("path", KINETO, ids=ids(KINETO))
+def test_counts_by_category_equal_the_raw_file(path):
+    _, events = raw_events(path)
+    table = tracekit.load(path)
+    raw = Counter(e.get("cat", "<none>") for e in events if e.get("ph") != "E")
+    got = Counter(table["category"].to_pylist())
+    assert got == raw
+    kinds = Counter(table["kind"].to_pylist())
+    assert kinds["gpu_kernel"] == sum(1 for e in events if str(e.get("cat", "")).lower() == "kernel")
+    assert kinds["flow"] == sum(1 for e in events if e.get("ph") in ("s", "f", "t"))
+
+
+@needs_shared
+@pytest.mark.parametrize("path", KINETO, ids=ids(KINETO))
+def test_timestamps_are_exact_nanoseconds(path):
+    doc, events = raw_events(path)
+    base = int(doc.get("baseTimeNanoseconds", 0)) if isinstance(doc, dict) else 0
+    table = tracekit.load(path)
+    starts = table["start_ns"].to_pylist()
+    durs = table["dur_ns"].to_pylist()
+    for i, e in enumerate(events):
+        if "ts" in e:
+            assert starts[i] == base + int((Decimal(e["ts"]) * 1000).to_integral_value()), i
+        if "dur" in e and e.get("ph") == "X":
+            assert durs[i] == int((Decimal(e["dur"]) * 1000).to_integral_value()), i
+
+
+@needs_shared
+@pytest.mark.parametrize("path", KINETO, ids=ids(KINETO))
+def test_kernels_link_to_launch_and_op(path):
+    """Every GPU activity whose correlation has a launch call in the raw file is linked to it, and to
+    the cpu_op whose External id the launch carries."""
+    _, events = raw_events(path)
+    table = tracekit.load(path)
+    launch_by_corr: dict[int, int] = {}
+    for i, e in enumerate(events):
+        args = e.get("args") or {}
+        if str(e.get("cat", "")).lower() in LAUNCH_CATS and "correlation" in args:
+            launch_by_corr.setdefault(int(args["correlation"]), i)
+    op_by_ext = {}
+    for i, e in enumerate(events):
+        if e.get("cat") == "cpu_op" and "External id" in (e.get("args") or {}):
+            op_by_ext.setdefault(int(e["args"]["External id"]), i)
+    launch_row = table["launch_row"].to_pylist()
+    op_row = table["op_row"].to_pylist()
+    checked = 0
+    for i, e in enumerate(events):
+        args = e.get("args") or {}
+        if str(e.get("cat", "")).lower() not in GPU_CATS or "correlation" not in args:
+            continue
+        launch = launch_by_corr.get(int(args["correlation"]))
+        if launch is None:
+            assert launch_row[i] is None
+            continue
+        assert launch_row[i] == launch
+        ext = int((events[launch].get("args") or {}).get("External id", 0))
+        if ext > 0 and ext in op_by_ext:
+            assert op_row[i] == op_by_ext[ext]
+        checked += 1
+    if any(str(e.get("cat", "")).lower() == "kernel" for e in events) and launch_by_corr:
+        assert checked > 0
+
+
+@needs_shared
+def test_old_category_names_and_string_pids():
+    table = tracekit.load(TRACES / "hta" / "trace_file_list" / "inference_rank_1.json.gz")
+    kinds = Counter(table["kind"].to_pylist())
+    assert kinds["gpu_kernel"] == 4 and kinds["runtime_api"] == 8
+    assert tracekit.info(table).launch_link_rate == 1.0
+    spans = table.filter(pc.equal(pc.cast(table["kind"], pa.string()), "trace_span"))
+    assert spans["pid"].to_pylist() == [None] and spans["process_name"].to_pylist() == ["Spans"]
+
+
+@needs_shared
+def test_gzip_and_plain_json_give_the_same_table(tmp_path):
+    src = TRACES / "hta" / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress(src.read_bytes()))
+    a, b = tracekit.load(src), tracekit.load(plain)
+    assert a.drop_columns(["trace_id"]).equals(b.drop_columns(["trace_id"]))
+
+
+def test_begin_end_pairs_become_one_event(tmp_path):
+    # Chrome B/E events (hand-written traces, old tools): one row with the duration, E rows removed.
+    doc = {"traceEvents": [
+        {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 10.0},
+        {"ph": "B", "name": "inner", "pid": 1, "tid": 1, "ts": 11.5},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 12.0},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 20.25},
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 13, "dur": 1},
+    ]}
+    path = tmp_path / "be.json"
+    path.write_text(json.dumps(doc))
+    t = tracekit.load(path)
+    assert t["name"].to_pylist() == ["outer", "inner", "op"]
+    assert t["dur_ns"].to_pylist() == [10250, 500, 1000]
+    assert t["parent"].to_pylist() == [None, 0, 0]
