@@ -207,6 +207,13 @@ def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.D
     """Dictionary array from integer codes (negative = null) and their values."""
     index_type = index_type or pa.int32()
     codes = np.asarray(codes)
+    if not isinstance(values, pa.Array) and len(set(values)) != len(values):
+        # Several codes can carry the same label (e.g. thread "0" in many processes): keep each
+        # value once, so the dictionary survives a Parquet round trip unchanged.
+        first: dict[str, int] = {}
+        remap = np.array([first.setdefault(v, len(first)) for v in values] + [-1], np.int64)
+        codes = remap[np.where(codes < 0, len(values), codes)]
+        values = list(first)
     mask = codes < 0
     idx = pa.array(np.where(mask, 0, codes).astype(index_type.to_pandas_dtype()), index_type, mask=mask if mask.any() else None)
     vals = values if isinstance(values, pa.Array) else pa.array(values, pa.string())

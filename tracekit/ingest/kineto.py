@@ -318,8 +318,7 @@ def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_la
     lookup[present[null_label]] = -1
     codes = lookup[pair]
     del pair
-    label_arr = pa.array(labels, pa.string())
-    return process, _build.dictionary(codes, label_arr)
+    return process, _build.dictionary(codes, ["" if lab is None else lab for lab in labels])
 
 
 def _meta(path: Path, header: dict, fmt: str) -> TraceMeta:

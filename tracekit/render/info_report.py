@@ -39,7 +39,8 @@ def print_terminal(summary: TraceInfo, console: Console | None = None) -> None:
     head.add_row("events", f"{summary.events:,}")
     head.add_row("span", _ms(summary.span_ns))
     head.add_row("host threads", str(summary.threads))
-    gpus = ", ".join(escape(str(d.get("name", d.get("id")))) for d in summary.devices[:8]) or "none listed"
+    names = [str(d.get("name", d.get("id"))) for d in summary.devices]
+    gpus = ", ".join(f"{names.count(n)}x {escape(n)}" for n in dict.fromkeys(names)) or "none listed"
     head.add_row("GPUs", f"{gpus}; active: {summary.gpu_ids or 'none'}")
     steps = summary.steps
     head.add_row("steps", "none marked" if not steps else f"{len(steps)} ({steps[0]}..{steps[-1]})")

@@ -1,0 +1,59 @@
+"""tracekit ingest / info in-process: lossless Parquet round trip, atomic writes, --force."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import TRACES, needs_shared
+
+import tracekit
+from tracekit.cli import main
+
+SAMPLES = [
+    TRACES / "hta" / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz",
+    TRACES / "xprof" / "cpu_tf2.21" / "lstm_raw_blocklstm_fn.xplane.pb",
+    TRACES / "nsys" / "nvfuser_matmul_nsys2024.6.sqlite",
+]
+
+
+@needs_shared
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])
+def test_ingest_round_trip_is_lossless(path, tmp_path, capsys):
+    out = tmp_path / "t.parquet"
+    assert main(["ingest", str(path), "-o", str(out)]) == 0
+    original = tracekit.load(path)
+    again = tracekit.load(out)
+    assert again.equals(original)
+    assert again.schema.metadata == original.schema.metadata
+    assert main(["info", str(out), "--format", "json"]) == 0
+    from_parquet = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert from_parquet["events"] == original.num_rows
+    assert from_parquet["counts_by_kind"] == tracekit.info(original).counts_by_kind
+
+
+@needs_shared
+def test_ingest_refuses_to_overwrite_without_force(tmp_path, capsys):
+    out = tmp_path / "t.parquet"
+    out.write_text("keep me")
+    assert main(["ingest", str(SAMPLES[0]), "-o", str(out)]) == 1
+    assert "already exists" in capsys.readouterr().err
+    assert out.read_text() == "keep me"
+    assert main(["ingest", str(SAMPLES[0]), "-o", str(out), "--force"]) == 0
+    assert tracekit.load(out).num_rows > 0
+    assert [p.name for p in tmp_path.iterdir()] == ["t.parquet"]  # no temp files left
+
+
+@needs_shared
+def test_ingest_several_traces_into_a_directory(tmp_path):
+    out = tmp_path / "dataset"
+    assert main(["ingest", *map(str, SAMPLES), "-o", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["benchmark_result_2869224_1695835535_trace.parquet", "lstm_raw_blocklstm_fn.parquet", "nvfuser_matmul_nsys2024.6.parquet"])
+
+
+@needs_shared
+def test_info_terminal_output(capsys):
+    assert main(["info", str(SAMPLES[0])]) == 0
+    out = capsys.readouterr().out
+    assert "kernel->launch links" in out and "100.0 %" in out and "gpu_kernel" in out
