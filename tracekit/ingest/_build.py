@@ -79,8 +79,7 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray
 
 
 def assign_steps(
-    n: int, kind: np.ndarray, start: np.ndarray, host: np.ndarray, step_rows: np.ndarray, step_numbers: np.ndarray,
-    end: np.ndarray,
+    n: int, start: np.ndarray, end: np.ndarray, host: np.ndarray, step_rows: np.ndarray, step_numbers: np.ndarray,
 ) -> np.ndarray:
     """Step number of every host row by time containment in a step range; -1 outside any step.
 
@@ -198,7 +197,7 @@ def link(
 
     host = ~gpu & kind_mask(kind, *NESTED_KINDS) & ~kind_mask(kind, "gpu_user_range")
     step_rows = np.flatnonzero(kind_mask(kind, "step"))
-    step = assign_steps(n, kind, start, host, step_rows, step_numbers[step_rows], end)
+    step = assign_steps(n, start, end, host, step_rows, step_numbers[step_rows])
     step[linked_gpu] = step[launch_row[linked_gpu]]
     return Links(parent, depth, step, launch_row, op_row)
 

@@ -58,15 +58,6 @@ CATEGORY_KINDS = {
 }
 GPU_CATEGORY_KINDS = {"gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_sync", "gpu_user_range"}
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
-SNIFF_KEYS = (b'"traceEvents"', b'"ph"')
-
-
-def sniff(head: bytes) -> bool:
-    """True when the first bytes look like a Chrome-trace JSON document."""
-    text = head.lstrip()
-    return text[:1] in (b"{", b"[") and any(k in head for k in SNIFF_KEYS)
-
-
 def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
     """Read a Kineto trace file into the event table.
 
@@ -83,12 +74,9 @@ def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
         size = f.seek(0, 2)
         if size == 0:
             raise InputError(path, "the file is empty")
+        # The scanner copies what it keeps, so the mapping can close as soon as it returns.
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            try:
-                return _from_buffer(path, mm, release=True, fmt="kineto-json")
-            finally:
-                # The scanner's results are copies; nothing may keep pointing into the mapping.
-                pass
+            return _from_buffer(path, mm, release=True, fmt="kineto-json")
 
 
 def _gunzip(path: Path) -> bytes:
@@ -203,9 +191,8 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     tid = np.where(tid_c >= 0, tid_num[np.maximum(tid_c, 0)] if tid_num.size else -1, -1)
 
     keep = _pair_begin_end(ph, pid_c, tid_c, ts, dur)
-    dur_missing &= ~(~keep | (ph == ord("B")) & (dur != missing))
+    # Instants, flows, metadata and counters have no duration in Chrome traces: 0, not unknown.
     dur = np.where(np.isin(ph, [ord("i"), ord("I"), ord("M"), ord("s"), ord("f"), ord("t"), ord("C"), ord("R")]) & dur_missing, 0, dur)
-    dur_missing = dur == missing
 
     gpu = np.isin(kind, [KIND_CODES[k] for k in GPU_CATEGORY_KINDS])
     device = i32("device").astype(np.int64)

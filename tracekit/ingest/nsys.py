@@ -161,10 +161,6 @@ def read(path: Path, display_path: Path | None = None) -> pa.Table:
         con.close()
 
 
-def _gpu_common(cols: list[str], row: tuple[Any, ...]) -> dict[str, Any]:
-    return dict(zip(cols, row, strict=True))
-
-
 def _int(v: Any, default: int = -1) -> int:
     return int(v) if isinstance(v, int) else default
 
@@ -175,7 +171,7 @@ def _read_kernels(con: sqlite3.Connection, have: set[str], strings: dict[int, st
         return
     cols, cur = _select(con, table)
     for r in cur:
-        d = _gpu_common(cols, r)
+        d = dict(zip(cols, r, strict=True))
         start, end = d.pop("start"), d.pop("end")
         name = strings.get(d.get("demangledName"), "") if d.get("demangledName") is not None else ""
         for k in ("shortName", "mangledName"):
@@ -207,7 +203,7 @@ def _read_memory_ops(con: sqlite3.Connection, have: set[str], strings: dict[int,
             continue
         cols, cur = _select(con, table)
         for r in cur:
-            d = _gpu_common(cols, r)
+            d = dict(zip(cols, r, strict=True))
             start, end = d.pop("start"), d.pop("end")
             if kind == "gpu_memcpy":
                 name = f"[CUDA memcpy {copy_kinds.get(d.get('copyKind'), 'Unknown')}]"
@@ -235,7 +231,7 @@ def _read_runtime(con: sqlite3.Connection, have: set[str], strings: dict[int, st
         return
     cols, cur = _select(con, table)
     for r in cur:
-        d = _gpu_common(cols, r)
+        d = dict(zip(cols, r, strict=True))
         start, end = d.pop("start"), d.pop("end")
         raw = strings.get(d.pop("nameId", None), "")
         name = api_display_name(raw)

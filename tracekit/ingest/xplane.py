@@ -182,7 +182,7 @@ def _plane_stats(plane: Any) -> dict[str, Any]:
 def _host_kind(name: str, stats: dict[str, Any]) -> str:
     if "correlation_id" in stats:
         return "driver_api" if name.startswith("cu") and not name.startswith("cuda") else "runtime_api"
-    if "step_num" in stats or stats.get("_r") == 1 and "step_num" in stats:
+    if "step_num" in stats:  # TraceMe step markers: Trace(name, step_num=i, _r=1)
         return "step"
     if name in ("MemoryAllocation", "MemoryDeallocation"):
         return "memory"
