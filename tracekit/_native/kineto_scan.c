@@ -758,31 +758,32 @@ out:
 }
 
 /*
- * nest(group, start, end, order) -> (parent int64[], depth int16[]) as bytes.
- * `order` lists row indices sorted by (group, start asc, end desc); each row's parent is the
- * innermost earlier row of the same group whose interval contains it. Rows with end < start
- * (unknown end) are treated as instants.
+ * nest(group, start, end, order) -> (parent int64[], depth int16[]) as bytes, one entry per row
+ * of group/start/end. `order` lists the rows that take part (a subset is fine), sorted by
+ * (group, start asc, end desc); each such row's parent is the innermost earlier row of the same
+ * group whose interval contains it. Rows not in `order` get parent -1, depth 0. Rows with
+ * end < start (unknown end) are treated as instants.
  */
 static PyObject *nest(PyObject *self, PyObject *args) {
     Py_buffer g, st, en, od;
     if (!PyArg_ParseTuple(args, "y*y*y*y*", &g, &st, &en, &od)) return NULL;
-    Py_ssize_t n = od.len / 8;
+    Py_ssize_t n = g.len / 8, m = od.len / 8;
     PyObject *res = NULL;
-    if (g.len / 8 < n || st.len / 8 < n || en.len / 8 < n) {
+    if (st.len / 8 != n || en.len / 8 != n || m > n) {
         PyErr_SetString(PyExc_ValueError, "nest: arrays differ in length");
         goto done;
     }
     const int64_t *grp = g.buf, *start = st.buf, *end = en.buf, *order = od.buf;
     PyObject *pb = PyBytes_FromStringAndSize(NULL, n * 8);
     PyObject *db = PyBytes_FromStringAndSize(NULL, n * 2);
-    int64_t *stack = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+    int64_t *stack = malloc((size_t)(m ? m : 1) * sizeof(int64_t));
     if (!pb || !db || !stack) { Py_XDECREF(pb); Py_XDECREF(db); free(stack); PyErr_NoMemory(); goto done; }
     int64_t *parent = (int64_t *)PyBytes_AS_STRING(pb);
     int16_t *depth = (int16_t *)PyBytes_AS_STRING(db);
     for (Py_ssize_t i = 0; i < n; i++) { parent[i] = -1; depth[i] = 0; }
     Py_ssize_t top = 0;
     int64_t cur_group = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
+    for (Py_ssize_t k = 0; k < m; k++) {
         int64_t r = order[k];
         if (r < 0 || r >= n) { free(stack); Py_DECREF(pb); Py_DECREF(db); PyErr_SetString(PyExc_ValueError, "nest: bad order"); goto done; }
         if (k == 0 || grp[r] != cur_group) { top = 0; cur_group = grp[r]; }

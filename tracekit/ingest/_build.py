@@ -58,24 +58,24 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray
 
     Returns full-length arrays (parent -1 and depth 0 for rows not given).
     """
-    parent = np.full(n, -1, np.int64)
-    depth = np.zeros(n, np.int16)
     if rows.size == 0:
-        return parent, depth
-    g, s, e = group[rows], start[rows], end[rows]
+        return np.full(n, -1, np.int64), np.zeros(n, np.int16)
     # Sort by group, start ascending, end descending (outer intervals first); lexsort is stable,
-    # so equal intervals keep row order.
-    neg_e = np.negative(e)
-    order_local = np.lexsort((neg_e, s, g))
-    del neg_e
-    sub_parent, sub_depth = _kineto_scan.nest(
-        np.ascontiguousarray(g, np.int64), np.ascontiguousarray(s, np.int64),
-        np.ascontiguousarray(e, np.int64), np.ascontiguousarray(order_local, np.int64),
+    # so equal intervals keep row order. The C pass writes full-length results directly, so no
+    # per-subset copies of its outputs are needed (this is the ingest's memory peak).
+    order = np.lexsort((np.negative(end[rows]), start[rows], group[rows]))
+    order = rows[order]
+    parent, depth = _kineto_scan.nest(
+        np.ascontiguousarray(group, np.int64), np.ascontiguousarray(start, np.int64),
+        np.ascontiguousarray(end, np.int64), np.ascontiguousarray(order, np.int64),
     )
-    sp = np.frombuffer(sub_parent, np.int64)
-    parent[rows] = np.where(sp >= 0, rows[np.maximum(sp, 0)], -1)
-    depth[rows] = np.frombuffer(sub_depth, np.int16)
-    return parent, depth
+    del order
+    return np.frombuffer(parent, np.int64), np.frombuffer(depth, np.int16)
+
+
+# Row-wise lookups below run in blocks of this many rows: their temporaries stay a few MB
+# instead of several full-length int64 arrays (the ingest's memory peak on million-row traces).
+BLOCK_ROWS = 1 << 16
 
 
 def assign_steps(
@@ -91,28 +91,35 @@ def assign_steps(
         return step
     order = np.argsort(start[step_rows], kind="stable")
     s_start = start[step_rows][order]
-    s_end = end[step_rows][order]
+    s_end = np.maximum(end[step_rows][order], s_start + 1)
     s_num = step_numbers[order]
-    host_rows = np.flatnonzero(host)
-    idx = np.searchsorted(s_start, start[host_rows], side="right") - 1
-    ok = idx >= 0
-    idx_c = np.maximum(idx, 0)
-    ok &= start[host_rows] < np.maximum(s_end[idx_c], s_start[idx_c] + 1)
-    step[host_rows[ok]] = s_num[idx_c[ok]]
+    for lo in range(0, n, BLOCK_ROWS):
+        rows = lo + np.flatnonzero(host[lo:lo + BLOCK_ROWS])
+        idx = np.searchsorted(s_start, start[rows], side="right") - 1
+        ok = idx >= 0
+        idx[~ok] = 0
+        ok &= start[rows] < s_end[idx]
+        step[rows[ok]] = s_num[idx[ok]]
     return step
 
 
 def first_match(keys_table: np.ndarray, rows_table: np.ndarray, keys_query: np.ndarray) -> np.ndarray:
-    """For each query key, the first table row (in row order) with the same key; -1 when none."""
+    """For each query key, the first table row (in row order) with the same key; -1 when none.
+
+    ``rows_table`` must be ascending (as ``np.flatnonzero`` returns it).
+    """
     out = np.full(keys_query.shape[0], -1, np.int64)
     if keys_table.size == 0 or keys_query.size == 0:
         return out
-    order = np.lexsort((rows_table, keys_table))
+    order = np.argsort(keys_table, kind="stable")  # stable: equal keys stay in row order
     k_sorted = keys_table[order]
-    pos = np.searchsorted(k_sorted, keys_query, side="left")
-    pos_c = np.minimum(pos, k_sorted.size - 1)
-    hit = (pos < k_sorted.size) & (k_sorted[pos_c] == keys_query)
-    out[hit] = rows_table[order][pos_c[hit]]
+    r_sorted = rows_table[order]
+    del order
+    for lo in range(0, keys_query.shape[0], BLOCK_ROWS):
+        q = keys_query[lo:lo + BLOCK_ROWS]
+        pos = np.minimum(np.searchsorted(k_sorted, q, side="left"), k_sorted.size - 1)
+        hit = k_sorted[pos] == q
+        out[lo:lo + BLOCK_ROWS][hit] = r_sorted[pos[hit]]
     return out
 
 

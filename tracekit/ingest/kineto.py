@@ -178,32 +178,49 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     cat, name, pid_c, tid_c = i32("cat"), i32("name"), i32("pid"), i32("tid")
     missing = np.iinfo(np.int64).min
     base = int(header.get("baseTimeNanoseconds") or 0)
+    # The scanner's buffers are immutable bytes: copy what must change, and drop each raw
+    # buffer as soon as it is consumed (a million-row trace has many 8 MB columns).
     ts = i64("ts").copy()
+    del r["ts"]
     ts[ts == missing] = 0
     ts += base
     dur = i64("dur").copy()
+    del r["dur"]
     dur_missing = dur == missing
     kind = _kinds(ph, cat, r["cat_values"], name, r["name_values"])
 
     pid_num, pid_labels = _pid_values(r["pid_values"])
     tid_num, tid_labels = _pid_values(r["tid_values"])
-    pid = np.where(pid_c >= 0, pid_num[np.maximum(pid_c, 0)] if pid_num.size else -1, -1)
-    tid = np.where(tid_c >= 0, tid_num[np.maximum(tid_c, 0)] if tid_num.size else -1, -1)
+    # Numeric pid/tid per code, with a trailing -1 for "absent" (code -1 indexes it).
+    pid_lookup = np.append(pid_num, -1)
+    tid_lookup = np.append(tid_num, -1)
 
     keep = _pair_begin_end(ph, pid_c, tid_c, ts, dur)
     # Instants, flows, metadata and counters have no duration in Chrome traces: 0, not unknown.
-    dur = np.where(np.isin(ph, [ord("i"), ord("I"), ord("M"), ord("s"), ord("f"), ord("t"), ord("C"), ord("R")]) & dur_missing, 0, dur)
+    dur[np.isin(ph, [ord("i"), ord("I"), ord("M"), ord("s"), ord("f"), ord("t"), ord("C"), ord("R")]) & dur_missing] = 0
+    del dur_missing
 
     gpu = np.isin(kind, [KIND_CODES[k] for k in GPU_CATEGORY_KINDS])
-    device = i32("device").astype(np.int64)
-    stream = i64("stream")
+    gpu_rows = np.flatnonzero(gpu)
     m32 = np.iinfo(np.int32).min
-    device = np.where(device == m32, np.where(gpu & (pid >= 0), pid, -1), device)
-    stream = np.where(stream == missing, np.where(gpu & (tid >= 0), tid, missing), stream)
+    # GPU rows without a device/stream arg (old traces) take them from their pid/tid.
+    device = i32("device").copy()
+    stream = i64("stream").copy()
+    del r["device"], r["stream"]
+    dev_g = device[gpu_rows]
+    device[gpu_rows] = np.where(dev_g == m32, pid_lookup[pid_c[gpu_rows]], dev_g)
+    device[device == m32] = -1
+    str_g = stream[gpu_rows]
+    tid_g = tid_lookup[tid_c[gpu_rows]]
+    stream[gpu_rows] = np.where((str_g == missing) & (tid_g >= 0), tid_g, str_g)
+    del dev_g, str_g, tid_g
+    # Host columns: GPU rows have no host pid/tid.
+    pid = pid_lookup[pid_c]
+    pid[gpu_rows] = -1
+    tid = tid_lookup[tid_c]
+    tid[gpu_rows] = -1
 
     process_name, thread_name = _names(r, ph, pid_c, tid_c, pid_labels, tid_labels, keep)
-    host_group = (pid_c.astype(np.int64) + 1) << 32 | (tid_c.astype(np.int64) + 1)
-    gpu_group = -(((device + 2) << 32) | np.where(stream == missing, 0, stream & 0xFFFFFFFF))
 
     correlation = i64("correlation")
     external = i64("external_id")
@@ -212,8 +229,8 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
         "category": _build.dictionary(np.where(cat >= 0, cat, len(r["cat_values"])), r["cat_values"] + ["<none>"])
         if (cat < 0).any() else _build.dictionary(cat, r["cat_values"]),
         "name": _build.dictionary(name, r["name_values"]),
-        "pid": _build.nullable(np.where(gpu, -1, pid), -1, pa.int64()),
-        "tid": _build.nullable(np.where(gpu, -1, tid), -1, pa.int64()),
+        "pid": _build.nullable(pid, -1, pa.int64()),
+        "tid": _build.nullable(tid, -1, pa.int64()),
         "process_name": process_name,
         "thread_name": thread_name,
         "device_id": _build.nullable(device, -1, pa.int32()),
@@ -234,14 +251,17 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     step_rows = np.flatnonzero(kind == KIND_CODES["step"])
     if step_rows.size:
         step_numbers[step_rows] = [int(STEP_NAME.match(r["name_values"][c]).group(1)) for c in name[step_rows]]  # type: ignore[union-attr]
-    for key in ("ph", "cat", "name", "pid", "tid", "flow_id", "shared_memory", "bytes", "device", "stream",
+    # Nesting groups: host rows by (pid, tid) codes; GPU rows by (device, stream), negated so the
+    # two never collide.
+    group = (pid_c.astype(np.int64) + 1) << 32
+    group |= tid_c + 1
+    s_g = stream[gpu_rows]
+    group[gpu_rows] = -(((device[gpu_rows].astype(np.int64) + 2) << 32) | np.where(s_g == missing, 0, s_g & 0xFFFFFFFF))
+    del s_g, gpu_rows
+    for key in ("ph", "cat", "name", "pid", "tid", "flow_id", "shared_memory", "bytes",
                 "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
         r.pop(key, None)
     del ph, cat, name, pid, tid, stream, pid_c, tid_c
-    # Nesting groups: host rows by (pid, tid) codes; GPU rows by (device, stream).
-    group = host_group
-    group[gpu] = gpu_group[gpu]
-    del gpu_group
     # Rows dropped (E halves of B/E pairs) must not take part in links. Missing values are INT64_MIN,
     # which link() reads as "none" (negative), so no sentinel-replacing copies are needed.
     kind_links = np.where(keep, kind, KIND_CODES["metadata"]).astype(np.int8)
