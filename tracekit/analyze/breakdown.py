@@ -1,0 +1,264 @@
+"""Where the time went: exclusive GPU categories plus idle, host-side time, CPU-only op time.
+
+GPU view (per device, for the whole trace and per step). The span is [first GPU activity
+start, last GPU activity end]. Busy time is the union of kernels, memcpys, memsets and CUDA-graph
+replays (synchronisation records are not GPU work, as in ``nsys analyze``). When activities
+overlap (several streams), each instant is given to exactly one class, the first in this
+priority order::
+
+    communication > rnn > convolution > gemm > cast > reduction > elementwise > other > memcpy > memset
+        > sync (only with count_sync)
+
+so the class times plus idle add up to the span exactly (checked in code). ``compute_ns`` is the
+union of the compute classes (everything but communication, memcpy, memset and sync), as HTA counts it.
+
+Host view (per step): each host thread's busy time split, in priority order, into launch API,
+sync API, memory API, other runtime API, framework ops (time in cpu ops not inside an API call)
+and Python (python_function time outside ops), summed over threads.
+
+CPU-only traces: self time of every framework op, given to the op-view class of the nearest
+classified op at or above it; and dispatch overhead, the part of each step not inside any
+compute op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from tracekit.analyze import intervals
+from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, NO_CLASS, OP_CLASSES, RowClasses, classify_rows
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.errors import TracekitError
+
+COMPUTE_KERNEL_CLASSES = tuple(c for c in KERNEL_CLASSES if c not in ("communication", "memcpy", "memset", "sync"))
+HOST_CLASSES = ("launch", "sync", "memory_api", "other_api", "framework", "python")
+# Op classes that do arithmetic; time in a step outside all of them is dispatch overhead.
+COMPUTE_OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "elementwise", "reduction", "communication")
+ALL_STEPS = -1
+
+
+@dataclass
+class Breakdown:
+    """Result of ``breakdown()``. Times are integer nanoseconds.
+
+    gpu: one row per (device_id, step) plus a whole-trace row per device (step = -1): span_ns,
+        busy_ns, idle_ns, ``<class>_ns`` for each class in ``KERNEL_CLASSES`` (exclusive, priority
+        order in the module doc), compute_ns, non_compute_ns, activities.
+    gpu_classes: per (device_id, class): exclusive_ns (whole trace), kernel_ns (sum of
+        durations, overlaps counted twice), count, and op_view_ns: the kernel time whose launching
+        op is of that op class (``rnn`` for every kernel launched inside a fused RNN op).
+    host: one row per step plus a whole-trace row (step = -1): ``<class>_ns`` for each of
+        ``HOST_CLASSES``, busy_ns, ops (framework op count), launches.
+    cpu_ops: CPU-only view, per step plus whole trace: span_ns, ``<class>_ns`` self time per op
+        class, compute_ns (union of compute ops), dispatch_ns (span not in a compute op), ops.
+    timesteps: the workload's timesteps per step when known (``--timesteps`` or trace metadata).
+    """
+
+    gpu: pd.DataFrame
+    gpu_classes: pd.DataFrame
+    host: pd.DataFrame
+    cpu_ops: pd.DataFrame
+    has_gpu: bool
+    steps: list[int]
+    timesteps: int | None = None
+
+
+def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: bool = False,
+              count_sync: bool = False) -> Breakdown:
+    """Split a trace's time into categories (see the module doc for the definitions).
+
+    Args:
+        table: one trace's event table (``tracekit.ingest.load``).
+        timesteps: recurrent timesteps per step, to report ops per timestep; read from the trace
+            metadata key ``timesteps`` when not given.
+        exclude_last_step: drop GPU activity launched at or after the start of the last step
+            (the profiler often cuts it short; HTA drops it by default). No effect with < 2 steps.
+        count_sync: count CUPTI synchronization records (``gpu_sync``) as busy, non-compute GPU
+            time, as HTA does; by default they are not GPU work, as in nsys.
+    """
+    frame = Frame(table)
+    classes = classify_rows(frame)
+    steps = sorted(int(s) for s in np.unique(frame.step[frame.mask("step")]) if s >= 0) if frame.mask("step").any() else []
+    gpu_rows = frame.rows(*GPU_BUSY_KINDS, *(("gpu_sync",) if count_sync else ()))
+    if exclude_last_step:
+        gpu_rows = _before_last_step(frame, gpu_rows)
+    gpu, gpu_classes = _gpu(frame, classes, gpu_rows)
+    return Breakdown(
+        gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, steps),
+        has_gpu=gpu_rows.size > 0, steps=steps, timesteps=timesteps if timesteps is not None else _meta_timesteps(table),
+    )
+
+
+def _meta_timesteps(table: pa.Table) -> int | None:
+    import json
+
+    from tracekit import schema
+
+    meta = table.schema.metadata or {}
+    raw = meta.get(schema.META_TRACE_META_JSON.encode())
+    if not raw:
+        return None
+    try:
+        value = json.loads(raw).get("timesteps")
+    except ValueError:
+        return None
+    return int(value) if isinstance(value, (int, float, str)) and str(value).isdigit() else None
+
+
+def _before_last_step(frame: Frame, gpu_rows: np.ndarray) -> np.ndarray:
+    step_rows = frame.rows("step")
+    if step_rows.size < 2:
+        return gpu_rows
+    last_start = frame.start[step_rows].max()
+    launch = frame.launch_row[gpu_rows]
+    ok = (launch >= 0) & (frame.start[np.maximum(launch, 0)] < last_start)
+    return gpu_rows[ok]
+
+
+def gpu_split(start: np.ndarray, end: np.ndarray, cls: np.ndarray) -> dict[str, int]:
+    """Exclusive class times, busy, idle, span and compute/non-compute of one set of GPU activities."""
+    if start.size == 0:
+        return {"span_ns": 0, "busy_ns": 0, "idle_ns": 0, **{f"{c}_ns": 0 for c in KERNEL_CLASSES},
+                "compute_ns": 0, "non_compute_ns": 0, "activities": 0}
+    span = int(end.max() - start.min())
+    excl = intervals.exclusive_by_priority(start, end, cls, len(KERNEL_CLASSES))
+    busy = int(excl.sum())
+    compute_mask = np.isin(cls, [KERNEL_CLASSES.index(c) for c in COMPUTE_KERNEL_CLASSES])
+    compute = intervals.total(start[compute_mask], end[compute_mask])
+    out = {"span_ns": span, "busy_ns": busy, "idle_ns": span - busy}
+    out.update({f"{c}_ns": int(excl[i]) for i, c in enumerate(KERNEL_CLASSES)})
+    out.update({"compute_ns": compute, "non_compute_ns": busy - compute, "activities": int(start.size)})
+    if sum(int(v) for v in excl) + out["idle_ns"] != span:  # the invariant every report relies on
+        raise TracekitError("internal error: GPU breakdown does not add up to the span")
+    return out
+
+
+def _gpu(frame: Frame, classes: RowClasses, rows: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    records = []
+    class_records = []
+    device = frame.device[rows]
+    step = frame.step[rows]
+    for dev in np.unique(device):
+        on_dev = rows[device == dev]
+        s, e, k = frame.start[on_dev], frame.end[on_dev], classes.kernel[on_dev]
+        records.append({"device_id": int(dev), "step": ALL_STEPS, **gpu_split(s, e, k)})
+        dev_steps = step[device == dev]
+        for st in np.unique(dev_steps[dev_steps >= 0]):
+            sel = dev_steps == st
+            records.append({"device_id": int(dev), "step": int(st), **gpu_split(s[sel], e[sel], k[sel])})
+        excl = intervals.exclusive_by_priority(s, e, k, len(KERNEL_CLASSES))
+        dur = e - s
+        op_view = classes.op_view[on_dev]
+        for i, c in enumerate(KERNEL_CLASSES):
+            sel = k == i
+            class_records.append({
+                "device_id": int(dev), "view": "kernel", "class": c, "exclusive_ns": int(excl[i]),
+                "kernel_ns": int(dur[sel].sum()), "count": int(sel.sum()),
+            })
+        for i, c in enumerate((*OP_CLASSES, "no_op")):
+            sel = op_view == i if c != "no_op" else op_view == NO_CLASS
+            if sel.any():
+                class_records.append({
+                    "device_id": int(dev), "view": "op", "class": c, "exclusive_ns": None,
+                    "kernel_ns": int(dur[sel].sum()), "count": int(sel.sum()),
+                })
+    gpu_cols = ["device_id", "step", "span_ns", "busy_ns", "idle_ns", *[f"{c}_ns" for c in KERNEL_CLASSES],
+                "compute_ns", "non_compute_ns", "activities"]
+    gpu = pd.DataFrame.from_records(records, columns=gpu_cols)
+    gpu_classes = pd.DataFrame.from_records(class_records, columns=["device_id", "view", "class", "exclusive_ns", "kernel_ns", "count"])
+    return gpu, gpu_classes
+
+
+def _host_classes(frame: Frame, classes: RowClasses) -> tuple[np.ndarray, np.ndarray]:
+    """Rows that take part in the host split and their host class index."""
+    api_rows = frame.rows("runtime_api", "driver_api")
+    api_map = {API_CLASSES.index("launch"): 0, API_CLASSES.index("sync"): 1, API_CLASSES.index("memory"): 2,
+               API_CLASSES.index("other"): 3}
+    api_cls = np.array([api_map[int(c)] for c in range(len(API_CLASSES))], np.int8)[classes.api[api_rows]]
+    op_rows = frame.rows("cpu_op")
+    py_rows = frame.rows("python_function")
+    rows = np.concatenate([api_rows, op_rows, py_rows])
+    cls = np.concatenate([api_cls, np.full(op_rows.size, 4, np.int8), np.full(py_rows.size, 5, np.int8)])
+    return rows, cls
+
+
+def _host(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
+    rows, cls = _host_classes(frame, classes)
+    thread = frame.thread_key[rows]
+    step = frame.step[rows]
+    launch_cls = API_CLASSES.index("launch")
+    records = []
+    for st in [ALL_STEPS, *steps]:
+        sel = np.ones(rows.size, bool) if st == ALL_STEPS else step == st
+        totals = np.zeros(len(HOST_CLASSES), np.int64)
+        for th in np.unique(thread[sel]):
+            mine = sel & (thread == th)
+            r = rows[mine]
+            totals += intervals.exclusive_by_priority(frame.start[r], frame.end[r], cls[mine], len(HOST_CLASSES))
+        in_step = rows[sel]
+        records.append({
+            "step": st, **{f"{c}_ns": int(totals[i]) for i, c in enumerate(HOST_CLASSES)}, "busy_ns": int(totals.sum()),
+            "ops": int(frame.mask("cpu_op")[in_step].sum()),
+            "launches": int((classes.api[in_step] == launch_cls).sum()),
+        })
+    return pd.DataFrame.from_records(records)
+
+
+def op_self_time(frame: Frame, op_rows: np.ndarray) -> np.ndarray:
+    """Self time of each op row: its duration minus its child ops' durations (never negative)."""
+    is_op = frame.mask("cpu_op")
+    child = np.flatnonzero(is_op & (frame.parent >= 0))
+    child = child[is_op[frame.parent[child]]]
+    child_total = np.zeros(len(frame), np.int64)
+    np.add.at(child_total, frame.parent[child], frame.dur[child])
+    return np.maximum(frame.dur[op_rows] - child_total[op_rows], 0)
+
+
+def _cpu_ops(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
+    op_rows = frame.rows("cpu_op")
+    if op_rows.size == 0:
+        return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns", "dispatch_ns", "ops"])
+    self_ns = op_self_time(frame, op_rows)
+    view = _effective_op_class(frame, classes, op_rows)
+    compute_idx = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
+    own = classes.op[op_rows]
+    compute_rows = op_rows[np.isin(own, compute_idx)]
+    step_rows = frame.rows("step")
+    records = []
+    for st in [ALL_STEPS, *steps]:
+        if st == ALL_STEPS:
+            sel = np.ones(op_rows.size, bool)
+            lo, hi = int(frame.start[op_rows].min()), int(frame.end[op_rows].max())
+            if step_rows.size:  # the steps' extent when there are steps: setup work is not the loop
+                lo, hi = int(frame.start[step_rows].min()), int(frame.end[step_rows].max())
+                sel = frame.step[op_rows] >= 0
+        else:
+            sel = frame.step[op_rows] == st
+            srow = step_rows[frame.step[step_rows] == st]
+            lo, hi = int(frame.start[srow].min()), int(frame.end[srow].max())
+        c_rows = compute_rows[(frame.step[compute_rows] == st) if st != ALL_STEPS else
+                              (frame.step[compute_rows] >= 0 if step_rows.size else np.ones(compute_rows.size, bool))]
+        compute = intervals.clip_total(frame.start[c_rows], frame.end[c_rows], lo, hi)
+        per_class = np.bincount(view[sel], weights=self_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
+        records.append({
+            "step": st, "span_ns": hi - lo, **{f"{c}_ns": int(per_class[i]) for i, c in enumerate(OP_CLASSES)},
+            "compute_ns": compute, "dispatch_ns": (hi - lo) - compute, "ops": int(sel.sum()),
+        })
+    return pd.DataFrame.from_records(records)
+
+
+def _effective_op_class(frame: Frame, classes: RowClasses, op_rows: np.ndarray) -> np.ndarray:
+    """Op-view class of each op, with unclassified ops taking their nearest classified ancestor's."""
+    from tracekit.analyze.classify import _nearest_ancestor
+
+    other = OP_CLASSES.index("other")
+    view = classes.op_view[op_rows].astype(np.int64)
+    unclassified = op_rows[view == other]
+    wanted = (classes.op_view != other) & (classes.op_view != NO_CLASS) & frame.mask("cpu_op")
+    anc = _nearest_ancestor(frame.parent, unclassified, wanted)
+    view[view == other] = np.where(anc >= 0, classes.op_view[np.maximum(anc, 0)], other)
+    return view

@@ -1,0 +1,299 @@
+"""Classification as data: ordered rule tables mapping event names to classes.
+
+Every table is a list of ``(class, pattern)`` pairs tried in order (Python ``re.search``); the
+first match wins and names that match nothing are ``"other"``. Each *unique* name is classified
+once and mapped back through the dictionary codes, so a million-row trace costs one regex pass
+over a few thousand names.
+
+Kernel rules follow ``../shared/research/kernel_classes.md`` §2 (checked on 60 real kernel names)
+with two additions: NCCL/RCCL communication, and TensorFlow's Eigen/cuDNN names. Framework-op
+rules cover PyTorch ATen names and TensorFlow op types (the part after ``:`` in
+``scope/name:Type``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from tracekit.analyze.frame import Frame
+
+# Classes, in the priority order the GPU breakdown uses when kernels overlap (see breakdown.py).
+KERNEL_CLASSES = ("communication", "rnn", "convolution", "gemm", "cast", "reduction", "elementwise", "other", "memcpy",
+                  "memset", "sync")
+OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "communication", "compiled",
+              "other")
+API_CLASSES = ("launch", "sync", "memory", "other")
+
+KERNEL_RULES: list[tuple[str, str]] = [
+    ("memcpy", r"^Memcpy |^\[CUDA memcpy|^memcpy|^MemcpyH2D|^MemcpyD2H|^MemcpyD2D"),
+    ("memset", r"^Memset |^\[CUDA memset|^memset"),
+    ("communication", r"nccl|rccl|ncclDevKernel|ncclKernel|all_?reduce|all_?gather|reduce_?scatter|alltoall"),
+    ("rnn", r"RNN_blockPersist_|elemWiseRNNcell|(LSTM|GRU|RNN)_elementWise_(fp|bp)|GENERIC_elementWise_bp|\bLSTM_|"
+            r"cudnn::.*\b(rnn|RNN)|\b(lstm|gru)_cell_(forward|backward)\b|initstates|miopen.*(rnn|lstm)|"
+            r"LSTMBlockCell|BlockLSTM"),
+    ("cast", r"(float16|bfloat16|float8|bfloat16tofloat32|float16tofloat32)_copy_kernel|"
+             r"direct_copy_kernel.*(LoadWithCast|StoreWithCast)|fetch_and_cast|cast_and_store|"
+             r"gpu_kernel_impl<.*direct_copy_kernel.*lambda\(int\)#2|_to_copy|convert_?(fp|bf)16|"
+             r"triton_poi_fused__to_copy|TensorConversionOp"),
+    # cuDNN/TF convolutions are implicit GEMMs by name; they are their own class (before gemm).
+    ("convolution", r"convolve|scudnn|conv2d|Conv2D|conv_kernel|_fprop_|_dgrad_|_wgrad_|fprop_|dgrad|wgrad|winograd|"
+                    r"cudnn::.*conv|implicit_gemm.*conv|conv.*implicit_gemm"),
+    ("gemm", r"gemm|gemv|\bgemmk1|dot_kernel|cutlass|xmma_gemm|nvjet_|cublasLt|splitKreduce|\bKernel2<|"
+             r"magma_.*gemm|Cijk_|\bmm_kernel|triton_tem_fused_(mm|addmm|bmm)|_mm_|sm\d+_xmma_(gemm|.*gemm)|"
+             r"ampere_.*gemm|volta_.*gemm|turing_.*gemm|maxwell_.*gemm|hopper_.*gemm|s1688gemm|s16816gemm|"
+             r"h884gemm|bmm_"),
+    ("reduction", r"reduce_kernel|Reduce|reduce_|softmax|SoftMax|cunn_|nll_loss|layer_norm|LayerNorm|batch_norm|"
+                  r"welford|triton_red_|triton_per_|cub::Device(Reduce|Segmented)|argmax|ArgMax|sum_functor|"
+                  r"norm_kernel|ColumnReduce|RowReduce|BlockReduce"),
+    ("elementwise", r"elementwise_kernel|elementwise|triton_poi_|Functor|FillFunctor|CatArrayBatchedCopy|"
+                    r"direct_copy_kernel|multi_tensor_apply|fused_dropout|where_kernel|clamp|CUDAFunctor|"
+                    r"vectorized_|unrolled_|kernelPointwiseApply|sigmoid|tanh|fused_|"
+                    r"CudaCodeGen::kernel\d+|^func_\d+$|EigenMetaKernel|BiasNHWCKernel|BiasGradNHWC"),
+]
+
+# PyTorch ATen/compiled names; TensorFlow op types are matched on the text after the last ':'.
+OP_RULES: list[tuple[str, str]] = [
+    ("rnn", r"^aten::(lstm|gru|rnn_tanh|rnn_relu)$|_cudnn_rnn|mkldnn_rnn|miopen_rnn|_thnn_fused_lstm_cell|"
+            r"_thnn_fused_gru_cell|^aten::(lstm_cell|gru_cell|rnn_tanh_cell|rnn_relu_cell)$|"
+            r"(^|:)(BlockLSTM|BlockLSTMV2|BlockLSTMGrad|BlockLSTMGradV2|LSTMBlockCell|LSTMBlockCellGrad|"
+            r"CudnnRNN|CudnnRNNV2|CudnnRNNV3|CudnnRNNBackprop|CudnnRNNBackpropV2|CudnnRNNBackpropV3|GRUBlockCell)$"),
+    ("convolution", r"^aten::(convolution|_convolution|conv1d|conv2d|conv3d|cudnn_convolution\w*|"
+                    r"convolution_backward|mkldnn_convolution|_convolution_depthwise2d|conv_transpose\w*)$|"
+                    r"(^|:)(_Mkl|_MklNative|_MklFused)?(Conv2D|Conv3D|Conv2DBackpropInput|Conv2DBackpropFilter|"
+                    r"DepthwiseConv2dNative|FusedConv2D|Conv2DWithBias)$"),
+    ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation)$|mkldnn.*(linear|matmul)|"
+             r"^mkl::|_mkl_linear|onednn::|_linear_pointwise|"
+             r"(^|:)(_Mkl|_MklNative)?(MatMul|BatchMatMul|BatchMatMulV2|BatchMatMulV3|_FusedMatMul|Einsum)$|"
+             r"(^|:)_MklFusedBatchMatMulV2$|(^|:)_MklFusedMatMul$"),
+    ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|(^|:)(_Mkl)?Cast$"),
+    ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
+    ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|(^|:)(NcclAllReduce|CollectiveReduce\w*|_Send|_Recv|"
+                      r"_HostSend|_HostRecv)$"),
+    ("compiled", r"^Torch-Compiled Region|^TorchDynamo Cache Lookup|^## Call CompiledFxGraph|^CompiledFunction|"
+                 r"AOTDispatcher|^Pregraph bytecode|^graph_\d+_cpp_fused_|^prim::(TensorExprGroup|CudaFusionGroup|"
+                 r"FusionGroup|DifferentiableGraph)$|(^|:)_XlaRun$|(^|:)XlaLaunch$"),
+    ("reduction", r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax|"
+                  r"nll_loss\w*|cross_entropy_loss|layer_norm|native_layer_norm|batch_norm|native_batch_norm|norm|"
+                  r"var|std|prod|cumsum)$|(^|:)(Sum|Mean|Max|Min|Prod|ArgMax|ArgMin|Softmax|LogSoftmax|"
+                  r"SparseSoftmaxCrossEntropyWithLogits|SoftmaxCrossEntropyWithLogits|FusedBatchNorm\w*|_Mkl\w*Norm\w*)$"),
+    ("elementwise", r"^aten::(add|add_|sub|sub_|mul|mul_|div|div_|sigmoid|sigmoid_|tanh|tanh_|relu|relu_|gelu|"
+                    r"silu|exp|log|neg|rsub|addcmul_|addcdiv_|lerp_|sqrt|rsqrt|pow|fill_|zero_|zeros|ones|"
+                    r"zeros_like|ones_like|empty_like|where|clamp|clamp_|threshold_backward|sigmoid_backward|"
+                    r"tanh_backward|cat|stack|_foreach_\w+|dropout|native_dropout|masked_fill_?)$|"
+                    r"(^|:)(_Mkl)?(Add|AddV2|AddN|Sub|Mul|RealDiv|Div|Sigmoid|Tanh|Relu|Relu6|Elu|Selu|Exp|Log|Neg|"
+                    r"Square|Sqrt|Rsqrt|Maximum|Minimum|BiasAdd|BiasAddV1|BiasAddGrad|SigmoidGrad|TanhGrad|"
+                    r"ReluGrad|Select|SelectV2|Fill|ZerosLike|OnesLike|ConcatV2|Pack|Unpack|Split|SplitV|"
+                    r"AssignAddVariableOp|ResourceApplyAdam|ResourceApplyGradientDescent|Erf|Pow)$"),
+]
+
+API_RULES: list[tuple[str, str]] = [
+    ("launch", r"^(cuda|cu|hip|hipExtModule)Launch(Kernel|CooperativeKernel|KernelEx|KernelExC|HostFunc)?(_v\d+)?(_ptsz)?$|"
+               r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)|^cudaLaunchKernel|^cuLaunchKernel|"
+               r"^(hipModuleLaunchKernel|hipExtLaunchKernel)|^LaunchKernel$"),
+    ("sync", r"Synchronize|^cudaStreamWaitEvent|^cuStreamWaitEvent|^hipStreamWaitEvent|^cudaEventQuery|"
+             r"^cudaStreamQuery|^StreamSynchronize|^EventSynchronize"),
+    ("memory", r"Memcpy|Memset|Malloc|Free|HostAlloc|HostRegister|HostUnregister|MemAlloc|MemFree|MemPool|"
+               r"cudaMemGetInfo|cuMemGetInfo|MemAdvise|MemPrefetch|cudaPointerGetAttributes"),
+]
+
+_COMPILED: dict[int, list[tuple[str, re.Pattern[str]]]] = {}
+
+
+def _compiled(rules: list[tuple[str, str]]) -> list[tuple[str, re.Pattern[str]]]:
+    key = id(rules)
+    if key not in _COMPILED:
+        _COMPILED[key] = [(c, re.compile(p)) for c, p in rules]
+    return _COMPILED[key]
+
+
+def classify_name(name: str, rules: list[tuple[str, str]]) -> str:
+    """Class of one name under an ordered rule table; ``"other"`` when no rule matches."""
+    for cls, rx in _compiled(rules):
+        if rx.search(name):
+            return cls
+    return "other"
+
+
+def classify_names(names: Sequence[str], rules: list[tuple[str, str]]) -> list[str]:
+    """Class of each name (each name is looked at once; callers pass unique names)."""
+    return [classify_name(n, rules) for n in names]
+
+
+def _dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Codes (-1 for null) and dictionary values of a dictionary column, over all chunks."""
+    col = column.unify_dictionaries() if column.num_chunks > 1 else column
+    if col.num_chunks == 0:
+        return np.zeros(0, np.int64), []
+    values = col.chunk(0).dictionary.to_pylist()
+    codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for c in col.chunks])
+    return codes, values
+
+
+def class_per_row(table: pa.Table, rows: np.ndarray, rules: list[tuple[str, str]], classes: Sequence[str]) -> np.ndarray:
+    """Class index (into ``classes``) of each given row, by its name; one regex pass per unique name."""
+    codes, values = _dictionary_codes(table.column("name"))
+    used = np.unique(codes[rows])
+    lookup = np.full(len(values) + 1, classes.index("other"), np.int8)
+    for code in used:
+        if code >= 0:
+            lookup[code] = classes.index(classify_name(values[code], rules))
+    return lookup[codes[rows]]
+
+
+def input_types(args_text: str | None) -> list[str] | None:
+    """The ``Input type`` list of a Kineto op's args (present when ``record_shapes=True``)."""
+    if not args_text:
+        return None
+    try:
+        types = json.loads(args_text).get("Input type")
+    except (ValueError, AttributeError):
+        return None
+    return types if isinstance(types, list) else None
+
+
+def is_dtype_change(types: list[str] | None) -> bool:
+    """Whether a copy's tensor inputs have different dtypes (``copy_(dst, src)``: dst first)."""
+    if not types:
+        return False
+    tensor_types = [t for t in types[:2] if isinstance(t, str) and t and t != "Scalar"]
+    return len(tensor_types) == 2 and tensor_types[0] != tensor_types[1]
+
+
+def kind_rows(table: pa.Table, *kinds: str) -> np.ndarray:
+    """Row indices of the given kinds."""
+    kind = table.column("kind")
+    mask = pc.is_in(kind.cast(pa.string()), pa.array(list(kinds)))
+    return np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+
+
+# --- per-row classes of a whole trace --------------------------------------------------------
+
+NO_CLASS = -1
+
+
+@dataclass
+class RowClasses:
+    """Class index per row (``NO_CLASS`` where a view does not apply).
+
+    kernel: GPU activity rows, index into ``KERNEL_CLASSES`` (kernel view: by kernel name, and a
+        kernel launched by a dtype-changing copy is a cast).
+    op: framework op rows (cpu_op), index into ``OP_CLASSES``, after the copy rules.
+    op_view: for op rows and GPU rows, the op-view class: ``rnn`` when any enclosing framework op
+        is a fused RNN, else the op's own class (GPU rows: their launching op's).
+    api: runtime/driver API rows, index into ``API_CLASSES``.
+    """
+
+    kernel: np.ndarray
+    op: np.ndarray
+    op_view: np.ndarray
+    api: np.ndarray
+
+
+def _by_name(frame: Frame, rows: np.ndarray, rules: list[tuple[str, str]], classes: Sequence[str],
+             transform: Callable[[str], str] | None = None) -> np.ndarray:
+    """Class index of each row, classifying each distinct name once."""
+    codes = frame.name_code[rows]
+    used = np.unique(codes)
+    lookup = np.full(len(frame.names) + 1, classes.index("other"), np.int8)
+    for code in used[used >= 0]:
+        name = frame.names[code]
+        lookup[code] = classes.index(classify_name(transform(name) if transform else name, rules))
+    return lookup[codes]
+
+
+def _tf_op_type(name: str) -> str:
+    """``scope/name:Type`` -> ``Type`` for TensorFlow op events; other names unchanged."""
+    head, sep, tail = name.rpartition(":")
+    return tail if sep and head and not head.endswith(":") and "::" not in name else name
+
+
+def classify_rows(frame: Frame) -> RowClasses:
+    """Classify every row of a trace (see ``RowClasses``)."""
+    n = len(frame)
+    kernel = np.full(n, NO_CLASS, np.int8)
+    op = np.full(n, NO_CLASS, np.int8)
+    api = np.full(n, NO_CLASS, np.int8)
+
+    gpu_rows = frame.rows("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph", "gpu_sync")
+    kernel[gpu_rows] = _by_name(frame, gpu_rows, KERNEL_RULES, KERNEL_CLASSES)
+    # The kind decides for copies and sets whatever their names say.
+    kernel[frame.rows("gpu_memcpy")] = KERNEL_CLASSES.index("memcpy")
+    kernel[frame.rows("gpu_memset")] = KERNEL_CLASSES.index("memset")
+    kernel[frame.rows("gpu_sync")] = KERNEL_CLASSES.index("sync")
+
+    op_rows = frame.rows("cpu_op")
+    op[op_rows] = _by_name(frame, op_rows, OP_RULES, OP_CLASSES, _tf_op_type)
+    _resolve_copies(frame, op, op_rows)
+
+    api_rows = frame.rows("runtime_api", "driver_api")
+    api[api_rows] = _by_name(frame, api_rows, API_RULES, API_CLASSES)
+
+    # Kernel view: a kernel launched by a dtype-changing copy is a cast whatever its name.
+    cast_op = op == OP_CLASSES.index("cast")
+    launched_by = frame.op_row[gpu_rows]
+    by_cast = (launched_by >= 0) & cast_op[np.maximum(launched_by, 0)]
+    movable = np.isin(kernel[gpu_rows], [KERNEL_CLASSES.index(c) for c in ("elementwise", "other")])
+    kernel[gpu_rows[by_cast & movable]] = KERNEL_CLASSES.index("cast")
+
+    op_view = op.copy()
+    rnn = OP_CLASSES.index("rnn")
+    inside_rnn = _has_ancestor(frame.parent, op_rows, op == rnn)
+    op_view[op_rows[inside_rnn]] = rnn
+    has_op = launched_by >= 0
+    op_view[gpu_rows[has_op]] = op_view[launched_by[has_op]]
+    return RowClasses(kernel=kernel, op=op, op_view=op_view, api=api)
+
+
+def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
+    """Copies that change dtype become casts (and so do the copy ops around them); other copies
+    take the class of their nearest enclosing classified op, or ``other``."""
+    copy, cast, other = OP_CLASSES.index("copy"), OP_CLASSES.index("cast"), OP_CLASSES.index("other")
+    copy_rows = op_rows[op[op_rows] == copy]
+    if copy_rows.size == 0:
+        return
+    for row in copy_rows[frame.name_code[copy_rows] == _code_of(frame, "aten::copy_")]:
+        if is_dtype_change(input_types(frame.args_text(int(row)))):
+            op[row] = cast
+            # aten::to -> aten::_to_copy -> aten::copy_: the wrappers are the same cast.
+            p = frame.parent[row]
+            while p >= 0 and op[p] == copy:
+                op[p] = cast
+                p = frame.parent[p]
+    remaining = copy_rows[op[copy_rows] == copy]
+    wanted = (op != copy) & (op != other) & (op != NO_CLASS)
+    ancestor = _nearest_ancestor(frame.parent, remaining, wanted)
+    op[remaining] = np.where(ancestor >= 0, op[np.maximum(ancestor, 0)], other)
+
+
+def _code_of(frame: Frame, name: str) -> int:
+    try:
+        return frame.names.index(name)
+    except ValueError:
+        return -2
+
+
+def _nearest_ancestor(parent: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each row, the nearest proper ancestor with ``wanted`` set; -1 when none."""
+    out = np.full(rows.size, -1, np.int64)
+    cur = parent[rows].copy()
+    pending = np.arange(rows.size)
+    while pending.size:
+        pending = pending[cur[pending] >= 0]
+        hit = wanted[cur[pending]]
+        out[pending[hit]] = cur[pending[hit]]
+        pending = pending[~hit]
+        cur[pending] = parent[cur[pending]]
+    return out
+
+
+def _has_ancestor(parent: np.ndarray, rows: np.ndarray, flag: np.ndarray) -> np.ndarray:
+    return _nearest_ancestor(parent, rows, flag) >= 0

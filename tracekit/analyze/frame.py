@@ -1,0 +1,111 @@
+"""Numpy views of the event table that every analysis reads (built once per table).
+
+Analyses work on plain arrays: kind codes, ns times, row links. Dictionary columns keep their
+codes; names are decoded only for the few rows a report shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit import schema
+from tracekit.analyze.classify import _dictionary_codes
+
+KIND_INDEX = {k: i for i, k in enumerate(schema.KINDS)}
+GPU_BUSY_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph")
+LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")
+
+
+def _int(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
+    col = table.column(name)
+    if col.null_count:
+        col = col.fill_null(null)
+    return col.to_numpy().astype(np.int64, copy=False)
+
+
+@dataclass
+class Frame:
+    """Columns of one trace's event table as numpy arrays (null ids are -1)."""
+
+    table: pa.Table
+    kind: np.ndarray = field(init=False)
+    start: np.ndarray = field(init=False)
+    dur: np.ndarray = field(init=False)
+    end: np.ndarray = field(init=False)
+    name_code: np.ndarray = field(init=False)
+    names: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        t = self.table
+        kind_codes, kind_values = _dictionary_codes(t.column("kind"))
+        remap = np.array([KIND_INDEX.get(v, KIND_INDEX["other"]) for v in kind_values] + [KIND_INDEX["other"]], np.int8)
+        self.kind = remap[kind_codes]
+        self.start = _int(t, "start_ns", 0)
+        self.dur = np.maximum(_int(t, "dur_ns", 0), 0)
+        self.end = self.start + self.dur
+        self.name_code, self.names = _dictionary_codes(t.column("name"))
+
+    def __len__(self) -> int:
+        return int(self.kind.shape[0])
+
+    def mask(self, *kinds: str) -> np.ndarray:
+        return np.isin(self.kind, [KIND_INDEX[k] for k in kinds])
+
+    def rows(self, *kinds: str) -> np.ndarray:
+        return np.flatnonzero(self.mask(*kinds))
+
+    def name(self, row: int) -> str:
+        code = int(self.name_code[row])
+        return self.names[code] if code >= 0 else ""
+
+    @cached_property
+    def parent(self) -> np.ndarray:
+        return _int(self.table, "parent")
+
+    @cached_property
+    def launch_row(self) -> np.ndarray:
+        return _int(self.table, "launch_row")
+
+    @cached_property
+    def op_row(self) -> np.ndarray:
+        return _int(self.table, "op_row")
+
+    @cached_property
+    def step(self) -> np.ndarray:
+        return _int(self.table, "step")
+
+    @cached_property
+    def device(self) -> np.ndarray:
+        return _int(self.table, "device_id")
+
+    @cached_property
+    def stream(self) -> np.ndarray:
+        return _int(self.table, "stream_id")
+
+    @cached_property
+    def pid(self) -> np.ndarray:
+        return _int(self.table, "pid")
+
+    @cached_property
+    def tid(self) -> np.ndarray:
+        return _int(self.table, "tid")
+
+    @cached_property
+    def depth(self) -> np.ndarray:
+        return _int(self.table, "depth", 0)
+
+    @cached_property
+    def thread_key(self) -> np.ndarray:
+        """One int64 per host thread (pid, tid), for grouping."""
+        return (self.pid << 32) ^ (self.tid & 0xFFFFFFFF)
+
+    def args_text(self, row: int) -> str | None:
+        value = self.table.column("args")[row]
+        if not value.is_valid:
+            return None
+        storage = value.value if hasattr(value, "value") else value
+        return str(storage.as_py()) if storage is not None else None
