@@ -5,6 +5,8 @@ The Python API mirrors the CLI::
     import tracekit
     table = tracekit.load("trace.json.gz")     # any supported trace, or a tracekit Parquet file
     print(tracekit.info(table))
+    r = tracekit.report(table)                 # also launch(), ranges(), compare([...])
+    print(tracekit.render(r, "markdown"))
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from tracekit.analyze.summary import TraceInfo, info  # noqa: E402
+from tracekit.api import compare, launch, ranges, render, report  # noqa: E402
 from tracekit.errors import InputError, TracekitError  # noqa: E402
 from tracekit.ingest import load  # noqa: E402
 
-__all__ = ["InputError", "TraceInfo", "TracekitError", "__version__", "info", "load"]
+__all__ = ["InputError", "TraceInfo", "TracekitError", "__version__", "compare", "info", "launch", "load", "ranges",
+           "render", "report"]

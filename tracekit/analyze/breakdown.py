@@ -14,7 +14,8 @@ union of the compute classes (everything but communication, memcpy, memset and s
 
 Host view (per step): each host thread's busy time split, in priority order, into launch API,
 sync API, memory API, other runtime API, framework ops (time in cpu ops not inside an API call)
-and Python (python_function time outside ops), summed over threads.
+and Python (python_function time outside ops), summed over threads. Framework time includes
+user ranges (NVTX / record_function), since nsys traces have no framework op events.
 
 CPU-only traces: self time of every framework op, given to the op-view class of the nearest
 classified op at or above it; and dispatch overhead, the part of each step not inside any
@@ -179,7 +180,8 @@ def _host_classes(frame: Frame, classes: RowClasses) -> tuple[np.ndarray, np.nda
     api_map = {API_CLASSES.index("launch"): 0, API_CLASSES.index("sync"): 1, API_CLASSES.index("memory"): 2,
                API_CLASSES.index("other"): 3}
     api_cls = np.array([api_map[int(c)] for c in range(len(API_CLASSES))], np.int8)[classes.api[api_rows]]
-    op_rows = frame.rows("cpu_op")
+    # NVTX / record_function ranges are framework or user code too (nsys traces have no cpu ops).
+    op_rows = frame.rows("cpu_op", "user_range")
     py_rows = frame.rows("python_function")
     rows = np.concatenate([api_rows, op_rows, py_rows])
     cls = np.concatenate([api_cls, np.full(op_rows.size, 4, np.int8), np.full(py_rows.size, 5, np.int8)])

@@ -1,5 +1,5 @@
 """Command line: a registry of thin subcommands and ``main(argv) -> int``, the one place that
-turns errors into exit codes (1: bad input or output, 2: usage)."""
+turns errors into exit codes (1: bad input or output, 2: usage, 3: a compare --fail-if held)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ class Command(Protocol):
 
 
 def _commands() -> list[Command]:
-    from tracekit.cli import info, ingest
+    from tracekit.cli import compare, info, ingest, launch, ranges, report
 
-    return [ingest.IngestCommand(), info.InfoCommand()]
+    return [ingest.IngestCommand(), info.InfoCommand(), report.ReportCommand(), launch.LaunchCommand(),
+            ranges.RangesCommand(), compare.CompareCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

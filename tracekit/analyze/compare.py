@@ -1,0 +1,183 @@
+"""Trace comparison: categories, names, ranges and steps of traces A, B, ... against the first.
+
+Works across sources: every trace is reduced to the same summaries (GPU classes, host classes,
+CPU-op classes, per-name totals, per-range totals, step times) before comparing.
+
+``--fail-if`` expressions (several allowed, joined by "and" semantics: any failing one fails)::
+
+    METRIC OP THRESHOLD
+    METRIC    total_time | gpu_time | gpu_busy | idle_time | kernel_count | launch_count | op_count |
+              step_time | <class>_time (a GPU kernel class, e.g. gemm_time, cast_time)
+    OP        > | >= | < | <=
+    THRESHOLD +5% | -10% (relative change) | +2ms | 300us | 1000ns | 120 (absolute change; counts)
+
+Each is checked for every compared trace against the baseline (the first); when one holds the
+CLI exits with code 3 (``EXIT_COMPARE_FAILED``).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from tracekit.analyze.breakdown import breakdown
+from tracekit.analyze.classify import KERNEL_CLASSES
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.ranges import ranges
+from tracekit.errors import UsageError
+
+EXIT_COMPARE_FAILED = 3
+_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+_EXPR = re.compile(r"^\s*(?P<metric>[a-z_]+)\s*(?P<op>>=|<=|>|<)\s*(?P<sign>[+-]?)(?P<num>\d+(\.\d+)?)\s*(?P<unit>%|ns|us|µs|ms|s)?\s*$")
+
+
+@dataclass
+class TraceSummary:
+    label: str
+    source: str
+    metrics: dict[str, float]
+    names: pd.DataFrame  # kind, name, count, total_ns
+    ranges: pd.DataFrame  # name, instances, total_ns
+    steps: pd.DataFrame  # step, dur_ns
+
+
+@dataclass
+class FailCheck:
+    expression: str
+    label: str
+    baseline: float
+    value: float
+    failed: bool
+
+
+@dataclass
+class Comparison:
+    """Result of ``compare()``; every delta is (trace - baseline), baseline = first trace.
+
+    metrics: one row per metric, one column per label (values: ns or counts).
+    names: per (kind, name): ``count_<label>``, ``total_ns_<label>``, ``mean_ns_<label>``, and
+        status (``common``, ``added``, ``removed`` relative to the baseline), sorted by the
+        largest absolute total change.
+    ranges: per range name: ``total_ns_<label>``, ``instances_<label>``.
+    steps: per step index (0 = first step of each trace): ``dur_ns_<label>``.
+    checks: the evaluated ``--fail-if`` expressions.
+    """
+
+    labels: list[str]
+    metrics: pd.DataFrame
+    names: pd.DataFrame
+    ranges: pd.DataFrame
+    steps: pd.DataFrame
+    checks: list[FailCheck] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return any(c.failed for c in self.checks)
+
+
+def summarize(table: pa.Table, label: str) -> TraceSummary:
+    """Reduce one trace to the summaries ``compare()`` works on."""
+    from tracekit import schema
+
+    frame = Frame(table)
+    bd = breakdown(table)
+    whole_gpu = bd.gpu[bd.gpu.step == -1].sum(numeric_only=True)
+    host = bd.host[bd.host.step == -1].iloc[0] if len(bd.host) else None
+    step_rows = frame.rows("step")
+    active = frame.rows("cpu_op", "runtime_api", "driver_api", "user_range", "gpu_kernel", "gpu_memcpy", "gpu_memset",
+                        "python_function", "step")
+    total = int(frame.end[active].max() - frame.start[active].min()) if active.size else 0
+    metrics: dict[str, float] = {
+        "total_time": total,
+        "gpu_time": float(whole_gpu.get("span_ns", 0)),
+        "gpu_busy": float(whole_gpu.get("busy_ns", 0)),
+        "idle_time": float(whole_gpu.get("idle_ns", 0)),
+        "kernel_count": float(frame.mask("gpu_kernel").sum()),
+        "launch_count": float(host["launches"]) if host is not None else 0.0,
+        "op_count": float(frame.mask("cpu_op").sum()),
+        "step_time": float(np.median(frame.dur[step_rows])) if step_rows.size else float(total),
+    }
+    for c in KERNEL_CLASSES:
+        metrics[f"{c}_time"] = float(whole_gpu.get(f"{c}_ns", 0))
+    if host is not None:
+        for c in ("launch", "sync", "framework", "python"):
+            metrics[f"host_{c}_time"] = float(host[f"{c}_ns"])
+    rows = frame.rows("cpu_op", *GPU_BUSY_KINDS)
+    kinds = np.where(frame.mask("cpu_op")[rows], "cpu_op", "gpu")
+    names_df = pd.DataFrame({"kind": kinds, "code": frame.name_code[rows], "dur": frame.dur[rows]})
+    agg = names_df.groupby(["kind", "code"]).agg(count=("dur", "size"), total_ns=("dur", "sum")).reset_index()
+    agg["name"] = [frame.names[c] if c >= 0 else "" for c in agg.code]
+    agg = agg.groupby(["kind", "name"], as_index=False)[["count", "total_ns"]].sum()
+    rr = ranges(table).summary[["name", "instances", "total_ns"]]
+    order = np.argsort(frame.start[step_rows], kind="stable")
+    steps = pd.DataFrame({"step": np.arange(step_rows.size), "dur_ns": frame.dur[step_rows][order]})
+    meta = table.schema.metadata or {}
+    return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps)
+
+
+def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: list[str] | None = None) -> Comparison:
+    """Compare traces against the first one (see the module doc for ``fail_if``).
+
+    Args:
+        tables: two or more event tables, baseline first.
+        labels: a short label per trace (default A, B, C, ...).
+        fail_if: threshold expressions for CI.
+    """
+    if len(tables) < 2:
+        raise UsageError("compare needs at least two traces")
+    labels = labels or [chr(ord("A") + i) for i in range(len(tables))]
+    if len(labels) != len(tables) or len(set(labels)) != len(labels):
+        raise UsageError("give one distinct --label per trace")
+    checks = [parse_condition(e) for e in fail_if or []]  # fail on a bad expression before the work
+    sums = [summarize(t, lab) for t, lab in zip(tables, labels)]
+    metrics = pd.DataFrame({s.label: pd.Series(s.metrics) for s in sums}).fillna(0)
+    metrics.index.name = "metric"
+    names = _wide([s.names.assign(label=s.label) for s in sums], ["kind", "name"], ["count", "total_ns"], labels)
+    for lab in labels:
+        names[f"mean_ns_{lab}"] = (names[f"total_ns_{lab}"] / names[f"count_{lab}"].where(names[f"count_{lab}"] > 0)).fillna(0)
+    base, others = labels[0], labels[1:]
+    present = {lab: names[f"count_{lab}"] > 0 for lab in labels}
+    names["status"] = np.where(~present[base] & np.any([present[o] for o in others], axis=0), "added",
+                               np.where(present[base] & ~np.all([present[o] for o in others], axis=0), "removed", "common"))
+    change = np.max([np.abs(names[f"total_ns_{o}"] - names[f"total_ns_{base}"]) for o in others], axis=0)
+    names = names.assign(_c=change).sort_values("_c", ascending=False, kind="stable").drop(columns="_c").reset_index(drop=True)
+    rng = _wide([s.ranges.assign(label=s.label) for s in sums], ["name"], ["instances", "total_ns"], labels)
+    steps = _wide([s.steps.assign(label=s.label) for s in sums], ["step"], ["dur_ns"], labels)
+    result = Comparison(labels, metrics.reset_index(), names, rng, steps)
+    for expr, (metric, op, sign, num, unit) in zip(fail_if or [], checks):
+        if metric not in metrics.index:
+            raise UsageError(f"--fail-if: unknown metric {metric!r} (one of: {', '.join(metrics.index)})")
+        b = float(metrics.loc[metric, base])
+        for lab in others:
+            v = float(metrics.loc[metric, lab])
+            delta = (v - b) / b * 100 if unit == "%" else (v - b) / _UNITS.get(unit or "ns", 1) if unit else v - b
+            threshold = num if sign != "-" else -num
+            result.checks.append(FailCheck(expr, lab, b, v, bool(_OPS[op](delta, threshold)) if (unit != "%" or b) else False))
+    return result
+
+
+def parse_condition(expr: str) -> tuple[str, str, str, float, str | None]:
+    """Parse ``METRIC OP THRESHOLD``; raises UsageError with the grammar on a bad expression."""
+    m = _EXPR.match(expr)
+    if not m:
+        raise UsageError(f"--fail-if {expr!r}: expected METRIC OP THRESHOLD, e.g. 'total_time > +5%' or 'kernel_count > +10'")
+    return m["metric"], m["op"], m["sign"], float(m["num"]), m["unit"]
+
+
+def _wide(frames: list[pd.DataFrame], keys: list[str], values: list[str], labels: list[str]) -> pd.DataFrame:
+    long = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*keys, *values, "label"])
+    if long.empty:
+        return pd.DataFrame(columns=[*keys, *[f"{v}_{lab}" for v in values for lab in labels]])
+    wide = long.pivot_table(index=keys, columns="label", values=values, aggfunc="sum", fill_value=0, observed=True)
+    wide.columns = [f"{v}_{lab}" for v, lab in wide.columns]
+    for v in values:
+        for lab in labels:
+            if f"{v}_{lab}" not in wide.columns:
+                wide[f"{v}_{lab}"] = 0
+    return wide[[f"{v}_{lab}" for v in values for lab in labels]].reset_index()

@@ -1,0 +1,295 @@
+"""Launch-overhead diagnosis: is the GPU starved by kernel launches, syncs or the framework?
+
+Every GPU activity is joined to its launch call through the correlation link (``launch_row``).
+The launch delay of a pair is ``gpu.start - (launch.start + launch.dur)``, clipped at 0 (as HTA
+computes it). GPU idle gaps are the gaps of the busy-time union per device (as ``nsys analyze
+gpu_gaps`` lists them); for each gap, the host activity overlapping it is measured per host class
+(launch / sync / memory API, framework op, Python, nothing) and the gap is attributed to the
+class with the most overlap.
+
+Verdict rules (thresholds are parameters, defaults below):
+* no GPU activity: CPU/framework-bound when dispatch overhead (step time outside compute ops)
+  is at least half the step time, else CPU compute-bound;
+* GPU idle share below ``idle_threshold`` (30%): GPU-bound;
+* otherwise launch-bound when the median launch call takes at least as long as the median
+  kernel (the host cannot issue work faster than the GPU finishes it) or launch calls cover
+  most of the idle time; sync-bound when sync waits cover at least 30% of the idle time or of
+  the host's busy time; else CPU/framework-bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from tracekit.analyze import intervals
+from tracekit.analyze.breakdown import Breakdown, breakdown
+from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+
+GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
+VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "CPU/framework-bound", "CPU compute-bound")
+
+
+@dataclass
+class Distribution:
+    """Summary of a set of durations, ns."""
+
+    count: int
+    total_ns: int
+    mean_ns: float
+    p50_ns: float
+    p90_ns: float
+    p99_ns: float
+    max_ns: int
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Distribution:
+        if values.size == 0:
+            return cls(0, 0, 0.0, 0.0, 0.0, 0.0, 0)
+        p50, p90, p99 = np.percentile(values, [50, 90, 99])
+        return cls(int(values.size), int(values.sum()), float(values.mean()), float(p50), float(p90), float(p99),
+                   int(values.max()))
+
+
+@dataclass
+class LaunchReport:
+    """Result of ``launch()``. Times in ns.
+
+    pairs: one row per GPU activity with a launch call: correlation_id, device_id, api_name,
+        kernel_name, api_ns, gpu_ns, delay_ns (clipped at 0), kernel_class.
+    gaps: one row per GPU idle gap: device_id, start_ns, dur_ns, ``<class>_ns`` host overlap for
+        each of ``GAP_HOST_CLASSES``, attributed (the class with most overlap).
+    gaps_by_host: per attributed class: gaps, total_ns.
+    per_step: step, kernels (GPU activities launched in the step), launches, ops.
+    """
+
+    has_gpu: bool
+    pairs: pd.DataFrame
+    gaps: pd.DataFrame
+    gaps_by_host: pd.DataFrame
+    per_step: pd.DataFrame
+    launch_api: Distribution
+    kernel: Distribution
+    delay: Distribution
+    short_kernel_ns: int
+    short_kernel_share: float
+    gpu_span_ns: int
+    gpu_idle_ns: int
+    verdict: str
+    evidence: list[str] = field(default_factory=list)
+    remedies: list[str] = field(default_factory=list)
+    breakdown: Breakdown | None = None
+
+    @property
+    def idle_share(self) -> float:
+        return self.gpu_idle_ns / self.gpu_span_ns if self.gpu_span_ns else 0.0
+
+
+def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float = 0.3,
+           timesteps: int | None = None) -> LaunchReport:
+    """Diagnose launch overhead in one trace (see the module doc for the rules).
+
+    Args:
+        table: one trace's event table.
+        short_kernel_ns: kernels shorter than this count as short (default 10 µs).
+        idle_threshold: GPU idle share at or above which the GPU is considered starved.
+        timesteps: recurrent timesteps per step (for ops per timestep in the evidence).
+    """
+    frame = Frame(table)
+    classes = classify_rows(frame)
+    bd = breakdown(table, timesteps=timesteps)
+    gpu_rows = frame.rows(*GPU_BUSY_KINDS)
+    pairs = _pairs(frame, classes, gpu_rows)
+    gaps = _gaps(frame, classes, gpu_rows)
+    gaps_by_host = (gaps.groupby("attributed", sort=False).agg(gaps=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
+                    .reindex(list(GAP_HOST_CLASSES)).fillna(0).astype(np.int64).reset_index()
+                    .rename(columns={"attributed": "host_activity"}))
+    launch_mask = classes.api == API_CLASSES.index("launch")
+    api_d = Distribution.of(frame.dur[launch_mask])
+    kern_rows = frame.rows("gpu_kernel")
+    kern_d = Distribution.of(frame.dur[kern_rows])
+    delay_d = Distribution.of(pairs["delay_ns"].to_numpy())
+    short_share = float((frame.dur[kern_rows] < short_kernel_ns).mean()) if kern_rows.size else 0.0
+    whole = bd.gpu[bd.gpu.step == -1]
+    span, idle = int(whole.span_ns.sum()), int(whole.idle_ns.sum())
+    per_step = _per_step(frame, classes, gpu_rows, bd)
+    report = LaunchReport(
+        has_gpu=gpu_rows.size > 0, pairs=pairs, gaps=gaps, gaps_by_host=gaps_by_host, per_step=per_step,
+        launch_api=api_d, kernel=kern_d, delay=delay_d, short_kernel_ns=short_kernel_ns, short_kernel_share=short_share,
+        gpu_span_ns=span, gpu_idle_ns=idle, verdict="", breakdown=bd,
+    )
+    _judge(report, frame, classes, idle_threshold, table)
+    return report
+
+
+def _pairs(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
+    linked = gpu_rows[frame.launch_row[gpu_rows] >= 0]
+    api = frame.launch_row[linked]
+    delay = np.maximum(frame.start[linked] - frame.end[api], 0)
+    corr = frame.table.column("correlation_id").take(pa.array(linked)).fill_null(-1).to_numpy()
+    return pd.DataFrame({
+        "correlation_id": corr,
+        "device_id": frame.device[linked],
+        "api_name": pd.Categorical.from_codes(frame.name_code[api], frame.names) if frame.names else [],
+        "kernel_name": pd.Categorical.from_codes(frame.name_code[linked], frame.names) if frame.names else [],
+        "api_ns": frame.dur[api],
+        "gpu_ns": frame.dur[linked],
+        "delay_ns": delay,
+        "kernel_class": pd.Categorical.from_codes(classes.kernel[linked].astype(np.int64), list(KERNEL_CLASSES)),
+    })
+
+
+def _host_unions(frame: Frame, classes) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Union of host intervals per gap class, over all host threads."""
+    api = classes.api
+    sel = {
+        "launching": api == API_CLASSES.index("launch"),
+        "synchronizing": api == API_CLASSES.index("sync"),
+        "data_transfer": api == API_CLASSES.index("memory"),
+        "framework": frame.mask("cpu_op", "user_range") | (api == API_CLASSES.index("other")),
+        "python": frame.mask("python_function"),
+    }
+    return {k: intervals.union(frame.start[m], frame.end[m]) for k, m in sel.items()}
+
+
+def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
+    cols: dict[str, list] = {"device_id": [], "start_ns": [], "dur_ns": []}
+    for dev in np.unique(frame.device[gpu_rows]):
+        r = gpu_rows[frame.device[gpu_rows] == dev]
+        g_start, g_end = intervals.gaps(frame.start[r], frame.end[r])
+        cols["device_id"].append(np.full(g_start.size, dev))
+        cols["start_ns"].append(g_start)
+        cols["dur_ns"].append(g_end - g_start)
+    if not cols["start_ns"]:
+        return pd.DataFrame(columns=["device_id", "start_ns", "dur_ns", *[f"{c}_ns" for c in GAP_HOST_CLASSES], "attributed"])
+    out = {k: np.concatenate(v) for k, v in cols.items()}
+    g_start, g_end = out["start_ns"], out["start_ns"] + out["dur_ns"]
+    # Host classes in priority order: time already given to an earlier class is not counted again.
+    covered = np.zeros(g_start.size, np.int64)
+    acc_s = np.zeros(0, np.int64)
+    acc_e = np.zeros(0, np.int64)
+    for name, (s, e) in _host_unions(frame, classes).items():
+        acc_s, acc_e = intervals.union(np.concatenate([acc_s, s]), np.concatenate([acc_e, e]))
+        now = intervals.overlap_per_interval(g_start, g_end, acc_s, acc_e)
+        out[f"{name}_ns"] = now - covered
+        covered = now
+    out["host_idle_ns"] = out["dur_ns"] - covered
+    df = pd.DataFrame(out)
+    host_cols = [f"{c}_ns" for c in GAP_HOST_CLASSES]
+    df["attributed"] = pd.Categorical.from_codes(df[host_cols].to_numpy().argmax(axis=1), list(GAP_HOST_CLASSES))
+    return df.sort_values(["device_id", "start_ns"], kind="stable").reset_index(drop=True)
+
+
+def _per_step(frame: Frame, classes, gpu_rows: np.ndarray, bd: Breakdown) -> pd.DataFrame:
+    steps = bd.steps or [-1]
+    kernels = frame.step[gpu_rows]
+    launches = frame.step[classes.api == API_CLASSES.index("launch")]
+    ops = frame.step[frame.mask("cpu_op")]
+    rows = []
+    for st in steps:
+        pick = (lambda a: a == st) if st >= 0 else (lambda a: np.ones(a.size, bool))
+        rows.append({"step": st, "kernels": int(pick(kernels).sum()), "launches": int(pick(launches).sum()),
+                     "ops": int(pick(ops).sum())})
+    return pd.DataFrame.from_records(rows, columns=["step", "kernels", "launches", "ops"])
+
+
+def _source(table: pa.Table) -> str:
+    from tracekit import schema
+
+    meta = table.schema.metadata or {}
+    return meta.get(schema.META_SOURCE.encode(), b"").decode()
+
+
+def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table: pa.Table) -> None:
+    source = _source(table)
+    bd = r.breakdown
+    assert bd is not None
+    per_ts = bd.timesteps
+    ops_step = float(r.per_step.ops.mean()) if len(r.per_step) else 0.0
+    op_names = set(frame.names[c] for c in np.unique(frame.name_code[frame.mask("cpu_op")]) if c >= 0)
+    fused_rnn = any(n in op_names for n in ("aten::lstm", "aten::_cudnn_rnn", "aten::mkldnn_rnn_layer")) or any(
+        n.endswith((":CudnnRNN", ":CudnnRNNV3", ":BlockLSTMV2", ":BlockLSTM")) for n in op_names)
+    cell_loop = any(n in op_names for n in ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell")) or (
+        not fused_rnn and any("while" in n and "lstm" in n.lower() for n in op_names))
+    ev, rem = r.evidence, r.remedies
+    if per_ts:
+        ev.append(f"{ops_step / per_ts:.1f} framework ops per timestep ({ops_step:.0f} per step, {per_ts} timesteps)")
+    elif len(r.per_step) and ops_step:
+        ev.append(f"{ops_step:.0f} framework ops per step")
+    if not r.has_gpu:
+        cpu = bd.cpu_ops[bd.cpu_ops.step == -1]
+        span = int(cpu.span_ns.sum()) if len(cpu) else 0
+        dispatch = int(cpu.dispatch_ns.sum()) if len(cpu) else 0
+        share = dispatch / span if span else 0.0
+        ev.append(f"{share:.0%} of step time is outside any compute op (framework dispatch)")
+        r.verdict = "CPU/framework-bound" if share >= 0.5 else "CPU compute-bound"
+        if r.verdict == "CPU/framework-bound":
+            _framework_remedies(rem, source, cell_loop, fused_rnn)
+        else:
+            rem.append("the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count")
+        return
+    ev.append(f"GPU idle {r.idle_share:.1%} of its {r.gpu_span_ns / 1e6:.3f} ms span")
+    ev.append(f"launch call median {r.launch_api.p50_ns / 1e3:.2f} µs vs kernel median {r.kernel.p50_ns / 1e3:.2f} µs "
+              f"({r.launch_api.count} launches, {r.kernel.count} kernels)")
+    ev.append(f"{r.short_kernel_share:.0%} of kernels shorter than {r.short_kernel_ns / 1e3:.0f} µs")
+    gap_total = int(r.gaps.dur_ns.sum()) if len(r.gaps) else 0
+    by = {row.host_activity: int(row.total_ns) for row in r.gaps_by_host.itertuples()}
+    if gap_total:
+        top = max(by, key=lambda k: by[k])
+        ev.append(f"during idle gaps the host was mostly {top.replace('_', ' ')} ({by[top] / gap_total:.0%} of gap time)")
+    if r.idle_share < idle_threshold:
+        r.verdict = "GPU-bound"
+        k = bd.gpu_classes[(bd.gpu_classes.view == "kernel")]
+        busy = k.groupby("class")["exclusive_ns"].sum()
+        top_cls = busy.idxmax() if len(busy) else "other"
+        ev.append(f"largest GPU class: {top_cls} ({busy.max() / max(busy.sum(), 1):.0%} of busy time)")
+        if top_cls in ("gemm", "rnn", "convolution"):
+            rem.append("use mixed precision (torch.autocast / keras mixed_float16) so GEMMs run on tensor cores")
+        rem.append("the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work")
+        return
+    sync_gap = by.get("synchronizing", 0) / gap_total if gap_total else 0.0
+    host = bd.host[bd.host.step == -1]
+    host_busy = int(host.busy_ns.sum()) if len(host) else 0
+    sync_host = int(host.sync_ns.sum()) / host_busy if host_busy else 0.0
+    launch_gap = by.get("launching", 0) / gap_total if gap_total else 0.0
+    if r.kernel.count and (r.launch_api.p50_ns >= r.kernel.p50_ns or launch_gap >= 0.5):
+        r.verdict = "launch-bound"
+        rem.extend(_launch_remedies(source, cell_loop, fused_rnn))
+    elif sync_gap >= 0.3 or sync_host >= 0.3:
+        r.verdict = "sync-bound"
+        ev.append(f"sync calls take {sync_host:.0%} of host busy time")
+        rem.append("remove synchronizations from the loop (.item(), .cpu(), printing tensors, cudaStreamSynchronize); "
+                   "use non_blocking copies from pinned memory")
+    else:
+        r.verdict = "CPU/framework-bound"
+        _framework_remedies(rem, source, cell_loop, fused_rnn)
+
+
+def _launch_remedies(source: str, cell_loop: bool, fused_rnn: bool) -> list[str]:
+    out = []
+    if cell_loop and not fused_rnn:
+        out.append("replace the per-timestep cell loop with the fused cuDNN LSTM (nn.LSTM / keras LSTM with cuDNN)")
+    if source == "tf":
+        out.append("compile the step with tf.function(jit_compile=True) (XLA) to fuse small kernels")
+    else:
+        out.append("capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs")
+        out.append("fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)")
+    out.append("use larger batches so each launch does more work")
+    return out
+
+
+def _framework_remedies(rem: list[str], source: str, cell_loop: bool, fused_rnn: bool) -> None:
+    if cell_loop and not fused_rnn:
+        rem.append("replace the per-timestep cell loop with the fused LSTM (nn.LSTM / keras LSTM / BlockLSTM)")
+    if source == "tf":
+        rem.append("run the step as a graph: tf.function, and XLA with jit_compile=True")
+    else:
+        rem.append("cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)")
+    rem.append("use larger batches so each op does more work")
+
+
+__all__ = ["LaunchReport", "Distribution", "launch", "OP_CLASSES", "VERDICTS"]

@@ -1,0 +1,117 @@
+"""The Python API: the same analyses as the CLI subcommands, with the same parameters.
+
+Each function takes a trace (a path to any supported file, or an event table from
+``tracekit.load``) and returns the analysis dataclass; ``render(result, fmt)`` gives the text the
+CLI would print. Units: every ``*_ns`` column or field is integer nanoseconds.
+
+    import tracekit
+    r = tracekit.report("trace.json.gz")          # Report: .breakdown, .launch
+    r.breakdown.gpu                               # pandas DataFrame, one row per (device, step)
+    print(tracekit.render(r, "markdown"))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+import pyarrow as pa
+
+from tracekit.analyze.breakdown import Breakdown, breakdown
+from tracekit.analyze.compare import Comparison
+from tracekit.analyze.compare import compare as _compare
+from tracekit.analyze.launch import LaunchReport
+from tracekit.analyze.launch import launch as _launch
+from tracekit.analyze.ranges import RangesReport
+from tracekit.analyze.ranges import ranges as _ranges
+from tracekit.errors import UsageError
+from tracekit.ingest import load
+from tracekit.render import documents, renderers
+from tracekit.render.document import Document
+
+Trace = Union[str, Path, pa.Table]
+
+
+@dataclass
+class Report:
+    """``tracekit report``: the breakdown and the launch verdict of one trace."""
+
+    name: str
+    table: pa.Table
+    breakdown: Breakdown
+    launch: LaunchReport
+
+
+@dataclass
+class Launch:
+    name: str
+    table: pa.Table
+    result: LaunchReport
+
+
+@dataclass
+class Ranges:
+    name: str
+    table: pa.Table
+    result: RangesReport
+
+
+@dataclass
+class Compare:
+    names: list[str]
+    result: Comparison
+
+
+def _table(trace: Trace) -> tuple[str, pa.Table]:
+    if isinstance(trace, pa.Table):
+        return "<table>", trace
+    return str(trace), load(trace)
+
+
+def report(trace: Trace, timesteps: int | None = None, exclude_last_step: bool = False, count_sync: bool = False) -> Report:
+    """Time breakdown (GPU categories + idle, host, CPU ops) and launch verdict of one trace."""
+    name, table = _table(trace)
+    bd = breakdown(table, timesteps=timesteps, exclude_last_step=exclude_last_step, count_sync=count_sync)
+    return Report(name, table, bd, _launch(table, timesteps=timesteps))
+
+
+def launch(trace: Trace, short_kernel_ns: int = 10_000, idle_threshold: float = 0.3, timesteps: int | None = None) -> Launch:
+    """Launch-overhead diagnosis of one trace (see ``tracekit.analyze.launch``)."""
+    name, table = _table(trace)
+    return Launch(name, table, _launch(table, short_kernel_ns=short_kernel_ns, idle_threshold=idle_threshold, timesteps=timesteps))
+
+
+def ranges(trace: Trace) -> Ranges:
+    """Time per NVTX / record_function / TraceMe range with GPU projection."""
+    name, table = _table(trace)
+    return Ranges(name, table, _ranges(table))
+
+
+def compare(traces: list[Trace], labels: list[str] | None = None, fail_if: list[str] | None = None) -> Compare:
+    """Compare traces against the first (see ``tracekit.analyze.compare`` for ``fail_if``)."""
+    loaded = [_table(t) for t in traces]
+    return Compare([n for n, _ in loaded], _compare([t for _, t in loaded], labels, fail_if))
+
+
+def document(result: Report | Launch | Ranges | Compare) -> Document:
+    """The document a result renders as."""
+    from tracekit.cli._output import facts
+
+    if isinstance(result, Report):
+        return documents.report_document(result.name, facts(result.table, result.name), result.breakdown, result.launch)
+    if isinstance(result, Launch):
+        return documents.launch_document(result.name, facts(result.table, result.name), result.result)
+    if isinstance(result, Ranges):
+        return documents.ranges_document(result.name, facts(result.table, result.name), result.result)
+    if isinstance(result, Compare):
+        return documents.compare_document(result.names, result.result)
+    raise UsageError(f"cannot render {type(result).__name__}")
+
+
+def render(result: Report | Launch | Ranges | Compare, fmt: str = "terminal") -> str:
+    """Text of a result in one format: terminal, markdown, json or html."""
+    table = renderers()
+    if fmt not in table:
+        raise UsageError(f"unknown format {fmt!r} (one of: {', '.join(table)})")
+    return table[fmt].render(document(result))

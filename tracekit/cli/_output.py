@@ -1,0 +1,60 @@
+"""Shared by the report commands: -f/-o/--force options, trace facts, atomic output."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+
+from tracekit import schema
+from tracekit.errors import OutputError
+from tracekit.render import pick
+from tracekit.render.document import Document
+from tracekit.render.terminal_report import TerminalRenderer
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--format", choices=("terminal", "markdown", "json", "html"),
+                        help="output format (default: from -o's extension, else terminal)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (.txt, .md, .json, .html)")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+
+
+def facts(table: pa.Table, path: str) -> list[tuple[str, str]]:
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    out = [("trace", str(path)), ("source", meta.get(schema.META_SOURCE, "?")),
+           ("format", meta.get(schema.META_SOURCE_FORMAT, "?")), ("events", f"{table.num_rows:,}")]
+    if meta.get(schema.META_FRAMEWORK_VERSION):
+        out.append(("framework", meta[schema.META_FRAMEWORK_VERSION]))
+    return out
+
+
+def emit(document: Document, args: argparse.Namespace) -> None:
+    """Render and write to -o atomically (refusing to overwrite without --force), or to stdout."""
+    output = Path(args.output) if args.output else None
+    renderer = pick(args.format, output)
+    if output is None:
+        if isinstance(renderer, TerminalRenderer) and sys.stdout.isatty():
+            from rich.console import Console
+
+            renderer.print(document, Console())
+        else:
+            sys.stdout.write(renderer.render(document))
+        return
+    if output.exists() and not args.force:
+        raise OutputError(output, "exists; use --force to overwrite")
+    if not output.parent.is_dir():
+        raise OutputError(output, f"directory {output.parent} does not exist")
+    text = renderer.render(document)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, output)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    sys.stderr.write(f"wrote {output}\n")

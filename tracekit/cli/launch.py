@@ -1,0 +1,26 @@
+"""tracekit launch TRACE: launch-overhead diagnosis with a verdict, evidence and remedies."""
+
+from __future__ import annotations
+
+import argparse
+
+from tracekit import api
+from tracekit.cli._output import add_output_arguments, emit
+
+
+class LaunchCommand:
+    name = "launch"
+    help = "diagnose launch overhead: launch vs kernel time, launch delay, idle gaps, verdict and remedies"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("trace", metavar="TRACE", help="a trace file, XSpace run directory or tracekit Parquet file")
+        parser.add_argument("--short-kernel-us", type=float, default=10.0, help="kernels shorter than this are short (µs)")
+        parser.add_argument("--idle-threshold", type=float, default=0.3, help="GPU idle share that counts as starved (0-1)")
+        parser.add_argument("--timesteps", type=int, help="recurrent timesteps per step, to report ops per timestep")
+        add_output_arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        result = api.launch(args.trace, short_kernel_ns=int(args.short_kernel_us * 1000), idle_threshold=args.idle_threshold,
+                            timesteps=args.timesteps)
+        emit(api.document(result), args)
+        return 0

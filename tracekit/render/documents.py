@@ -1,0 +1,213 @@
+"""Build a ``Document`` from each analysis result (what each report shows, in what order)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyze.breakdown import HOST_CLASSES, Breakdown
+from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES
+from tracekit.analyze.compare import Comparison
+from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
+from tracekit.analyze.ranges import RangesReport
+from tracekit.render.document import Chart, Column, Document, Section, Table
+
+MAX_STEP_BARS = 60
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+            for r in df.astype(object).to_dict(orient="records")]
+
+
+def _step_label(step: int) -> str:
+    return "all" if step < 0 else f"step {step}"
+
+
+def breakdown_sections(bd: Breakdown) -> list[Section]:
+    sections = []
+    if bd.has_gpu:
+        s = Section("GPU time by category (exclusive; adds up to the span)")
+        whole = bd.gpu[bd.gpu.step == -1]
+        for row in whole.itertuples():
+            busy = row.busy_ns / row.span_ns if row.span_ns else 0
+            s.sentences.append(f"GPU {row.device_id}: span {row.span_ns / 1e6:,.3f} ms, busy {busy:.1%}, "
+                               f"idle {row.idle_ns / 1e6:,.3f} ms; compute {row.compute_ns / 1e6:,.3f} ms, "
+                               f"non-compute {row.non_compute_ns / 1e6:,.3f} ms.")
+        used = [c for c in KERNEL_CLASSES if bd.gpu[f"{c}_ns"].sum() > 0]
+        cols = [Column("device"), Column("step"), Column("span", "ns"), *[Column(c, "ns") for c in used],
+                Column("idle", "ns"), Column("idle %", "pct"), Column("activities", "count")]
+        rows = [[int(r["device_id"]), _step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in used], r["idle_ns"],
+                 r["idle_ns"] / r["span_ns"] if r["span_ns"] else 0.0, r["activities"]] for r in _records(bd.gpu)]
+        s.tables.append(Table("", cols, rows, "priority when streams overlap: " + " > ".join(KERNEL_CLASSES)))
+        per_step = bd.gpu[bd.gpu.step >= 0].head(MAX_STEP_BARS)
+        chart_src = per_step if len(per_step) else whole
+        s.charts.append(Chart("stacked", "GPU time per step" if len(per_step) else "GPU time", [
+            f"GPU {int(r['device_id'])} {_step_label(int(r['step']))}" for r in _records(chart_src)], [*used, "idle"],
+            [[r[f"{c}_ns"] / 1e6 for c in used] + [r["idle_ns"] / 1e6] for r in _records(chart_src)]))
+        k = bd.gpu_classes
+        kv = k[(k.view == "kernel") & (k["count"] > 0)]
+        s.tables.append(Table("Kernel view (by kernel name)", [Column("device"), Column("class"), Column("kernels", "count"),
+                              Column("kernel time", "ns"), Column("exclusive", "ns")],
+                              [[r["device_id"], r["class"], r["count"], r["kernel_ns"], r["exclusive_ns"]] for r in _records(kv)]))
+        ov = k[k.view == "op"]
+        s.tables.append(Table("Op view (by launching framework op; kernels inside a fused RNN op count as rnn)",
+                              [Column("device"), Column("class"), Column("kernels", "count"), Column("kernel time", "ns")],
+                              [[r["device_id"], r["class"], r["count"], r["kernel_ns"]] for r in _records(ov)]))
+        sections.append(s)
+    host = bd.host
+    if len(host) and host.busy_ns.sum() > 0:
+        s = Section("Host time (per thread, exclusive, summed over threads)")
+        cols = [Column("step"), *[Column(c, "ns") for c in HOST_CLASSES], Column("ops", "count"), Column("launches", "count")]
+        s.tables.append(Table("", cols, [[_step_label(int(r["step"])), *[r[f"{c}_ns"] for c in HOST_CLASSES], r["ops"], r["launches"]]
+                                         for r in _records(host)]))
+        sections.append(s)
+    if not bd.has_gpu and len(bd.cpu_ops):
+        s = Section("CPU op time (self time by op class; no GPU in this trace)")
+        whole = bd.cpu_ops[bd.cpu_ops.step == -1].iloc[0]
+        n_steps = max(len(bd.steps), 1)
+        ops_per_step = whole["ops"] / n_steps
+        s.sentences.append(f"{ops_per_step:,.1f} framework ops per step over {n_steps} step(s); "
+                           f"{whole['dispatch_ns'] / whole['span_ns'] if whole['span_ns'] else 0:.0%} of step time is outside "
+                           f"any compute op (framework dispatch).")
+        if bd.timesteps:
+            s.sentences.append(f"{ops_per_step / bd.timesteps:,.2f} framework ops per timestep ({bd.timesteps} timesteps per step).")
+        used = [c for c in OP_CLASSES if bd.cpu_ops[f"{c}_ns"].sum() > 0]
+        cols = [Column("step"), Column("span", "ns"), *[Column(c, "ns") for c in used], Column("dispatch", "ns"), Column("ops", "count")]
+        s.tables.append(Table("", cols, [[_step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in used], r["dispatch_ns"], r["ops"]]
+                                         for r in _records(bd.cpu_ops)]))
+        steps = bd.cpu_ops[bd.cpu_ops.step >= 0].head(MAX_STEP_BARS)
+        src = steps if len(steps) else bd.cpu_ops
+        s.charts.append(Chart("stacked", "CPU op self time per step", [_step_label(int(r["step"])) for r in _records(src)],
+                              used, [[r[f"{c}_ns"] / 1e6 for c in used] for r in _records(src)]))
+        sections.append(s)
+    return sections
+
+
+def _breakdown_data(bd: Breakdown) -> dict:
+    return {"gpu": _records(bd.gpu), "gpu_classes": _records(bd.gpu_classes), "host": _records(bd.host),
+            "cpu_ops": _records(bd.cpu_ops), "steps": bd.steps, "timesteps": bd.timesteps, "has_gpu": bd.has_gpu}
+
+
+def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: LaunchReport | None = None) -> Document:
+    sections = []
+    if lr is not None:
+        sections.append(Section("Verdict", [f"{lr.verdict}."] + [f"Evidence: {e}." for e in lr.evidence]
+                                + [f"Remedy: {r}." for r in lr.remedies]))
+    sections += breakdown_sections(bd)
+    data = {"breakdown": _breakdown_data(bd)}
+    if lr is not None:
+        data["verdict"] = {"verdict": lr.verdict, "evidence": lr.evidence, "remedies": lr.remedies}
+    return Document(f"tracekit report: {name}", "report", facts, sections, data)
+
+
+def _dist_row(label: str, d) -> list:
+    return [label, d.count, d.total_ns, d.mean_ns, d.p50_ns, d.p90_ns, d.p99_ns, d.max_ns]
+
+
+def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -> Document:
+    s = Section("Verdict", [f"{lr.verdict}."] + [f"Evidence: {e}." for e in lr.evidence] + [f"Remedy: {r}." for r in lr.remedies])
+    sections = [s]
+    if lr.has_gpu:
+        d = Section("Launch calls, kernels and launch delay")
+        cols = [Column(""), Column("count", "count"), Column("total", "ns"), Column("mean", "ns"), Column("p50", "ns"),
+                Column("p90", "ns"), Column("p99", "ns"), Column("max", "ns")]
+        d.tables.append(Table("", cols, [_dist_row("launch API call", lr.launch_api), _dist_row("GPU kernel", lr.kernel),
+                                         _dist_row("launch -> start delay", lr.delay)],
+                              f"{lr.short_kernel_share:.0%} of kernels are shorter than {lr.short_kernel_ns / 1e3:.0f} µs"))
+        if len(lr.pairs):
+            edges = np.array([0, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 1e6, np.inf])
+            hist, _ = np.histogram(lr.pairs.delay_ns.to_numpy(), edges)
+            labels = ["<1µs", "1-2µs", "2-5µs", "5-10µs", "10-20µs", "20-50µs", "50-100µs", "0.1-1ms", ">1ms"]
+            d.charts.append(Chart("histogram", "Launch -> start delay", labels, ["pairs"], [[float(h)] for h in hist], "delay"))
+        sections.append(d)
+        g = Section("GPU idle gaps and what the host was doing")
+        total = int(lr.gaps.dur_ns.sum()) if len(lr.gaps) else 0
+        g.sentences.append(f"{len(lr.gaps):,} gaps, {total / 1e6:,.3f} ms idle of a {lr.gpu_span_ns / 1e6:,.3f} ms GPU span.")
+        g.tables.append(Table("Gaps by host activity (the class with most overlap)",
+                              [Column("host activity"), Column("gaps", "count"), Column("idle time", "ns")],
+                              [[r["host_activity"], r["gaps"], r["total_ns"]] for r in _records(lr.gaps_by_host)]))
+        top = lr.gaps.sort_values("dur_ns", ascending=False, kind="stable").head(20)
+        g.tables.append(Table("Longest gaps", [Column("device"), Column("start", "count"), Column("gap", "ns"),
+                                               *[Column(c, "ns") for c in GAP_HOST_CLASSES]],
+                              [[r["device_id"], r["start_ns"], r["dur_ns"], *[r[f"{c}_ns"] for c in GAP_HOST_CLASSES]]
+                               for r in _records(top)]))
+        if len(lr.gaps):
+            edges = np.array([0, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, np.inf])
+            hist, _ = np.histogram(lr.gaps.dur_ns.to_numpy(), edges)
+            g.charts.append(Chart("histogram", "Idle gap lengths", ["<1µs", "1-10µs", "10-100µs", "0.1-1ms", "1-10ms", "10-100ms", ">100ms"],
+                                  ["gaps"], [[float(h)] for h in hist], "gap length"))
+        sections.append(g)
+    p = Section("Per step")
+    p.tables.append(Table("", [Column("step"), Column("GPU activities", "count"), Column("launches", "count"), Column("ops", "count")],
+                          [[_step_label(int(r["step"])), r["kernels"], r["launches"], r["ops"]] for r in _records(lr.per_step)]))
+    sections.append(p)
+    from dataclasses import asdict
+    data = {"verdict": lr.verdict, "evidence": lr.evidence, "remedies": lr.remedies, "gpu_span_ns": lr.gpu_span_ns,
+            "gpu_idle_ns": lr.gpu_idle_ns, "short_kernel_ns": lr.short_kernel_ns, "short_kernel_share": lr.short_kernel_share,
+            "launch_api": asdict(lr.launch_api), "kernel": asdict(lr.kernel), "launch_delay": asdict(lr.delay),
+            "gaps_by_host": _records(lr.gaps_by_host), "per_step": _records(lr.per_step), "gaps": _records(lr.gaps)}
+    return Document(f"tracekit launch: {name}", "launch", facts, sections, data)
+
+
+def ranges_document(name: str, facts: list[tuple[str, str]], rr: RangesReport) -> Document:
+    s = Section("Ranges (NVTX / record_function / TraceMe), by total CPU time")
+    cols = [Column("range"), Column("instances", "count"), Column("total", "ns"), Column("mean", "ns"), Column("depth", "float"),
+            Column("GPU projection", "ns"), Column("GPU ops", "count"), Column("GPU busy", "ns")]
+    s.tables.append(Table("", cols, [[r["name"], r["instances"], r["total_ns"], r["mean_ns"], r["mean_depth"], r["proj_total_ns"],
+                                      r["gpu_ops"], r["gpu_busy_ns"]] for r in _records(rr.summary)],
+                          "GPU projection: first start to last end of the GPU work launched inside the range (as nsys nvtx_gpu_proj)"))
+    return Document(f"tracekit ranges: {name}", "ranges", facts, [s],
+                    {"summary": _records(rr.summary), "instances": _records(rr.instances)})
+
+
+def compare_document(names: list[str], cmp: Comparison) -> Document:
+    base = cmp.labels[0]
+    facts = [(lab, n) for lab, n in zip(cmp.labels, names)]
+    sections = []
+    m = Section("Metrics", [f"Deltas are against {base} (the first trace)."])
+    cols = [Column("metric"), *[Column(lab, "float") for lab in cmp.labels],
+            *[Column(f"{lab} vs {base}", "text") for lab in cmp.labels[1:]]]
+    rows = []
+    for r in _records(cmp.metrics):
+        b = r[base]
+        deltas = [f"{(r[lab] - b) / b:+.1%}" if b else ("+∞" if r[lab] else "0") for lab in cmp.labels[1:]]
+        rows.append([r["metric"], *[r[lab] for lab in cmp.labels], *deltas])
+    m.tables.append(Table("", cols, rows, "times in ns, counts as counts"))
+    cats = [f"{c}_time" for c in KERNEL_CLASSES]
+    cat_rows = [r for r in _records(cmp.metrics) if r["metric"] in cats and any(r[lab] for lab in cmp.labels)]
+    if cat_rows:
+        m.charts.append(Chart("stacked", "GPU time by category", cmp.labels, [r["metric"][:-5] for r in cat_rows],
+                              [[r[lab] / 1e6 for r in cat_rows] for lab in cmp.labels]))
+    sections.append(m)
+    if cmp.checks:
+        c = Section("--fail-if checks", [f"{'FAILED' if x.failed else 'ok'}: {x.expression} for {x.label} "
+                                         f"({x.baseline:,.0f} -> {x.value:,.0f})" for x in cmp.checks])
+        sections.append(c)
+    n = Section("Kernels and ops by name (largest change first)")
+    ncols = [Column("kind"), Column("name"), Column("status"), *[Column(f"count {lab}", "count") for lab in cmp.labels],
+             *[Column(f"total {lab}", "ns") for lab in cmp.labels], *[Column(f"mean {lab}", "ns") for lab in cmp.labels]]
+    n.tables.append(Table("", ncols, [[r["kind"], r["name"], r["status"], *[r[f"count_{lab}"] for lab in cmp.labels],
+                                       *[r[f"total_ns_{lab}"] for lab in cmp.labels], *[r[f"mean_ns_{lab}"] for lab in cmp.labels]]
+                                      for r in _records(cmp.names)]))
+    added = int((cmp.names.status == "added").sum())
+    removed = int((cmp.names.status == "removed").sum())
+    n.sentences.append(f"{added} names appear and {removed} disappear relative to {base}.")
+    sections.append(n)
+    if len(cmp.ranges):
+        rg = Section("Ranges")
+        rg.tables.append(Table("", [Column("range"), *[Column(f"total {lab}", "ns") for lab in cmp.labels],
+                                    *[Column(f"instances {lab}", "count") for lab in cmp.labels]],
+                               [[r["name"], *[r[f"total_ns_{lab}"] for lab in cmp.labels], *[r[f"instances_{lab}"] for lab in cmp.labels]]
+                                for r in _records(cmp.ranges)]))
+        sections.append(rg)
+    if len(cmp.steps):
+        st = Section("Steps (in order of start)")
+        st.tables.append(Table("", [Column("step", "count"), *[Column(lab, "ns") for lab in cmp.labels]],
+                               [[r["step"], *[r[f"dur_ns_{lab}"] for lab in cmp.labels]] for r in _records(cmp.steps)]))
+        sections.append(st)
+    data = {"labels": cmp.labels, "traces": names, "metrics": _records(cmp.metrics), "names": _records(cmp.names),
+            "ranges": _records(cmp.ranges), "steps": _records(cmp.steps),
+            "checks": [{"expression": x.expression, "label": x.label, "baseline": x.baseline, "value": x.value, "failed": x.failed}
+                       for x in cmp.checks], "failed": cmp.failed}
+    return Document("tracekit compare: " + " vs ".join(cmp.labels), "compare", facts, sections, data)

@@ -1,0 +1,111 @@
+"""Self-contained HTML: inline CSS and SVG charts, no scripts from anywhere, no network.
+
+Byte-identical for the same input (no timestamps, sorted JSON, fixed palette). The document's
+data is embedded once as ``<script type="application/json">`` for anyone who wants the numbers.
+Tables are capped at ``MAX_ROWS`` rows to keep the page small; the JSON report has them all.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+from tracekit.render.document import Chart, Document, format_cell
+from tracekit.render.json_report import _clean
+
+MAX_ROWS = 300
+PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+           "#bab0ac", "#86bcb6", "#d37295"]
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}
+h1{font-size:22px;margin:0 0 8px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:0}dl.facts dt{color:#666}dl.facts dd{margin:0}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}th,td{padding:3px 8px;border-bottom:1px solid #eee}
+th{text-align:left;background:#f6f6f6}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.t{max-width:640px;word-break:break-all}caption{text-align:left;font-weight:600;padding:4px 0}
+p.s{margin:4px 0}.legend span{display:inline-block;margin-right:12px;font-size:12px}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+svg text{font:11px system-ui,sans-serif;fill:#333}
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _svg_stacked(chart: Chart) -> str:
+    n = len(chart.labels)
+    width, bar_h, gap, left = 900, 18, 6, 160
+    height = n * (bar_h + gap) + 30
+    totals = [sum(v for v in row if v > 0) for row in chart.values]
+    top = max(totals) if totals and max(totals) > 0 else 1.0
+    scale = (width - left - 20) / top
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(chart.title)}">']
+    for i, (label, row) in enumerate(zip(chart.labels, chart.values)):
+        y = i * (bar_h + gap) + 4
+        parts.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{_e(label[:28])}</text>')
+        x = float(left)
+        for j, v in enumerate(row):
+            if v <= 0:
+                continue
+            w = v * scale
+            parts.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{PALETTE[j % len(PALETTE)]}">'
+                         f'<title>{_e(chart.series[j])}: {v:,.3f} {_e(chart.unit)}</title></rect>')
+            x += w
+        parts.append(f'<text x="{x + 4:.2f}" y="{y + 13}">{totals[i]:,.3f} {_e(chart.unit)}</text>')
+    parts.append("</svg>")
+    legend = "".join(f'<span><i style="background:{PALETTE[j % len(PALETTE)]}"></i>{_e(s)}</span>'
+                     for j, s in enumerate(chart.series))
+    return f'<figure><figcaption><b>{_e(chart.title)}</b></figcaption><div class="legend">{legend}</div>{"".join(parts)}</figure>'
+
+
+def _svg_histogram(chart: Chart) -> str:
+    counts = [row[0] for row in chart.values]
+    width, height, left, bottom = 900, 220, 50, 40
+    n = max(len(counts), 1)
+    bw = (width - left - 10) / n
+    top = max(counts) if counts and max(counts) > 0 else 1.0
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(chart.title)}">']
+    for i, c in enumerate(counts):
+        h = (height - bottom - 10) * c / top
+        x = left + i * bw
+        parts.append(f'<rect x="{x:.2f}" y="{height - bottom - h:.2f}" width="{max(bw - 2, 1):.2f}" height="{h:.2f}" fill="{PALETTE[0]}">'
+                     f'<title>{_e(chart.labels[i])}: {c:,.0f}</title></rect>')
+        if n <= 24 or i % max(n // 12, 1) == 0:
+            parts.append(f'<text x="{x + bw / 2:.2f}" y="{height - bottom + 14}" text-anchor="middle">{_e(chart.labels[i])}</text>')
+    parts.append(f'<text x="{left}" y="{height - 6}">{_e(chart.unit)}</text><text x="4" y="14">{top:,.0f}</text></svg>')
+    return f'<figure><figcaption><b>{_e(chart.title)}</b></figcaption>{"".join(parts)}</figure>'
+
+
+class HtmlRenderer:
+    name = "html"
+    extension = ".html"
+
+    def render(self, document: Document) -> str:
+        body = [f"<h1>{_e(document.title)}</h1>", '<dl class="facts">']
+        body += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in document.facts]
+        body.append("</dl>")
+        for section in document.sections:
+            body.append(f"<h2>{_e(section.title)}</h2>")
+            body += [f'<p class="s">{_e(s)}</p>' for s in section.sentences]
+            for chart in section.charts:
+                body.append(_svg_stacked(chart) if chart.kind == "stacked" else _svg_histogram(chart))
+            for t in section.tables:
+                body.append("<table>" + (f"<caption>{_e(t.title)}</caption>" if t.title else ""))
+                body.append("<tr>" + "".join(f"<th>{_e(c.name)}</th>" for c in t.columns) + "</tr>")
+                for row in t.rows[:MAX_ROWS]:
+                    body.append("<tr>" + "".join(
+                        f'<td class="{"t" if c.fmt == "text" else "n"}">{_e(format_cell(v, c.fmt))}</td>'
+                        for v, c in zip(row, t.columns)) + "</tr>")
+                body.append("</table>")
+                if len(t.rows) > MAX_ROWS:
+                    body.append(f'<p class="s">({len(t.rows) - MAX_ROWS:,} more rows in the JSON report)</p>')
+                if t.note:
+                    body.append(f'<p class="s">{_e(t.note)}</p>')
+        data = json.dumps(_clean(document.data), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        data = data.replace("</", "<\\/")  # keep the JSON from closing its script element
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+                f"<title>{_e(document.title)}</title><style>{CSS}</style></head><body>\n"
+                + "\n".join(body)
+                + f'\n<script type="application/json" id="tracekit-data">{data}</script>\n</body></html>\n')
