@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
 
 import pyarrow as pa
 
@@ -30,7 +29,7 @@ from tracekit.ingest import load
 from tracekit.render import documents, renderers
 from tracekit.render.document import Document
 
-Trace = Union[str, Path, pa.Table]
+Trace = str | Path | pa.Table
 
 
 @dataclass

@@ -135,7 +135,7 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     if len(labels) != len(tables) or len(set(labels)) != len(labels):
         raise UsageError("give one distinct --label per trace")
     checks = [parse_condition(e) for e in fail_if or []]  # fail on a bad expression before the work
-    sums = [summarize(t, lab) for t, lab in zip(tables, labels)]
+    sums = [summarize(t, lab) for t, lab in zip(tables, labels, strict=True)]
     metrics = pd.DataFrame({s.label: pd.Series(s.metrics) for s in sums}).fillna(0)
     metrics.index.name = "metric"
     names = _wide([s.names.assign(label=s.label) for s in sums], ["kind", "name"], ["count", "total_ns"], labels)
@@ -150,7 +150,7 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     rng = _wide([s.ranges.assign(label=s.label) for s in sums], ["name"], ["instances", "total_ns"], labels)
     steps = _wide([s.steps.assign(label=s.label) for s in sums], ["step"], ["dur_ns"], labels)
     result = Comparison(labels, metrics.reset_index(), names, rng, steps)
-    for expr, (metric, op, sign, num, unit) in zip(fail_if or [], checks):
+    for expr, (metric, op, sign, num, unit) in zip(fail_if or [], checks, strict=True):
         if metric not in metrics.index:
             raise UsageError(f"--fail-if: unknown metric {metric!r} (one of: {', '.join(metrics.index)})")
         b = float(metrics.loc[metric, base])

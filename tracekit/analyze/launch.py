@@ -191,9 +191,10 @@ def _per_step(frame: Frame, classes, gpu_rows: np.ndarray, bd: Breakdown) -> pd.
     ops = frame.step[frame.mask("cpu_op")]
     rows = []
     for st in steps:
-        pick = (lambda a: a == st) if st >= 0 else (lambda a: np.ones(a.size, bool))
-        rows.append({"step": st, "kernels": int(pick(kernels).sum()), "launches": int(pick(launches).sum()),
-                     "ops": int(pick(ops).sum())})
+        def count(a: np.ndarray, st: int = st) -> int:
+            return int((a == st).sum()) if st >= 0 else int(a.size)
+
+        rows.append({"step": st, "kernels": count(kernels), "launches": count(launches), "ops": count(ops)})
     return pd.DataFrame.from_records(rows, columns=["step", "kernels", "launches", "ops"])
 
 

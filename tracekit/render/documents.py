@@ -163,7 +163,7 @@ def ranges_document(name: str, facts: list[tuple[str, str]], rr: RangesReport) -
 
 def compare_document(names: list[str], cmp: Comparison) -> Document:
     base = cmp.labels[0]
-    facts = [(lab, n) for lab, n in zip(cmp.labels, names)]
+    facts = [(lab, n) for lab, n in zip(cmp.labels, names, strict=True)]
     sections = []
     m = Section("Metrics", [f"Deltas are against {base} (the first trace)."])
     cols = [Column("metric"), *[Column(lab, "float") for lab in cmp.labels],

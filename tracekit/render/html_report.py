@@ -41,7 +41,7 @@ def _svg_stacked(chart: Chart) -> str:
     top = max(totals) if totals and max(totals) > 0 else 1.0
     scale = (width - left - 20) / top
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(chart.title)}">']
-    for i, (label, row) in enumerate(zip(chart.labels, chart.values)):
+    for i, (label, row) in enumerate(zip(chart.labels, chart.values, strict=True)):
         y = i * (bar_h + gap) + 4
         parts.append(f'<text x="{left - 6}" y="{y + 13}" text-anchor="end">{_e(label[:28])}</text>')
         x = float(left)
@@ -96,7 +96,7 @@ class HtmlRenderer:
                 for row in t.rows[:MAX_ROWS]:
                     body.append("<tr>" + "".join(
                         f'<td class="{"t" if c.fmt == "text" else "n"}">{_e(format_cell(v, c.fmt))}</td>'
-                        for v, c in zip(row, t.columns)) + "</tr>")
+                        for v, c in zip(row, t.columns, strict=True)) + "</tr>")
                 body.append("</table>")
                 if len(t.rows) > MAX_ROWS:
                     body.append(f'<p class="s">({len(t.rows) - MAX_ROWS:,} more rows in the JSON report)</p>')

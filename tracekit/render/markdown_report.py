@@ -27,7 +27,7 @@ class MarkdownRenderer:
                 out += ["", "| " + " | ".join(_cell(c.name) for c in t.columns) + " |",
                         "|" + "|".join(":---" if c.fmt == "text" else "---:" for c in t.columns) + "|"]
                 for row in t.rows[:MAX_ROWS]:
-                    out.append("| " + " | ".join(_cell(format_cell(v, c.fmt)) for v, c in zip(row, t.columns)) + " |")
+                    out.append("| " + " | ".join(_cell(format_cell(v, c.fmt)) for v, c in zip(row, t.columns, strict=True)) + " |")
                 if len(t.rows) > MAX_ROWS:
                     out.append(f"\n({len(t.rows) - MAX_ROWS:,} more rows in the JSON report)")
                 if t.note:

@@ -44,7 +44,7 @@ class TerminalRenderer:
                     table.add_column(escape(c.name), justify="left" if c.fmt == "text" else "right",
                                      overflow="fold" if c.fmt == "text" else "ellipsis")
                 for row in t.rows[:MAX_ROWS]:
-                    table.add_row(*[escape(format_cell(v, c.fmt)) for v, c in zip(row, t.columns)])
+                    table.add_row(*[escape(format_cell(v, c.fmt)) for v, c in zip(row, t.columns, strict=True)])
                 console.print(table)
                 if len(t.rows) > MAX_ROWS:
                     console.print(f"  ({len(t.rows) - MAX_ROWS:,} more rows in the JSON/HTML/Markdown reports)")
