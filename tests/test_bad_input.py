@@ -90,16 +90,32 @@ CASES = ["empty", "garbage", "truncated_json", "corrupt_json", "not_a_trace_json
          "other_sqlite", "truncated_sqlite", "empty_dir", "html_report", "markdown_report", "parquet_not_ours", "missing"]
 
 
+# Every subcommand meets the four basic cases; info and ingest (the readers) meet them all.
+REPORT_COMMANDS = ["report", "launch", "ranges", "compare"]
+BASIC_CASES = ["garbage", "truncated_json", "empty", "html_report"]
+GOOD_TRACE = TRACES / "hta" / "trace_compare" / "base" / "base.json.gz"
+
+
+def _argv(command: str, bad: Path, out_dir: Path) -> list[str]:
+    assert TRACEKIT is not None
+    if command == "ingest":
+        return [TRACEKIT, command, str(bad), "-o", str(out_dir / "t.parquet")]
+    if command == "info":
+        return [TRACEKIT, command, str(bad)]
+    if command == "compare":
+        return [TRACEKIT, command, str(GOOD_TRACE), str(bad), "-o", str(out_dir / "c.html")]
+    return [TRACEKIT, command, str(bad), "-o", str(out_dir / "r.html")]
+
+
 @needs_shared
 @pytest.mark.skipif(TRACEKIT is None, reason="the tracekit console script is not installed")
-@pytest.mark.parametrize("command", ["info", "ingest"])
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize(("command", "case"), [(c, k) for c in ("info", "ingest") for k in CASES]
+                         + [(c, k) for c in REPORT_COMMANDS for k in BASIC_CASES])
 def test_bad_input_gives_one_line_error(case, command, tmp_path):
     bad, fragment = make(case, tmp_path)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    argv = [TRACEKIT, command, str(bad)] + (["-o", str(out_dir / "t.parquet")] if command == "ingest" else [])
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(_argv(command, bad, out_dir), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

@@ -29,6 +29,7 @@ from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import Breakdown, breakdown
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.utilization import low_utilization
 
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
 VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "CPU/framework-bound", "CPU compute-bound")
@@ -65,6 +66,8 @@ class LaunchReport:
         each of ``GAP_HOST_CLASSES``, attributed (the class with most overlap).
     gaps_by_host: per attributed class: gaps, total_ns.
     per_step: step, kernels (GPU activities launched in the step), launches, ops.
+    low_utilization: stretches of the GPU timeline below 50% utilization (30 chunks, merged),
+        as ``nsys analyze gpu_time_util``: device_id, start_ns, dur_ns, in_use.
     """
 
     has_gpu: bool
@@ -83,6 +86,7 @@ class LaunchReport:
     evidence: list[str] = field(default_factory=list)
     remedies: list[str] = field(default_factory=list)
     breakdown: Breakdown | None = None
+    low_utilization: pd.DataFrame | None = None
 
     @property
     def idle_share(self) -> float:
@@ -122,6 +126,8 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         launch_api=api_d, kernel=kern_d, delay=delay_d, short_kernel_ns=short_kernel_ns, short_kernel_share=short_share,
         gpu_span_ns=span, gpu_idle_ns=idle, verdict="", breakdown=bd,
     )
+    if gpu_rows.size:
+        report.low_utilization = low_utilization(table)
     _judge(report, frame, classes, idle_threshold, table)
     return report
 

@@ -137,6 +137,10 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
             hist, _ = np.histogram(lr.gaps.dur_ns.to_numpy(), edges)
             g.charts.append(Chart("histogram", "Idle gap lengths", ["<1µs", "1-10µs", "10-100µs", "0.1-1ms", "1-10ms", "10-100ms", ">100ms"],
                                   ["gaps"], [[float(h)] for h in hist], "gap length"))
+        if lr.low_utilization is not None and len(lr.low_utilization):
+            g.tables.append(Table("Low-utilization stretches (30 equal chunks, below 50%, as nsys gpu_time_util)",
+                                  [Column("device"), Column("start", "count"), Column("length", "ns"), Column("in use", "pct")],
+                                  [[r["device_id"], r["start_ns"], r["dur_ns"], r["in_use"]] for r in _records(lr.low_utilization)]))
         sections.append(g)
     p = Section("Per step")
     p.tables.append(Table("", [Column("step"), Column("GPU activities", "count"), Column("launches", "count"), Column("ops", "count")],
@@ -146,7 +150,8 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
     data = {"verdict": lr.verdict, "evidence": lr.evidence, "remedies": lr.remedies, "gpu_span_ns": lr.gpu_span_ns,
             "gpu_idle_ns": lr.gpu_idle_ns, "short_kernel_ns": lr.short_kernel_ns, "short_kernel_share": lr.short_kernel_share,
             "launch_api": asdict(lr.launch_api), "kernel": asdict(lr.kernel), "launch_delay": asdict(lr.delay),
-            "gaps_by_host": _records(lr.gaps_by_host), "per_step": _records(lr.per_step), "gaps": _records(lr.gaps)}
+            "gaps_by_host": _records(lr.gaps_by_host),
+            "low_utilization": _records(lr.low_utilization) if lr.low_utilization is not None else [], "per_step": _records(lr.per_step), "gaps": _records(lr.gaps)}
     return Document(f"tracekit launch: {name}", "launch", facts, sections, data)
 
 
