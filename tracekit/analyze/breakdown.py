@@ -19,7 +19,8 @@ user ranges (NVTX / record_function), since nsys traces have no framework op eve
 
 CPU-only traces: self time of every framework op, given to the op-view class of the nearest
 classified op at or above it; and dispatch overhead, the part of each step not inside any
-compute op.
+innermost compute op (a compute op with no compute op below it: composite ops such as
+``aten::lstm_cell`` count only through the ops they dispatch).
 """
 
 from __future__ import annotations
@@ -226,9 +227,7 @@ def _cpu_ops(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFram
         return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns", "dispatch_ns", "ops"])
     self_ns = op_self_time(frame, op_rows)
     view = _effective_op_class(frame, classes, op_rows)
-    compute_idx = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
-    own = classes.op[op_rows]
-    compute_rows = op_rows[np.isin(own, compute_idx)]
+    compute_rows = innermost_compute_ops(frame, classes, op_rows)
     step_rows = frame.rows("step")
     records = []
     for st in [ALL_STEPS, *steps]:
@@ -251,6 +250,25 @@ def _cpu_ops(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFram
             "compute_ns": compute, "dispatch_ns": (hi - lo) - compute, "ops": int(sel.sum()),
         })
     return pd.DataFrame.from_records(records)
+
+
+def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray) -> np.ndarray:
+    """Compute-class ops with no compute-class op below them: where the arithmetic happens.
+
+    A composite op (``aten::lstm_cell``, ``aten::linear``) is not counted itself, only the
+    compute ops it dispatches, so the time between them shows up as dispatch overhead.
+    """
+    compute_idx = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
+    is_compute = np.zeros(len(frame), bool)
+    is_compute[op_rows] = np.isin(classes.op[op_rows], compute_idx)
+    has_compute_below = np.zeros(len(frame), bool)
+    cur = frame.parent[np.flatnonzero(is_compute)]
+    while cur.size:
+        cur = cur[cur >= 0]
+        cur = cur[~has_compute_below[cur]]  # stop where an earlier walk already passed
+        has_compute_below[cur] = True
+        cur = frame.parent[cur]
+    return np.flatnonzero(is_compute & ~has_compute_below)
 
 
 def _effective_op_class(frame: Frame, classes: RowClasses, op_rows: np.ndarray) -> np.ndarray:

@@ -237,6 +237,8 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
         if r.verdict == "CPU/framework-bound":
             _framework_remedies(rem, source, cell_loop, fused_rnn)
         else:
+            if cell_loop and not fused_rnn:
+                rem.append("replace the per-timestep cell loop with the fused LSTM (nn.LSTM / keras LSTM / BlockLSTM)")
             rem.append("the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count")
         return
     ev.append(f"GPU idle {r.idle_share:.1%} of its {r.gpu_span_ns / 1e6:.3f} ms span")

@@ -39,7 +39,7 @@ def _svg_stacked(chart: Chart) -> str:
     height = n * (bar_h + gap) + 30
     totals = [sum(v for v in row if v > 0) for row in chart.values]
     top = max(totals) if totals and max(totals) > 0 else 1.0
-    scale = (width - left - 20) / top
+    scale = (width - left - 110) / top  # room for the total after the bar
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(chart.title)}">']
     for i, (label, row) in enumerate(zip(chart.labels, chart.values, strict=True)):
         y = i * (bar_h + gap) + 4

@@ -1,0 +1,90 @@
+"""Reports on LSTM traces made here with torch.profiler on CPU: the op-dispatch finding.
+
+An ``nn.LSTMCell`` Python loop dispatches ~47 framework ops per timestep; the fused ``nn.LSTM``
+about 0.5 (research note torch_profiler.md: 47.18 vs 0.46). The report must say so in words.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracekit import api
+
+torch = pytest.importorskip("torch")
+
+TIMESTEPS, BATCH, HIDDEN = 20, 4, 32
+
+
+def _profile(tmp: Path, name: str, forward) -> Path:
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    out = tmp / f"{name}.json"
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=2),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(out))) as prof:
+        for _ in range(3):
+            forward()
+            prof.step()
+    return out
+
+
+@pytest.fixture(scope="module")
+def lstm_traces(tmp_path_factory) -> dict[str, Path]:
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    tmp = tmp_path_factory.mktemp("lstm")
+    x = torch.randn(TIMESTEPS, BATCH, HIDDEN)
+    lstm = torch.nn.LSTM(HIDDEN, HIDDEN)
+    cell = torch.nn.LSTMCell(HIDDEN, HIDDEN)
+
+    def fused() -> None:
+        with torch.no_grad():
+            lstm(x)
+
+    def loop() -> None:
+        with torch.no_grad():
+            h = torch.zeros(BATCH, HIDDEN)
+            c = torch.zeros(BATCH, HIDDEN)
+            for t in range(TIMESTEPS):
+                h, c = cell(x[t], (h, c))
+
+    return {"fused": _profile(tmp, "nn_lstm", fused), "loop": _profile(tmp, "lstmcell_loop", loop)}
+
+
+def _ops_per_timestep(report: api.Report) -> float:
+    cpu = report.breakdown.cpu_ops
+    whole = cpu[cpu.step == -1].iloc[0]
+    return whole["ops"] / len(report.breakdown.steps) / TIMESTEPS
+
+
+def test_lstmcell_loop_dispatches_about_47_ops_per_timestep(lstm_traces):
+    loop = api.report(lstm_traces["loop"], timesteps=TIMESTEPS)
+    fused = api.report(lstm_traces["fused"], timesteps=TIMESTEPS)
+    assert 40 <= _ops_per_timestep(loop) <= 55
+    assert _ops_per_timestep(fused) <= 1.5
+    assert _ops_per_timestep(loop) > 20 * _ops_per_timestep(fused)
+    words = api.render(loop, "markdown")
+    assert "framework ops per timestep" in words
+    assert f"{_ops_per_timestep(loop):,.2f} framework ops per timestep" in words
+
+
+def test_cpu_breakdown_classes_the_lstm_work(lstm_traces):
+    fused = api.report(lstm_traces["fused"], timesteps=TIMESTEPS).breakdown.cpu_ops
+    loop = api.report(lstm_traces["loop"], timesteps=TIMESTEPS).breakdown.cpu_ops
+    f, lp = fused[fused.step == -1].iloc[0], loop[loop.step == -1].iloc[0]
+    # nn.LSTM: everything under aten::lstm is RNN time; the loop: GEMMs in aten::linear/addmm, and
+    # the cell's elementwise ops, all under aten::lstm_cell (a composite RNN cell) in the op view.
+    assert f["rnn_ns"] > 0.5 * (f[[c for c in fused.columns if c.endswith("_ns") and c not in ("span_ns", "compute_ns", "dispatch_ns")]].sum())
+    assert lp["rnn_ns"] > 0
+    assert lp["dispatch_ns"] / lp["span_ns"] > f["dispatch_ns"] / f["span_ns"] or lp["ops"] > 20 * f["ops"]
+
+
+def test_cpu_verdicts_and_remedies(lstm_traces):
+    loop = api.launch(lstm_traces["loop"], timesteps=TIMESTEPS).result
+    assert not loop.has_gpu
+    assert loop.verdict in ("CPU/framework-bound", "CPU compute-bound")
+    assert any("ops per timestep" in e for e in loop.evidence)
+    if loop.verdict == "CPU/framework-bound":
+        assert any("fused" in r for r in loop.remedies)

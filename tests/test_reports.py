@@ -1,0 +1,162 @@
+"""Report commands and renderers: formats, -o/--force, determinism, escaping, compare --fail-if,
+and the HTML page in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, needs_shared
+
+from tracekit import api
+from tracekit.cli import main
+from tracekit.render.json_report import REPORT_SCHEMA_VERSION
+
+NVFUSER = TRACES / "nsys" / "nvfuser_launch1000_v100_nsys2023.4.sqlite"
+NS_TRACE = TRACES / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+BASE = TRACES / "hta" / "trace_compare" / "base" / "base.json.gz"
+TEST = TRACES / "hta" / "trace_compare" / "test" / "test.json.gz"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@needs_shared
+@pytest.mark.parametrize("command", ["report", "launch", "ranges"])
+@pytest.mark.parametrize(("suffix", "check"), [(".md", "# tracekit"), (".json", '"report_schema_version"'),
+                                                (".html", "<!DOCTYPE html>"), (".txt", "tracekit")])
+def test_format_from_extension_and_refuse_overwrite(command, suffix, check, tmp_path, capsys):
+    out = tmp_path / f"r{suffix}"
+    assert main([command, str(NVFUSER), "-o", str(out)]) == 0
+    assert check in out.read_text()
+    before = out.read_bytes()
+    assert main([command, str(NVFUSER), "-o", str(out)]) == 1
+    assert "exists; use --force" in capsys.readouterr().err
+    assert out.read_bytes() == before
+    assert main([command, str(NVFUSER), "-o", str(out), "--force"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temp files left
+
+
+@needs_shared
+def test_html_is_deterministic_and_self_contained(tmp_path):
+    a, b = tmp_path / "a.html", tmp_path / "b.html"
+    assert main(["report", str(NS_TRACE), "-o", str(a)]) == 0
+    assert main(["report", str(NS_TRACE), "-o", str(b)]) == 0
+    text = a.read_text()
+    assert a.read_bytes() == b.read_bytes()
+    for needle in ("http://", "https://", "src=", "@import", "url("):
+        assert needle not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "<svg" in text and "tracekit-data" in text
+
+
+@needs_shared
+def test_json_report_has_schema_version_and_units(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["report", str(NS_TRACE), "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["report_schema_version"] == REPORT_SCHEMA_VERSION
+    gpu = doc["breakdown"]["gpu"]
+    assert all(k.endswith(("_ns", "_id")) or k in ("step", "activities") for k in gpu[0])
+    assert doc["verdict"]["verdict"] == "GPU-bound"
+
+
+@needs_shared
+def test_terminal_and_markdown_show_kernel_names_verbatim():
+    """Kernel names are full of brackets that rich would read as markup and Markdown as HTML."""
+    from tracekit.render.document import Column, Document, Section, Table
+    from tracekit.render.markdown_report import MarkdownRenderer
+    from tracekit.render.terminal_report import TerminalRenderer
+
+    names = api.launch(NVFUSER).result.pairs.kernel_name.astype(str)
+    name = next(n for n in names.unique() if "[lambda" in n)
+    doc = Document("t", "test", [], [Section("s", tables=[Table("", [Column("kernel"), Column("n", "count")], [[name, 1234567]])])], {})
+    text = TerminalRenderer(width=len(name) + 40).render(doc)
+    assert name in text
+    assert "1,234,567" in text
+    md = MarkdownRenderer().render(doc)
+    assert name.replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|") in md
+
+
+@needs_shared
+def test_compare_fail_if_sets_exit_code(tmp_path, capsys):
+    argv = ["compare", str(BASE), str(TEST), "--label", "base", "--label", "test", "-f", "json"]
+    assert main([*argv, "--fail-if", "kernel_count > +1000"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--fail-if", "kernel_count < +1000", "--fail-if", "total_time > +1000%"]) == 3
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["failed"] is True
+    assert [c["failed"] for c in doc["checks"]] == [True, False]
+    assert main([*argv, "--fail-if", "total_time >> 5"]) == 2
+    assert "expected METRIC OP THRESHOLD" in capsys.readouterr().err
+    assert main([*argv, "--fail-if", "no_such_metric > 5%"]) == 2
+
+
+@needs_shared
+def test_compare_across_sources_reports_added_and_removed_names():
+    result = api.compare([NS_TRACE, NVFUSER], labels=["torch", "nsys"]).result
+    assert set(result.names.status) == {"removed", "added"}  # nothing in common between the two
+    metrics = result.metrics.set_index("metric")
+    assert metrics.loc["kernel_count", "nsys"] == 1002
+
+
+def _png_is_blank(png: bytes) -> bool:
+    """True when every pixel of an 8-bit RGB(A) PNG has the same colour."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        chunk = png[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width = struct.unpack(">I", chunk[:4])[0]
+        if kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = len(raw) // (len(raw) // (1 + width * 4)) if len(raw) % (1 + width * 3) else 1 + width * 3
+    # Filter bytes aside, a blank image has one repeated pixel; count distinct scanline payloads.
+    rows = {raw[i + 1:i + stride] for i in range(0, len(raw), stride)}
+    return len(rows) <= 2
+
+
+def _page_requests(netlog: Path) -> list[str]:
+    """URLs the page itself requested (Chromium's own background requests have no origin)."""
+    log = json.loads(netlog.read_text())
+    start_job = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    urls = []
+    for e in log["events"]:
+        p = e.get("params", {})
+        if e["type"] != start_job or "url" not in p:
+            continue
+        if p.get("initiator") != "not an origin" and not p["url"].startswith("file:"):
+            urls.append(p["url"])
+    return urls
+
+
+def _chromium(page: Path, tmp: Path) -> tuple[bytes, list[str]]:
+    assert CHROMIUM is not None
+    shot, netlog = tmp / f"{page.stem}.png", tmp / f"{page.stem}.netlog.json"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                    "--no-first-run", "--disable-sync", f"--log-net-log={netlog}", "--window-size=1280,1600",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    return shot.read_bytes(), _page_requests(netlog)
+
+
+@needs_shared
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed (Debian: apt-get install chromium)")
+def test_html_report_renders_in_chromium_without_network(tmp_path):
+    page = tmp_path / "report.html"
+    assert main(["report", str(NS_TRACE), "-o", str(page)]) == 0
+    png, requests = _chromium(page, tmp_path)
+    assert not _png_is_blank(png)
+    assert requests == []
+    # The check itself can fail: a page with remote resources is caught.
+    control = tmp_path / "control.html"
+    control.write_text('<html><body><img src="http://example.invalid/x.png">x</body></html>')
+    _, control_requests = _chromium(control, tmp_path)
+    assert control_requests == ["http://example.invalid/x.png"]
+    blank = tmp_path / "blank.html"
+    blank.write_text("<html><body></body></html>")
+    assert _png_is_blank(_chromium(blank, tmp_path)[0])
