@@ -72,7 +72,9 @@ def report(trace: Trace, timesteps: int | None = None, exclude_last_step: bool =
     """Time breakdown (GPU categories + idle, host, CPU ops) and launch verdict of one trace."""
     name, table = _table(trace)
     bd = breakdown(table, timesteps=timesteps, exclude_last_step=exclude_last_step, count_sync=count_sync)
-    return Report(name, table, bd, _launch(table, timesteps=timesteps))
+    # The verdict reads the default breakdown; reuse this one when it is that.
+    same = not exclude_last_step and not count_sync
+    return Report(name, table, bd, _launch(table, timesteps=timesteps, bd=bd if same else None))
 
 
 def launch(trace: Trace, short_kernel_ns: int = 10_000, idle_threshold: float = 0.3, timesteps: int | None = None) -> Launch:

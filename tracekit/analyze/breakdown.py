@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, NO_CLASS, OP_CLASSES, RowClasses, classify_rows
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.errors import TracekitError
 
 COMPUTE_KERNEL_CLASSES = tuple(c for c in KERNEL_CLASSES if c not in ("communication", "memcpy", "memset", "sync"))
@@ -82,7 +82,7 @@ def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: 
         count_sync: count CUPTI synchronization records (``gpu_sync``) as busy, non-compute GPU
             time, as HTA does; by default they are not GPU work, as in nsys.
     """
-    frame = Frame(table)
+    frame = frame_of(table)
     classes = classify_rows(frame)
     steps = sorted(int(s) for s in np.unique(frame.step[frame.mask("step")]) if s >= 0) if frame.mask("step").any() else []
     gpu_rows = frame.rows(*GPU_BUSY_KINDS, *(("gpu_sync",) if count_sync else ()))

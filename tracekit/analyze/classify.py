@@ -210,14 +210,26 @@ def _by_name(frame: Frame, rows: np.ndarray, rules: list[tuple[str, str]], class
     return lookup[codes]
 
 
+_TF_OP_TYPE = re.compile(r"^[^\s:]+:(_?[A-Za-z][A-Za-z0-9_]*)$")
+
+
 def _tf_op_type(name: str) -> str:
     """``scope/name:Type`` -> ``Type`` for TensorFlow op events; other names unchanged."""
-    head, sep, tail = name.rpartition(":")
-    return tail if sep and head and not head.endswith(":") and "::" not in name else name
+    m = _TF_OP_TYPE.match(name)
+    return m.group(1) if m else name
 
 
 def classify_rows(frame: Frame) -> RowClasses:
     """Classify every row of a trace (see ``RowClasses``)."""
+    cached = getattr(frame, "_row_classes", None)
+    if cached is not None:
+        return cached
+    result = _classify_rows(frame)
+    frame._row_classes = result  # type: ignore[attr-defined]
+    return result
+
+
+def _classify_rows(frame: Frame) -> RowClasses:
     n = len(frame)
     kernel = np.full(n, NO_CLASS, np.int8)
     op = np.full(n, NO_CLASS, np.int8)
@@ -253,6 +265,9 @@ def classify_rows(frame: Frame) -> RowClasses:
     return RowClasses(kernel=kernel, op=op, op_view=op_view, api=api)
 
 
+_INPUT_TYPES = r'"Input type":\["(?P<dst>[^"]*)","(?P<src>[^"]*)"'
+
+
 def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
     """Copies that change dtype become casts (and so do the copy ops around them); other copies
     take the class of their nearest enclosing classified op, or ``other``."""
@@ -260,8 +275,16 @@ def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
     copy_rows = op_rows[op[op_rows] == copy]
     if copy_rows.size == 0:
         return
-    for row in copy_rows[frame.name_code[copy_rows] == _code_of(frame, "aten::copy_")]:
-        if is_dtype_change(input_types(frame.args_text(int(row)))):
+    copies = copy_rows[frame.name_code[copy_rows] == _code_of(frame, "aten::copy_")]
+    if copies.size:
+        # copy_(dst, src): read both dtypes from the args JSON in one vectorized regex pass.
+        args = frame.table.column("args").take(pa.array(copies))
+        storage = pa.chunked_array([c.storage for c in args.chunks], args.type.storage_type)
+        found = pc.extract_regex(storage, _INPUT_TYPES)
+        dst = pc.struct_field(found, "dst").to_numpy(zero_copy_only=False)
+        src = pc.struct_field(found, "src").to_numpy(zero_copy_only=False)
+        changes = np.array([bool(d) and bool(s) and d != s and "Scalar" not in (d, s) for d, s in zip(dst, src, strict=True)], bool)
+        for row in copies[changes]:
             op[row] = cast
             # aten::to -> aten::_to_copy -> aten::copy_: the wrappers are the same cast.
             p = frame.parent[row]

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from tracekit.analyze.breakdown import breakdown
 from tracekit.analyze.classify import KERNEL_CLASSES
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
 from tracekit.analyze.ranges import ranges
 from tracekit.errors import UsageError
 
@@ -85,7 +85,7 @@ def summarize(table: pa.Table, label: str) -> TraceSummary:
     """Reduce one trace to the summaries ``compare()`` works on."""
     from tracekit import schema
 
-    frame = Frame(table)
+    frame = frame_of(table)
     bd = breakdown(table)
     whole_gpu = bd.gpu[bd.gpu.step == -1].sum(numeric_only=True)
     host = bd.host[bd.host.step == -1].iloc[0] if len(bd.host) else None

@@ -27,6 +27,18 @@ def _int(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
     return col.to_numpy().astype(np.int64, copy=False)
 
 
+_LAST: list[Frame] = []
+
+
+def frame_of(table: pa.Table) -> Frame:
+    """The Frame of a table, reused when several analyses run on the same table object in turn."""
+    if _LAST and _LAST[0].table is table:
+        return _LAST[0]
+    frame = Frame(table)
+    _LAST[:] = [frame]
+    return frame
+
+
 @dataclass
 class Frame:
     """Columns of one trace's event table as numpy arrays (null ids are -1)."""

@@ -28,7 +28,7 @@ import pyarrow as pa
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import Breakdown, breakdown
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.utilization import low_utilization
 
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
@@ -94,7 +94,7 @@ class LaunchReport:
 
 
 def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float = 0.3,
-           timesteps: int | None = None) -> LaunchReport:
+           timesteps: int | None = None, bd: Breakdown | None = None) -> LaunchReport:
     """Diagnose launch overhead in one trace (see the module doc for the rules).
 
     Args:
@@ -102,10 +102,11 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         short_kernel_ns: kernels shorter than this count as short (default 10 µs).
         idle_threshold: GPU idle share at or above which the GPU is considered starved.
         timesteps: recurrent timesteps per step (for ops per timestep in the evidence).
+        bd: the trace's breakdown when the caller already has it (computed otherwise).
     """
-    frame = Frame(table)
+    frame = frame_of(table)
     classes = classify_rows(frame)
-    bd = breakdown(table, timesteps=timesteps)
+    bd = bd if bd is not None else breakdown(table, timesteps=timesteps)
     gpu_rows = frame.rows(*GPU_BUSY_KINDS)
     pairs = _pairs(frame, classes, gpu_rows)
     gaps = _gaps(frame, classes, gpu_rows)

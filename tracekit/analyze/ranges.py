@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
 
 RANGE_KINDS = ("user_range", "step")
 
@@ -37,7 +37,7 @@ class RangesReport:
 
 def ranges(table: pa.Table) -> RangesReport:
     """Time per range name, nested, with CPU span and GPU projection (see the module doc)."""
-    frame = Frame(table)
+    frame = frame_of(table)
     rows = frame.rows(*RANGE_KINDS)
     is_range = frame.mask(*RANGE_KINDS)
     parent_range = _enclosing(frame.parent, rows, is_range)

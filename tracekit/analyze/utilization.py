@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
 
 
 def chunk_utilization(start: np.ndarray, end: np.ndarray, chunks: int = 30) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -33,7 +33,7 @@ def chunk_utilization(start: np.ndarray, end: np.ndarray, chunks: int = 30) -> t
 
 def low_utilization(table: pa.Table, chunks: int = 30, threshold: float = 0.5) -> pd.DataFrame:
     """Rows of merged low-utilization chunks: device_id, start_ns, dur_ns, in_use (0..n)."""
-    frame = Frame(table)
+    frame = frame_of(table)
     rows = frame.rows(*GPU_BUSY_KINDS)
     out = []
     for dev in np.unique(frame.device[rows]):

@@ -1,0 +1,117 @@
+"""Classification rule tables on real names (kernel_classes.md examples and names from the
+shared traces), the copy/cast rules, and one regex pass per unique name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, needs_shared
+
+from tracekit.analyze import classify
+from tracekit.analyze.classify import API_RULES, KERNEL_RULES, OP_RULES, classify_name
+from tracekit.analyze.frame import Frame
+from tracekit.ingest import load
+
+# Real kernel names (from ../shared/research/kernel_classes.md §2 and the shared traces).
+KERNELS = {
+    "void RNN_blockPersist_fp_LSTM<float, float, float, 1>": "rnn",
+    "void elemWiseRNNcell<float, float, float, (cudnnRNNMode_t)2, (cudnnRNNBiasMode_t)2>(int, int, int)": "rnn",
+    "at::native::(anonymous namespace)::lstm_cell_forward<float, float, int, 1>": "rnn",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::float16_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda(float)#1}, std::array<char*, 2ul> >(int)": "cast",
+    "triton_poi_fused__to_copy_0": "cast",
+    "volta_sgemm_128x64_tn": "gemm",
+    "nvjet_tst_128x16_64x11_2x1_v_bz_TNT": "gemm",
+    "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_nn_align4>(T1::Params)": "gemm",
+    "void splitKreduce_kernel<32, 16, int, __half, __half>": "gemm",
+    "cudnn_infer_volta_scudnn_128x64_relu_xregs_large_nn_v1": "convolution",
+    "void implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>": "convolution",
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, at::native::sum_functor<float, float, float>>>>": "reduction",
+    "cunn_SoftMaxForward<4, float, float, float, LogSoftMaxForwardEpilogue>": "reduction",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >": "elementwise",
+    "CudaCodeGen::kernel1(CudaCodeGen::Tensor<CudaCodeGen::__bfloat, (int)2, (int)2>)": "elementwise",
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "communication",
+    "Memcpy HtoD (Pageable -> Device)": "memcpy",
+    "Memset (Device)": "memset",
+    "void at::native::(anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>": "other",
+}
+OPS = {
+    "aten::lstm": "rnn", "aten::mkldnn_rnn_layer": "rnn", "aten::lstm_cell": "rnn", "aten::_cudnn_rnn": "rnn",
+    "aten::addmm": "gemm", "aten::linear": "gemm", "aten::copy_": "copy", "aten::_to_copy": "copy",
+    "aten::sigmoid_": "elementwise", "aten::add": "elementwise", "aten::convolution": "convolution",
+    "lstm_1/while/body/_1/lstm_1/while/lstm_cell_1/MatMul:_MklMatMul": "gemm",
+    "lstm_1/while/body/_1/lstm_1/while/lstm_cell_1/Cast/Cast:Cast": "cast", "BlockLSTMV2:BlockLSTMV2": "rnn",
+    "lstm_1/while/body/_1/lstm_1/while/lstm_cell_1/Sigmoid:Sigmoid": "elementwise",
+    "Torch-Compiled Region: 0/0": "compiled", "aten::empty": "other",
+}
+APIS = {"cudaLaunchKernel": "launch", "cuLaunchKernel": "launch", "cudaLaunchKernelExC": "launch",
+        "cudaGraphLaunch": "launch", "cudaStreamSynchronize": "sync", "cudaDeviceSynchronize": "sync",
+        "cudaMemcpyAsync": "memory", "cudaMalloc": "memory", "cudaStreamIsCapturing": "other"}
+
+
+@pytest.mark.parametrize(("name", "cls"), KERNELS.items())
+def test_kernel_rules(name, cls):
+    assert classify_name(name, KERNEL_RULES) == cls
+
+
+@pytest.mark.parametrize(("name", "cls"), OPS.items())
+def test_op_rules(name, cls):
+    assert classify_name(classify._tf_op_type(name), OP_RULES) == cls
+
+
+@pytest.mark.parametrize(("name", "cls"), APIS.items())
+def test_api_rules(name, cls):
+    assert classify_name(name, API_RULES) == cls
+
+
+def test_copy_is_a_cast_only_when_dtypes_differ():
+    assert classify.is_dtype_change(["c10::BFloat16", "float", "Scalar"])
+    assert not classify.is_dtype_change(["float", "float", "Scalar"])
+    assert not classify.is_dtype_change(None)
+
+
+@needs_shared
+def test_each_unique_name_is_classified_once(monkeypatch):
+    t = load(TRACES / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz")
+    seen: list[str] = []
+    original = classify.classify_name
+
+    def counting(name: str, rules: list[tuple[str, str]]) -> str:
+        seen.append(name)
+        return original(name, rules)
+
+    monkeypatch.setattr(classify, "classify_name", counting)
+    frame = Frame(t)
+    classify.classify_rows(frame)
+    groups = [("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph", "gpu_sync"), ("cpu_op",), ("runtime_api", "driver_api")]
+    distinct = sum(len({frame.name_code[r] for r in frame.rows(*g)}) for g in groups)
+    assert len(seen) == distinct  # one regex pass per distinct name per table, not per row
+    assert distinct < t.num_rows / 50
+
+
+def _torch_cast_trace(tmp: Path) -> Path:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    out = tmp / "cast.json"
+    x = torch.randn(64, 64)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        x.to(torch.bfloat16)      # a cast: float -> bf16
+        x.clone()                 # a copy, no dtype change
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            torch.mm(x, x)
+    prof.export_chrome_trace(str(out))
+    return out
+
+
+def test_cast_rule_on_a_real_torch_trace(tmp_path):
+    t = load(_torch_cast_trace(tmp_path))
+    frame = Frame(t)
+    rows = classify.classify_rows(frame)
+    op_rows = frame.rows("cpu_op")
+    by_name: dict[str, set[str]] = {}
+    for r in op_rows:
+        by_name.setdefault(frame.name(int(r)), set()).add(classify.OP_CLASSES[rows.op[r]])
+    assert "cast" in by_name["aten::copy_"]
+    assert by_name["aten::to"] == {"cast"} or "cast" in by_name["aten::to"]
+    assert "cast" not in by_name.get("aten::clone", {"other"})
