@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Column formats: how a cell is shown. Values stay raw numbers (ns, counts) until rendering.
-FORMATS = ("text", "ns", "count", "pct", "float")
+FORMATS = ("text", "ns", "count", "pct", "float", "raw")  # raw: preformatted, right-aligned
 
 
 @dataclass
@@ -75,6 +75,8 @@ def format_cell(value: Any, fmt: str) -> str:
         return f"{int(value):,}"
     if fmt == "pct":
         return f"{float(value):.1%}"
+    if fmt == "raw":
+        return str(value)
     if fmt == "float":
         return f"{float(value):,.2f}"
     return str(value)

@@ -10,7 +10,7 @@ from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES
 from tracekit.analyze.compare import Comparison
 from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
 from tracekit.analyze.ranges import RangesReport
-from tracekit.render.document import Chart, Column, Document, Section, Table
+from tracekit.render.document import Chart, Column, Document, Section, Table, format_cell
 
 MAX_STEP_BARS = 60
 
@@ -171,14 +171,15 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
     facts = [(lab, n) for lab, n in zip(cmp.labels, names, strict=True)]
     sections = []
     m = Section("Metrics", [f"Deltas are against {base} (the first trace)."])
-    cols = [Column("metric"), *[Column(lab, "float") for lab in cmp.labels],
-            *[Column(f"{lab} vs {base}", "text") for lab in cmp.labels[1:]]]
+    cols = [Column("metric"), *[Column(lab, "raw") for lab in cmp.labels],
+            *[Column(f"{lab} vs {base}", "raw") for lab in cmp.labels[1:]]]
     rows = []
     for r in _records(cmp.metrics):
         b = r[base]
-        deltas = [f"{(r[lab] - b) / b:+.1%}" if b else ("+∞" if r[lab] else "0") for lab in cmp.labels[1:]]
-        rows.append([r["metric"], *[r[lab] for lab in cmp.labels], *deltas])
-    m.tables.append(Table("", cols, rows, "times in ns, counts as counts"))
+        fmt = "ns" if r["metric"].endswith("_time") or r["metric"] == "gpu_busy" else "count"
+        deltas = [f"{(r[lab] - b) / b:+.1%}" if b else ("new" if r[lab] else "–") for lab in cmp.labels[1:]]
+        rows.append([r["metric"], *[format_cell(r[lab], fmt) for lab in cmp.labels], *deltas])
+    m.tables.append(Table("", cols, rows))
     cats = [f"{c}_time" for c in KERNEL_CLASSES]
     cat_rows = [r for r in _records(cmp.metrics) if r["metric"] in cats and any(r[lab] for lab in cmp.labels)]
     if cat_rows:
