@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 import pyarrow as pa
 
@@ -29,7 +30,7 @@ from tracekit.ingest import load
 from tracekit.render import documents, renderers
 from tracekit.render.document import Document
 
-Trace = str | Path | pa.Table
+Trace: TypeAlias = str | Path | pa.Table
 
 
 @dataclass

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -241,7 +242,7 @@ def json_args(offsets: np.ndarray, data: bytes | pa.Buffer) -> pa.Array:
     return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, storage)
 
 
-def json_args_from_objects(objs: list[Mapping[str, object] | None]) -> pa.Array:
+def json_args_from_objects(objs: Sequence[Mapping[str, Any] | None]) -> pa.Array:
     """The args column from Python mappings (used by the XSpace and nsys ingesters)."""
     texts = [json.dumps(o, separators=(",", ":"), default=str) if o else None for o in objs]
     return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, pa.array(texts, pa.large_string()))
