@@ -76,6 +76,18 @@ def synthesize(seed: Path, events: int, out: Path) -> int:
     return n
 
 
+def prepare_trace(events: int, keep: Path | None) -> tuple[tempfile.TemporaryDirectory | None, Path]:
+    """The synthesized trace (made once, reused from ``keep`` when there), and the temp dir to clean."""
+    tmp = tempfile.TemporaryDirectory() if keep is None else None
+    work = Path(tmp.name) if tmp else keep
+    assert work is not None
+    work.mkdir(parents=True, exist_ok=True)
+    trace = work / f"synthetic_{events}.json"
+    if not trace.exists():
+        print(f"synthesized {trace} ({synthesize(SEED, events, trace):,} events)")
+    return tmp, trace
+
+
 def child(code: str, *args: str) -> dict:
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -90,13 +102,7 @@ def main() -> int:
     if not SEED.exists():
         print(f"benchmark needs the real seed trace {SEED} (../shared is absent)", file=sys.stderr)
         return 1
-    tmp = tempfile.TemporaryDirectory() if args.keep is None else None
-    work = Path(tmp.name) if tmp else args.keep
-    work.mkdir(parents=True, exist_ok=True)
-    trace = work / f"synthetic_{args.events}.json"
-    if not trace.exists():
-        n = synthesize(SEED, args.events, trace)
-        print(f"synthesized {trace} ({n:,} events)")
+    tmp, trace = prepare_trace(args.events, args.keep)
     size = trace.stat().st_size
     runs_o = [child(CHILD_ORJSON, str(trace)) for _ in range(args.repeat)]
     runs_t = [child(CHILD_TRACEKIT, str(trace)) for _ in range(args.repeat)]

@@ -16,11 +16,10 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest_kineto import SEED, synthesize  # noqa: E402
+from ingest_kineto import SEED, prepare_trace  # noqa: E402
 
 CHILD = """
 import json, sys, time
@@ -52,13 +51,8 @@ def main() -> int:
     if not SEED.exists():
         print(f"benchmark needs the real seed trace {SEED} (../shared is absent)", file=sys.stderr)
         return 1
-    tmp = tempfile.TemporaryDirectory() if args.keep is None else None
-    work = Path(tmp.name) if tmp else args.keep
-    work.mkdir(parents=True, exist_ok=True)
-    trace = work / f"synthetic_{args.events}.json"
-    if not trace.exists():
-        print(f"synthesized {trace} ({synthesize(SEED, args.events, trace):,} events)")
-    pq_file = work / f"synthetic_{args.events}.parquet"
+    tmp, trace = prepare_trace(args.events, args.keep)
+    pq_file = trace.with_suffix(".parquet")
     subprocess.run([sys.executable, "-m", "tracekit", "ingest", str(trace), "-o", str(pq_file), "--force"], check=True,
                    capture_output=True)
     best = lambda mode, p: min((child(mode, p) for _ in range(args.repeat)), key=lambda r: r["seconds"])  # noqa: E731

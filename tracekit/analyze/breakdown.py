@@ -25,16 +25,19 @@ innermost compute op (a compute op with no compute op below it: composite ops su
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from tracekit import schema
 from tracekit.analyze import intervals
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, NO_CLASS, OP_CLASSES, RowClasses, classify_rows
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.errors import TracekitError
+from tracekit.ingest._build import nearest_ancestor
 
 COMPUTE_KERNEL_CLASSES = tuple(c for c in KERNEL_CLASSES if c not in ("communication", "memcpy", "memset", "sync"))
 HOST_CLASSES = ("launch", "sync", "memory_api", "other_api", "framework", "python")
@@ -96,10 +99,6 @@ def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: 
 
 
 def _meta_timesteps(table: pa.Table) -> int | None:
-    import json
-
-    from tracekit import schema
-
     meta = table.schema.metadata or {}
     raw = meta.get(schema.META_TRACE_META_JSON.encode())
     if not raw:
@@ -273,12 +272,10 @@ def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray
 
 def _effective_op_class(frame: Frame, classes: RowClasses, op_rows: np.ndarray) -> np.ndarray:
     """Op-view class of each op, with unclassified ops taking their nearest classified ancestor's."""
-    from tracekit.analyze.classify import _nearest_ancestor
-
     other = OP_CLASSES.index("other")
     view = classes.op_view[op_rows].astype(np.int64)
     unclassified = op_rows[view == other]
     wanted = (classes.op_view != other) & (classes.op_view != NO_CLASS) & frame.mask("cpu_op")
-    anc = _nearest_ancestor(frame.parent, unclassified, wanted)
+    anc = nearest_ancestor(frame.parent, unclassified, wanted)
     view[view == other] = np.where(anc >= 0, classes.op_view[np.maximum(anc, 0)], other)
     return view

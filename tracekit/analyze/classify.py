@@ -13,7 +13,6 @@ rules cover PyTorch ATen names and TensorFlow op types (the part after ``:`` in
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tracekit.ingest._build import nearest_ancestor
 
 if TYPE_CHECKING:
     from tracekit.analyze.frame import Frame
@@ -123,11 +124,6 @@ def classify_name(name: str, rules: list[tuple[str, str]]) -> str:
     return "other"
 
 
-def classify_names(names: Sequence[str], rules: list[tuple[str, str]]) -> list[str]:
-    """Class of each name (each name is looked at once; callers pass unique names)."""
-    return [classify_name(n, rules) for n in names]
-
-
 def _dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     """Codes (-1 for null) and dictionary values of a dictionary column, over all chunks."""
     col = column.unify_dictionaries() if column.num_chunks > 1 else column
@@ -138,41 +134,12 @@ def _dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     return codes, values
 
 
-def class_per_row(table: pa.Table, rows: np.ndarray, rules: list[tuple[str, str]], classes: Sequence[str]) -> np.ndarray:
-    """Class index (into ``classes``) of each given row, by its name; one regex pass per unique name."""
-    codes, values = _dictionary_codes(table.column("name"))
-    used = np.unique(codes[rows])
-    lookup = np.full(len(values) + 1, classes.index("other"), np.int8)
-    for code in used:
-        if code >= 0:
-            lookup[code] = classes.index(classify_name(values[code], rules))
-    return lookup[codes[rows]]
-
-
-def input_types(args_text: str | None) -> list[str] | None:
-    """The ``Input type`` list of a Kineto op's args (present when ``record_shapes=True``)."""
-    if not args_text:
-        return None
-    try:
-        types = json.loads(args_text).get("Input type")
-    except (ValueError, AttributeError):
-        return None
-    return types if isinstance(types, list) else None
-
-
 def is_dtype_change(types: list[str] | None) -> bool:
     """Whether a copy's tensor inputs have different dtypes (``copy_(dst, src)``: dst first)."""
     if not types:
         return False
     tensor_types = [t for t in types[:2] if isinstance(t, str) and t and t != "Scalar"]
     return len(tensor_types) == 2 and tensor_types[0] != tensor_types[1]
-
-
-def kind_rows(table: pa.Table, *kinds: str) -> np.ndarray:
-    """Row indices of the given kinds."""
-    kind = table.column("kind")
-    mask = pc.is_in(kind.cast(pa.string()), pa.array(list(kinds)))
-    return np.flatnonzero(mask.to_numpy(zero_copy_only=False))
 
 
 # --- per-row classes of a whole trace --------------------------------------------------------
@@ -258,7 +225,7 @@ def _classify_rows(frame: Frame) -> RowClasses:
 
     op_view = op.copy()
     rnn = OP_CLASSES.index("rnn")
-    inside_rnn = _has_ancestor(frame.parent, op_rows, op == rnn)
+    inside_rnn = nearest_ancestor(frame.parent, op_rows, op == rnn) >= 0
     op_view[op_rows[inside_rnn]] = rnn
     has_op = launched_by >= 0
     op_view[gpu_rows[has_op]] = op_view[launched_by[has_op]]
@@ -283,7 +250,7 @@ def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
         found = pc.extract_regex(storage, _INPUT_TYPES)
         dst = pc.struct_field(found, "dst").to_numpy(zero_copy_only=False)
         src = pc.struct_field(found, "src").to_numpy(zero_copy_only=False)
-        changes = np.array([bool(d) and bool(s) and d != s and "Scalar" not in (d, s) for d, s in zip(dst, src, strict=True)], bool)
+        changes = np.array([is_dtype_change([d, s]) for d, s in zip(dst, src, strict=True)], bool)
         for row in copies[changes]:
             op[row] = cast
             # aten::to -> aten::_to_copy -> aten::copy_: the wrappers are the same cast.
@@ -293,7 +260,7 @@ def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
                 p = frame.parent[p]
     remaining = copy_rows[op[copy_rows] == copy]
     wanted = (op != copy) & (op != other) & (op != NO_CLASS)
-    ancestor = _nearest_ancestor(frame.parent, remaining, wanted)
+    ancestor = nearest_ancestor(frame.parent, remaining, wanted)
     op[remaining] = np.where(ancestor >= 0, op[np.maximum(ancestor, 0)], other)
 
 
@@ -302,21 +269,3 @@ def _code_of(frame: Frame, name: str) -> int:
         return frame.names.index(name)
     except ValueError:
         return -2
-
-
-def _nearest_ancestor(parent: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """For each row, the nearest proper ancestor with ``wanted`` set; -1 when none."""
-    out = np.full(rows.size, -1, np.int64)
-    cur = parent[rows].copy()
-    pending = np.arange(rows.size)
-    while pending.size:
-        pending = pending[cur[pending] >= 0]
-        hit = wanted[cur[pending]]
-        out[pending[hit]] = cur[pending[hit]]
-        pending = pending[~hit]
-        cur[pending] = parent[cur[pending]]
-    return out
-
-
-def _has_ancestor(parent: np.ndarray, rows: np.ndarray, flag: np.ndarray) -> np.ndarray:
-    return _nearest_ancestor(parent, rows, flag) >= 0

@@ -114,10 +114,3 @@ class Frame:
     def thread_key(self) -> np.ndarray:
         """One int64 per host thread (pid, tid), for grouping."""
         return (self.pid << 32) ^ (self.tid & 0xFFFFFFFF)
-
-    def args_text(self, row: int) -> str | None:
-        value = self.table.column("args")[row]
-        if not value.is_valid:
-            return None
-        storage = value.value if hasattr(value, "value") else value
-        return str(storage.as_py()) if storage is not None else None

@@ -5,12 +5,18 @@ from __future__ import annotations
 import numpy as np
 
 
-def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge intervals into disjoint, sorted ones. Touching intervals merge (like HTA and nsys)."""
+def union(start: np.ndarray, end: np.ndarray, is_sorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into disjoint, sorted ones. Touching intervals merge (like HTA and nsys).
+
+    ``is_sorted``: the intervals are already in start order (skips the sort).
+    """
     if start.size == 0:
         return start.astype(np.int64), end.astype(np.int64)
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
+    if is_sorted:
+        s, e = start, end
+    else:
+        order = np.argsort(start, kind="stable")
+        s, e = start[order], end[order]
     run_end = np.maximum.accumulate(e)
     # A new merged interval begins where a start lies beyond every earlier end.
     new = np.empty(s.size, bool)
@@ -47,10 +53,16 @@ def exclusive_by_priority(start: np.ndarray, end: np.ndarray, cls: np.ndarray, n
     |U(all)| exactly.
     """
     out = np.zeros(n_classes, np.int64)
+    order = np.argsort(start, kind="stable")  # sort once; every prefix of classes stays sorted
+    start, end, cls = start[order], end[order], cls[order]
+    present = np.bincount(cls.astype(np.int64), minlength=n_classes)
     covered = 0
     for i in range(n_classes):
+        if present[i] == 0:  # adds nothing to the union
+            continue
         upto = cls <= i
-        now = total(start[upto], end[upto]) if upto.any() else 0
+        s, e = union(start[upto], end[upto], is_sorted=True)
+        now = int((e - s).sum())
         out[i] = now - covered
         covered = now
     return out

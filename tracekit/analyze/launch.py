@@ -27,11 +27,12 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import Breakdown, breakdown
-from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows
+from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, classify_rows
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.utilization import low_utilization
 
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
+FUSED_RNN_REMEDY = "replace the per-timestep cell loop with the fused LSTM (nn.LSTM / keras LSTM with cuDNN / BlockLSTM)"
 VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "CPU/framework-bound", "CPU compute-bound")
 
 
@@ -236,10 +237,10 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
         ev.append(f"{share:.0%} of step time is outside any compute op (framework dispatch)")
         r.verdict = "CPU/framework-bound" if share >= 0.5 else "CPU compute-bound"
         if r.verdict == "CPU/framework-bound":
-            _framework_remedies(rem, source, cell_loop, fused_rnn)
+            rem.extend(_remedies("framework", source, cell_loop, fused_rnn))
         else:
             if cell_loop and not fused_rnn:
-                rem.append("replace the per-timestep cell loop with the fused LSTM (nn.LSTM / keras LSTM / BlockLSTM)")
+                rem.append(FUSED_RNN_REMEDY)
             rem.append("the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count")
         return
     ev.append(f"GPU idle {r.idle_share:.1%} of its {r.gpu_span_ns / 1e6:.3f} ms span")
@@ -268,7 +269,7 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
     launch_gap = by.get("launching", 0) / gap_total if gap_total else 0.0
     if r.kernel.count and (r.launch_api.p50_ns >= r.kernel.p50_ns or launch_gap >= 0.5):
         r.verdict = "launch-bound"
-        rem.extend(_launch_remedies(source, cell_loop, fused_rnn))
+        rem.extend(_remedies("launch", source, cell_loop, fused_rnn))
     elif sync_gap >= 0.3 or sync_host >= 0.3:
         r.verdict = "sync-bound"
         ev.append(f"sync calls take {sync_host:.0%} of host busy time")
@@ -276,30 +277,21 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
                    "use non_blocking copies from pinned memory")
     else:
         r.verdict = "CPU/framework-bound"
-        _framework_remedies(rem, source, cell_loop, fused_rnn)
+        rem.extend(_remedies("framework", source, cell_loop, fused_rnn))
 
 
-def _launch_remedies(source: str, cell_loop: bool, fused_rnn: bool) -> list[str]:
-    out = []
-    if cell_loop and not fused_rnn:
-        out.append("replace the per-timestep cell loop with the fused cuDNN LSTM (nn.LSTM / keras LSTM with cuDNN)")
+def _remedies(bound: str, source: str, cell_loop: bool, fused_rnn: bool) -> list[str]:
+    """Remedies that fit a launch- or framework-bound trace: its framework and its RNN style."""
+    out = [FUSED_RNN_REMEDY] if cell_loop and not fused_rnn else []
     if source == "tf":
-        out.append("compile the step with tf.function(jit_compile=True) (XLA) to fuse small kernels")
-    else:
+        out.append("run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels")
+    elif bound == "launch":
         out.append("capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs")
         out.append("fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)")
-    out.append("use larger batches so each launch does more work")
+    else:
+        out.append("cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)")
+    out.append("use larger batches so each launch and op does more work")
     return out
 
 
-def _framework_remedies(rem: list[str], source: str, cell_loop: bool, fused_rnn: bool) -> None:
-    if cell_loop and not fused_rnn:
-        rem.append("replace the per-timestep cell loop with the fused LSTM (nn.LSTM / keras LSTM / BlockLSTM)")
-    if source == "tf":
-        rem.append("run the step as a graph: tf.function, and XLA with jit_compile=True")
-    else:
-        rem.append("cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)")
-    rem.append("use larger batches so each op does more work")
-
-
-__all__ = ["LaunchReport", "Distribution", "launch", "OP_CLASSES", "VERDICTS"]
+__all__ = ["Distribution", "LaunchReport", "VERDICTS", "launch"]

@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
+from tracekit.ingest._build import nearest_ancestor
 
 RANGE_KINDS = ("user_range", "step")
 
@@ -40,7 +41,7 @@ def ranges(table: pa.Table) -> RangesReport:
     frame = frame_of(table)
     rows = frame.rows(*RANGE_KINDS)
     is_range = frame.mask(*RANGE_KINDS)
-    parent_range = _enclosing(frame.parent, rows, is_range)
+    parent_range = nearest_ancestor(frame.parent, rows, is_range)
     depth = _range_depth(parent_range, rows)
 
     # (range, gpu activity) pairs through every enclosing range of each launch call.
@@ -84,19 +85,6 @@ def ranges(table: pa.Table) -> RangesReport:
                .sort_values("total_ns", ascending=False, kind="stable").reset_index())
     summary["proj_total_ns"] = summary["proj_total_ns"].astype(np.int64)
     return RangesReport(instances=inst, summary=summary)
-
-
-def _enclosing(parent: np.ndarray, rows: np.ndarray, is_range: np.ndarray) -> np.ndarray:
-    out = np.full(rows.size, -1, np.int64)
-    cur = parent[rows].copy()
-    pending = np.arange(rows.size)
-    while pending.size:
-        pending = pending[cur[pending] >= 0]
-        hit = is_range[cur[pending]]
-        out[pending[hit]] = cur[pending[hit]]
-        pending = pending[~hit]
-        cur[pending] = parent[cur[pending]]
-    return out
 
 
 def _range_depth(parent_range: np.ndarray, rows: np.ndarray) -> np.ndarray:
