@@ -155,7 +155,7 @@ class RowClasses:
         kernel launched by a dtype-changing copy is a cast).
     op: framework op rows (cpu_op), index into ``OP_CLASSES``, after the copy rules.
     op_view: for op rows and GPU rows, the op-view class: ``rnn`` when any enclosing framework op
-        is a fused RNN, else the op's own class (GPU rows: their launching op's).
+        is a fused RNN (casts excepted: autocast casts inside the fused op), else the op's own class (GPU rows: their launching op's).
     api: runtime/driver API rows, index into ``API_CLASSES``.
     """
 
@@ -225,7 +225,8 @@ def _classify_rows(frame: Frame) -> RowClasses:
 
     op_view = op.copy()
     rnn = OP_CLASSES.index("rnn")
-    inside_rnn = nearest_ancestor(frame.parent, op_rows, op == rnn) >= 0
+    # Autocast casts its inputs inside the fused op (aten::mkldnn_rnn_layer on CPU): a cast stays a cast.
+    inside_rnn = (nearest_ancestor(frame.parent, op_rows, op == rnn) >= 0) & (op[op_rows] != OP_CLASSES.index("cast"))
     op_view[op_rows[inside_rnn]] = rnn
     has_op = launched_by >= 0
     op_view[gpu_rows[has_op]] = op_view[launched_by[has_op]]

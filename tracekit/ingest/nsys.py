@@ -17,6 +17,7 @@ globalTid: bits 0-23 tid, 24-47 pid, 48-63 host; a GPU row's globalPid has the t
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -44,6 +45,9 @@ NVTX_PUSHPOP = (59, 70)
 NVTX_STARTEND = (60, 71)
 NVTX_MARK = 34
 NVTX_DOMAIN_CREATE = 75
+# NVTX ranges that mark training/inference steps: tracekit's collectors write "step#N" (nsys shows
+# "tracekit:step#N"); ProfilerStep#N is torch.profiler's name, used by some NVTX emitters too.
+STEP_RANGE = re.compile(r"^(?:[^:]+:)?(?:ProfilerStep|step)#(\d+)$")
 
 
 @dataclass
@@ -267,8 +271,8 @@ def _read_nvtx(con: sqlite3.Connection, have: set[str], strings: dict[int, str],
         domain_id = d.get("domainId")
         domain = domains.get((gtid & 0xFFFFFFFFFF000000, domain_id)) if domain_id else None
         if etype in NVTX_PUSHPOP or etype in NVTX_STARTEND:
-            kind = "user_range"
             name = f"{domain}:{text}" if domain else text
+            kind = "step" if STEP_RANGE.match(name) else "user_range"
             d["style"] = "PushPop" if etype in NVTX_PUSHPOP else "StartEnd"
         elif etype == NVTX_MARK:
             kind, name = "marker", (f"{domain}:{text}" if domain else text)
@@ -350,7 +354,10 @@ def _to_table(rows: _Rows, meta: TraceMeta, names: tuple[dict[int, str], dict[in
     corr = np.array(rows.corr, np.int64)
     # Nesting groups: host rows per globalTid; GPU rows per (device, stream), kept apart by sign.
     group = np.where(gpu, -((device + 2) << 32 | (stream & 0xFFFFFFFF)), gtid)
-    links = _build.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, np.full(n, -1, np.int64))
+    step_numbers = np.full(n, -1, np.int64)
+    for row in np.flatnonzero(kind == KIND_CODES["step"]):
+        step_numbers[row] = int(STEP_RANGE.match(rows.name[row]).group(1))  # type: ignore[union-attr]
+    links = _build.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, step_numbers)
     threads, procs = names
     thread_name = [None if g else threads.get(t) for g, t in zip(rows.gpu, rows.gtid, strict=True)]
     thread_name = [f"stream {s}" if g else t for g, s, t in zip(rows.gpu, rows.stream, thread_name, strict=True)]

@@ -1,0 +1,1 @@
+"""PyTorch LSTM variants (``variants``, ``lm``), their runnable workloads, and the collector (``collect``)."""
