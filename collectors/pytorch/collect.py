@@ -25,7 +25,7 @@ import torch
 
 from collectors import nsys, phases
 from collectors.pytorch.variants import LAYER_VARIANTS
-from collectors.pytorch.workloads import LM_VARIANTS, VARIANTS, Workload, build, variant_dtype
+from collectors.pytorch.workloads import VARIANTS, Workload, build, variant_dtype
 from collectors.runner import RunSpec
 from collectors.sweep import Preset
 from collectors.timing import summarize, time_steps
@@ -153,7 +153,7 @@ def _profile_torch(spec: RunSpec, workload: Workload, device: torch.device, out_
     walls: list[int] = []
     try:
         # One schedule cycle: torch warns that events are cleared per cycle, which is what we want.
-        warnings.filterwarnings("ignore", message="Profiler clears events", category=UserWarning)
+        warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
         with profile(activities=activities, record_shapes=True,
                      schedule=schedule(wait=0, warmup=1, active=spec.profiled_steps),
                      on_trace_ready=lambda p: p.export_chrome_trace(str(tmp))) as prof:

@@ -51,6 +51,10 @@ class CollectCommand:
         profilers = [p.strip() for p in (args.profiler or args.framework).split(",") if p.strip()]
         if args.nsys:
             os.environ["TRACEKIT_NSYS"] = args.nsys
+        if "nsys" in profilers:
+            from collectors.nsys import find_nsys
+
+            find_nsys()  # fail before the sweep, with how to get it, rather than once per run
         specs = backend.specs(variants, preset(args.preset), device, profilers, seed=args.seed, threads=args.threads)
         out = Path(args.output)
         if out.exists() and not out.is_dir():
