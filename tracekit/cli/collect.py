@@ -16,7 +16,7 @@ class CollectCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("framework", choices=("torch", "tf"), help="which framework's variants to run")
-        parser.add_argument("-o", "--output", metavar="DIR", required=True,
+        parser.add_argument("-o", "--output", metavar="DIR",
                             help="collection directory: manifest.jsonl and traces/ (resumed if it exists)")
         parser.add_argument("--variants", default="all", help="comma-separated variant names, or 'all' (see --list)")
         parser.add_argument("--preset", default="quick", help="sweep preset: tiny, quick or paper (default quick)")
@@ -45,6 +45,8 @@ class CollectCommand:
             for p in PRESETS.values():
                 print(f"preset {p.name:7} {p.description}")
             return 0
+        if not args.output:
+            raise UsageError("collect needs -o DIR (the collection directory)")
         device = args.device if args.device != "auto" else backend.detect_device()
         variants = backend.default_variants(device) if args.variants == "all" else \
             [v.strip() for v in args.variants.split(",") if v.strip()]
