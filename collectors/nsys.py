@@ -9,14 +9,19 @@ ourselves when one can be found, or say how to bring the ``.qdstrm`` to a machin
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import TracekitError
+
+if TYPE_CHECKING:
+    from collectors.runner import RunSpec
 
 GPU_TRACE = "cuda,nvtx,cudnn,cublas,osrt"
 CPU_TRACE = "nvtx,osrt"
@@ -94,6 +99,29 @@ def profile(command: Sequence[str], base: Path, gpu: bool, nsys: Path | None = N
     if not rep.exists():
         raise NsysError(f"nsys profile wrote no report for {base}: {_tail(run.stdout + run.stderr)}")
     return export_sqlite(rep, nsys)
+
+
+def run_worker(spec: RunSpec, out_dir: Path, worker_module: str) -> dict[str, Any]:
+    """Run ``python -m worker_module worker SPEC TIMING`` under nsys; the manifest fields of the run.
+
+    The worker builds the workload, warms up and runs the profiled steps in NVTX ranges, and
+    writes its step timing (measured under nsys) and NVTX backend to TIMING.
+    """
+    exe = find_nsys()
+    rel_dir = Path("traces") / "nsys" / spec.framework / spec.variant
+    base = out_dir / rel_dir / spec.file_stem
+    timing_file = base.with_suffix(".timing.json")
+    command = [sys.executable, "-m", worker_module, "worker", spec.to_json(), str(timing_file)]
+    # The child must import the collectors from wherever this process did.
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    try:
+        sqlite = profile(command, base, gpu=spec.device == "cuda", nsys=exe, env=env)
+        worker = json.loads(timing_file.read_text())
+    finally:
+        timing_file.unlink(missing_ok=True)
+    return {"profiler_version": f"nsys {version(exe)}", "profiled_timing": worker["timing"], "nvtx": worker["nvtx"],
+            "traces": [(rel_dir / sqlite.name).as_posix(), (rel_dir / f"{spec.file_stem}.nsys-rep").as_posix()]}
 
 
 def import_qdstrm(qdstrm: Path, importer: Path | None) -> Path:

@@ -6,7 +6,9 @@ module does the bookkeeping they share: identity, skipping, failure capture, pro
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import json
 import platform
 import sys
 import traceback
@@ -54,6 +56,15 @@ class RunSpec:
                 "seed": self.seed, "threads": self.threads, "host": platform.node()}
 
 
+    def to_json(self) -> str:
+        """The spec for a child process (the nsys worker); ``spec_from_json`` reads it back."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+
+def spec_from_json(text: str) -> RunSpec:
+    return RunSpec(**json.loads(text))
+
+
 Execute = Callable[[RunSpec, Path], dict[str, Any]]
 
 
@@ -65,6 +76,18 @@ class SweepResult:
     @property
     def failed(self) -> list[dict[str, Any]]:
         return [row for row in self.ran if row["status"] == "failed"]
+
+
+def cpu_model_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), for the manifest's device_name on CPU runs."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
 
 
 def run_sweep(specs: Sequence[RunSpec], out_dir: Path, execute: Execute, progress: bool | None = None,

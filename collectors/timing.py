@@ -23,18 +23,21 @@ def summarize(samples_ns: Sequence[int]) -> dict[str, float]:
             "min": float(ordered[0]), "n": n}
 
 
-def time_steps(step: Callable[[], Any], repeats: int, sync: Callable[[], None] | None = None) -> dict[str, Any]:
-    """Wall and thread-CPU time of ``repeats`` calls of ``step`` on the host clock.
+def time_steps(step: Callable[[], Any], repeats: int, sync: Callable[[], None] | None = None,
+               cpu_clock: str = "thread_time") -> dict[str, Any]:
+    """Wall and CPU time of ``repeats`` calls of ``step`` on the host clocks.
 
     ``sync`` (e.g. ``torch.cuda.synchronize``) runs inside each timed interval so that device work
-    is counted; GPU collectors use CUDA events instead where they can (see ``time_cuda_steps``).
+    is counted. ``cpu_clock``: ``thread_time`` where the ops run on the calling thread (PyTorch),
+    ``process_time`` where they run on the framework's thread pools (TensorFlow).
     """
+    clock = {"thread_time": time.thread_time_ns, "process_time": time.process_time_ns}[cpu_clock]
     wall, cpu = [], []
     for _ in range(repeats):
-        w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        w0, c0 = time.perf_counter_ns(), clock()
         step()
         if sync is not None:
             sync()
-        cpu.append(time.thread_time_ns() - c0)
+        cpu.append(clock() - c0)
         wall.append(time.perf_counter_ns() - w0)
-    return {"wall_ns": summarize(wall), "cpu_ns": summarize(cpu), "method": "perf_counter+thread_time"}
+    return {"wall_ns": summarize(wall), "cpu_ns": summarize(cpu), "method": f"perf_counter+{cpu_clock}"}

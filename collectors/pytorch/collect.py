@@ -25,10 +25,11 @@ import torch
 
 from collectors import nsys, phases
 from collectors.pytorch.variants import LAYER_VARIANTS
-from collectors.pytorch.workloads import VARIANTS, Workload, build, variant_dtype
-from collectors.runner import RunSpec
+from collectors.pytorch.workloads import VARIANTS, build, variant_dtype
+from collectors.runner import RunSpec, cpu_model_name, spec_from_json
 from collectors.sweep import Preset
 from collectors.timing import summarize, time_steps
+from collectors.workload import Workload
 from tracekit.errors import UsageError
 
 PROFILERS = ("torch", "nsys", "none")
@@ -107,18 +108,7 @@ def _warm_up(workload: Workload, device: torch.device, steps: int) -> float:
 
 
 def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "cpu"
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model_name()
 
 
 def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
@@ -127,7 +117,7 @@ def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"framework_version": torch.__version__, "device_name": device_name(device),
                            "threads": torch.get_num_threads(), "nvtx": phases.backend(), "traces": []}
     if spec.profiler == "nsys":
-        return {**row, **_execute_nsys(spec, out_dir)}
+        return {**row, **nsys.run_worker(spec, out_dir, "collectors.pytorch.collect")}
     workload = build(spec.variant, spec.config, device, spec.seed)
     warmup_s = _warm_up(workload, device, spec.warmup)
     row["timing"] = {**_time(workload, device, spec.repeats), "warmup_s": round(warmup_s, 4)}
@@ -177,32 +167,9 @@ def _profile_torch(spec: RunSpec, workload: Workload, device: torch.device, out_
     return rel.as_posix(), {"wall_ns": summarize(walls)}
 
 
-def _execute_nsys(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
-    exe = nsys.find_nsys()
-    rel_dir = Path("traces") / "nsys" / spec.variant
-    base = out_dir / rel_dir / spec.file_stem
-    timing_file = base.with_suffix(".timing.json")
-    command = [sys.executable, "-m", "collectors.pytorch.collect", "worker", json.dumps(_spec_json(spec)), str(timing_file)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    try:
-        sqlite = nsys.profile(command, base, gpu=spec.device == "cuda", nsys=exe, env=env)
-        worker = json.loads(timing_file.read_text())
-    finally:
-        timing_file.unlink(missing_ok=True)
-    return {"profiler_version": f"nsys {nsys.version(exe)}", "profiled_timing": worker["timing"],
-            "nvtx": worker["nvtx"], "traces": [(rel_dir / sqlite.name).as_posix(),
-                                                (rel_dir / f"{spec.file_stem}.nsys-rep").as_posix()]}
-
-
-def _spec_json(spec: RunSpec) -> dict[str, Any]:
-    return {k: getattr(spec, k) for k in ("framework", "variant", "group", "device", "dtype", "config", "profiler",
-                                          "preset", "warmup", "repeats", "profiled_steps", "seed", "threads")}
-
-
 def worker(spec_json: str, timing_path: str) -> int:
     """Child process under nsys: warm up, then the profiled steps in NVTX ranges; timing to a file."""
-    spec = RunSpec(**json.loads(spec_json))
+    spec = spec_from_json(spec_json)
     device = _setup(spec)
     workload = build(spec.variant, spec.config, device, spec.seed)
     _warm_up(workload, device, spec.warmup)

@@ -1,4 +1,4 @@
-"""A variant at one config, ready to run: ``step()`` does one step with every phase in ranges.
+"""PyTorch variants at one config as ``Workload``s: ``step()`` does one step with every phase in ranges.
 
 Phases are named ranges twice over: ``record_function("phase::NAME")`` for torch.profiler and an
 NVTX range ``NAME`` (domain ``tracekit``) for Nsight Systems. Steps are NVTX ranges ``step#N``;
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import torch
 from torch.autograd.profiler import record_function
@@ -18,6 +17,7 @@ from collectors.phases import nvtx_range
 from collectors.pytorch import lm as lm_model
 from collectors.pytorch.variants import LAYER_VARIANTS, amp_dtype, make_input, make_weights
 from collectors.sweep import LayerConfig, LMConfig
+from collectors.workload import Workload
 
 LM_VARIANTS = {
     "lm_forward": "stacked LSTM language model, forward pass (no grad)",
@@ -30,28 +30,9 @@ DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf
 
 @contextlib.contextmanager
 def phase(name: str) -> Iterator[None]:
+    """A phase as torch.profiler sees it (``phase::NAME``) and as Nsight Systems does (NVTX ``NAME``)."""
     with nvtx_range(name), record_function(f"phase::{name}"):
         yield
-
-
-@dataclass
-class Workload:
-    variant: str
-    group: str  # "layer" or "lm"
-    config: dict[str, int]
-    dtype: str
-    timesteps: int
-    forward: Callable[[], torch.Tensor]  # the output, for agreement checks (no ranges)
-    phases: list[tuple[str, Callable[[], object]]] = field(default_factory=list)
-    steps_done: int = 0
-
-    def step(self) -> None:
-        """One step: each phase in its ranges, the whole in an NVTX ``step#N`` range."""
-        with nvtx_range(f"step#{self.steps_done}"):
-            for name, run in self.phases:
-                with phase(name):
-                    run()
-        self.steps_done += 1
 
 
 def variant_dtype(variant: str, device: torch.device) -> str:
@@ -77,7 +58,7 @@ def build(variant: str, config: dict[str, int], device: torch.device, seed: int 
             return module(x)
 
     return Workload(variant, "layer", layer.as_dict(), variant_dtype(variant, device), layer.timesteps, forward,
-                    [("forward", forward)])
+                    [("forward", forward)], phase)
 
 
 def _build_lm(variant: str, config: LMConfig, device: torch.device, seed: int) -> Workload:
@@ -92,7 +73,7 @@ def _build_lm(variant: str, config: LMConfig, device: torch.device, seed: int) -
             return runnable(tokens)
 
     if variant != "lm_train":
-        return Workload(variant, "lm", config.as_dict(), "fp32", config.timesteps, forward, [("forward", forward)])
+        return Workload(variant, "lm", config.as_dict(), "fp32", config.timesteps, forward, [("forward", forward)], phase)
 
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -111,4 +92,4 @@ def _build_lm(variant: str, config: LMConfig, device: torch.device, seed: int) -
         ("backward", lambda: state.pop("loss").backward()),
         ("optimizer", optimizer.step),
     ]
-    return Workload(variant, "lm", config.as_dict(), "fp32", config.timesteps, forward, phases)
+    return Workload(variant, "lm", config.as_dict(), "fp32", config.timesteps, forward, phases, phase)

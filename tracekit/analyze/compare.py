@@ -7,7 +7,9 @@ CPU-op classes, per-name totals, per-range totals, step times) before comparing.
 
     METRIC OP THRESHOLD
     METRIC    total_time | gpu_time | gpu_busy | idle_time | kernel_count | launch_count | op_count |
-              step_time | <class>_time (a GPU kernel class, e.g. gemm_time, cast_time)
+              step_time | <class>_time (a GPU kernel class, e.g. gemm_time, cast_time) |
+              op_<class>_time (framework-op self time by op class, e.g. op_gemm_time, op_cast_time) |
+              ops_per_step | dispatch_time (step time outside any compute op, CPU traces)
     OP        > | >= | < | <=
     THRESHOLD +5% | -10% (relative change) | +2ms | 300us | 1000ns | 120 (absolute change; counts)
 
@@ -26,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.analyze.breakdown import breakdown
-from tracekit.analyze.classify import KERNEL_CLASSES
+from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type
 from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
 from tracekit.analyze.ranges import ranges
 from tracekit.errors import UsageError
@@ -67,6 +69,7 @@ class Comparison:
     ranges: per range name: ``total_ns_<label>``, ``instances_<label>``.
     steps: per step index (0 = first step of each trace): ``dur_ns_<label>``.
     checks: the evaluated ``--fail-if`` expressions.
+    findings: the differences in words, one sentence each, largest first.
     """
 
     labels: list[str]
@@ -75,6 +78,7 @@ class Comparison:
     ranges: pd.DataFrame
     steps: pd.DataFrame
     checks: list[FailCheck] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -105,6 +109,12 @@ def summarize(table: pa.Table, label: str) -> TraceSummary:
     }
     for c in KERNEL_CLASSES:
         metrics[f"{c}_time"] = float(whole_gpu.get(f"{c}_ns", 0))
+    if len(bd.cpu_ops):
+        ops = bd.cpu_ops[bd.cpu_ops.step == -1].iloc[0]
+        for c in OP_CLASSES:
+            metrics[f"op_{c}_time"] = float(ops[f"{c}_ns"])
+        metrics["ops_per_step"] = float(ops["ops"]) / max(1, len(bd.steps))
+        metrics["dispatch_time"] = float(ops["dispatch_ns"])
     if host is not None:
         for c in ("launch", "sync", "framework", "python"):
             metrics[f"host_{c}_time"] = float(host[f"{c}_ns"])
@@ -112,7 +122,10 @@ def summarize(table: pa.Table, label: str) -> TraceSummary:
     kinds = np.where(frame.mask("cpu_op")[rows], "cpu_op", "gpu")
     names_df = pd.DataFrame({"kind": kinds, "code": frame.name_code[rows], "dur": frame.dur[rows]})
     agg = names_df.groupby(["kind", "code"]).agg(count=("dur", "size"), total_ns=("dur", "sum")).reset_index()
-    agg["name"] = [frame.names[c] if c >= 0 else "" for c in agg.code]
+    # TF op names carry per-process layer scopes (lstm_5_1/while/...): compare TF ops by op type.
+    tf_source = (table.schema.metadata or {}).get(b"tracekit.source") == b"tf"
+    agg["name"] = [("" if c < 0 else _tf_op_type(frame.names[c]) if tf_source and k == "cpu_op" else frame.names[c])
+                   for k, c in zip(agg.kind, agg.code, strict=True)]
     agg = agg.groupby(["kind", "name"], as_index=False)[["count", "total_ns"]].sum()
     rr = ranges(table).summary[["name", "instances", "total_ns"]]
     order = np.argsort(frame.start[step_rows], kind="stable")
@@ -149,7 +162,7 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     names = names.assign(_c=change).sort_values("_c", ascending=False, kind="stable").drop(columns="_c").reset_index(drop=True)
     rng = _wide([s.ranges.assign(label=s.label) for s in sums], ["name"], ["instances", "total_ns"], labels)
     steps = _wide([s.steps.assign(label=s.label) for s in sums], ["step"], ["dur_ns"], labels)
-    result = Comparison(labels, metrics.reset_index(), names, rng, steps)
+    result = Comparison(labels, metrics.reset_index(), names, rng, steps, findings=_findings(metrics, names, labels))
     for expr, (metric, op, sign, num, unit) in zip(fail_if or [], checks, strict=True):
         if metric not in metrics.index:
             raise UsageError(f"--fail-if: unknown metric {metric!r} (one of: {', '.join(metrics.index)})")
@@ -160,6 +173,49 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
             threshold = num if sign != "-" else -num
             result.checks.append(FailCheck(expr, lab, b, v, bool(_OPS[op](delta, threshold)) if (unit != "%" or b) else False))
     return result
+
+
+def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str]) -> list[str]:
+    """What changed, in sentences: step time, work per step, the class that moved most, new names."""
+    base = labels[0]
+    out = []
+
+    def ms(ns: float) -> str:
+        return f"{ns / 1e6:,.3f} ms"
+
+    def rel(v: float, b: float) -> str:
+        return f"{(v - b) / b:+.1%}" if b else "new"
+
+    for lab in labels[1:]:
+        col, bcol = metrics[lab], metrics[base]
+        b, v = float(bcol["step_time"]), float(col["step_time"])
+        if b and v:
+            ratio = v / b
+            word = f"{ratio:.2f}x as long as" if ratio >= 1 else f"{1 / ratio:.2f}x faster than"
+            out.append(f"{lab} takes {word} {base} per step ({ms(v)} vs {ms(b)}).")
+        for metric, what in (("kernel_count", "GPU kernels"), ("ops_per_step", "framework ops per step")):
+            if metric in col and (col[metric] or bcol[metric]) and col[metric] != bcol[metric]:
+                out.append(f"{lab} runs {col[metric]:,.0f} {what} against {bcol[metric]:,.0f} in {base} "
+                           f"({rel(col[metric], bcol[metric])}).")
+        # "other" holds wrappers (TF's EagerExecute waits out the whole function): name classified work.
+        classes = [m for m in metrics.index if ((m.endswith("_time") and m[:-5] in KERNEL_CLASSES)
+                   or (m.startswith("op_") and m.endswith("_time"))) and m not in ("other_time", "op_other_time")]
+        if classes:
+            deltas = (col[classes] - bcol[classes]).abs().sort_values(ascending=False)
+            top = deltas.index[0]
+            if deltas.iloc[0] > 0:
+                label = f"framework-op {top[3:-5]} time" if top.startswith("op_") else f"GPU {top[:-5]} time"
+                out.append(f"The largest change in classified work is {label}: {ms(col[top])} in {lab} against "
+                           f"{ms(bcol[top])} in {base} ({rel(col[top], bcol[top])}).")
+        added = names[(names[f"count_{base}"] == 0) & (names[f"count_{lab}"] > 0)]
+        removed = names[(names[f"count_{base}"] > 0) & (names[f"count_{lab}"] == 0)]
+        for frame, verb in ((added, "has"), (removed, "lacks")):
+            if len(frame):
+                shown = ", ".join(frame.name.head(3))
+                more = f" and {len(frame) - 3} more" if len(frame) > 3 else ""
+                out.append(f"{lab} {verb} {len(frame)} name(s) that {base} {'lacks' if verb == 'has' else 'has'}: "
+                           f"{shown}{more}.")
+    return out
 
 
 def parse_condition(expr: str) -> tuple[str, str, str, float, str | None]:

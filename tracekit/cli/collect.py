@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from tracekit.errors import TracekitError, UsageError
 
@@ -68,12 +69,12 @@ class CollectCommand:
         return 1 if result.failed else 0
 
 
-def _backend(framework: str):  # -> module with VARIANTS, default_variants, specs, execute, detect_device
+def _backend(framework: str) -> Any:  # a module: VARIANTS, default_variants, specs, execute, detect_device
     try:
         if framework == "torch":
             from collectors.pytorch import cli_backend
         else:
-            from collectors.tflow import cli_backend  # type: ignore[no-redef]
+            from collectors.tflow import cli_backend
     except ImportError as e:
         missing = e.name or framework
         raise TracekitError(f"collect {framework}: cannot import {missing} ({e}); install the framework first "

@@ -170,13 +170,14 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
     base = cmp.labels[0]
     facts = [(lab, n) for lab, n in zip(cmp.labels, names, strict=True)]
     sections = []
-    m = Section("Metrics", [f"Deltas are against {base} (the first trace)."])
+    m = Section("Metrics", [*cmp.findings, f"Deltas are against {base} (the first trace)."])
     cols = [Column("metric"), *[Column(lab, "raw") for lab in cmp.labels],
             *[Column(f"{lab} vs {base}", "raw") for lab in cmp.labels[1:]]]
     rows = []
     for r in _records(cmp.metrics):
         b = r[base]
-        fmt = "ns" if r["metric"].endswith("_time") or r["metric"] == "gpu_busy" else "count"
+        fmt = "ns" if r["metric"].endswith("_time") or r["metric"] == "gpu_busy" else \
+            "float" if r["metric"] == "ops_per_step" else "count"
         deltas = [f"{(r[lab] - b) / b:+.1%}" if b else ("new" if r[lab] else "–") for lab in cmp.labels[1:]]
         rows.append([r["metric"], *[format_cell(r[lab], fmt) for lab in cmp.labels], *deltas])
     m.tables.append(Table("", cols, rows))
@@ -214,6 +215,6 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
         sections.append(st)
     data = {"labels": cmp.labels, "traces": names, "metrics": _records(cmp.metrics), "names": _records(cmp.names),
             "ranges": _records(cmp.ranges), "steps": _records(cmp.steps),
-            "checks": [{"expression": x.expression, "label": x.label, "baseline": x.baseline, "value": x.value, "failed": x.failed}
+            "findings": cmp.findings, "checks": [{"expression": x.expression, "label": x.label, "baseline": x.baseline, "value": x.value, "failed": x.failed}
                        for x in cmp.checks], "failed": cmp.failed}
     return Document("tracekit compare: " + " vs ".join(cmp.labels), "compare", facts, sections, data)

@@ -1,0 +1,161 @@
+"""Run TensorFlow LSTM variants over a sweep: unprofiled timing, then the TF profiler or Nsight Systems.
+
+Per run, as for PyTorch (``collectors.pytorch.collect``): build (fixed seeds), warm up (tracing
+and XLA compiles timed apart), N unprofiled steps, then
+
+- ``tf``: the profiled steps between ``tf.profiler.experimental.start``/``stop``, the XSpace
+  moved to ``traces/tf/VARIANT/STEM.xplane.pb``. TF 2.21 ignores the ``ProfilerOptions`` given to
+  ``start()`` (research/tf_profiler.md section 2.3), so the capture runs at the defaults, host
+  tracer level 2 and no Python tracer; the manifest says so;
+- ``nsys``: the workload in a child process under ``nsys profile``;
+- ``none``: timing only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from collectors import nsys, phases
+from collectors.runner import RunSpec, cpu_model_name, spec_from_json
+from collectors.sweep import Preset
+from collectors.tflow.variants import LAYER_VARIANTS
+from collectors.tflow.workloads import VARIANTS, build, variant_dtype
+from collectors.timing import summarize, time_steps
+from collectors.workload import Workload
+from tracekit.errors import UsageError
+
+PROFILERS = ("tf", "nsys", "none")
+CAPTURE = {"method": "tf.profiler.experimental.start/stop", "host_tracer_level": 2, "python_tracer_level": 0,
+           "device_tracer_level": 1,
+           "note": "TF 2.21 ignores ProfilerOptions passed to start(); these are its defaults"}
+
+
+def default_variants(device: str) -> list[str]:
+    return list(VARIANTS)
+
+
+def specs(variants: Sequence[str], preset: Preset, device: str, profilers: Sequence[str], seed: int = 0,
+          threads: int = 1) -> list[RunSpec]:
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise UsageError(f"unknown tf variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    bad = [p for p in profilers if p not in PROFILERS]
+    if bad:
+        raise UsageError(f"unknown profiler(s) {', '.join(bad)} for tf; choose from {', '.join(PROFILERS)}")
+    out = []
+    for variant in variants:
+        layer = variant in LAYER_VARIANTS
+        configs = [c.as_dict() for c in preset.layer_configs()] if layer else [preset.lm.as_dict()]
+        repeats = preset.repeats if layer else preset.lm_repeats
+        for config in configs:
+            for profiler in profilers:
+                out.append(RunSpec("tf", variant, "layer" if layer else "lm", device,
+                                   variant_dtype(variant, device == "cuda"), config, profiler, preset.name,
+                                   preset.warmup, repeats, preset.profiled_steps, seed, threads))
+    return out
+
+
+def detect_device() -> str:
+    return "cuda" if tf.config.list_physical_devices("GPU") else "cpu"
+
+
+def _setup(spec: RunSpec) -> dict[str, int]:
+    """Thread pools can only be sized before TF's runtime starts: first run of the process wins."""
+    if spec.threads > 0:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(spec.threads)
+        except RuntimeError:
+            pass
+    if spec.device == "cuda" and not tf.config.list_physical_devices("GPU"):
+        raise RuntimeError("CUDA requested but TensorFlow sees no GPU")
+    return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
+
+
+def _sync(spec: RunSpec) -> Any:
+    return tf.test.experimental.sync_devices if spec.device == "cuda" else None
+
+
+def _warm_up(workload: Workload, spec: RunSpec) -> float:
+    t0 = time.perf_counter()
+    for _ in range(spec.warmup):
+        workload.step()
+    if spec.device == "cuda":
+        tf.test.experimental.sync_devices()
+    return time.perf_counter() - t0
+
+
+def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
+    pools = _setup(spec)
+    gpu = spec.device == "cuda"
+    row: dict[str, Any] = {"framework_version": tf.__version__, "threads": pools["intra_op"], "tf_threads": pools,
+                           "device_name": tf.config.experimental.get_device_details(
+                               tf.config.list_physical_devices("GPU")[0]).get("device_name", "GPU")
+                           if gpu else cpu_model_name(), "nvtx": phases.backend(), "traces": []}
+    if spec.profiler == "nsys":
+        return {**row, **nsys.run_worker(spec, out_dir, "collectors.tflow.collect")}
+    workload = build(spec.variant, spec.config, gpu, spec.seed)
+    warmup_s = _warm_up(workload, spec)
+    row["timing"] = {**time_steps(workload.step, spec.repeats, sync=_sync(spec), cpu_clock="process_time"),
+                     "warmup_s": round(warmup_s, 4)}
+    if spec.profiler == "tf":
+        trace, profiled = _profile_tf(spec, workload, out_dir)
+        row.update(profiler_version=f"tf.profiler {tf.__version__}", tf_capture=CAPTURE, traces=[trace],
+                   profiled_timing=profiled)
+    return row
+
+
+def _profile_tf(spec: RunSpec, workload: Workload, out_dir: Path) -> tuple[str, dict[str, Any]]:
+    rel = Path("traces") / "tf" / spec.variant / f"{spec.file_stem}.xplane.pb"
+    final = out_dir / rel
+    final.parent.mkdir(parents=True, exist_ok=True)
+    logdir = final.parent / f".{spec.file_stem}.logdir"
+    shutil.rmtree(logdir, ignore_errors=True)
+    sync = _sync(spec)
+    walls = []
+    try:
+        tf.profiler.experimental.start(str(logdir))
+        try:
+            for _ in range(spec.profiled_steps):
+                t0 = time.perf_counter_ns()
+                workload.step()
+                if sync is not None:
+                    sync()
+                walls.append(time.perf_counter_ns() - t0)
+        finally:
+            tf.profiler.experimental.stop()
+        written = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+        if len(written) != 1:
+            raise RuntimeError(f"the TF profiler wrote {len(written)} .xplane.pb files under {logdir}, expected 1")
+        os.replace(written[0], final)
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    return rel.as_posix(), {"wall_ns": summarize(walls)}
+
+
+def worker(spec_json: str, timing_path: str) -> int:
+    """Child process under nsys: warm up, then the profiled steps in NVTX ranges; timing to a file."""
+    spec = spec_from_json(spec_json)
+    _setup(spec)
+    workload = build(spec.variant, spec.config, spec.device == "cuda", spec.seed)
+    _warm_up(workload, spec)
+    timing = time_steps(workload.step, spec.profiled_steps, sync=_sync(spec), cpu_clock="process_time")
+    Path(timing_path).write_text(json.dumps({"timing": timing, "nvtx": phases.backend()}))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "worker":
+        raise SystemExit(worker(sys.argv[2], sys.argv[3]))
+    sys.stderr.write("usage: python -m collectors.tflow.collect worker SPEC_JSON TIMING_PATH (run by nsys)\n")
+    raise SystemExit(2)
