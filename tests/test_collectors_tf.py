@@ -167,3 +167,22 @@ def test_nsys_runs_the_tf_workload_with_phase_ranges(tmp_path):
     (row,) = m.rows
     names = set(api.ranges(m.trace_paths(row)[0]).result.summary.name)
     assert {"tracekit:forward", "tracekit:loss", "tracekit:backward", "tracekit:optimizer"} <= names
+
+
+def test_gpu_side_of_the_tf_path_on_the_real_v100_xspace():
+    """No TF GPU here: the 8xV100 BERT XSpace stands in for what the GPU variants will produce."""
+    from conftest import TRACES
+
+    path = TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"{path} absent (../shared not beside the checkout)")
+    report = api.report(path)
+    gpu = report.breakdown.gpu[report.breakdown.gpu.step == -1]
+    assert report.breakdown.has_gpu and len(gpu) >= 2 and set(gpu.device_id) <= set(range(8))  # a row per active V100
+    classes = [c for c in gpu.columns if c.endswith("_ns") and c not in
+               ("span_ns", "busy_ns", "idle_ns", "compute_ns", "non_compute_ns")]
+    assert (gpu[classes].sum(axis=1) == gpu.busy_ns).all()
+    assert (gpu.busy_ns + gpu.idle_ns == gpu.span_ns).all()
+    assert gpu.cast_ns.sum() > 0  # Eigen scalar_cast_op kernels of the fp16 BERT
+    assert report.launch.verdict
+    assert "GPU" in api.render(report, "markdown")
