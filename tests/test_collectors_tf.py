@@ -186,3 +186,24 @@ def test_gpu_side_of_the_tf_path_on_the_real_v100_xspace():
     assert gpu.cast_ns.sum() > 0  # Eigen scalar_cast_op kernels of the fp16 BERT
     assert report.launch.verdict
     assert "GPU" in api.render(report, "markdown")
+
+
+def test_tf_python_capture_uses_the_server_workaround_and_records_python(tmp_path):
+    """TF 2.21 ignores start()'s options; the server + xprof client capture honours them."""
+    pytest.importorskip("xprof", reason="the tf-python capture needs xprof (pip install 'tracekit[tf-trace]')")
+    out = tmp_path / "c"
+    assert main(["collect", "tf", "--preset", "tiny", "--variants", "keras_eager", "--profiler", "tf,tf-python",
+                 "-o", str(out), "--no-progress"]) == 0
+    m = manifest.read_manifest(out)
+    by_profiler: dict[str, list] = {}
+    for row in m.rows:
+        by_profiler.setdefault(row["profiler"], []).append(row)
+    remote = by_profiler["tf-python"][0]
+    assert remote["tf_capture"]["python_tracer_level"] == 1 and remote["tf_capture"]["host_tracer_level"] == 3
+    python_ns = []
+    for profiler in ("tf", "tf-python"):
+        report = api.report(m.trace_paths(by_profiler[profiler][0])[0])
+        host = report.breakdown.host
+        python_ns.append(int(host[host.step == -1].iloc[0]["python_ns"]))
+        assert len(report.breakdown.steps) >= 2
+    assert python_ns[0] == 0 and python_ns[1] > 0  # Python frames only with the workaround

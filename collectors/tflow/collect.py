@@ -7,6 +7,10 @@ and XLA compiles timed apart), N unprofiled steps, then
   moved to ``traces/tf/VARIANT/STEM.xplane.pb``. TF 2.21 ignores the ``ProfilerOptions`` given to
   ``start()`` (research/tf_profiler.md section 2.3), so the capture runs at the defaults, host
   tracer level 2 and no Python tracer; the manifest says so;
+- ``tf-python``: the documented workaround for that bug, for host tracer level 3 and the Python
+  tracer: a profiler server in this process and xprof's client asking it for a capture with
+  those options, while a thread runs steps. The capture is duration-based, so steps at its edges
+  may be partial; needs the ``xprof`` package (``pip install 'tracekit[tf-trace]'``);
 - ``nsys``: the workload in a child process under ``nsys profile``;
 - ``none``: timing only.
 """
@@ -17,6 +21,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,10 +38,12 @@ from collectors.timing import summarize, time_steps
 from collectors.workload import Workload
 from tracekit.errors import UsageError
 
-PROFILERS = ("tf", "nsys", "none")
+PROFILERS = ("tf", "tf-python", "nsys", "none")
 CAPTURE = {"method": "tf.profiler.experimental.start/stop", "host_tracer_level": 2, "python_tracer_level": 0,
            "device_tracer_level": 1,
            "note": "TF 2.21 ignores ProfilerOptions passed to start(); these are its defaults"}
+REMOTE_OPTIONS = {"host_tracer_level": 3, "python_tracer_level": 1, "device_tracer_level": 1}
+_server_port: int | None = None
 
 
 def default_variants(device: str) -> list[str]:
@@ -112,6 +119,12 @@ def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
         trace, profiled = _profile_tf(spec, workload, out_dir)
         row.update(profiler_version=f"tf.profiler {tf.__version__}", tf_capture=CAPTURE, traces=[trace],
                    profiled_timing=profiled)
+    elif spec.profiler == "tf-python":
+        duration_ms = max(300, int(3 * row["timing"]["wall_ns"]["median"] * spec.profiled_steps / 1e6))
+        trace, profiled = _profile_tf_remote(spec, workload, out_dir, duration_ms)
+        row.update(profiler_version=f"tf.profiler {tf.__version__} via xprof client", traces=[trace],
+                   profiled_timing=profiled,
+                   tf_capture={"method": f"profiler server + xprof client, {duration_ms} ms", **REMOTE_OPTIONS})
     return row
 
 
@@ -137,6 +150,53 @@ def _profile_tf(spec: RunSpec, workload: Workload, out_dir: Path) -> tuple[str, 
         written = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
         if len(written) != 1:
             raise RuntimeError(f"the TF profiler wrote {len(written)} .xplane.pb files under {logdir}, expected 1")
+        os.replace(written[0], final)
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    return rel.as_posix(), {"wall_ns": summarize(walls)}
+
+
+def _profile_tf_remote(spec: RunSpec, workload: Workload, out_dir: Path, duration_ms: int) -> tuple[str, dict[str, Any]]:
+    try:
+        from xprof.convert import _pywrap_profiler_plugin as xprof_client
+    except ImportError:
+        raise RuntimeError("--profiler tf-python needs the xprof package: pip install 'tracekit[tf-trace]'") from None
+    global _server_port
+    if _server_port is None:  # one profiler server per process
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            _server_port = probe.getsockname()[1]
+        tf.profiler.experimental.server.start(_server_port)
+    rel = Path("traces") / "tf" / spec.variant / f"{spec.file_stem}.xplane.pb"
+    final = out_dir / rel
+    final.parent.mkdir(parents=True, exist_ok=True)
+    logdir = final.parent / f".{spec.file_stem}.logdir"
+    shutil.rmtree(logdir, ignore_errors=True)
+    walls: list[int] = []
+    done = threading.Event()
+    sync = _sync(spec)
+
+    def run_steps() -> None:
+        while not done.is_set():
+            t0 = time.perf_counter_ns()
+            workload.step()
+            if sync is not None:
+                sync()
+            walls.append(time.perf_counter_ns() - t0)
+
+    runner = threading.Thread(target=run_steps, name="tracekit-steps")
+    runner.start()
+    try:
+        xprof_client.trace(f"127.0.0.1:{_server_port}", str(logdir), "", True, duration_ms, 3, REMOTE_OPTIONS)
+    finally:
+        done.set()
+        runner.join()
+    try:
+        written = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+        if len(written) != 1:
+            raise RuntimeError(f"the profiler client wrote {len(written)} .xplane.pb files under {logdir}, expected 1")
         os.replace(written[0], final)
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
