@@ -3,10 +3,15 @@
 Assertions follow research/tf_profiler.md: casts only under mixed precision; BlockLSTMV2 is one
 fused op per step; the while-loop cell's ops grow with timesteps; eager dispatch events (one
 ``EagerExecute`` per op) only in eager mode; compare states the implementation=1 and eager costs.
+
+Op counts come from host-tracer-level-3 captures (``tf-host3``): at level 2, the only level
+``tf.profiler.experimental.start`` gives in TF 2.21, the executor traces only ops its cost model
+finds expensive, so counts depend on sizes and on how many runs it has seen.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections import Counter
 from pathlib import Path
@@ -61,17 +66,28 @@ def test_language_model_eager_equals_graph_and_training_lowers_the_loss():
     assert loss() < before
 
 
+HAVE_XPROF = importlib.util.find_spec("xprof") is not None
+
+
 @pytest.fixture(scope="module")
 def tf_collection(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("collect") / "tf"
-    assert main(["collect", "tf", "--preset", "tiny", "-o", str(out), "--no-progress"]) == 0
+    profilers = "tf,tf-host3" if HAVE_XPROF else "tf"
+    assert main(["collect", "tf", "--preset", "tiny", "--profiler", profilers, "-o", str(out), "--no-progress"]) == 0
     return out
 
 
-def _trace(out: Path, variant: str, timesteps: int | None = None) -> tuple[dict, Path]:
+def _trace(out: Path, variant: str, timesteps: int | None = None, profiler: str = "tf") -> tuple[dict, Path]:
+    if profiler == "tf-host3" and not HAVE_XPROF:
+        pytest.skip("level-3 captures need xprof (pip install 'tracekit[tf-trace]')")
     m = manifest.read_manifest(out)
-    (row,) = [r for r in m.rows if r["variant"] == variant and (timesteps is None or r["config"]["timesteps"] == timesteps)]
+    (row,) = [r for r in m.rows if r["variant"] == variant and r["profiler"] == profiler
+              and (timesteps is None or r["config"]["timesteps"] == timesteps)]
     return row, m.trace_paths(row)[0]
+
+
+def _level3(out: Path, variant: str, timesteps: int | None = None) -> Path:
+    return _trace(out, variant, timesteps, "tf-host3")[1]
 
 
 def _whole(path: Path, timesteps: int | None = None):
@@ -80,8 +96,13 @@ def _whole(path: Path, timesteps: int | None = None):
     return cpu[cpu.step == -1].iloc[0], report.breakdown.steps
 
 
+def _ops_per_step(path: Path) -> float:
+    whole, steps = _whole(path)
+    return whole["ops"] / len(steps)
+
+
 def test_every_variant_ran_under_the_tf_profiler_and_ingests(tf_collection):
-    rows = manifest.read_manifest(tf_collection).rows
+    rows = [r for r in manifest.read_manifest(tf_collection).rows if r["profiler"] == "tf"]
     assert len(rows) == len(LAYER_VARIANTS) * 2 + 3 and all(r["status"] == "ok" for r in rows)
     for row in rows:
         (path,) = manifest.read_manifest(tf_collection).trace_paths(row)
@@ -96,7 +117,7 @@ def test_every_variant_ran_under_the_tf_profiler_and_ingests(tf_collection):
 def test_casts_only_under_mixed_precision(tf_collection):
     for variant in LAYER_VARIANTS:
         for timesteps in (5, 10):
-            _, path = _trace(tf_collection, variant, timesteps)
+            path = _level3(tf_collection, variant, timesteps)
             cast_ns = int(_whole(path)[0]["cast_ns"])
             assert (cast_ns > 0) == (variant == "keras_mixed"), (variant, timesteps, cast_ns)
 
@@ -112,40 +133,39 @@ def test_block_lstm_is_one_fused_op_per_step(tf_collection):
 
 def test_while_loop_cell_ops_grow_with_timesteps(tf_collection):
     for variant in ("raw_while", "keras_lstm", "keras_impl1"):
-        short = _whole(_trace(tf_collection, variant, 5)[1])[0]["ops"]
-        long = _whole(_trace(tf_collection, variant, 10)[1])[0]["ops"]
-        per_timestep = (long - short) / PRESETS["tiny"].profiled_steps / 5
+        per_timestep = (_ops_per_step(_level3(tf_collection, variant, 10)) -
+                        _ops_per_step(_level3(tf_collection, variant, 5))) / 5
         assert per_timestep >= 15, (variant, per_timestep)
-    block_short = _whole(_trace(tf_collection, "block_lstm", 5)[1])[0]["ops"]
-    block_long = _whole(_trace(tf_collection, "block_lstm", 10)[1])[0]["ops"]
-    assert block_short == block_long
+    assert _ops_per_step(_level3(tf_collection, "block_lstm", 5)) == _ops_per_step(_level3(tf_collection, "block_lstm", 10))
 
 
 def _eager_executes_per_step(path: Path) -> float:
-    names = Counter(load(path).column("name").to_pylist())
-    return names["EagerExecute"] / PRESETS["tiny"].profiled_steps
+    table = load(path)
+    steps = set(table.column("step").to_pylist()) - {None, -1}
+    in_steps = [n for n, s in zip(table.column("name").to_pylist(), table.column("step").to_pylist(), strict=True)
+                if s is not None and s >= 0]
+    return Counter(in_steps)["EagerExecute"] / len(steps)
 
 
 def test_eager_dispatch_events_only_in_eager_mode(tf_collection):
-    eager = _eager_executes_per_step(_trace(tf_collection, "keras_eager", 10)[1])
     for variant in ("keras_lstm", "raw_while", "keras_xla", "block_lstm"):
         assert _eager_executes_per_step(_trace(tf_collection, variant, 10)[1]) == 1  # the function call itself
-    assert eager >= 100
+    assert _eager_executes_per_step(_trace(tf_collection, "keras_eager", 10)[1]) >= 100
     assert _eager_executes_per_step(_trace(tf_collection, "lm_forward_eager")[1]) > \
         50 * _eager_executes_per_step(_trace(tf_collection, "lm_forward")[1])
 
 
 def test_compare_states_the_cost_of_implementation_1_and_of_eager(tf_collection, capsys):
-    default, impl1 = _trace(tf_collection, "keras_lstm", 10)[1], _trace(tf_collection, "keras_impl1", 10)[1]
+    default, impl1 = _level3(tf_collection, "keras_lstm", 10), _level3(tf_collection, "keras_impl1", 10)
     assert main(["compare", str(default), str(impl1), "--label", "default", "--label", "impl1", "-f", "markdown"]) == 0
     text = capsys.readouterr().out
     assert "impl1 runs" in text and "framework ops per step against" in text
     assert "impl1 has" in text and "StridedSlice" in text  # the four-way gate split slices the weights
     comparison = api.compare([default, impl1], labels=["default", "impl1"]).result
     metrics = comparison.metrics.set_index("metric")
-    assert metrics.loc["ops_per_step", "impl1"] > 1.5 * metrics.loc["ops_per_step", "default"]
+    assert metrics.loc["ops_per_step", "impl1"] > 1.3 * metrics.loc["ops_per_step", "default"]
 
-    graph, eager = _trace(tf_collection, "keras_lstm", 10)[1], _trace(tf_collection, "keras_eager", 10)[1]
+    graph, eager = _level3(tf_collection, "keras_lstm", 10), _level3(tf_collection, "keras_eager", 10)
     comparison = api.compare([graph, eager], labels=["graph", "eager"]).result
     assert any(s.startswith("eager takes") and "as long as graph per step" in s for s in comparison.findings)
     assert any("EagerExecute" not in s and s.startswith("eager") for s in comparison.findings)
@@ -186,6 +206,17 @@ def test_gpu_side_of_the_tf_path_on_the_real_v100_xspace():
     assert gpu.cast_ns.sum() > 0  # Eigen scalar_cast_op kernels of the fp16 BERT
     assert report.launch.verdict
     assert "GPU" in api.render(report, "markdown")
+
+
+def test_level3_captures_count_every_op_the_same_way_whatever_the_size(tf_collection):
+    """Level 3 sees the while loop's every op: ops per step are linear in timesteps, exactly."""
+    rows = [r for r in manifest.read_manifest(tf_collection).rows if r["profiler"] == "tf-host3"] if HAVE_XPROF else []
+    if not rows:
+        pytest.skip("level-3 captures need xprof (pip install 'tracekit[tf-trace]')")
+    assert all(r["tf_capture"]["host_tracer_level"] == 3 for r in rows)
+    five, ten = _ops_per_step(_level3(tf_collection, "raw_while", 5)), _ops_per_step(_level3(tf_collection, "raw_while", 10))
+    fifteen_guess = ten + (ten - five)
+    assert fifteen_guess > ten > five and (ten - five) % 5 == 0  # a whole number of ops per timestep
 
 
 def test_tf_python_capture_uses_the_server_workaround_and_records_python(tmp_path):

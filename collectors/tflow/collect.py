@@ -7,10 +7,13 @@ and XLA compiles timed apart), N unprofiled steps, then
   moved to ``traces/tf/VARIANT/STEM.xplane.pb``. TF 2.21 ignores the ``ProfilerOptions`` given to
   ``start()`` (research/tf_profiler.md section 2.3), so the capture runs at the defaults, host
   tracer level 2 and no Python tracer; the manifest says so;
-- ``tf-python``: the documented workaround for that bug, for host tracer level 3 and the Python
-  tracer: a profiler server in this process and xprof's client asking it for a capture with
-  those options, while a thread runs steps. The capture is duration-based, so steps at its edges
-  may be partial; needs the ``xprof`` package (``pip install 'tracekit[tf-trace]'``);
+- ``tf-host3`` / ``tf-python``: the documented workaround for that bug: a profiler server in this
+  process and xprof's client, in a thread, asking it for a capture at host tracer level 3 (and,
+  for ``tf-python``, with the Python tracer) for a fixed duration; needs the ``xprof`` package
+  (``pip install 'tracekit[tf-trace]'``); the profiled steps start once tracing is on. Level 3 matters for op counts: at level 2 the executor
+  traces only ops its cost model deems expensive (~10 us and up, learned over the first runs), so
+  a level-2 trace of a warmed-up LSTM drops most of the small per-timestep ops (keras_lstm at
+  hidden 256, batch 16, 20 timesteps: ~55 ops per step at level 2, 1,007 at level 3);
 - ``nsys``: the workload in a child process under ``nsys profile``;
 - ``none``: timing only.
 """
@@ -38,11 +41,12 @@ from collectors.timing import summarize, time_steps
 from collectors.workload import Workload
 from tracekit.errors import UsageError
 
-PROFILERS = ("tf", "tf-python", "nsys", "none")
+PROFILERS = ("tf", "tf-host3", "tf-python", "nsys", "none")
 CAPTURE = {"method": "tf.profiler.experimental.start/stop", "host_tracer_level": 2, "python_tracer_level": 0,
            "device_tracer_level": 1,
            "note": "TF 2.21 ignores ProfilerOptions passed to start(); these are its defaults"}
-REMOTE_OPTIONS = {"host_tracer_level": 3, "python_tracer_level": 1, "device_tracer_level": 1}
+REMOTE_OPTIONS = {"tf-host3": {"host_tracer_level": 3, "python_tracer_level": 0, "device_tracer_level": 1},
+                  "tf-python": {"host_tracer_level": 3, "python_tracer_level": 1, "device_tracer_level": 1}}
 _server_port: int | None = None
 
 
@@ -119,12 +123,14 @@ def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
         trace, profiled = _profile_tf(spec, workload, out_dir)
         row.update(profiler_version=f"tf.profiler {tf.__version__}", tf_capture=CAPTURE, traces=[trace],
                    profiled_timing=profiled)
-    elif spec.profiler == "tf-python":
-        duration_ms = max(300, int(3 * row["timing"]["wall_ns"]["median"] * spec.profiled_steps / 1e6))
-        trace, profiled = _profile_tf_remote(spec, workload, out_dir, duration_ms)
+    elif spec.profiler in REMOTE_OPTIONS:
+        options = REMOTE_OPTIONS[spec.profiler]
+        # Long enough for the profiled steps at level 3 (tracing slows them), and a margin to start.
+        duration_ms = 300 + int(5 * row["timing"]["wall_ns"]["median"] * spec.profiled_steps / 1e6)
+        trace, profiled = _profile_tf_remote(spec, workload, out_dir, duration_ms, options)
         row.update(profiler_version=f"tf.profiler {tf.__version__} via xprof client", traces=[trace],
                    profiled_timing=profiled,
-                   tf_capture={"method": f"profiler server + xprof client, {duration_ms} ms", **REMOTE_OPTIONS})
+                   tf_capture={"method": f"profiler server + xprof client, {duration_ms} ms", **options})
     return row
 
 
@@ -156,11 +162,12 @@ def _profile_tf(spec: RunSpec, workload: Workload, out_dir: Path) -> tuple[str, 
     return rel.as_posix(), {"wall_ns": summarize(walls)}
 
 
-def _profile_tf_remote(spec: RunSpec, workload: Workload, out_dir: Path, duration_ms: int) -> tuple[str, dict[str, Any]]:
+def _profile_tf_remote(spec: RunSpec, workload: Workload, out_dir: Path, duration_ms: int,
+                       options: dict[str, int]) -> tuple[str, dict[str, Any]]:
     try:
         from xprof.convert import _pywrap_profiler_plugin as xprof_client
     except ImportError:
-        raise RuntimeError("--profiler tf-python needs the xprof package: pip install 'tracekit[tf-trace]'") from None
+        raise RuntimeError(f"--profiler {spec.profiler} needs the xprof package: pip install 'tracekit[tf-trace]'") from None
     global _server_port
     if _server_port is None:  # one profiler server per process
         import socket
@@ -174,25 +181,38 @@ def _profile_tf_remote(spec: RunSpec, workload: Workload, out_dir: Path, duratio
     final.parent.mkdir(parents=True, exist_ok=True)
     logdir = final.parent / f".{spec.file_stem}.logdir"
     shutil.rmtree(logdir, ignore_errors=True)
-    walls: list[int] = []
-    done = threading.Event()
-    sync = _sync(spec)
+    from tensorflow.python.profiler.internal import _pywrap_traceme
 
-    def run_steps() -> None:
-        while not done.is_set():
+    failure: list[BaseException] = []
+
+    def capture() -> None:
+        try:
+            xprof_client.trace(f"127.0.0.1:{_server_port}", str(logdir), "", True, duration_ms, 3, options)
+        except BaseException as e:  # re-raised in the caller's thread
+            failure.append(e)
+
+    client = threading.Thread(target=capture, name="tracekit-capture")
+    client.start()
+    # Run exactly the profiled steps, once the server has switched tracing on.
+    deadline = time.monotonic() + 30
+    while not _pywrap_traceme.traceme_enabled() and client.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    walls = []
+    if _pywrap_traceme.traceme_enabled():
+        sync = _sync(spec)
+        for _ in range(spec.profiled_steps):
             t0 = time.perf_counter_ns()
             workload.step()
             if sync is not None:
                 sync()
             walls.append(time.perf_counter_ns() - t0)
-
-    runner = threading.Thread(target=run_steps, name="tracekit-steps")
-    runner.start()
-    try:
-        xprof_client.trace(f"127.0.0.1:{_server_port}", str(logdir), "", True, duration_ms, 3, REMOTE_OPTIONS)
-    finally:
-        done.set()
-        runner.join()
+        if not _pywrap_traceme.traceme_enabled():
+            failure.append(RuntimeError(f"the {duration_ms} ms capture ended before the profiled steps did"))
+    client.join()
+    if failure:
+        raise failure[0]
+    if not walls:
+        raise RuntimeError("the profiler server never started tracing")
     try:
         written = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
         if len(written) != 1:
