@@ -24,10 +24,11 @@ class Command(Protocol):
 
 
 def _commands() -> list[Command]:
-    from tracekit.cli import collect, compare, info, ingest, launch, ranges, report
+    from tracekit.cli import baseline, collect, compare, info, ingest, launch, ranges, report
 
     return [ingest.IngestCommand(), info.InfoCommand(), report.ReportCommand(), launch.LaunchCommand(),
-            ranges.RangesCommand(), compare.CompareCommand(), collect.CollectCommand()]
+            ranges.RangesCommand(), compare.CompareCommand(), collect.CollectCommand(),
+            baseline.BaselineCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

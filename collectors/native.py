@@ -1,0 +1,153 @@
+"""Build (once, cached) and run the native LSTM baselines of ``baseline_cu/`` over a sweep preset.
+
+Variants: ``cpu_blas`` (C++ and OpenBLAS, any machine), ``cudnn_lstm`` (cuDNN's RNN API) and
+``cublas_lstm`` (cuBLAS GEMMs and a fused pointwise kernel), the last two on CUDA devices only.
+Each program prints one manifest-format JSON line per config; rows go through the same runner
+as the framework collectors, so ``tracekit overhead`` can join them by config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from collectors import nsys
+from collectors.runner import Execute, RunSpec
+from collectors.sweep import Preset
+from tracekit.errors import TracekitError, UsageError
+
+SOURCE_DIR = Path(__file__).resolve().parents[1] / "baseline_cu"
+VARIANTS = {
+    "cpu_blas": "C++ LSTM: one sgemm for all inputs, then per step a recurrent sgemm and a fused loop (OpenBLAS)",
+    "cudnn_lstm": "cuDNN RNN API (cudnnRNNForward), PyTorch's algorithm choice: the native GPU reference",
+    "cublas_lstm": "cuBLAS LSTM in the style of Appleyard et al.: one input GEMM, per step a GEMM and a fused kernel",
+}
+PROGRAMS = {"cpu_blas": "lstm_cpu", "cudnn_lstm": "lstm_cudnn", "cublas_lstm": "lstm_cublas"}
+PROFILERS = ("none", "nsys")
+# Tolerances of the output check against a double-precision reference.
+TOLERANCE = {"fp32": 1e-4, "fp16": 2e-2}
+
+
+class BaselineError(TracekitError):
+    """The baseline could not be built or run."""
+
+
+@dataclass(frozen=True)
+class Build:
+    directory: Path
+    cuda: bool
+
+    def program(self, variant: str) -> Path:
+        return self.directory / PROGRAMS[variant]
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracekit"
+
+
+def source_hash(cuda: bool) -> str:
+    """Identity of a build: every source file and whether the CUDA programs are wanted."""
+    digest = hashlib.sha256(b"cuda" if cuda else b"cpu")
+    for path in sorted(SOURCE_DIR.rglob("*")):
+        if path.is_file() and path.suffix in (".cpp", ".cu", ".cuh", ".hpp", ".txt"):
+            digest.update(path.relative_to(SOURCE_DIR).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build(cuda: bool, build_root: Path | None = None) -> Build:
+    """Configure and build with CMake, once per source version; later calls reuse the build."""
+    if not (SOURCE_DIR / "CMakeLists.txt").exists():
+        raise BaselineError(f"{SOURCE_DIR}: baseline sources not found (tracekit baseline runs from a source checkout)")
+    if shutil.which("cmake") is None:
+        raise BaselineError("cmake not found: install it (Debian: apt-get install cmake)")
+    directory = (build_root or _cache_root() / "baseline-build") / source_hash(cuda)
+    wanted = ["cpu_blas"] + (["cudnn_lstm", "cublas_lstm"] if cuda else [])
+    result = Build(directory, cuda)
+    if all(result.program(v).exists() for v in wanted):
+        return result
+    args = ["cmake", "-S", str(SOURCE_DIR), "-B", str(directory), f"-DBASELINE_CUDA={'ON' if cuda else 'OFF'}"]
+    if cuda:
+        deps = _cache_root() / "cuda-deps"
+        if deps.exists():
+            args.append(f"-DCUDA_DEPS_ROOT={deps}")
+        nvcc = shutil.which("nvcc")
+        if nvcc:
+            args.append(f"-DCMAKE_CUDA_COMPILER={Path(nvcc).resolve()}")
+    for step in (args, ["cmake", "--build", str(directory), "-j", str(os.cpu_count() or 2)]):
+        run = subprocess.run(step, capture_output=True, text=True)
+        if run.returncode != 0:
+            lines = [ln for ln in (run.stdout + run.stderr).splitlines() if ln.strip()]
+            raise BaselineError(f"building baseline_cu failed ({' '.join(step[:2])}): {' | '.join(lines[-4:])[-500:]}")
+    return result
+
+
+def default_variants(device: str) -> list[str]:
+    return ["cpu_blas"] if device == "cpu" else ["cudnn_lstm", "cublas_lstm"]
+
+
+def specs(variants: Sequence[str], preset: Preset, device: str, profilers: Sequence[str], seed: int = 0,
+          threads: int = 1, dtypes: Sequence[str] = ("fp32",)) -> list[RunSpec]:
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise UsageError(f"unknown baseline variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
+    bad = [p for p in profilers if p not in PROFILERS]
+    if bad:
+        raise UsageError(f"unknown profiler(s) {', '.join(bad)} for the baseline; choose from {', '.join(PROFILERS)}")
+    out = []
+    for variant in variants:
+        on_gpu = variant != "cpu_blas"
+        skip = "needs a CUDA device" if on_gpu and device != "cuda" else None
+        for dtype in dtypes if on_gpu else ("fp32",):
+            for config in preset.layer_configs():
+                for profiler in profilers:
+                    out.append(RunSpec("native", variant, "baseline", "cuda" if on_gpu else "cpu", dtype,
+                                       config.as_dict(), profiler, preset.name, preset.warmup, preset.repeats,
+                                       preset.profiled_steps, seed, threads, skip))
+    return out
+
+
+def command(program: Path, spec: RunSpec) -> list[str]:
+    c = spec.config
+    args = [str(program), "--config", f"{c['hidden']},{c['batch']},{c['timesteps']},{c['input']}",
+            "--warmup", str(spec.warmup), "--repeats", str(spec.repeats), "--seed", str(spec.seed)]
+    if spec.variant == "cpu_blas":
+        args += ["--threads", str(max(spec.threads, 1))]
+    else:
+        args += ["--dtype", spec.dtype]
+    return args
+
+
+def executor(built: Build) -> Execute:
+    """An ``execute(spec, out_dir)`` for the runner, bound to one build."""
+
+    def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
+        cmd = command(built.program(spec.variant), spec)
+        row: dict[str, Any] = {"traces": []}
+        if spec.profiler == "nsys":
+            base = out_dir / "traces" / "nsys" / "native" / spec.variant / spec.file_stem
+            sqlite = nsys.profile(cmd, base, gpu=spec.device == "cuda")
+            rel = sqlite.relative_to(out_dir).as_posix()
+            row.update(traces=[rel, rel[: -len(".sqlite")] + ".nsys-rep"], profiler_version=f"nsys {nsys.version(nsys.find_nsys())}")
+        # Timing and the output check come from a run with no profiler attached.
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise BaselineError(f"{cmd[0]} exited {run.returncode}: {(run.stderr or run.stdout).strip()[-300:]}")
+        result = json.loads(run.stdout.strip().splitlines()[-1])
+        check = result.get("check")
+        if check and check["max_abs_err"] > TOLERANCE[spec.dtype]:
+            raise BaselineError(f"output differs from the reference by {check['max_abs_err']:.3g} "
+                                f"(tolerance {TOLERANCE[spec.dtype]})")
+        for key in ("framework_version", "device_name", "threads", "timing", "check", "algo", "algo_requested",
+                    "kernels_per_step"):
+            if key in result:
+                row[key] = result[key]
+        return row
+
+    return execute
