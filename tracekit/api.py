@@ -23,6 +23,8 @@ from tracekit.analyze.compare import Comparison
 from tracekit.analyze.compare import compare as _compare
 from tracekit.analyze.launch import LaunchReport
 from tracekit.analyze.launch import launch as _launch
+from tracekit.analyze.overhead import OverheadReport
+from tracekit.analyze.overhead import overhead as _overhead
 from tracekit.analyze.ranges import RangesReport
 from tracekit.analyze.ranges import ranges as _ranges
 from tracekit.errors import UsageError
@@ -96,7 +98,41 @@ def compare(traces: list[Trace], labels: list[str] | None = None, fail_if: list[
     return Compare([n for n, _ in loaded], _compare([t for _, t in loaded], labels, fail_if))
 
 
-def document(result: Report | Launch | Ranges | Compare) -> Document:
+@dataclass
+class Overhead:
+    sources: list[str]
+    result: OverheadReport
+
+
+# The profilers whose traces carry the framework's ops (nsys CPU traces hold only ranges).
+_DECOMPOSABLE = ("torch", "tf", "tf-host3", "tf-python")
+
+
+def overhead(collections: list[str | Path]) -> Overhead:
+    """Framework runs against native baseline runs of the same shape, from collection directories.
+
+    Args:
+        collections: directories with a ``manifest.jsonl`` (``tracekit collect`` / ``baseline``);
+            framework and baseline runs may be in different ones.
+    Returns:
+        ``Overhead`` whose ``result`` is an ``OverheadReport`` (see its docstring for columns).
+    """
+    from tracekit.manifest import manifest_path, read_manifest
+
+    rows, tables = [], {}
+    for directory in collections:
+        if not manifest_path(directory).exists():
+            raise UsageError(f"{directory}: no manifest.jsonl (not a tracekit collection directory)")
+        m = read_manifest(directory)
+        for row in m.latest().values():
+            rows.append(row)
+            if row["status"] == "ok" and row.get("traces") and row["profiler"] in _DECOMPOSABLE \
+                    and row.get("variant_group") == "layer" and row["config"].get("layers", 1) == 1:
+                tables[row["run_id"]] = load(m.trace_paths(row)[0])
+    return Overhead([str(c) for c in collections], _overhead(rows, tables))
+
+
+def document(result: Report | Launch | Ranges | Compare | Overhead) -> Document:
     """The document a result renders as."""
     from tracekit.cli._output import facts
 
@@ -108,10 +144,14 @@ def document(result: Report | Launch | Ranges | Compare) -> Document:
         return documents.ranges_document(result.name, facts(result.table, result.name), result.result)
     if isinstance(result, Compare):
         return documents.compare_document(result.names, result.result)
+    if isinstance(result, Overhead):
+        from tracekit.render.overhead_document import overhead_document
+
+        return overhead_document(result.sources, result.result)
     raise UsageError(f"cannot render {type(result).__name__}")
 
 
-def render(result: Report | Launch | Ranges | Compare, fmt: str = "terminal") -> str:
+def render(result: Report | Launch | Ranges | Compare | Overhead, fmt: str = "terminal") -> str:
     """Text of a result in one format: terminal, markdown, json or html."""
     table = renderers()
     if fmt not in table:

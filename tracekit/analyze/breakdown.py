@@ -252,10 +252,13 @@ def _cpu_ops(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFram
 
 
 def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray) -> np.ndarray:
-    """Compute-class ops with no compute-class op below them: where the arithmetic happens.
+    """Compute-class ops that do the arithmetic themselves: no compute op below them, or most of
+    their own time is self time.
 
-    A composite op (``aten::lstm_cell``, ``aten::linear``) is not counted itself, only the
-    compute ops it dispatches, so the time between them shows up as dispatch overhead.
+    A composite op (``aten::lstm_cell``, ``aten::linear``: a sliver of self time) is not counted
+    itself, only the compute ops it dispatches, so the time between them shows up as dispatch
+    overhead. A fused op that calls a small helper (``aten::mkldnn_rnn_layer`` zero-filling its
+    state with an elementwise op) still counts whole. Callers take the union of the intervals.
     """
     compute_idx = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
     is_compute = np.zeros(len(frame), bool)
@@ -267,7 +270,12 @@ def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray
         cur = cur[~has_compute_below[cur]]  # stop where an earlier walk already passed
         has_compute_below[cur] = True
         cur = frame.parent[cur]
-    return np.flatnonzero(is_compute & ~has_compute_below)
+    leaf = is_compute & ~has_compute_below
+    busy = np.flatnonzero(is_compute & has_compute_below)
+    if busy.size:
+        self_ns = op_self_time(frame, busy)
+        leaf[busy[self_ns * 2 >= frame.dur[busy]]] = True
+    return np.flatnonzero(leaf)
 
 
 def _effective_op_class(frame: Frame, classes: RowClasses, op_rows: np.ndarray) -> np.ndarray:

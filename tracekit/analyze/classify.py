@@ -74,7 +74,9 @@ OP_RULES: list[tuple[str, str]] = [
     ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation)$|mkldnn.*(linear|matmul)|"
              r"^mkl::|_mkl_linear|onednn::|_linear_pointwise|"
              r"(^|:)(_Mkl|_MklNative)?(MatMul|BatchMatMul|BatchMatMulV2|BatchMatMulV3|_FusedMatMul|Einsum)$|"
-             r"(^|:)_MklFusedBatchMatMulV2$|(^|:)_MklFusedMatMul$"),
+             r"(^|:)_MklFusedBatchMatMulV2$|(^|:)_MklFusedMatMul$|"
+             # XLA:CPU HLO instructions (tf.function(jit_compile=True)): MatMul.8, MatMul_1.10, dot.3
+             r"^(MatMul|BatchMatMul\w*|dot)(_\d+)?\.\d+$"),
     ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|(^|:)(_Mkl)?Cast$"),
     ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
     ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|(^|:)(NcclAllReduce|CollectiveReduce\w*|_Send|_Recv|"
@@ -93,7 +95,9 @@ OP_RULES: list[tuple[str, str]] = [
                     r"(^|:)(_Mkl)?(Add|AddV2|AddN|Sub|Mul|RealDiv|Div|Sigmoid|Tanh|Relu|Relu6|Elu|Selu|Exp|Log|Neg|"
                     r"Square|Sqrt|Rsqrt|Maximum|Minimum|BiasAdd|BiasAddV1|BiasAddGrad|SigmoidGrad|TanhGrad|"
                     r"ReluGrad|Select|SelectV2|Fill|ZerosLike|OnesLike|ConcatV2|Pack|Unpack|Split|SplitV|"
-                    r"AssignAddVariableOp|ResourceApplyAdam|ResourceApplyGradientDescent|Erf|Pow)$"),
+                    r"AssignAddVariableOp|ResourceApplyAdam|ResourceApplyGradientDescent|Erf|Pow)$|"
+                    # XLA:CPU loop fusions and wrapped pointwise HLOs: tanh_multiply_fusion, wrapped_add
+                    r"^[a-z_\-]+_fusion(\.\d+)?$|^wrapped_[a-z_]+(\.\d+)?$"),
 ]
 
 API_RULES: list[tuple[str, str]] = [

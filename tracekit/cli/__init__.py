@@ -24,11 +24,11 @@ class Command(Protocol):
 
 
 def _commands() -> list[Command]:
-    from tracekit.cli import baseline, collect, compare, info, ingest, launch, ranges, report
+    from tracekit.cli import baseline, collect, compare, info, ingest, launch, overhead, ranges, report
 
     return [ingest.IngestCommand(), info.InfoCommand(), report.ReportCommand(), launch.LaunchCommand(),
             ranges.RangesCommand(), compare.CompareCommand(), collect.CollectCommand(),
-            baseline.BaselineCommand()]
+            baseline.BaselineCommand(), overhead.OverheadCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -30,8 +30,9 @@ class Table:
 
 @dataclass
 class Chart:
-    """kind: ``stacked`` (one bar per label, one segment per series) or ``histogram``
-    (labels = bin edges, one series). Values are in ``unit``."""
+    """kind: ``stacked`` (one bar per label, one segment per series), ``histogram``
+    (labels = bin edges, one series) or ``line`` (labels = x values, one line per series; NaN
+    for a missing point). Values are in ``unit``."""
 
     kind: str
     title: str

@@ -77,6 +77,46 @@ def _svg_histogram(chart: Chart) -> str:
     return f'<figure><figcaption><b>{_e(chart.title)}</b></figcaption>{"".join(parts)}</figure>'
 
 
+def _svg_line(chart: Chart) -> str:
+    """labels: x values (categorical, in order); one polyline per series; NaN values are skipped."""
+    width, height, left, bottom, top_pad = 900, 260, 60, 36, 12
+    finite = [v for row in chart.values for v in row if v == v]
+    top = max(finite) * 1.1 if finite and max(finite) > 0 else 1.0
+    n = len(chart.labels)
+    step = (width - left - 20) / max(n - 1, 1)
+
+    def xy(i: int, v: float) -> tuple[float, float]:
+        return left + i * step, height - bottom - (height - bottom - top_pad) * v / top
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(chart.title)}">',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" stroke="#999"/>']
+    if top > 1:  # the parity line: equal to the reference
+        y1 = xy(0, 1.0)[1]
+        parts.append(f'<line x1="{left}" y1="{y1:.2f}" x2="{width - 10}" y2="{y1:.2f}" stroke="#bbb" stroke-dasharray="4 3"/>'
+                     f'<text x="{left - 4}" y="{y1 + 4:.2f}" text-anchor="end">1{_e(chart.unit)}</text>')
+    for i, label in enumerate(chart.labels):
+        parts.append(f'<text x="{xy(i, 0)[0]:.2f}" y="{height - bottom + 16}" text-anchor="middle">{_e(label)}</text>')
+    parts.append(f'<text x="{left - 4}" y="{top_pad + 4}" text-anchor="end">{top:,.2f}{_e(chart.unit)}</text>')
+    for j, series in enumerate(chart.series):
+        points = [(i, row[j]) for i, row in enumerate(chart.values) if row[j] == row[j]]
+        if not points:
+            continue
+        color = PALETTE[j % len(PALETTE)]
+        coords = " ".join(f"{x:.2f},{y:.2f}" for x, y in (xy(i, v) for i, v in points))
+        parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>')
+        for i, v in points:
+            x, y = xy(i, v)
+            parts.append(f'<circle cx="{x:.2f}" cy="{y:.2f}" r="3" fill="{color}"><title>{_e(series)} at '
+                         f'{_e(chart.labels[i])}: {v:,.3f}{_e(chart.unit)}</title></circle>')
+    parts.append("</svg>")
+    legend = "".join(f'<span><i style="background:{PALETTE[j % len(PALETTE)]}"></i>{_e(s)}</span>'
+                     for j, s in enumerate(chart.series))
+    return f'<figure><figcaption><b>{_e(chart.title)}</b></figcaption><div class="legend">{legend}</div>{"".join(parts)}</figure>'
+
+
+_CHARTS = {"stacked": _svg_stacked, "histogram": _svg_histogram, "line": _svg_line}
+
+
 class HtmlRenderer:
     name = "html"
     extension = ".html"
@@ -89,7 +129,7 @@ class HtmlRenderer:
             body.append(f"<h2>{_e(section.title)}</h2>")
             body += [f'<p class="s">{_e(s)}</p>' for s in section.sentences]
             for chart in section.charts:
-                body.append(_svg_stacked(chart) if chart.kind == "stacked" else _svg_histogram(chart))
+                body.append(_CHARTS[chart.kind](chart))
             for t in section.tables:
                 body.append("<table>" + (f"<caption>{_e(t.title)}</caption>" if t.title else ""))
                 body.append("<tr>" + "".join(f"<th>{_e(c.name)}</th>" for c in t.columns) + "</tr>")
