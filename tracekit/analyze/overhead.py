@@ -176,8 +176,10 @@ def _trends(runs: pd.DataFrame) -> pd.DataFrame:
         others = [s for s in SHAPE if s not in (axis, "input")]  # input follows hidden in the presets
         fixed = runs[others].mode().iloc[0]
         sel = runs[(runs[others] == fixed).all(axis=1)]
+        if sel[axis].nunique() < 2:
+            continue  # the sweep did not vary this axis
         for _, r in sel.iterrows():
             records.append({"variant": f"{r.framework}/{r.variant}", "device": r.device, "axis": axis,
                             "value": int(r[axis]), "ratio": float(r.ratio)})
-    out = pd.DataFrame.from_records(records)
+    out = pd.DataFrame.from_records(records, columns=["variant", "device", "axis", "value", "ratio"])
     return out.drop_duplicates(["variant", "device", "axis", "value"]).sort_values(["axis", "variant", "value"]).reset_index(drop=True)

@@ -1,0 +1,142 @@
+"""The native baselines: the C++ BLAS LSTM builds, runs and equals nn.LSTM; the CUDA sources compile;
+``tracekit overhead`` joins framework runs with it and its parts add up to the excess."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracekit import api, manifest
+from tracekit.cli import main
+
+torch = pytest.importorskip("torch")
+
+from collectors import native  # noqa: E402
+
+
+def _needs_toolchain() -> None:
+    if shutil.which("cmake") is None or shutil.which("g++") is None:
+        pytest.skip("cmake and g++ are needed to build baseline_cu")
+    if not any(Path(p).exists() for p in ("/usr/include/x86_64-linux-gnu/cblas.h", "/usr/include/cblas.h",
+                                          "/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h")):
+        pytest.skip("no cblas.h: install OpenBLAS (apt-get install libopenblas-dev)")
+
+
+@pytest.fixture(scope="module")
+def cpu_build() -> native.Build:
+    _needs_toolchain()
+    return native.build(cuda=False)
+
+
+def _write_problem(path: Path, lstm: torch.nn.LSTM, x: torch.Tensor) -> None:
+    arrays = [lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0, x]
+    path.write_bytes(b"".join(a.detach().float().contiguous().numpy().tobytes() for a in arrays))
+
+
+def test_cpu_baseline_equals_nn_lstm_on_its_weights(cpu_build, tmp_path):
+    torch.manual_seed(3)
+    hidden, batch, timesteps, inputs = 24, 5, 7, 9
+    lstm = torch.nn.LSTM(inputs, hidden)
+    x = torch.randn(timesteps, batch, inputs)
+    _write_problem(tmp_path / "problem.bin", lstm, x)
+    run = subprocess.run([str(cpu_build.program("cpu_blas")), "--config", f"{hidden},{batch},{timesteps},{inputs}",
+                          "--weights", str(tmp_path / "problem.bin"), "--dump-output", str(tmp_path / "out.bin"),
+                          "--repeats", "2", "--warmup", "1"], capture_output=True, text=True, check=True)
+    result = json.loads(run.stdout)
+    assert result["check"]["max_abs_err"] < 1e-5
+    out = np.frombuffer((tmp_path / "out.bin").read_bytes(), np.float32).reshape(timesteps, batch, hidden)
+    with torch.no_grad():
+        expected = lstm(x)[0].numpy()
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_baseline_rejects_a_short_weights_file(cpu_build, tmp_path):
+    (tmp_path / "short.bin").write_bytes(b"\0" * 16)
+    run = subprocess.run([str(cpu_build.program("cpu_blas")), "--config", "8,2,3", "--weights", str(tmp_path / "short.bin")],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "too short" in run.stderr
+
+
+def test_build_is_cached_by_source_hash(cpu_build):
+    again = native.build(cuda=False)
+    assert again.directory == cpu_build.directory and again.program("cpu_blas").exists()
+
+
+def test_cuda_sources_compile_and_link():
+    """No GPU here: the cuDNN and cuBLAS programs must still compile (nvcc 13, headers from PyPI wheels)."""
+    _needs_toolchain()
+    nvcc = shutil.which("nvcc")
+    deps = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracekit" / "cuda-deps"
+    if nvcc is None:
+        pytest.skip("no nvcc on this machine")
+    if not (deps / "include" / "cudnn.h").exists():
+        pytest.skip(f"no cuDNN/cuBLAS headers in {deps}: run baseline_cu/get_cuda_deps.sh")
+    built = native.build(cuda=True)
+    for variant, library in (("cudnn_lstm", "libcudnn.so"), ("cublas_lstm", "libcublas.so")):
+        dynamic = subprocess.run(["readelf", "-d", str(built.program(variant))], capture_output=True, text=True).stdout
+        assert library in dynamic and "libcudart.so" in dynamic
+
+
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory, cpu_build) -> Path:
+    out = tmp_path_factory.mktemp("overhead") / "c"
+    assert main(["baseline", "--preset", "tiny", "-o", str(out), "--no-progress"]) == 0
+    assert main(["collect", "torch", "--preset", "tiny", "--variants", "nn_lstm,nn_lstm_amp,lstmcell_loop,custom_eager",
+                 "-o", str(out), "--no-progress"]) == 0
+    pytest.importorskip("tensorflow")
+    assert main(["collect", "tf", "--preset", "tiny", "--variants", "keras_lstm,keras_impl1", "-o", str(out),
+                 "--no-progress"]) == 0
+    return out
+
+
+def test_baseline_rows_are_in_the_manifest_format(collection):
+    rows = [r for r in manifest.read_manifest(collection).rows if r["framework"] == "native"]
+    assert [r["status"] for r in rows] == ["ok", "ok"]  # the tiny preset's two configs
+    for row in rows:
+        assert row["variant"] == "cpu_blas" and row["variant_group"] == "baseline"
+        assert row["check"]["max_abs_err"] < native.TOLERANCE["fp32"]
+        assert row["timing"]["wall_ns"]["n"] == 3 and row["timing"]["wall_ns"]["median"] > 0
+
+
+def test_overhead_ratios_pairs_and_parts_add_up(collection):
+    rep = api.overhead([collection]).result
+    runs = rep.runs
+    assert set(runs.variant) == {"nn_lstm", "nn_lstm_amp", "lstmcell_loop", "custom_eager", "keras_lstm", "keras_impl1"}
+    assert (runs.baseline == "native/cpu_blas").all()
+    np.testing.assert_allclose(runs.ratio, runs.time_ns / runs.baseline_ns)
+    # The decomposition explains the whole excess, run by run.
+    np.testing.assert_allclose(runs.parts_ns, runs.excess_ns, rtol=1e-9, atol=1.0)
+    np.testing.assert_allclose(runs.cast_ns + runs.extra_compute_ns + runs.dispatch_ns, runs.excess_ns, atol=1.0)
+    assert (runs[runs.variant == "nn_lstm_amp"].cast_ns > 0).all()
+    assert (runs[runs.variant != "nn_lstm_amp"].cast_ns == 0).all()
+    assert (runs.dispatch_ns >= 0).all()
+    # The fine-grained loop spends more outside compute ops than the fused op does.
+    per_step = runs.set_index(["variant", "timesteps"]).dispatch_ns
+    assert per_step[("lstmcell_loop", 10)] > per_step[("nn_lstm", 10)]
+    pairs = rep.pairs.set_index(["a", "b"])
+    assert ("native/cpu_blas", "torch/nn_lstm") in pairs.index and ("tf/keras_lstm", "tf/keras_impl1") in pairs.index
+    assert (pairs.configs == 2).all()
+    assert set(rep.trends.axis) == {"timesteps"}  # the tiny preset varies only timesteps
+
+
+def test_overhead_report_in_every_format(collection, tmp_path):
+    html = tmp_path / "overhead.html"
+    assert main(["overhead", str(collection), "-o", str(html)]) == 0
+    page = html.read_text()
+    assert "<polyline" in page and "time / native vs timesteps" in page
+    assert main(["overhead", str(collection), "-o", str(tmp_path / "o.md")]) == 0
+    text = (tmp_path / "o.md").read_text()
+    assert "against native/cpu_blas" in text and "on average over 2 config(s)" in text
+    data = json.loads(api.render(api.overhead([collection]), "json"))
+    assert len(data["runs"]) == 12 and data["pairs"]
+
+
+def test_overhead_without_a_manifest_is_a_usage_error(tmp_path, capsys):
+    assert main(["overhead", str(tmp_path)]) == 2
+    assert "no manifest.jsonl" in capsys.readouterr().err
