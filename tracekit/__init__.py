@@ -14,9 +14,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from tracekit.analyze.summary import TraceInfo, info  # noqa: E402
-from tracekit.api import compare, launch, ranges, render, report  # noqa: E402
+from tracekit.api import compare, launch, overhead, ranges, render, report  # noqa: E402
 from tracekit.errors import InputError, TracekitError  # noqa: E402
 from tracekit.ingest import load  # noqa: E402
 
-__all__ = ["InputError", "TraceInfo", "TracekitError", "__version__", "compare", "info", "launch", "load", "ranges",
+__all__ = ["InputError", "TraceInfo", "TracekitError", "__version__", "compare", "info", "launch", "load", "overhead", "ranges",
            "render", "report"]

@@ -24,11 +24,11 @@ class Command(Protocol):
 
 
 def _commands() -> list[Command]:
-    from tracekit.cli import baseline, collect, compare, info, ingest, launch, overhead, ranges, report
+    from tracekit.cli import baseline, collect, compare, info, ingest, launch, overhead, ranges, report, run
 
     return [ingest.IngestCommand(), info.InfoCommand(), report.ReportCommand(), launch.LaunchCommand(),
             ranges.RangesCommand(), compare.CompareCommand(), collect.CollectCommand(),
-            baseline.BaselineCommand(), overhead.OverheadCommand()]
+            baseline.BaselineCommand(), overhead.OverheadCommand(), run.RunCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -49,7 +49,12 @@ def emit(document: Document, args: argparse.Namespace) -> None:
         raise OutputError(output, "exists; use --force to overwrite")
     if not output.parent.is_dir():
         raise OutputError(output, f"directory {output.parent} does not exist")
-    text = renderer.render(document)
+    write_atomic(output, renderer.render(document))
+    sys.stderr.write(f"wrote {output}\n")
+
+
+def write_atomic(output: Path, text: str) -> None:
+    """Write ``text`` to a temp file beside ``output``, then rename it into place."""
     fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -57,4 +62,3 @@ def emit(document: Document, args: argparse.Namespace) -> None:
         os.replace(tmp, output)
     finally:
         Path(tmp).unlink(missing_ok=True)
-    sys.stderr.write(f"wrote {output}\n")

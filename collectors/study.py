@@ -1,0 +1,92 @@
+"""The whole study as one resumable sweep: PyTorch and TensorFlow variants, the native baseline,
+Nsight Systems where present; then every trace ingested into one Parquet dataset.
+
+``tracekit run`` drives this and then analyzes and reports (``tracekit.analyze.published`` and
+``tracekit.render.study_document``). Specs of all collectors go through one ``run_sweep``, so there
+is one progress bar and one manifest, and a second run reuses every finished config.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collectors.runner import RunSpec, SweepResult, run_sweep
+from collectors.sweep import Preset
+
+# Runs under Nsight Systems when it is present: a few, because each costs ~10 s of nsys start-up.
+NSYS_VARIANTS = {"torch": ("nn_lstm", "lm_train")}
+
+
+@dataclass
+class StudyPlan:
+    specs: list[RunSpec]
+    executors: dict[str, Callable[[RunSpec, Path], dict[str, Any]]]
+    notes: list[str] = field(default_factory=list)
+
+    def execute(self, spec: RunSpec, out_dir: Path) -> dict[str, Any]:
+        return self.executors[spec.framework](spec, out_dir)
+
+
+def plan(preset: Preset, device: str, threads: int = 1, seed: int = 0, with_nsys: bool | None = None,
+         frameworks: tuple[str, ...] = ("torch", "tf", "native")) -> StudyPlan:
+    """Every spec of the study on ``device``; frameworks that cannot be imported are noted and left out."""
+    specs: list[RunSpec] = []
+    executors: dict[str, Callable[[RunSpec, Path], dict[str, Any]]] = {}
+    notes: list[str] = []
+    nsys_ok = _nsys_available() if with_nsys is None else with_nsys
+    if not nsys_ok:
+        notes.append("Nsight Systems not found: no nsys traces (collectors/get_nsys.sh provides it on Debian/Ubuntu).")
+    if "torch" in frameworks:
+        try:
+            from collectors.pytorch import cli_backend as torch_backend
+        except ImportError as e:
+            notes.append(f"PyTorch collectors skipped: {e}.")
+        else:
+            specs += torch_backend.specs(torch_backend.default_variants(device), preset, device, ["torch"], seed, threads)
+            if nsys_ok:
+                specs += torch_backend.specs(list(NSYS_VARIANTS["torch"]), preset, device, ["nsys"], seed, threads)
+            executors["torch"] = torch_backend.execute
+    if "tf" in frameworks:
+        try:
+            from collectors.tflow import cli_backend as tf_backend
+        except ImportError as e:
+            notes.append(f"TensorFlow collectors skipped: {e}.")
+        else:
+            # Level 2 (start/stop) for the timeline; level 3 for exact op counts, when xprof is installed.
+            profilers = ["tf", "tf-host3"] if importlib.util.find_spec("xprof") else ["tf"]
+            if len(profilers) == 1:
+                notes.append("xprof not installed: TF traces are host-tracer level 2 only, which omits the ops TF "
+                             "deems cheap (pip install 'tracekit[tf-trace]').")
+            specs += tf_backend.specs(tf_backend.default_variants(device), preset, device, profilers, seed, threads)
+            executors["tf"] = tf_backend.execute
+    if "native" in frameworks:
+        from collectors import native
+
+        try:
+            built = native.build(cuda=device == "cuda")
+        except native.BaselineError as e:
+            notes.append(f"Native baseline skipped: {e.one_line()}")
+        else:
+            specs += native.specs(native.default_variants(device), preset, device, ["none"], seed, threads)
+            executors["native"] = native.executor(built)
+    return StudyPlan(specs, executors, notes)
+
+
+def _nsys_available() -> bool:
+    from collectors import nsys
+
+    try:
+        exe = nsys.find_nsys()
+    except nsys.NsysError:
+        return False
+    return nsys.find_importer(exe) is not None
+
+
+def collect(study: StudyPlan, out_dir: Path, progress: bool | None = None) -> SweepResult:
+    return run_sweep(study.specs, out_dir, study.execute, progress=progress,
+                     log=None if progress else (lambda line: print(line, file=sys.stderr)))

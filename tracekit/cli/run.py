@@ -1,0 +1,117 @@
+"""tracekit run: the whole study in one command -- collect, baseline, ingest, analyze, report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tracekit.cli._output import write_atomic
+from tracekit.errors import UsageError
+
+
+class RunCommand:
+    name = "run"
+    help = ("run the PyTorch and TensorFlow LSTM variants and the native baseline on this machine, profile them, "
+            "and write report.html / report.md with the published findings beside the measured ones")
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("-o", "--output", metavar="DIR", default="tracekit-run",
+                            help="study directory (default ./tracekit-run); a second run reuses finished configs")
+        parser.add_argument("--preset", default="quick", help="tiny, quick (default; ~5 min on a 2-core CPU) or paper")
+        parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+        parser.add_argument("--frameworks", default="torch,tf,native", help="comma-separated subset of torch,tf,native")
+        parser.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--no-nsys", action="store_true", help="skip the Nsight Systems runs even when nsys is present")
+        parser.add_argument("--no-progress", action="store_true", help="log one line per run instead of a progress bar")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from collectors import study
+        from collectors.sweep import LMConfig, preset
+
+        started = time.perf_counter()
+        chosen = preset(args.preset)
+        frameworks = tuple(f.strip() for f in args.frameworks.split(",") if f.strip())
+        unknown = set(frameworks) - {"torch", "tf", "native"}
+        if unknown:
+            raise UsageError(f"unknown framework(s) {', '.join(sorted(unknown))}; choose from torch, tf, native")
+        out = Path(args.output)
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"{out}: exists and is not a directory")
+        device = args.device if args.device != "auto" else _detect_device()
+        plan = study.plan(chosen, device, threads=args.threads, seed=args.seed,
+                          with_nsys=False if args.no_nsys else None, frameworks=frameworks)
+        if not plan.specs:
+            raise UsageError("nothing to run: " + " ".join(plan.notes))
+        for note in plan.notes:
+            print(f"note: {note}", file=sys.stderr)
+        result = study.collect(plan, out, progress=False if args.no_progress else None)
+        document = analyze(out, chosen.name, device, plan.notes, time.perf_counter() - started,
+                           [r["run_id"] for r in result.failed], len(result.reused), chosen.lm == LMConfig())
+        from tracekit.render.html_report import HtmlRenderer
+        from tracekit.render.markdown_report import MarkdownRenderer
+
+        write_atomic(out / "report.html", HtmlRenderer().render(document))
+        write_atomic(out / "report.md", MarkdownRenderer().render(document))
+        _print_summary(document)
+        print(f"wrote {out / 'report.html'} and {out / 'report.md'}")
+        return 1 if result.failed else 0
+
+
+def analyze(out: Path, preset_name: str, device: str, notes: list[str], wall_s: float, failed: list[str],
+            reused: int, lm_is_paper_size: bool):  # -> Document
+    from tracekit import collection
+    from tracekit.analyze.breakdown import breakdown
+    from tracekit.analyze.launch import launch
+    from tracekit.analyze.overhead import overhead
+    from tracekit.analyze.published import findings
+    from tracekit.api import _DECOMPOSABLE
+    from tracekit.manifest import read_manifest
+    from tracekit.render.study_document import StudyFacts, study_document
+
+    m = read_manifest(out)
+    dataset = collection.ingest(m)
+    rows = list(m.latest().values())
+    tables = {rid: dataset.table(rid) for rid, row in m.latest().items()
+              if rid in dataset.paths and row["profiler"] in _DECOMPOSABLE}
+    breakdowns = {rid: breakdown(t) for rid, t in tables.items()}
+    launches = {rid: launch(t, bd=breakdowns[rid]) for rid, t in tables.items() if breakdowns[rid].has_gpu}
+    layer_tables = {rid: t for rid, t in tables.items()
+                    if m.latest()[rid].get("variant_group") == "layer" and m.latest()[rid]["config"].get("layers", 1) == 1}
+    names = [r.get("device_name") for r in rows if r.get("device") == device and r.get("device_name")]
+    facts = StudyFacts(str(out), preset_name, device, names[0] if names else device, wall_s,
+                       sum(1 for r in rows if r["status"] == "ok"), failed, reused,
+                       notes + [f"not ingested: {e}" for e in dataset.errors])
+    return study_document(facts, rows, breakdowns, launches, findings(rows, breakdowns, device, lm_is_paper_size),
+                          overhead(rows, layer_tables))
+
+
+def _print_summary(document) -> None:
+    """The facts and the published-vs-measured section on the terminal."""
+    from rich.console import Console
+
+    from tracekit.render.document import Document
+    from tracekit.render.terminal_report import TerminalRenderer
+
+    short = Document(document.title, document.kind, document.facts,
+                     [s for s in document.sections if s.title in ("Summary", "Published vs measured")], {})
+    renderer = TerminalRenderer()
+    if sys.stdout.isatty():
+        renderer.print(short, Console())
+    else:
+        sys.stdout.write(renderer.render(short))
+
+
+def _detect_device() -> str:
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return "cuda"
+    except ImportError:
+        pass
+    from tracekit.cli.baseline import _detect_device as smi
+
+    return smi()
