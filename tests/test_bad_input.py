@@ -127,12 +127,14 @@ def test_bad_input_gives_one_line_error(case, command, tmp_path):
 
 @needs_shared
 @pytest.mark.skipif(TRACEKIT is None, reason="the tracekit console script is not installed")
-def test_ingest_with_one_bad_file_writes_nothing(tmp_path):
+def test_ingest_with_one_bad_file_names_it_and_keeps_the_good_one(tmp_path):
     bad, _ = make("truncated_json", tmp_path)
     out = tmp_path / "out"
     proc = subprocess.run([TRACEKIT, "ingest", str(KINETO_SMALL), str(bad), "-o", str(out)], capture_output=True, text=True)
     assert proc.returncode == 1
-    assert not out.exists() or list(out.iterdir()) == []
+    assert proc.stderr.strip().splitlines()[0].startswith(f"tracekit: error: {bad}: ") and "Traceback" not in proc.stderr
+    parts = sorted(p.name for p in out.rglob("*") if p.is_file())
+    assert parts == ["_tracekit_dataset.jsonl", "part-0.parquet"]  # the good trace, complete; nothing half-written
 
 
 @pytest.mark.skipif(shutil.which("nsys") is not None, reason="nsys is installed: reports are exported, not refused")

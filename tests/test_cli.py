@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import TRACES, needs_shared
@@ -45,11 +46,15 @@ def test_ingest_refuses_to_overwrite_without_force(tmp_path, capsys):
 
 
 @needs_shared
-def test_ingest_several_traces_into_a_directory(tmp_path):
+def test_ingest_several_traces_into_a_dataset(tmp_path):
+    from tracekit.dataset import read_index
+
     out = tmp_path / "dataset"
     assert main(["ingest", *map(str, SAMPLES), "-o", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["benchmark_result_2869224_1695835535_trace.parquet", "lstm_raw_blocklstm_fn.parquet", "nvfuser_matmul_nsys2024.6.parquet"])
+    entries = read_index(out)
+    assert sorted(Path(e.source_file).name for e in entries) == sorted(p.name for p in SAMPLES)
+    assert sorted(e.source for e in entries) == ["nsys", "tf", "torch"]
+    assert all((out / e.partition).exists() and e.partition.startswith(f"source={e.source}/") for e in entries)
 
 
 @needs_shared

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from test_reports import CHROMIUM, _chromium, _png_is_blank
+
 from tracekit import manifest
 from tracekit.cli import main
 

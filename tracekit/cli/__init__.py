@@ -24,11 +24,12 @@ class Command(Protocol):
 
 
 def _commands() -> list[Command]:
-    from tracekit.cli import baseline, collect, compare, info, ingest, launch, overhead, ranges, report, run
+    from tracekit.cli import baseline, collect, compare, info, ingest, launch, overhead, ranges, report, run, sql
 
     return [ingest.IngestCommand(), info.InfoCommand(), report.ReportCommand(), launch.LaunchCommand(),
             ranges.RangesCommand(), compare.CompareCommand(), collect.CollectCommand(),
-            baseline.BaselineCommand(), overhead.OverheadCommand(), run.RunCommand()]
+            baseline.BaselineCommand(), overhead.OverheadCommand(), run.RunCommand(),
+            sql.SqlCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

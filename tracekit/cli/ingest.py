@@ -1,4 +1,4 @@
-"""tracekit ingest FILE... -o OUT: normalize traces into tracekit's Parquet event table."""
+"""tracekit ingest TRACE... -o OUT: one trace to a Parquet file, or many into a partitioned dataset."""
 
 from __future__ import annotations
 
@@ -6,39 +6,42 @@ import argparse
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-
 from tracekit.errors import UsageError
 from tracekit.ingest import load, parquet
 
 
 class IngestCommand:
     name = "ingest"
-    help = "normalize traces (Kineto JSON, XSpace, nsys SQLite) into the tracekit Parquet event table"
+    help = "normalize traces (Kineto JSON, XSpace, nsys SQLite) into a tracekit Parquet file or dataset"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace files or XSpace run directories")
+        parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, XSpace run directories, or "
+                                                                        "directories to search for traces")
         parser.add_argument("-o", "--output", required=True, metavar="OUT",
-                            help="output .parquet file (one trace) or directory (several traces)")
-        parser.add_argument("--force", action="store_true", help="overwrite existing outputs")
+                            help="a .parquet file (one trace), or a dataset directory: one partition per trace, "
+                                 "files already in it (same content) are skipped")
+        parser.add_argument("--force", action="store_true", help="overwrite an existing .parquet output")
+        parser.add_argument("--run", help="the dataset's run label for these traces (default: each input's name)")
+        parser.add_argument("--engine", choices=("local", "dask"), default="local",
+                            help="where to ingest a dataset's files: this process or a Dask cluster")
+        parser.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
 
     def run(self, args: argparse.Namespace) -> int:
         out = Path(args.output)
-        several = len(args.traces) > 1
-        if several and out.suffix == ".parquet":
-            raise UsageError(f"{out}: several traces need an output directory, not a .parquet file")
-        # Read everything first, so a bad input leaves no partial output behind.
-        tables: list[tuple[Path, pa.Table]] = [(Path(t), load(t)) for t in args.traces]
-        for src, table in tables:
-            target = out / f"{_stem(src)}.parquet" if several or out.is_dir() else out
-            parquet.write(table, target, force=args.force)
-            sys.stdout.write(f"{src} -> {target} ({table.num_rows} events)\n")
-        return 0
+        if out.suffix == ".parquet":
+            if len(args.traces) > 1:
+                raise UsageError(f"{out}: several traces need a dataset directory, not a .parquet file")
+            table = load(args.traces[0])  # read first: a bad input leaves no output behind
+            parquet.write(table, out, force=args.force)
+            sys.stdout.write(f"{args.traces[0]} -> {out} ({table.num_rows} events)\n")
+            return 0
+        from tracekit.dataset import ingest
 
-
-def _stem(path: Path) -> str:
-    name = path.name
-    for suffix in (".json.gz", ".xplane.pb", ".sqlite", ".json", ".gz", ".pb"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
+        result = ingest(args.traces, out, run=args.run, engine=args.engine, scheduler=args.scheduler)
+        for entry in result.added:
+            sys.stdout.write(f"{entry.source_file} -> {out / entry.partition} ({entry.rows} events)\n")
+        for error in result.errors:
+            sys.stderr.write(f"tracekit: error: {error}\n")
+        sys.stdout.write(f"{len(result.added)} added, {len(result.skipped)} already in {out}, "
+                         f"{len(result.errors)} failed\n")
+        return 1 if result.errors else 0

@@ -1,0 +1,211 @@
+"""A partitioned Parquet dataset of many traces, ingested incrementally, read one trace at a time.
+
+Layout (hive partitioning, so DuckDB and pyarrow.dataset see source, run, rank and trace as
+columns without them being stored in the files)::
+
+    DATASET/_tracekit_dataset.jsonl        one line per ingested trace (the index)
+    DATASET/source=torch/run=train/rank=3/trace=1a2b3c4d5e6f7a8b/part-0.parquet
+
+Each partition is one trace's event table exactly as ``tracekit ingest`` writes it (schema,
+metadata and all), written atomically; its index line is appended only after, by the one
+process that coordinates (workers never touch the index). A file whose content hash is already
+in the index is skipped, so ingesting a growing directory again only reads the new files.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tracekit import schema
+from tracekit.errors import InputError, UsageError
+
+INDEX_NAME = "_tracekit_dataset.jsonl"
+RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+TRACE_SUFFIXES = (".json", ".json.gz", ".xplane.pb", ".sqlite", ".nsys-rep", ".qdrep", ".parquet")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One ingested trace: where its partition is and what it came from."""
+
+    trace_id: str
+    sha256: str
+    source: str
+    run: str
+    rank: int
+    source_file: str
+    partition: str  # relative to the dataset directory
+    rows: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def is_dataset(path: str | Path) -> bool:
+    return (Path(path) / INDEX_NAME).is_file()
+
+
+def read_index(directory: str | Path) -> list[Entry]:
+    path = Path(directory) / INDEX_NAME
+    if not path.exists():
+        return []
+    entries = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    entries.append(Entry(**{k: v for k, v in json.loads(line).items() if k != "ingested_at"}))
+                except (ValueError, TypeError) as e:
+                    raise InputError(path, f"line {number} is not a dataset index entry ({e})") from None
+    return entries
+
+
+def sha256_of(path: Path) -> str:
+    """Content hash of a file, or of every file under a directory (an XSpace run directory)."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for f in files:
+        with open(f, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def find_traces(inputs: Sequence[str | Path]) -> list[Path]:
+    """The trace files named or under the named directories (XSpace run directories count as one)."""
+    found: list[Path] = []
+    for item in inputs:
+        p = Path(item)
+        if not p.exists():
+            raise InputError(p, "no such file or directory")
+        if p.is_file() or any(p.glob("*.xplane.pb")):
+            found.append(p)
+            continue
+        for f in sorted(p.rglob("*")):
+            if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and not f.name.startswith(".") \
+                    and INDEX_NAME not in f.name:
+                found.append(f)
+    return found
+
+
+def _rank(table: pa.Table, source_file: Path) -> int:
+    meta = json.loads((table.schema.metadata or {}).get(schema.META_TRACE_META_JSON.encode(), b"{}") or b"{}")
+    info = meta.get("distributedInfo")
+    if isinstance(info, dict) and str(info.get("rank", "")).lstrip("-").isdigit():
+        return int(info["rank"])
+    m = RANK_IN_NAME.search(source_file.name)
+    return int(m.group(1)) if m else -1
+
+
+def _safe(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", value)[:80] or "_"
+
+
+def ingest_one(path: str, directory: str, run: str, sha256: str) -> dict[str, Any]:
+    """Ingest one trace into its partition (worker-side: no index writes). Returns the entry, or
+    ``{"error": one-line message}`` for a bad file, so one bad file does not fail a whole batch."""
+    from tracekit.ingest import load, parquet
+
+    src = Path(path)
+    try:
+        table = load(src)
+    except InputError as e:
+        return {"error": e.one_line(), "source_file": path}
+    meta = table.schema.metadata or {}
+    source = meta.get(schema.META_SOURCE.encode(), b"unknown").decode()
+    trace_id = meta.get(schema.META_TRACE_ID.encode(), b"").decode() or sha256[:16]
+    rank = _rank(table, src)
+    partition = f"source={_safe(source)}/run={_safe(run)}/rank={rank}/trace={trace_id}/part-0.parquet"
+    parquet.write(table, Path(directory) / partition, force=True)
+    return Entry(trace_id, sha256, source, run, rank, str(src), partition, table.num_rows).as_dict()
+
+
+@dataclass
+class IngestResult:
+    added: list[Entry]
+    skipped: list[str]  # already in the dataset (same content)
+    errors: list[str]
+
+
+def ingest(inputs: Sequence[str | Path], directory: str | Path, run: str | None = None, engine: str = "local",
+           scheduler: str | None = None) -> IngestResult:
+    """Ingest traces into the dataset at ``directory``; files whose content is already there are skipped.
+
+    Args:
+        inputs: trace files and/or directories to search for traces.
+        run: the ``run`` partition value (default: each input's own name).
+        engine: ``local`` (this process) or ``dask`` (see ``tracekit.engine``).
+    """
+    from tracekit.engine import map_tasks
+
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a directory")
+    if out.exists() and any(out.iterdir()) and not is_dataset(out):
+        raise UsageError(f"{out}: not empty and not a tracekit dataset (no {INDEX_NAME})")
+    known = {e.sha256 for e in read_index(out)}
+    tasks, skipped = [], []
+    for item in inputs:
+        label = run or Path(item).name.split(".")[0]
+        for trace in find_traces([item]):
+            digest = sha256_of(trace)
+            if digest in known:
+                skipped.append(str(trace))
+                continue
+            known.add(digest)  # the same bytes twice in one call: ingest once
+            tasks.append((str(trace), str(out), label, digest))
+    out.mkdir(parents=True, exist_ok=True)
+    results = map_tasks(ingest_one, tasks, engine=engine, scheduler=scheduler)
+    added = [Entry(**r) for r in results if "error" not in r]
+    _append_index(out, added)
+    (out / INDEX_NAME).touch()
+    return IngestResult(added, skipped, [r["error"] for r in results if "error" in r])
+
+
+def _append_index(directory: Path, entries: Iterable[Entry]) -> None:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    with open(directory / INDEX_NAME, "a", encoding="utf-8") as f:
+        for e in entries:
+            f.write(json.dumps({**e.as_dict(), "ingested_at": now}, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def partitions(directory: str | Path) -> list[tuple[Entry, Path]]:
+    """Every trace of the dataset with its partition file, in index order."""
+    d = Path(directory)
+    if not is_dataset(d):
+        raise InputError(d, f"not a tracekit dataset (no {INDEX_NAME}); create one with tracekit ingest ... -o {d}/")
+    return [(e, d / e.partition) for e in read_index(d)]
+
+
+def _metrics_task(partition: str) -> dict[str, float]:
+    """Worker-side: read one partition and reduce it (the table never leaves the worker)."""
+    from tracekit.analyze.per_trace import trace_metrics
+    from tracekit.ingest import parquet
+
+    return trace_metrics(parquet.read(Path(partition)))
+
+
+def per_trace_metrics(directory: str | Path, engine: str = "local", scheduler: str | None = None) -> Any:
+    """One row per trace of the dataset: identity columns and ``compare``'s metrics (a DataFrame)."""
+    import pandas as pd
+
+    from tracekit.engine import map_tasks
+
+    parts = partitions(directory)
+    results = map_tasks(_metrics_task, [(str(p),) for _, p in parts], engine=engine, scheduler=scheduler)
+    records = [{"trace_id": e.trace_id, "source": e.source, "run": e.run, "rank": e.rank,
+                "source_file": e.source_file, "rows": e.rows, **m} for (e, _), m in zip(parts, results, strict=True)]
+    return pd.DataFrame.from_records(records).fillna(0) if records else pd.DataFrame(
+        columns=["trace_id", "source", "run", "rank", "source_file", "rows", "step_time"])
