@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from collectors import nsys
-from collectors.runner import Execute, RunSpec
+from collectors.runner import Execute, RunSpec, check_choices
 from collectors.sweep import Preset
-from tracekit.errors import TracekitError, UsageError
+from tracekit.errors import TracekitError
 
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "baseline_cu"
 VARIANTS = {
@@ -94,12 +94,7 @@ def default_variants(device: str) -> list[str]:
 
 def specs(variants: Sequence[str], preset: Preset, device: str, profilers: Sequence[str], seed: int = 0,
           threads: int = 1, dtypes: Sequence[str] = ("fp32",)) -> list[RunSpec]:
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise UsageError(f"unknown baseline variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
-    bad = [p for p in profilers if p not in PROFILERS]
-    if bad:
-        raise UsageError(f"unknown profiler(s) {', '.join(bad)} for the baseline; choose from {', '.join(PROFILERS)}")
+    check_choices("baseline", variants, VARIANTS, profilers, PROFILERS)
     out = []
     for variant in variants:
         on_gpu = variant != "cpu_blas"

@@ -12,12 +12,13 @@ import json
 import platform
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tracekit import manifest
+from tracekit.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,16 @@ class SweepResult:
     @property
     def failed(self) -> list[dict[str, Any]]:
         return [row for row in self.ran if row["status"] == "failed"]
+
+
+def check_choices(framework: str, variants: Sequence[str], known_variants: Iterable[str], profilers: Sequence[str],
+                  known_profilers: Sequence[str]) -> None:
+    """Usage errors for variant or profiler names a collector does not know."""
+    known = list(known_variants)
+    for what, given, allowed in (("variant", variants, known), ("profiler", profilers, list(known_profilers))):
+        unknown = [g for g in given if g not in allowed]
+        if unknown:
+            raise UsageError(f"unknown {framework} {what}(s) {', '.join(unknown)}; choose from {', '.join(allowed)}")
 
 
 def cpu_model_name() -> str:

@@ -135,15 +135,18 @@ def test_sql_on_a_non_dataset_is_an_input_error(tmp_path, capsys):
 
 @needs_shared
 def test_dask_local_cluster_gives_the_same_dataset_and_results(hta_dataset, tmp_path):
-    pytest.importorskip("dask.distributed")
+    distributed = pytest.importorskip("dask.distributed")
     out = tmp_path / "dask"
-    assert main(["ingest", str(PAIR), str(HTA / "trace_compare"), "-o", str(out), "--engine", "dask"]) == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        assert len(cluster.workers) == 2
+        assert main(["ingest", str(PAIR), str(HTA / "trace_compare"), "-o", str(out), "--engine", "dask",
+                     "--scheduler", cluster.scheduler_address]) == 0
     local = tmp_path / "local"
     assert main(["ingest", str(PAIR), str(HTA / "trace_compare"), "-o", str(local)]) == 0
     strip = [{k: v for k, v in e.as_dict().items()} for e in dataset.read_index(out)]
     assert strip == [e.as_dict() for e in dataset.read_index(local)]
     for e in dataset.read_index(out):
         assert load(out / e.partition).equals(load(local / e.partition))
-    distributed = dataset.per_trace_metrics(out, engine="dask")
+    on_dask = dataset.per_trace_metrics(out, engine="dask")  # a LocalCluster of its own
     single = dataset.per_trace_metrics(local)
-    assert distributed.drop(columns="source_file").equals(single.drop(columns="source_file"))
+    assert on_dask.drop(columns="source_file").equals(single.drop(columns="source_file"))

@@ -26,11 +26,10 @@ import torch
 from collectors import nsys, phases
 from collectors.pytorch.variants import LAYER_VARIANTS
 from collectors.pytorch.workloads import VARIANTS, build, variant_dtype
-from collectors.runner import RunSpec, cpu_model_name, spec_from_json
+from collectors.runner import RunSpec, check_choices, cpu_model_name, spec_from_json
 from collectors.sweep import Preset
 from collectors.timing import summarize, time_steps
 from collectors.workload import Workload
-from tracekit.errors import UsageError
 
 PROFILERS = ("torch", "nsys", "none")
 
@@ -43,12 +42,7 @@ def default_variants(device: str) -> list[str]:
 def specs(variants: Sequence[str], preset: Preset, device: str, profilers: Sequence[str], seed: int = 0,
           threads: int = 1) -> list[RunSpec]:
     """One spec per variant x config of the preset x profiler."""
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise UsageError(f"unknown torch variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
-    bad = [p for p in profilers if p not in PROFILERS]
-    if bad:
-        raise UsageError(f"unknown profiler(s) {', '.join(bad)} for torch; choose from {', '.join(PROFILERS)}")
+    check_choices("torch", variants, VARIANTS, profilers, PROFILERS)
     out = []
     for variant in variants:
         layer = LAYER_VARIANTS.get(variant)

@@ -20,26 +20,26 @@ and XLA compiles timed apart), N unprofiled steps, then
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 
 from collectors import nsys, phases
-from collectors.runner import RunSpec, cpu_model_name, spec_from_json
+from collectors.runner import RunSpec, check_choices, cpu_model_name, spec_from_json
 from collectors.sweep import Preset
 from collectors.tflow.variants import LAYER_VARIANTS
 from collectors.tflow.workloads import VARIANTS, build, variant_dtype
 from collectors.timing import summarize, time_steps
 from collectors.workload import Workload
-from tracekit.errors import UsageError
 
 PROFILERS = ("tf", "tf-host3", "tf-python", "nsys", "none")
 CAPTURE = {"method": "tf.profiler.experimental.start/stop", "host_tracer_level": 2, "python_tracer_level": 0,
@@ -56,12 +56,7 @@ def default_variants(device: str) -> list[str]:
 
 def specs(variants: Sequence[str], preset: Preset, device: str, profilers: Sequence[str], seed: int = 0,
           threads: int = 1) -> list[RunSpec]:
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise UsageError(f"unknown tf variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}")
-    bad = [p for p in profilers if p not in PROFILERS]
-    if bad:
-        raise UsageError(f"unknown profiler(s) {', '.join(bad)} for tf; choose from {', '.join(PROFILERS)}")
+    check_choices("tf", variants, VARIANTS, profilers, PROFILERS)
     out = []
     for variant in variants:
         layer = variant in LAYER_VARIANTS
@@ -134,32 +129,44 @@ def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
     return row
 
 
-def _profile_tf(spec: RunSpec, workload: Workload, out_dir: Path) -> tuple[str, dict[str, Any]]:
+def _timed_steps(workload: Workload, spec: RunSpec) -> list[int]:
+    sync = _sync(spec)
+    walls = []
+    for _ in range(spec.profiled_steps):
+        t0 = time.perf_counter_ns()
+        workload.step()
+        if sync is not None:
+            sync()
+        walls.append(time.perf_counter_ns() - t0)
+    return walls
+
+
+@contextlib.contextmanager
+def _capture_into(spec: RunSpec, out_dir: Path) -> Iterator[tuple[Path, str]]:
+    """A scratch log directory for one capture; on success its one .xplane.pb becomes the trace."""
     rel = Path("traces") / "tf" / spec.variant / f"{spec.file_stem}.xplane.pb"
     final = out_dir / rel
     final.parent.mkdir(parents=True, exist_ok=True)
     logdir = final.parent / f".{spec.file_stem}.logdir"
     shutil.rmtree(logdir, ignore_errors=True)
-    sync = _sync(spec)
-    walls = []
     try:
-        tf.profiler.experimental.start(str(logdir))
-        try:
-            for _ in range(spec.profiled_steps):
-                t0 = time.perf_counter_ns()
-                workload.step()
-                if sync is not None:
-                    sync()
-                walls.append(time.perf_counter_ns() - t0)
-        finally:
-            tf.profiler.experimental.stop()
+        yield logdir, rel.as_posix()
         written = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
         if len(written) != 1:
             raise RuntimeError(f"the TF profiler wrote {len(written)} .xplane.pb files under {logdir}, expected 1")
         os.replace(written[0], final)
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
-    return rel.as_posix(), {"wall_ns": summarize(walls)}
+
+
+def _profile_tf(spec: RunSpec, workload: Workload, out_dir: Path) -> tuple[str, dict[str, Any]]:
+    with _capture_into(spec, out_dir) as (logdir, rel):
+        tf.profiler.experimental.start(str(logdir))
+        try:
+            walls = _timed_steps(workload, spec)
+        finally:
+            tf.profiler.experimental.stop()
+    return rel, {"wall_ns": summarize(walls)}
 
 
 def _profile_tf_remote(spec: RunSpec, workload: Workload, out_dir: Path, duration_ms: int,
@@ -168,6 +175,8 @@ def _profile_tf_remote(spec: RunSpec, workload: Workload, out_dir: Path, duratio
         from xprof.convert import _pywrap_profiler_plugin as xprof_client
     except ImportError:
         raise RuntimeError(f"--profiler {spec.profiler} needs the xprof package: pip install 'tracekit[tf-trace]'") from None
+    from tensorflow.python.profiler.internal import _pywrap_traceme
+
     global _server_port
     if _server_port is None:  # one profiler server per process
         import socket
@@ -176,51 +185,30 @@ def _profile_tf_remote(spec: RunSpec, workload: Workload, out_dir: Path, duratio
             probe.bind(("127.0.0.1", 0))
             _server_port = probe.getsockname()[1]
         tf.profiler.experimental.server.start(_server_port)
-    rel = Path("traces") / "tf" / spec.variant / f"{spec.file_stem}.xplane.pb"
-    final = out_dir / rel
-    final.parent.mkdir(parents=True, exist_ok=True)
-    logdir = final.parent / f".{spec.file_stem}.logdir"
-    shutil.rmtree(logdir, ignore_errors=True)
-    from tensorflow.python.profiler.internal import _pywrap_traceme
+    with _capture_into(spec, out_dir) as (logdir, rel):
+        failure: list[BaseException] = []
 
-    failure: list[BaseException] = []
+        def capture() -> None:
+            try:
+                xprof_client.trace(f"127.0.0.1:{_server_port}", str(logdir), "", True, duration_ms, 3, options)
+            except BaseException as e:  # re-raised in the caller's thread
+                failure.append(e)
 
-    def capture() -> None:
-        try:
-            xprof_client.trace(f"127.0.0.1:{_server_port}", str(logdir), "", True, duration_ms, 3, options)
-        except BaseException as e:  # re-raised in the caller's thread
-            failure.append(e)
-
-    client = threading.Thread(target=capture, name="tracekit-capture")
-    client.start()
-    # Run exactly the profiled steps, once the server has switched tracing on.
-    deadline = time.monotonic() + 30
-    while not _pywrap_traceme.traceme_enabled() and client.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.001)
-    walls = []
-    if _pywrap_traceme.traceme_enabled():
-        sync = _sync(spec)
-        for _ in range(spec.profiled_steps):
-            t0 = time.perf_counter_ns()
-            workload.step()
-            if sync is not None:
-                sync()
-            walls.append(time.perf_counter_ns() - t0)
-        if not _pywrap_traceme.traceme_enabled():
+        client = threading.Thread(target=capture, name="tracekit-capture")
+        client.start()
+        # Run exactly the profiled steps, once the server has switched tracing on.
+        deadline = time.monotonic() + 30
+        while not _pywrap_traceme.traceme_enabled() and client.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        walls = _timed_steps(workload, spec) if _pywrap_traceme.traceme_enabled() else []
+        if walls and not _pywrap_traceme.traceme_enabled():
             failure.append(RuntimeError(f"the {duration_ms} ms capture ended before the profiled steps did"))
-    client.join()
-    if failure:
-        raise failure[0]
-    if not walls:
-        raise RuntimeError("the profiler server never started tracing")
-    try:
-        written = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
-        if len(written) != 1:
-            raise RuntimeError(f"the profiler client wrote {len(written)} .xplane.pb files under {logdir}, expected 1")
-        os.replace(written[0], final)
-    finally:
-        shutil.rmtree(logdir, ignore_errors=True)
-    return rel.as_posix(), {"wall_ns": summarize(walls)}
+        client.join()
+        if failure:
+            raise failure[0]
+        if not walls:
+            raise RuntimeError("the profiler server never started tracing")
+    return rel, {"wall_ns": summarize(walls)}
 
 
 def worker(spec_json: str, timing_path: str) -> int:
