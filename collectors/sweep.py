@@ -68,7 +68,7 @@ class Preset:
 def _one_at_a_time(centre: dict[str, int], axes: dict[str, tuple[int, ...]]) -> tuple[dict[str, tuple[int, ...]], ...]:
     grids = []
     for axis, values in axes.items():
-        grid = {k: (v,) for k, v in centre.items()}
+        grid: dict[str, tuple[int, ...]] = {k: (v,) for k, v in centre.items()}
         grid[axis] = values
         grids.append(grid)
     return tuple(grids)

@@ -79,7 +79,7 @@ def read_manifest(directory: str | Path) -> Manifest:
                 continue
             try:
                 row = json.loads(line)
-            except ValueError as e:
+            except json.JSONDecodeError as e:
                 raise InputError(path, f"line {number} is not JSON ({e.msg})") from None
             if not isinstance(row, dict) or "run_id" not in row or row.get("status") not in STATUSES:
                 raise InputError(path, f"line {number} is not a manifest row (needs run_id and status)")

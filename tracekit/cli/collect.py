@@ -74,7 +74,7 @@ def _backend(framework: str) -> Any:  # a module: VARIANTS, default_variants, sp
         if framework == "torch":
             from collectors.pytorch import cli_backend
         else:
-            from collectors.tflow import cli_backend
+            from collectors.tflow import cli_backend  # type: ignore[no-redef]
     except ImportError as e:
         missing = e.name or framework
         raise TracekitError(f"collect {framework}: cannot import {missing} ({e}); install the framework first "

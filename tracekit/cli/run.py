@@ -81,7 +81,7 @@ def analyze(out: Path, preset_name: str, device: str, notes: list[str], wall_s: 
     layer_tables = {rid: t for rid, t in tables.items()
                     if m.latest()[rid].get("variant_group") == "layer" and m.latest()[rid]["config"].get("layers", 1) == 1}
     names = [r.get("device_name") for r in rows if r.get("device") == device and r.get("device_name")]
-    facts = StudyFacts(str(out), preset_name, device, names[0] if names else device, wall_s,
+    facts = StudyFacts(str(out), preset_name, device, str(names[0]) if names else device, wall_s,
                        sum(1 for r in rows if r["status"] == "ok"), failed, reused,
                        notes + [f"not ingested: {e}" for e in dataset.errors])
     return study_document(facts, rows, breakdowns, launches, findings(rows, breakdowns, device, lm_is_paper_size),

@@ -177,7 +177,7 @@ def _read_kernels(con: sqlite3.Connection, have: set[str], strings: dict[int, st
     for r in cur:
         d = dict(zip(cols, r, strict=True))
         start, end = d.pop("start"), d.pop("end")
-        name = strings.get(d.get("demangledName"), "") if d.get("demangledName") is not None else ""
+        name = strings.get(d["demangledName"], "") if d.get("demangledName") is not None else ""
         for k in ("shortName", "mangledName"):
             if d.get(k) is not None:
                 d[k] = strings.get(d[k], d[k])
@@ -210,11 +210,11 @@ def _read_memory_ops(con: sqlite3.Connection, have: set[str], strings: dict[int,
             d = dict(zip(cols, r, strict=True))
             start, end = d.pop("start"), d.pop("end")
             if kind == "gpu_memcpy":
-                name = f"[CUDA memcpy {copy_kinds.get(d.get('copyKind'), 'Unknown')}]"
+                name = f"[CUDA memcpy {copy_kinds.get(_id(d.get('copyKind')), 'Unknown')}]"
             elif kind == "gpu_memset":
                 name = "[CUDA memset]"
             elif kind == "gpu_sync":
-                name = f"[CUDA {sync_types.get(d.get('syncType'), 'synchronization')}]"
+                name = f"[CUDA {sync_types.get(_id(d.get('syncType')), 'synchronization')}]"
             else:
                 name = f"[CUDA graph {d.get('graphId', '')}]"
             rows.add(kind, table, name, start, end - start, _int(d.pop("globalPid", None), 0), True,
@@ -246,6 +246,11 @@ def _read_runtime(con: sqlite3.Connection, have: set[str], strings: dict[int, st
                  corr=_int(d.pop("correlationId", None)), args={k: v for k, v in d.items() if v is not None} or None)
 
 
+def _id(value: Any) -> int:
+    """A nullable integer id as a dict key (-1 for NULL, which no table uses)."""
+    return -1 if value is None else int(value)
+
+
 def _read_nvtx(con: sqlite3.Connection, have: set[str], strings: dict[int, str], rows: _Rows) -> None:
     table = "NVTX_EVENTS"
     if table not in have:
@@ -258,7 +263,7 @@ def _read_nvtx(con: sqlite3.Connection, have: set[str], strings: dict[int, str],
         if d.get("eventType") == NVTX_DOMAIN_CREATE and d.get("domainId") is not None:
             key = ((d.get("globalTid") or 0) & 0xFFFFFFFFFF000000, d["domainId"])
             if key not in domains:
-                domains[key] = d.get("text") or strings.get(d.get("textId"), "") or ""
+                domains[key] = d.get("text") or strings.get(_id(d.get("textId")), "") or ""
     for d in records:
         etype = d.pop("eventType", None)
         start, end = d.pop("start"), d.pop("end", None)

@@ -62,7 +62,7 @@ def _variant_rows(rows: Sequence[Mapping[str, Any]], breakdowns: Mapping[str, Br
             shares = [float(o.get(f"{k}_ns", 0)) / span for k in classes]
             rest = float(o["dispatch_ns"]) / span
         else:
-            shares, rest = [None] * len(classes), None
+            shares, rest = [0.0] * len(classes), None
         verdict = launches[r["run_id"]].verdict if r["run_id"] in launches and bd.has_gpu else ""
         out.append([r["framework"], r["variant"], r["profiler"], r["dtype"], shape, run_time_ns(r), ops_per_ts,
                     *shares, rest, verdict])

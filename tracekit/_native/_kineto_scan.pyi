@@ -1,0 +1,6 @@
+"""Type stub of the C extension built from kineto_scan.c (see that file for what each returns)."""
+
+from typing import Any
+
+def scan(buf: Any, release: Any) -> dict[str, Any]: ...
+def nest(group: Any, start: Any, end: Any, order: Any) -> tuple[Any, Any]: ...
