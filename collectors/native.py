@@ -77,6 +77,10 @@ def build(cuda: bool, build_root: Path | None = None) -> Build:
         deps = _cache_root() / "cuda-deps"
         if deps.exists():
             args.append(f"-DCUDA_DEPS_ROOT={deps}")
+        else:  # a GPU machine with PyTorch has the full nvidia-cublas / nvidia-cudnn wheels installed
+            prefixes = [str(Path(p).parent) for p in library_path().split(os.pathsep) if p.endswith("/lib")]
+            if prefixes:
+                args.append(f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}")
         nvcc = shutil.which("nvcc")
         if nvcc:
             args.append(f"-DCMAKE_CUDA_COMPILER={Path(nvcc).resolve()}")
@@ -119,19 +123,34 @@ def command(program: Path, spec: RunSpec) -> list[str]:
     return args
 
 
+def library_path() -> str:
+    """LD_LIBRARY_PATH for the CUDA programs: the full cuBLAS/cuDNN libraries of installed ``nvidia-*``
+    wheels (as PyTorch's GPU build brings them), ahead of whatever is set already."""
+    dirs: list[str] = []
+    try:
+        import nvidia  # namespace package of the nvidia-* wheels
+
+        for root in getattr(nvidia, "__path__", []):
+            dirs += sorted(str(p) for p in Path(root).glob("*/lib") if p.is_dir())
+    except ImportError:
+        pass
+    return os.pathsep.join(filter(None, [*dirs, os.environ.get("LD_LIBRARY_PATH", "")]))
+
+
 def executor(built: Build) -> Execute:
     """An ``execute(spec, out_dir)`` for the runner, bound to one build."""
 
     def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
         cmd = command(built.program(spec.variant), spec)
+        env = {**os.environ, "LD_LIBRARY_PATH": library_path()} if spec.device == "cuda" else None
         row: dict[str, Any] = {"traces": []}
         if spec.profiler == "nsys":
             base = out_dir / "traces" / "nsys" / "native" / spec.variant / spec.file_stem
-            sqlite = nsys.profile(cmd, base, gpu=spec.device == "cuda")
+            sqlite = nsys.profile(cmd, base, gpu=spec.device == "cuda", env=env)
             rel = sqlite.relative_to(out_dir).as_posix()
             row.update(traces=[rel, rel[: -len(".sqlite")] + ".nsys-rep"], profiler_version=f"nsys {nsys.version(nsys.find_nsys())}")
         # Timing and the output check come from a run with no profiler attached.
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if run.returncode != 0:
             raise BaselineError(f"{cmd[0]} exited {run.returncode}: {(run.stderr or run.stdout).strip()[-300:]}")
         result = json.loads(run.stdout.strip().splitlines()[-1])
