@@ -70,6 +70,10 @@ def read_index(directory: str | Path) -> list[Entry]:
     return entries
 
 
+def _hash_task(path: str) -> str:
+    return sha256_of(Path(path))
+
+
 def sha256_of(path: Path) -> str:
     """Content hash of a file, or of every file under a directory (an XSpace run directory)."""
     digest = hashlib.sha256()
@@ -146,7 +150,7 @@ def ingest(inputs: Sequence[str | Path], directory: str | Path, run: str | None 
         run: the ``run`` partition value (default: each input's own name).
         engine: ``local`` (this process) or ``dask`` (see ``tracekit.engine``).
     """
-    from tracekit.engine import map_tasks
+    from tracekit.engine import session
 
     out = Path(directory)
     if out.exists() and not out.is_dir():
@@ -154,18 +158,19 @@ def ingest(inputs: Sequence[str | Path], directory: str | Path, run: str | None 
     if out.exists() and any(out.iterdir()) and not is_dataset(out):
         raise UsageError(f"{out}: not empty and not a tracekit dataset (no {INDEX_NAME})")
     known = {e.sha256 for e in read_index(out)}
-    tasks, skipped = [], []
-    for item in inputs:
-        label = run or Path(item).name.split(".")[0]
-        for trace in find_traces([item]):
-            digest = sha256_of(trace)
+    found = [(trace, run or Path(item).name.split(".")[0]) for item in inputs for trace in find_traces([item])]
+    with session(engine, scheduler) as mapper:
+        # Hashing reads every byte: it runs on the workers too, then the coordinator dedupes.
+        digests = mapper.map(_hash_task, [(str(t),) for t, _ in found])
+        tasks, skipped = [], []
+        for (trace, label), digest in zip(found, digests, strict=True):
             if digest in known:
                 skipped.append(str(trace))
                 continue
             known.add(digest)  # the same bytes twice in one call: ingest once
             tasks.append((str(trace), str(out), label, digest))
-    out.mkdir(parents=True, exist_ok=True)
-    results = map_tasks(ingest_one, tasks, engine=engine, scheduler=scheduler)
+        out.mkdir(parents=True, exist_ok=True)
+        results = mapper.map(ingest_one, tasks)
     added = [Entry(**r) for r in results if "error" not in r]
     _append_index(out, added)
     (out / INDEX_NAME).touch()

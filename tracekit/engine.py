@@ -10,8 +10,9 @@ same output for the same input.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from tracekit.errors import UsageError
@@ -20,31 +21,49 @@ T = TypeVar("T")
 ENGINES = ("local", "dask")
 
 
-def map_tasks(fn: Callable[..., T], tasks: Sequence[tuple[Any, ...]], engine: str = "local",
-              scheduler: str | None = None, workers: int | None = None) -> list[T]:
-    """``[fn(*t) for t in tasks]``, locally or on Dask, in task order."""
+class Mapper:
+    """Runs batches of tasks on one engine; a Dask cluster is started once for all batches."""
+
+    def __init__(self, client: Any = None) -> None:
+        self.client = client
+
+    def map(self, fn: Callable[..., T], tasks: Sequence[tuple[Any, ...]]) -> list[T]:
+        """``[fn(*t) for t in tasks]``, in task order."""
+        if self.client is None or not tasks:
+            return [fn(*t) for t in tasks]
+        # pure=False: re-running a task must re-run it (ingest writes files), not reuse a cached result.
+        return self.client.gather([self.client.submit(fn, *t, pure=False) for t in tasks])
+
+
+@contextlib.contextmanager
+def session(engine: str = "local", scheduler: str | None = None, workers: int | None = None) -> Iterator[Mapper]:
+    """A ``Mapper`` for ``engine``: this process, the Dask scheduler at ``scheduler``, or a new
+    LocalCluster of ``workers`` (default: one per core) single-threaded worker processes."""
     if engine == "local":
         if scheduler:
             raise UsageError("--scheduler needs --engine dask")
-        return [fn(*t) for t in tasks]
+        yield Mapper()
+        return
     if engine != "dask":
         raise UsageError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
-    if not tasks:
-        return []
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
         raise UsageError("--engine dask needs dask.distributed: pip install 'tracekit[dask]'") from None
     if scheduler:
         with Client(scheduler) as client:
-            return _run(client, fn, tasks)
-    n = workers or min(len(tasks), os.cpu_count() or 1)
+            yield Mapper(client)
+        return
+    n = workers or os.cpu_count() or 1
     with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        return _run(client, fn, tasks)
+        yield Mapper(client)
 
 
-def _run(client: Any, fn: Callable[..., T], tasks: Sequence[tuple[Any, ...]]) -> list[T]:
-    # pure=False: re-running a task must re-run it (ingest writes files), not reuse a cached result.
-    futures = [client.submit(fn, *t, pure=False) for t in tasks]
-    return client.gather(futures)
+def map_tasks(fn: Callable[..., T], tasks: Sequence[tuple[Any, ...]], engine: str = "local",
+              scheduler: str | None = None, workers: int | None = None) -> list[T]:
+    """One batch: ``[fn(*t) for t in tasks]``, locally or on Dask, in task order."""
+    if engine == "dask" and not tasks:
+        return []
+    with session(engine, scheduler, workers) as mapper:
+        return mapper.map(fn, tasks)
