@@ -238,3 +238,10 @@ def test_tf_python_capture_uses_the_server_workaround_and_records_python(tmp_pat
         python_ns.append(int(host[host.step == -1].iloc[0]["python_ns"]))
         assert len(report.breakdown.steps) >= 2
     assert python_ns[0] == 0 and python_ns[1] > 0  # Python frames only with the workaround
+
+
+def test_eager_ops_are_classed_by_the_op_they_run(tf_collection):
+    """An eager op is an EagerExecute event named only by its 'EagerLocalExecute: MatMul' child."""
+    whole, _ = _whole(_level3(tf_collection, "keras_eager", 10))
+    assert whole["gemm_ns"] > 0 and whole["elementwise_ns"] > 0
+    assert whole["compute_ns"] > 0 and whole["dispatch_ns"] > 0

@@ -190,6 +190,25 @@ def _tf_op_type(name: str) -> str:
     return m.group(1) if m else name
 
 
+EAGER_OP = "EagerLocalExecute: "
+
+
+def _classify_eager_ops(frame: Frame, op: np.ndarray) -> None:
+    """TF eager ops are ``EagerExecute`` events whose child ``EagerLocalExecute: MatMul`` names the
+    op (no separate kernel event exists, even at host tracer level 3): class them by that name."""
+    codes = [i for i, name in enumerate(frame.names) if name.startswith(EAGER_OP)]
+    if not codes or "EagerExecute" not in frame.names:
+        return
+    rows = np.flatnonzero(np.isin(frame.name_code, codes))
+    parents = frame.parent[rows]
+    ok = parents >= 0
+    rows, parents = rows[ok], parents[ok]
+    eager = frame.names.index("EagerExecute")
+    ok = (frame.name_code[parents] == eager) & frame.mask("cpu_op")[parents]
+    for row, parent in zip(rows[ok], parents[ok], strict=True):
+        op[parent] = OP_CLASSES.index(classify_name(frame.names[frame.name_code[row]][len(EAGER_OP):], OP_RULES))
+
+
 def classify_rows(frame: Frame) -> RowClasses:
     """Classify every row of a trace (see ``RowClasses``)."""
     cached = getattr(frame, "_row_classes", None)
@@ -215,6 +234,7 @@ def _classify_rows(frame: Frame) -> RowClasses:
 
     op_rows = frame.rows("cpu_op")
     op[op_rows] = _by_name(frame, op_rows, OP_RULES, OP_CLASSES, _tf_op_type)
+    _classify_eager_ops(frame, op)
     _resolve_copies(frame, op, op_rows)
 
     api_rows = frame.rows("runtime_api", "driver_api")
