@@ -40,6 +40,7 @@ class Chart:
     series: list[str]
     values: list[list[float]]  # values[i][j]: series j of label i
     unit: str = "ms"
+    log_scale: bool = False  # line charts of ratios: 0.5x and 2x equally far from 1x
 
 
 @dataclass

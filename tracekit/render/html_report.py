@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import html
 import json
+import math
+from collections.abc import Callable
 
 from tracekit.render.document import Chart, Document, format_cell
 from tracekit.render.json_report import _clean
@@ -80,25 +82,31 @@ def _svg_histogram(chart: Chart) -> str:
 def _svg_line(chart: Chart) -> str:
     """labels: x values (categorical, in order); one polyline per series; NaN values are skipped."""
     width, height, left, bottom, top_pad = 900, 260, 60, 36, 12
-    finite = [v for row in chart.values for v in row if v == v]
-    top = max(finite) * 1.1 if finite and max(finite) > 0 else 1.0
+    finite = [v for row in chart.values for v in row if v == v and (v > 0 or not chart.log_scale)]
+    scale: Callable[[float], float] = math.log if chart.log_scale else float
+    lo = min([scale(v) for v in finite] + ([scale(1.0)] if chart.log_scale else [0.0])) if finite else 0.0
+    hi = max([scale(v) for v in finite] + [scale(1.0)]) if finite else 1.0
+    span = (hi - lo) * 1.1 or 1.0
     n = len(chart.labels)
     step = (width - left - 20) / max(n - 1, 1)
 
     def xy(i: int, v: float) -> tuple[float, float]:
-        return left + i * step, height - bottom - (height - bottom - top_pad) * v / top
+        return left + i * step, height - bottom - (height - bottom - top_pad) * (scale(v) - lo) / span
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{_e(chart.title)}">',
              f'<line x1="{left}" y1="{height - bottom}" x2="{width - 10}" y2="{height - bottom}" stroke="#999"/>']
-    if top > 1:  # the parity line: equal to the reference
-        y1 = xy(0, 1.0)[1]
-        parts.append(f'<line x1="{left}" y1="{y1:.2f}" x2="{width - 10}" y2="{y1:.2f}" stroke="#bbb" stroke-dasharray="4 3"/>'
-                     f'<text x="{left - 4}" y="{y1 + 4:.2f}" text-anchor="end">1{_e(chart.unit)}</text>')
+    # Reference lines: 1 (parity with the reference), the smallest and the largest value.
+    ticks = sorted({1.0, *([min(finite), max(finite)] if finite else [])})
+    for t in ticks:
+        y = xy(0, t)[1]
+        dash = ' stroke-dasharray="4 3"' if t == 1.0 else ""
+        parts.append(f'<line x1="{left}" y1="{y:.2f}" x2="{width - 10}" y2="{y:.2f}" stroke="#ddd"{dash}/>'
+                     f'<text x="{left - 4}" y="{y + 4:.2f}" text-anchor="end">{t:,.2f}{_e(chart.unit)}</text>')
     for i, label in enumerate(chart.labels):
-        parts.append(f'<text x="{xy(i, 0)[0]:.2f}" y="{height - bottom + 16}" text-anchor="middle">{_e(label)}</text>')
-    parts.append(f'<text x="{left - 4}" y="{top_pad + 4}" text-anchor="end">{top:,.2f}{_e(chart.unit)}</text>')
+        parts.append(f'<text x="{xy(i, 1.0)[0]:.2f}" y="{height - bottom + 16}" text-anchor="middle">{_e(label)}</text>')
     for j, series in enumerate(chart.series):
-        points = [(i, row[j]) for i, row in enumerate(chart.values) if row[j] == row[j]]
+        points = [(i, row[j]) for i, row in enumerate(chart.values)
+                  if row[j] == row[j] and (row[j] > 0 or not chart.log_scale)]
         if not points:
             continue
         color = PALETTE[j % len(PALETTE)]
@@ -111,7 +119,9 @@ def _svg_line(chart: Chart) -> str:
     parts.append("</svg>")
     legend = "".join(f'<span><i style="background:{PALETTE[j % len(PALETTE)]}"></i>{_e(s)}</span>'
                      for j, s in enumerate(chart.series))
-    return f'<figure><figcaption><b>{_e(chart.title)}</b></figcaption><div class="legend">{legend}</div>{"".join(parts)}</figure>'
+    axis = " (log scale)" if chart.log_scale else ""
+    return (f'<figure><figcaption><b>{_e(chart.title)}</b>{axis}</figcaption><div class="legend">{legend}</div>'
+            f'{"".join(parts)}</figure>')
 
 
 _CHARTS = {"stacked": _svg_stacked, "histogram": _svg_histogram, "line": _svg_line}

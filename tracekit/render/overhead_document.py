@@ -65,20 +65,22 @@ def overhead_document(sources: list[str], rep: OverheadReport) -> Document:
         sections.append(p)
     if len(rep.trends):
         t = Section("Trends: time / native against each sweep axis (others at their most common values)")
+        rows = []
         for axis, g in rep.trends.groupby("axis", sort=True):
             values = sorted(set(g.value))
             variants = sorted(set(g.variant))
-            if len(values) < 2:
-                continue
             lookup = {(r.variant, r.value): r.ratio for r in g.itertuples()}
             t.charts.append(Chart("line", f"time / native vs {axis}", [str(v) for v in values], variants,
-                                  [[lookup.get((var, v), float("nan")) for var in variants] for v in values], unit="x"))
+                                  [[lookup.get((var, v), float("nan")) for var in variants] for v in values],
+                                  unit="x", log_scale=True))
             for var in variants:
                 series = [(v, lookup[(var, v)]) for v in values if (var, v) in lookup]
                 if len(series) >= 2:
                     (v0, r0), (v1, r1) = series[0], series[-1]
-                    trend = "closer to" if abs(math.log(r1)) < abs(math.log(r0)) else "further from"
-                    t.sentences.append(f"{var}: {r0:.2f}x at {axis} {v0} -> {r1:.2f}x at {axis} {v1} ({trend} native).")
+                    closer = abs(math.log(r1)) < abs(math.log(r0))
+                    rows.append([var, axis, f"{v0} -> {v1}", r0, r1, "closer to native" if closer else "further from native"])
+        t.tables.append(Table("", [Column("variant"), Column("axis"), Column("from -> to"), Column("ratio at first", "float"),
+                                   Column("ratio at last", "float"), Column("trend")], rows))
         sections.append(t)
     if rep.unmatched:
         sections.append(Section("Runs without a native counterpart", rep.unmatched[:50]))
