@@ -150,3 +150,26 @@ def test_dask_local_cluster_gives_the_same_dataset_and_results(hta_dataset, tmp_
     on_dask = dataset.per_trace_metrics(out, engine="dask")  # a LocalCluster of its own
     single = dataset.per_trace_metrics(local)
     assert on_dask.drop(columns="source_file").equals(single.drop(columns="source_file"))
+
+
+@needs_shared
+def test_a_damaged_partition_is_named_in_a_one_line_error(tmp_path, capsys):
+    out = tmp_path / "ds"
+    assert main(["ingest", str(PAIR), "-o", str(out)]) == 0
+    part = out / dataset.read_index(out)[0].partition
+    part.write_bytes(part.read_bytes()[:1000])
+    capsys.readouterr()
+    commands = [["report", str(out)]]
+    if __import__("importlib").util.find_spec("duckdb"):
+        commands.append(["sql", str(out), "SELECT count(*) FROM events"])
+    for argv in commands:
+        assert main(argv) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"tracekit: error: {part}: "), err
+
+
+def test_overhead_with_a_damaged_manifest_is_an_input_error(tmp_path, capsys):
+    (tmp_path / "manifest.jsonl").write_text('{"run_id": "x", "status": "ok"}\n{"run_id": \n')
+    assert main(["overhead", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tracekit: error: {tmp_path / 'manifest.jsonl'}: line 2 is not JSON (Expecting value)"]

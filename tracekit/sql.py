@@ -17,6 +17,7 @@ can be queried (filter on ``run``/``rank``/``trace`` to prune partitions).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,24 @@ def connect(directory: str | Path) -> Any:
     d = Path(directory)
     if not is_dataset(d):
         raise InputError(d, f"not a tracekit dataset (no {INDEX_NAME}); create one with tracekit ingest ... -o {d}/")
-    con = duckdb.connect()
+    try:
+        return _views(duckdb.connect(), d)
+    except duckdb.Error as e:
+        raise _error(e) from None
+
+
+def _error(e: Exception) -> Exception:
+    """A damaged partition or index is bad input, naming the file; anything else is the query's fault."""
+    import duckdb
+
+    first = str(e).splitlines()[0]
+    damaged = re.search(r"""['"]([^'"*]+\.(?:parquet|jsonl))['"]""", str(e))
+    if damaged and not isinstance(e, duckdb.ParserException):
+        return InputError(damaged.group(1), f"cannot be read ({first.replace(damaged.group(0), 'it')})")
+    return UsageError(f"SQL error: {first}")
+
+
+def _views(con: Any, d: Path) -> Any:
     files = (d / "**" / "part-0.parquet").as_posix().replace("'", "''")
     index = (d / INDEX_NAME).as_posix().replace("'", "''")
     launch = dict(API_RULES)["launch"].replace("'", "''")
@@ -64,6 +82,6 @@ def query(directory: str | Path, sql: str) -> tuple[list[str], list[tuple[Any, .
     try:
         cursor = con.execute(sql)
     except duckdb.Error as e:
-        raise UsageError(f"SQL error: {str(e).splitlines()[0]}") from None
+        raise _error(e) from None
     columns = [c[0] for c in cursor.description or []]
     return columns, cursor.fetchall()
