@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +122,23 @@ def run_worker(spec: RunSpec, out_dir: Path, worker_module: str) -> dict[str, An
         timing_file.unlink(missing_ok=True)
     return {"profiler_version": f"nsys {version(exe)}", "profiled_timing": worker["timing"], "nvtx": worker["nvtx"],
             "traces": [(rel_dir / sqlite.name).as_posix(), (rel_dir / f"{spec.file_stem}.nsys-rep").as_posix()]}
+
+
+def serve_worker(module: str, profiled_timing: Callable[[RunSpec], dict[str, Any]]) -> int:
+    """The child side of ``run_worker``: ``python -m MODULE worker SPEC_JSON TIMING_PATH``.
+
+    ``profiled_timing(spec)`` builds, warms up and times the profiled steps (in their NVTX ranges);
+    its result and the NVTX backend go to TIMING_PATH for the parent's manifest row.
+    """
+    from collectors import phases
+    from collectors.runner import spec_from_json
+
+    if len(sys.argv) != 4 or sys.argv[1] != "worker":
+        sys.stderr.write(f"usage: python -m {module} worker SPEC_JSON TIMING_PATH (run by nsys)\n")
+        return 2
+    timing = profiled_timing(spec_from_json(sys.argv[2]))
+    Path(sys.argv[3]).write_text(json.dumps({"timing": timing, "nvtx": phases.backend()}))
+    return 0
 
 
 def import_qdstrm(qdstrm: Path, importer: Path | None) -> Path:

@@ -23,7 +23,7 @@ from tracekit.analyze.compare import Comparison
 from tracekit.analyze.compare import compare as _compare
 from tracekit.analyze.launch import LaunchReport
 from tracekit.analyze.launch import launch as _launch
-from tracekit.analyze.overhead import OverheadReport
+from tracekit.analyze.overhead import OverheadReport, decomposable
 from tracekit.analyze.overhead import overhead as _overhead
 from tracekit.analyze.ranges import RangesReport
 from tracekit.analyze.ranges import ranges as _ranges
@@ -104,10 +104,6 @@ class Overhead:
     result: OverheadReport
 
 
-# The profilers whose traces carry the framework's ops (nsys CPU traces hold only ranges).
-_DECOMPOSABLE = ("torch", "tf", "tf-host3", "tf-python")
-
-
 def overhead(collections: list[str | Path]) -> Overhead:
     """Framework runs against native baseline runs of the same shape, from collection directories.
 
@@ -126,8 +122,7 @@ def overhead(collections: list[str | Path]) -> Overhead:
         m = read_manifest(directory)
         for row in m.latest().values():
             rows.append(row)
-            if row["status"] == "ok" and row.get("traces") and row["profiler"] in _DECOMPOSABLE \
-                    and row.get("variant_group") == "layer" and row["config"].get("layers", 1) == 1:
+            if decomposable(row):
                 tables[row["run_id"]] = load(m.trace_paths(row)[0])
     return Overhead([str(c) for c in collections], _overhead(rows, tables))
 

@@ -139,6 +139,7 @@ class IngestResult:
     added: list[Entry]
     skipped: list[str]  # already in the dataset (same content)
     errors: list[str]
+    by_file: dict[str, Entry]  # every input trace that is in the dataset now, added or found there
 
 
 def ingest(inputs: Sequence[str | Path], directory: str | Path, run: str | None = None, engine: str = "local",
@@ -157,24 +158,32 @@ def ingest(inputs: Sequence[str | Path], directory: str | Path, run: str | None 
         raise UsageError(f"{out}: exists and is not a directory")
     if out.exists() and any(out.iterdir()) and not is_dataset(out):
         raise UsageError(f"{out}: not empty and not a tracekit dataset (no {INDEX_NAME})")
-    known = {e.sha256 for e in read_index(out)}
+    known = {e.sha256: e for e in read_index(out)}
     found = [(trace, run or Path(item).name.split(".")[0]) for item in inputs for trace in find_traces([item])]
     with session(engine, scheduler) as mapper:
         # Hashing reads every byte: it runs on the workers too, then the coordinator dedupes.
         digests = mapper.map(_hash_task, [(str(t),) for t, _ in found])
-        tasks, skipped = [], []
+        tasks, skipped, repeated = [], [], []
+        queued: dict[str, str] = {}
         for (trace, label), digest in zip(found, digests, strict=True):
             if digest in known:
                 skipped.append(str(trace))
-                continue
-            known.add(digest)  # the same bytes twice in one call: ingest once
-            tasks.append((str(trace), str(out), label, digest))
+            elif digest in queued:  # the same bytes twice in one call: ingest once
+                repeated.append((str(trace), queued[digest]))
+            else:
+                queued[digest] = str(trace)
+                tasks.append((str(trace), str(out), label, digest))
         out.mkdir(parents=True, exist_ok=True)
         results = mapper.map(ingest_one, tasks)
     added = [Entry(**r) for r in results if "error" not in r]
     _append_index(out, added)
     (out / INDEX_NAME).touch()
-    return IngestResult(added, skipped, [r["error"] for r in results if "error" in r])
+    by_file = {path: known[digest] for path, digest in zip(map(str, (t for t, _ in found)), digests, strict=True)
+               if digest in known}
+    by_file.update({e.source_file: e for e in added})
+    by_file.update({path: by_file[first] for path, first in repeated if first in by_file})
+    return IngestResult(added, skipped + [p for p, _ in repeated], [r["error"] for r in results if "error" in r],
+                        by_file)
 
 
 def _append_index(directory: Path, entries: Iterable[Entry]) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 from collectors import nsys, phases
 from collectors.pytorch.variants import LAYER_VARIANTS
 from collectors.pytorch.workloads import VARIANTS, build, variant_dtype
-from collectors.runner import RunSpec, check_choices, cpu_model_name, spec_from_json
+from collectors.runner import RunSpec, check_choices, cpu_model_name
 from collectors.sweep import Preset
 from collectors.timing import summarize, time_steps
 from collectors.workload import Workload
@@ -161,19 +160,13 @@ def _profile_torch(spec: RunSpec, workload: Workload, device: torch.device, out_
     return rel.as_posix(), {"wall_ns": summarize(walls)}
 
 
-def worker(spec_json: str, timing_path: str) -> int:
-    """Child process under nsys: warm up, then the profiled steps in NVTX ranges; timing to a file."""
-    spec = spec_from_json(spec_json)
+def _nsys_timing(spec: RunSpec) -> dict[str, Any]:
+    """In the child under nsys: warm up, then the profiled steps in their NVTX ranges."""
     device = _setup(spec)
     workload = build(spec.variant, spec.config, device, spec.seed)
     _warm_up(workload, device, spec.warmup)
-    timing = _time(workload, device, spec.profiled_steps)
-    Path(timing_path).write_text(json.dumps({"timing": timing, "nvtx": phases.backend()}))
-    return 0
+    return _time(workload, device, spec.profiled_steps)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "worker":
-        raise SystemExit(worker(sys.argv[2], sys.argv[3]))
-    sys.stderr.write("usage: python -m collectors.pytorch.collect worker SPEC_JSON TIMING_PATH (run by nsys)\n")
-    raise SystemExit(2)
+    raise SystemExit(nsys.serve_worker("collectors.pytorch.collect", _nsys_timing))

@@ -21,10 +21,8 @@ and XLA compiles timed apart), N unprofiled steps, then
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -34,7 +32,7 @@ from typing import Any
 import tensorflow as tf
 
 from collectors import nsys, phases
-from collectors.runner import RunSpec, check_choices, cpu_model_name, spec_from_json
+from collectors.runner import RunSpec, check_choices, cpu_model_name
 from collectors.sweep import Preset
 from collectors.tflow.variants import LAYER_VARIANTS
 from collectors.tflow.workloads import VARIANTS, build, variant_dtype
@@ -211,19 +209,13 @@ def _profile_tf_remote(spec: RunSpec, workload: Workload, out_dir: Path, duratio
     return rel, {"wall_ns": summarize(walls)}
 
 
-def worker(spec_json: str, timing_path: str) -> int:
-    """Child process under nsys: warm up, then the profiled steps in NVTX ranges; timing to a file."""
-    spec = spec_from_json(spec_json)
+def _nsys_timing(spec: RunSpec) -> dict[str, Any]:
+    """In the child under nsys: warm up, then the profiled steps in their NVTX ranges."""
     _setup(spec)
     workload = build(spec.variant, spec.config, spec.device == "cuda", spec.seed)
     _warm_up(workload, spec)
-    timing = time_steps(workload.step, spec.profiled_steps, sync=_sync(spec), cpu_clock="process_time")
-    Path(timing_path).write_text(json.dumps({"timing": timing, "nvtx": phases.backend()}))
-    return 0
+    return time_steps(workload.step, spec.profiled_steps, sync=_sync(spec), cpu_clock="process_time")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "worker":
-        raise SystemExit(worker(sys.argv[2], sys.argv[3]))
-    sys.stderr.write("usage: python -m collectors.tflow.collect worker SPEC_JSON TIMING_PATH (run by nsys)\n")
-    raise SystemExit(2)
+    raise SystemExit(nsys.serve_worker("collectors.tflow.collect", _nsys_timing))

@@ -40,7 +40,20 @@ PAIRS: tuple[tuple[str, str], ...] = (
     ("tf/keras_lstm", "tf/keras_impl1"), ("tf/keras_lstm", "tf/keras_impl2"), ("tf/keras_lstm", "tf/keras_eager"),
     ("tf/keras_lstm", "tf/keras_mixed"), ("tf/keras_lstm", "tf/block_lstm"), ("torch/nn_lstm", "tf/keras_lstm"),
 )
-TRACED_PROFILERS = ("torch", "tf-host3", "tf", "tf-python")  # preference order for the decomposition
+# Profilers whose traces hold the framework's ops (nsys CPU traces hold only ranges), in order of
+# preference for the decomposition: level-3 TF traces see every op, level 2 only the costly ones.
+TRACED_PROFILERS = ("torch", "tf-host3", "tf", "tf-python")
+
+
+def decomposable(row: Mapping[str, Any]) -> bool:
+    """A finished one-layer LSTM run whose trace can explain its excess over the baseline."""
+    return (row.get("status") == "ok" and bool(row.get("traces")) and row.get("profiler") in TRACED_PROFILERS
+            and row.get("variant_group") == "layer" and row["config"].get("layers", 1) == 1)
+
+
+def _preference(row: Mapping[str, Any]) -> int:
+    profiler = row["profiler"]
+    return TRACED_PROFILERS.index(profiler) if profiler in TRACED_PROFILERS else len(TRACED_PROFILERS)
 
 
 @dataclass
@@ -85,10 +98,7 @@ def _runs(rows: Sequence[Mapping[str, Any]]) -> dict[tuple, Mapping[str, Any]]:
         if row.get("status") != "ok" or run_time_ns(row) is None or not row.get("config"):
             continue
         k = (f"{row['framework']}/{row['variant']}", row["dtype"], *_key(row))
-        rank = TRACED_PROFILERS.index(row["profiler"]) if row["profiler"] in TRACED_PROFILERS else len(TRACED_PROFILERS)
-        current = best.get(k)
-        if current is None or rank < (TRACED_PROFILERS.index(current["profiler"])
-                                      if current["profiler"] in TRACED_PROFILERS else len(TRACED_PROFILERS)):
+        if k not in best or _preference(row) < _preference(best[k]):
             best[k] = row
     return best
 

@@ -11,7 +11,7 @@ Inputs: manifest rows (for unprofiled times) and breakdowns of traced runs keyed
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,19 +70,8 @@ def _ratio(rows: Rows, slow: str, fast: str, device: str) -> tuple[float, int] |
 def findings(rows: Rows, breakdowns: Mapping[str, Breakdown], device: str, lm_is_paper_size: bool) -> list[Finding]:
     """Every published finding against this machine's runs on ``device`` (module doc)."""
     gpu = device == "cuda"
-    out: list[Finding] = []
-    builders: list[Callable[[], Finding | list[Finding]]] = [
-        lambda: _pytorch_vs_native(rows, gpu),
-        lambda: _tf_launch_share(rows, breakdowns, gpu),
-        lambda: _lm_forward(rows, lm_is_paper_size),
-        lambda: _cudnn_vs_cell(rows, gpu),
-        lambda: _gemm_share(rows, breakdowns, gpu),
-        lambda: _jit_speedup(rows, gpu),
-    ]
-    for build in builders:
-        result = build()
-        out.extend(result if isinstance(result, list) else [result])
-    return out
+    return [_pytorch_vs_native(rows, gpu), _tf_launch_share(rows, breakdowns, gpu), *_lm_forward(rows, lm_is_paper_size),
+            _cudnn_vs_cell(rows, gpu), _gemm_share(rows, breakdowns, gpu), *_jit_speedup(rows, gpu)]
 
 
 def _pytorch_vs_native(rows: Rows, gpu: bool) -> Finding:

@@ -62,28 +62,36 @@ class RunCommand:
 
 def analyze(out: Path, preset_name: str, device: str, notes: list[str], wall_s: float, failed: list[str],
             reused: int, lm_is_paper_size: bool):  # -> Document
-    from tracekit import collection
+    from tracekit import dataset
     from tracekit.analyze.breakdown import breakdown
     from tracekit.analyze.launch import launch
-    from tracekit.analyze.overhead import overhead
+    from tracekit.analyze.overhead import TRACED_PROFILERS, decomposable, overhead
     from tracekit.analyze.published import findings
-    from tracekit.api import _DECOMPOSABLE
+    from tracekit.ingest import parquet
     from tracekit.manifest import read_manifest
     from tracekit.render.study_document import StudyFacts, study_document
 
     m = read_manifest(out)
-    dataset = collection.ingest(m)
-    rows = list(m.latest().values())
-    tables = {rid: dataset.table(rid) for rid, row in m.latest().items()
-              if rid in dataset.paths and row["profiler"] in _DECOMPOSABLE}
+    latest = m.latest()
+    rows = list(latest.values())
+    # Every run's first trace (an nsys run's SQLite, not its .nsys-rep) into DIR/dataset/, run = framework.
+    first_trace = {str(m.trace_paths(r)[0]): rid for rid, r in latest.items() if r["status"] == "ok" and r.get("traces")}
+    ingested: dict[str, dataset.Entry] = {}
+    errors: list[str] = []
+    for framework in sorted({latest[rid]["framework"] for rid in first_trace.values()}):
+        paths = [p for p, rid in first_trace.items() if latest[rid]["framework"] == framework]
+        result = dataset.ingest(paths, out / "dataset", run=framework)
+        ingested.update(result.by_file)
+        errors += result.errors
+    tables = {first_trace[path]: parquet.read(out / "dataset" / entry.partition) for path, entry in ingested.items()
+              if latest[first_trace[path]]["profiler"] in TRACED_PROFILERS}
     breakdowns = {rid: breakdown(t) for rid, t in tables.items()}
     launches = {rid: launch(t, bd=breakdowns[rid]) for rid, t in tables.items() if breakdowns[rid].has_gpu}
-    layer_tables = {rid: t for rid, t in tables.items()
-                    if m.latest()[rid].get("variant_group") == "layer" and m.latest()[rid]["config"].get("layers", 1) == 1}
+    layer_tables = {rid: t for rid, t in tables.items() if decomposable(latest[rid])}
     names = [r.get("device_name") for r in rows if r.get("device") == device and r.get("device_name")]
     facts = StudyFacts(str(out), preset_name, device, str(names[0]) if names else device, wall_s,
                        sum(1 for r in rows if r["status"] == "ok"), failed, reused,
-                       notes + [f"not ingested: {e}" for e in dataset.errors])
+                       notes + [f"not ingested: {e}" for e in errors])
     return study_document(facts, rows, breakdowns, launches, findings(rows, breakdowns, device, lm_is_paper_size),
                           overhead(rows, layer_tables))
 

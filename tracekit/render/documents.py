@@ -15,7 +15,8 @@ from tracekit.render.document import Chart, Column, Document, Section, Table, fo
 MAX_STEP_BARS = 60
 
 
-def _records(df: pd.DataFrame) -> list[dict]:
+def records(df: pd.DataFrame) -> list[dict]:
+    """DataFrame rows as dicts, NaN as None (for JSON and table cells)."""
     return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
             for r in df.astype(object).to_dict(orient="records")]
 
@@ -38,29 +39,29 @@ def breakdown_sections(bd: Breakdown) -> list[Section]:
         cols = [Column("device"), Column("step"), Column("span", "ns"), *[Column(c, "ns") for c in used],
                 Column("idle", "ns"), Column("idle %", "pct"), Column("activities", "count")]
         rows = [[int(r["device_id"]), _step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in used], r["idle_ns"],
-                 r["idle_ns"] / r["span_ns"] if r["span_ns"] else 0.0, r["activities"]] for r in _records(bd.gpu)]
+                 r["idle_ns"] / r["span_ns"] if r["span_ns"] else 0.0, r["activities"]] for r in records(bd.gpu)]
         s.tables.append(Table("", cols, rows, "priority when streams overlap: " + " > ".join(KERNEL_CLASSES)))
         per_step = bd.gpu[bd.gpu.step >= 0].head(MAX_STEP_BARS)
         chart_src = per_step if len(per_step) else whole
         s.charts.append(Chart("stacked", "GPU time per step" if len(per_step) else "GPU time", [
-            f"GPU {int(r['device_id'])} {_step_label(int(r['step']))}" for r in _records(chart_src)], [*used, "idle"],
-            [[r[f"{c}_ns"] / 1e6 for c in used] + [r["idle_ns"] / 1e6] for r in _records(chart_src)]))
+            f"GPU {int(r['device_id'])} {_step_label(int(r['step']))}" for r in records(chart_src)], [*used, "idle"],
+            [[r[f"{c}_ns"] / 1e6 for c in used] + [r["idle_ns"] / 1e6] for r in records(chart_src)]))
         k = bd.gpu_classes
         kv = k[(k.view == "kernel") & (k["count"] > 0)]
         s.tables.append(Table("Kernel view (by kernel name)", [Column("device"), Column("class"), Column("kernels", "count"),
                               Column("kernel time", "ns"), Column("exclusive", "ns")],
-                              [[r["device_id"], r["class"], r["count"], r["kernel_ns"], r["exclusive_ns"]] for r in _records(kv)]))
+                              [[r["device_id"], r["class"], r["count"], r["kernel_ns"], r["exclusive_ns"]] for r in records(kv)]))
         ov = k[k.view == "op"]
         s.tables.append(Table("Op view (by launching framework op; kernels inside a fused RNN op count as rnn)",
                               [Column("device"), Column("class"), Column("kernels", "count"), Column("kernel time", "ns")],
-                              [[r["device_id"], r["class"], r["count"], r["kernel_ns"]] for r in _records(ov)]))
+                              [[r["device_id"], r["class"], r["count"], r["kernel_ns"]] for r in records(ov)]))
         sections.append(s)
     host = bd.host
     if len(host) and host.busy_ns.sum() > 0:
         s = Section("Host time (per thread, exclusive, summed over threads)")
         cols = [Column("step"), *[Column(c, "ns") for c in HOST_CLASSES], Column("ops", "count"), Column("launches", "count")]
         s.tables.append(Table("", cols, [[_step_label(int(r["step"])), *[r[f"{c}_ns"] for c in HOST_CLASSES], r["ops"], r["launches"]]
-                                         for r in _records(host)]))
+                                         for r in records(host)]))
         sections.append(s)
     if not bd.has_gpu and len(bd.cpu_ops):
         s = Section("CPU op time (self time by op class; no GPU in this trace)")
@@ -75,18 +76,18 @@ def breakdown_sections(bd: Breakdown) -> list[Section]:
         used = [c for c in OP_CLASSES if bd.cpu_ops[f"{c}_ns"].sum() > 0]
         cols = [Column("step"), Column("span", "ns"), *[Column(c, "ns") for c in used], Column("dispatch", "ns"), Column("ops", "count")]
         s.tables.append(Table("", cols, [[_step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in used], r["dispatch_ns"], r["ops"]]
-                                         for r in _records(bd.cpu_ops)]))
+                                         for r in records(bd.cpu_ops)]))
         steps = bd.cpu_ops[bd.cpu_ops.step >= 0].head(MAX_STEP_BARS)
         src = steps if len(steps) else bd.cpu_ops
-        s.charts.append(Chart("stacked", "CPU op self time per step", [_step_label(int(r["step"])) for r in _records(src)],
-                              used, [[r[f"{c}_ns"] / 1e6 for c in used] for r in _records(src)]))
+        s.charts.append(Chart("stacked", "CPU op self time per step", [_step_label(int(r["step"])) for r in records(src)],
+                              used, [[r[f"{c}_ns"] / 1e6 for c in used] for r in records(src)]))
         sections.append(s)
     return sections
 
 
 def _breakdown_data(bd: Breakdown) -> dict:
-    return {"gpu": _records(bd.gpu), "gpu_classes": _records(bd.gpu_classes), "host": _records(bd.host),
-            "cpu_ops": _records(bd.cpu_ops), "steps": bd.steps, "timesteps": bd.timesteps, "has_gpu": bd.has_gpu}
+    return {"gpu": records(bd.gpu), "gpu_classes": records(bd.gpu_classes), "host": records(bd.host),
+            "cpu_ops": records(bd.cpu_ops), "steps": bd.steps, "timesteps": bd.timesteps, "has_gpu": bd.has_gpu}
 
 
 def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: LaunchReport | None = None) -> Document:
@@ -126,12 +127,12 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
         g.sentences.append(f"{len(lr.gaps):,} gaps, {total / 1e6:,.3f} ms idle of a {lr.gpu_span_ns / 1e6:,.3f} ms GPU span.")
         g.tables.append(Table("Gaps by host activity (the class with most overlap)",
                               [Column("host activity"), Column("gaps", "count"), Column("idle time", "ns")],
-                              [[r["host_activity"], r["gaps"], r["total_ns"]] for r in _records(lr.gaps_by_host)]))
+                              [[r["host_activity"], r["gaps"], r["total_ns"]] for r in records(lr.gaps_by_host)]))
         top = lr.gaps.sort_values("dur_ns", ascending=False, kind="stable").head(20)
         g.tables.append(Table("Longest gaps", [Column("device"), Column("start", "count"), Column("gap", "ns"),
                                                *[Column(c, "ns") for c in GAP_HOST_CLASSES]],
                               [[r["device_id"], r["start_ns"], r["dur_ns"], *[r[f"{c}_ns"] for c in GAP_HOST_CLASSES]]
-                               for r in _records(top)]))
+                               for r in records(top)]))
         if len(lr.gaps):
             edges = np.array([0, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, np.inf])
             hist, _ = np.histogram(lr.gaps.dur_ns.to_numpy(), edges)
@@ -140,18 +141,18 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
         if lr.low_utilization is not None and len(lr.low_utilization):
             g.tables.append(Table("Low-utilization stretches (30 equal chunks, below 50%, as nsys gpu_time_util)",
                                   [Column("device"), Column("start", "count"), Column("length", "ns"), Column("in use", "pct")],
-                                  [[r["device_id"], r["start_ns"], r["dur_ns"], r["in_use"]] for r in _records(lr.low_utilization)]))
+                                  [[r["device_id"], r["start_ns"], r["dur_ns"], r["in_use"]] for r in records(lr.low_utilization)]))
         sections.append(g)
     p = Section("Per step")
     p.tables.append(Table("", [Column("step"), Column("GPU activities", "count"), Column("launches", "count"), Column("ops", "count")],
-                          [[_step_label(int(r["step"])), r["kernels"], r["launches"], r["ops"]] for r in _records(lr.per_step)]))
+                          [[_step_label(int(r["step"])), r["kernels"], r["launches"], r["ops"]] for r in records(lr.per_step)]))
     sections.append(p)
     from dataclasses import asdict
     data = {"verdict": lr.verdict, "evidence": lr.evidence, "remedies": lr.remedies, "gpu_span_ns": lr.gpu_span_ns,
             "gpu_idle_ns": lr.gpu_idle_ns, "short_kernel_ns": lr.short_kernel_ns, "short_kernel_share": lr.short_kernel_share,
             "launch_api": asdict(lr.launch_api), "kernel": asdict(lr.kernel), "launch_delay": asdict(lr.delay),
-            "gaps_by_host": _records(lr.gaps_by_host),
-            "low_utilization": _records(lr.low_utilization) if lr.low_utilization is not None else [], "per_step": _records(lr.per_step), "gaps": _records(lr.gaps)}
+            "gaps_by_host": records(lr.gaps_by_host),
+            "low_utilization": records(lr.low_utilization) if lr.low_utilization is not None else [], "per_step": records(lr.per_step), "gaps": records(lr.gaps)}
     return Document(f"tracekit launch: {name}", "launch", facts, sections, data)
 
 
@@ -160,10 +161,10 @@ def ranges_document(name: str, facts: list[tuple[str, str]], rr: RangesReport) -
     cols = [Column("range"), Column("instances", "count"), Column("total", "ns"), Column("mean", "ns"), Column("depth", "float"),
             Column("GPU projection", "ns"), Column("GPU ops", "count"), Column("GPU busy", "ns")]
     s.tables.append(Table("", cols, [[r["name"], r["instances"], r["total_ns"], r["mean_ns"], r["mean_depth"], r["proj_total_ns"],
-                                      r["gpu_ops"], r["gpu_busy_ns"]] for r in _records(rr.summary)],
+                                      r["gpu_ops"], r["gpu_busy_ns"]] for r in records(rr.summary)],
                           "GPU projection: first start to last end of the GPU work launched inside the range (as nsys nvtx_gpu_proj)"))
     return Document(f"tracekit ranges: {name}", "ranges", facts, [s],
-                    {"summary": _records(rr.summary), "instances": _records(rr.instances)})
+                    {"summary": records(rr.summary), "instances": records(rr.instances)})
 
 
 def compare_document(names: list[str], cmp: Comparison) -> Document:
@@ -174,7 +175,7 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
     cols = [Column("metric"), *[Column(lab, "raw") for lab in cmp.labels],
             *[Column(f"{lab} vs {base}", "raw") for lab in cmp.labels[1:]]]
     rows = []
-    for r in _records(cmp.metrics):
+    for r in records(cmp.metrics):
         b = r[base]
         fmt = "ns" if r["metric"].endswith("_time") or r["metric"] == "gpu_busy" else \
             "float" if r["metric"] == "ops_per_step" else "count"
@@ -182,7 +183,7 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
         rows.append([r["metric"], *[format_cell(r[lab], fmt) for lab in cmp.labels], *deltas])
     m.tables.append(Table("", cols, rows))
     cats = [f"{c}_time" for c in KERNEL_CLASSES]
-    cat_rows = [r for r in _records(cmp.metrics) if r["metric"] in cats and any(r[lab] for lab in cmp.labels)]
+    cat_rows = [r for r in records(cmp.metrics) if r["metric"] in cats and any(r[lab] for lab in cmp.labels)]
     if cat_rows:
         m.charts.append(Chart("stacked", "GPU time by category", cmp.labels, [r["metric"][:-5] for r in cat_rows],
                               [[r[lab] / 1e6 for r in cat_rows] for lab in cmp.labels]))
@@ -196,7 +197,7 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
              *[Column(f"total {lab}", "ns") for lab in cmp.labels], *[Column(f"mean {lab}", "ns") for lab in cmp.labels]]
     n.tables.append(Table("", ncols, [[r["kind"], r["name"], r["status"], *[r[f"count_{lab}"] for lab in cmp.labels],
                                        *[r[f"total_ns_{lab}"] for lab in cmp.labels], *[r[f"mean_ns_{lab}"] for lab in cmp.labels]]
-                                      for r in _records(cmp.names)]))
+                                      for r in records(cmp.names)]))
     added = int((cmp.names.status == "added").sum())
     removed = int((cmp.names.status == "removed").sum())
     n.sentences.append(f"{added} names appear and {removed} disappear relative to {base}.")
@@ -206,15 +207,15 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
         rg.tables.append(Table("", [Column("range"), *[Column(f"total {lab}", "ns") for lab in cmp.labels],
                                     *[Column(f"instances {lab}", "count") for lab in cmp.labels]],
                                [[r["name"], *[r[f"total_ns_{lab}"] for lab in cmp.labels], *[r[f"instances_{lab}"] for lab in cmp.labels]]
-                                for r in _records(cmp.ranges)]))
+                                for r in records(cmp.ranges)]))
         sections.append(rg)
     if len(cmp.steps):
         st = Section("Steps (in order of start)")
         st.tables.append(Table("", [Column("step", "count"), *[Column(lab, "ns") for lab in cmp.labels]],
-                               [[r["step"], *[r[f"dur_ns_{lab}"] for lab in cmp.labels]] for r in _records(cmp.steps)]))
+                               [[r["step"], *[r[f"dur_ns_{lab}"] for lab in cmp.labels]] for r in records(cmp.steps)]))
         sections.append(st)
-    data = {"labels": cmp.labels, "traces": names, "metrics": _records(cmp.metrics), "names": _records(cmp.names),
-            "ranges": _records(cmp.ranges), "steps": _records(cmp.steps),
+    data = {"labels": cmp.labels, "traces": names, "metrics": records(cmp.metrics), "names": records(cmp.names),
+            "ranges": records(cmp.ranges), "steps": records(cmp.steps),
             "findings": cmp.findings, "checks": [{"expression": x.expression, "label": x.label, "baseline": x.baseline, "value": x.value, "failed": x.failed}
                        for x in cmp.checks], "failed": cmp.failed}
     return Document("tracekit compare: " + " vs ".join(cmp.labels), "compare", facts, sections, data)

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
-
 from tracekit.analyze.overhead import OverheadReport
 from tracekit.render.document import Chart, Column, Document, Section, Table
-
-
-def _records(df: pd.DataFrame) -> list[dict]:
-    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
-            for r in df.astype(object).to_dict(orient="records")]
+from tracekit.render.documents import records
 
 
 def _ratio_words(ratio: float) -> str:
@@ -39,7 +33,7 @@ def overhead_document(sources: list[str], rep: OverheadReport) -> Document:
         if has_parts:
             cols += [Column("casts", "ns"), Column("extra compute", "ns"), Column("dispatch / gaps", "ns")]
         rows = []
-        for r in _records(runs):
+        for r in records(runs):
             row = [r["framework"], r["variant"], r["device"], r["dtype"], r["hidden"], r["batch"], r["timesteps"],
                    r["time_ns"], r["baseline_ns"], r["ratio"], r["excess_ns"]]
             if has_parts:
@@ -54,14 +48,14 @@ def overhead_document(sources: list[str], rep: OverheadReport) -> Document:
     sections.append(s)
     if len(rep.pairs):
         p = Section("Implementations compared pairwise (mean percentage difference over common configs)")
-        for r in _records(rep.pairs):
+        for r in records(rep.pairs):
             direction = "slower" if r["mean_diff_pct"] > 0 else "faster"
             p.sentences.append(f"{r['b']} is {abs(r['mean_diff_pct']):.1f}% {direction} than {r['a']} on average "
                                f"over {r['configs']} config(s) (geometric-mean ratio {r['geomean_ratio']:.2f}).")
         p.tables.append(Table("", [Column("A"), Column("B"), Column("configs", "count"), Column("mean diff %", "float"),
                                    Column("mean |diff| %", "float"), Column("geomean B/A", "float")],
                               [[r["a"], r["b"], r["configs"], r["mean_diff_pct"], r["mean_abs_pct"], r["geomean_ratio"]]
-                               for r in _records(rep.pairs)]))
+                               for r in records(rep.pairs)]))
         sections.append(p)
     if len(rep.trends):
         t = Section("Trends: time / native against each sweep axis (others at their most common values)")
@@ -84,5 +78,5 @@ def overhead_document(sources: list[str], rep: OverheadReport) -> Document:
         sections.append(t)
     if rep.unmatched:
         sections.append(Section("Runs without a native counterpart", rep.unmatched[:50]))
-    data = {"runs": _records(runs), "pairs": _records(rep.pairs), "trends": _records(rep.trends), "unmatched": rep.unmatched}
+    data = {"runs": records(runs), "pairs": records(rep.pairs), "trends": records(rep.trends), "unmatched": rep.unmatched}
     return Document("tracekit overhead: frameworks against the native LSTM", "overhead", facts, sections, data)
