@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit._native import _kineto_scan
+from tracekit import _native
 
 KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(schema.KINDS)}
 KIND_DICTIONARY = pa.array(list(schema.KINDS), pa.string())
@@ -66,7 +66,7 @@ def nest(group: np.ndarray, start: np.ndarray, end: np.ndarray, rows: np.ndarray
     # per-subset copies of its outputs are needed (this is the ingest's memory peak).
     order = np.lexsort((np.negative(end[rows]), start[rows], group[rows]))
     order = rows[order]
-    parent, depth = _kineto_scan.nest(
+    parent, depth = _native.scanner.nest(
         np.ascontiguousarray(group, np.int64), np.ascontiguousarray(start, np.int64),
         np.ascontiguousarray(end, np.int64), np.ascontiguousarray(order, np.int64),
     )

@@ -15,7 +15,8 @@ Top level of a Kineto file (torch 2.x; older files lack some keys, HTA test file
         {"ph": "X", "cat": "Trace", "pid": "Spans", "tid": "PyTorch Profiler", ...}, ...],
      "traceName": "..."}
 
-The JSON is scanned by ``tracekit._native._kineto_scan`` (C), which fills column buffers directly.
+The JSON is scanned by ``tracekit._native.scanner``: the C extension (``kineto_scan.c``), which fills
+column buffers directly, or its pure-Python stand-in when the extension was not built.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from tracekit._native import _kineto_scan
+from tracekit import _native
 from tracekit.errors import InputError
 from tracekit.ingest import _build
 from tracekit.ingest._build import KIND_CODES, TraceMeta
@@ -89,20 +90,19 @@ def _gunzip(path: Path) -> bytes:
 
 def _from_buffer(path: Path, buf: bytes | mmap.mmap, release: bool, fmt: str) -> pa.Table:
     try:
-        r = _kineto_scan.scan(buf, release)
+        r = _native.scanner.scan(buf, release)
     except ValueError as e:
         raise InputError(path, f"invalid trace JSON: {e}") from None
+    # The C scanner gives byte spans of the other top-level keys; the pure-Python one, decoded pairs.
+    items = r.get("header_items")
+    if items is None:
+        items = [(json.loads(bytes(buf[k0:k1])), json.loads(bytes(buf[v0:v1]))) for k0, k1, v0, v1 in r["header"]]
     if not r["found_events"]:
-        raise InputError(path, _not_a_trace_reason(buf, r["header"]))
-    header = {}
-    for k0, k1, v0, v1 in r["header"]:
-        key = json.loads(bytes(buf[k0:k1]))
-        header[key] = json.loads(bytes(buf[v0:v1]))
-    return _to_table(path, r, header, fmt)
+        raise InputError(path, _not_a_trace_reason([k for k, _ in items]))
+    return _to_table(path, r, dict(items), fmt)
 
 
-def _not_a_trace_reason(buf: bytes | mmap.mmap, spans: list[tuple[int, int, int, int]]) -> str:
-    keys = [json.loads(bytes(buf[a:b])) for a, b, _, _ in spans]
+def _not_a_trace_reason(keys: list[str]) -> str:
     if "traceEvents" in keys:
         return "'traceEvents' is not a list"
     shown = ", ".join(repr(k) for k in keys[:5]) or "none"
