@@ -52,44 +52,114 @@ def _cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracekit"
 
 
-def source_hash(cuda: bool) -> str:
-    """Identity of a build: every source file and whether the CUDA programs are wanted."""
-    digest = hashlib.sha256(b"cuda" if cuda else b"cpu")
+def source_hash(cuda: bool, blas: str = "") -> str:
+    """Identity of a build: every source file, whether the CUDA programs are wanted, and the BLAS."""
+    digest = hashlib.sha256((b"cuda" if cuda else b"cpu") + blas.encode())
     for path in sorted(SOURCE_DIR.rglob("*")):
         if path.is_file() and path.suffix in (".cpp", ".cu", ".cuh", ".hpp", ".txt"):
             digest.update(path.relative_to(SOURCE_DIR).as_posix().encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
+def _tool(name: str, module: str, attribute: str) -> str | None:
+    """A build tool on PATH, else the one a PyPI wheel (``cmake``, ``ninja``) installed beside Python."""
+    found = shutil.which(name)
+    if found:
+        return found
+    try:
+        directory = getattr(__import__(module), attribute)
+    except (ImportError, AttributeError):
+        return None
+    candidate = Path(directory) / name
+    return str(candidate) if candidate.exists() else None
+
+
+def wheel_openblas() -> Path | None:
+    """The scipy-openblas32 wheel's directory (include/cblas.h, lib/libscipy_openblas.so), if installed."""
+    try:
+        import scipy_openblas32  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    root = Path(scipy_openblas32.get_lib_dir()).parent
+    return root if (root / "include" / "cblas.h").exists() else None
+
+
+def _cxx_compiler() -> str | None:
+    for name in filter(None, (os.environ.get("CXX"), "c++", "g++", "clang++")):
+        if shutil.which(name):
+            return name
+    return None
+
+
+def _first_error(log: str) -> str:
+    """The line of a CMake / compiler log that says what went wrong (not the call stack around it)."""
+    lines = [ln.strip() for ln in log.splitlines()]
+    for i, line in enumerate(lines):
+        if line.startswith("CMake Error"):
+            # CMake's message follows on the next non-empty lines; the "Call Stack" part is noise.
+            for text in lines[i + 1:]:
+                if text and not text.startswith(("Call Stack", "CMakeLists.txt", "--")):
+                    return text
+            return line
+        if ": error:" in line or ": fatal error:" in line or line.startswith(("ld:", "collect2:")):
+            return line
+    rest = [ln for ln in lines if ln]
+    return rest[-1] if rest else "no output"
+
+
 def build(cuda: bool, build_root: Path | None = None) -> Build:
-    """Configure and build with CMake, once per source version; later calls reuse the build."""
+    """Configure and build with CMake, once per source version; later calls reuse the build.
+
+    Raises BaselineError with one line saying what is missing (cmake, a C++ compiler, OpenBLAS)
+    or which error stopped the build; the whole log is kept in the build directory.
+    """
     if not (SOURCE_DIR / "CMakeLists.txt").exists():
         raise BaselineError(f"{SOURCE_DIR}: baseline sources not found (tracekit baseline runs from a source checkout)")
-    if shutil.which("cmake") is None:
-        raise BaselineError("cmake not found: install it (Debian: apt-get install cmake)")
-    directory = (build_root or _cache_root() / "baseline-build") / source_hash(cuda)
+    cmake = _tool("cmake", "cmake", "CMAKE_BIN_DIR")
+    if cmake is None:
+        raise BaselineError("cmake not found: pip install 'tracekit[native]' (or apt-get install cmake)")
+    if _cxx_compiler() is None:
+        raise BaselineError("no C++ compiler found (c++, g++ or clang++): install one (Debian: apt-get install g++)")
+    openblas = wheel_openblas()
+    directory = (build_root or _cache_root() / "baseline-build") / source_hash(cuda, str(openblas or "system"))
     wanted = ["cpu_blas"] + (["cudnn_lstm", "cublas_lstm"] if cuda else [])
     result = Build(directory, cuda)
     if all(result.program(v).exists() for v in wanted):
         return result
-    args = ["cmake", "-S", str(SOURCE_DIR), "-B", str(directory), f"-DBASELINE_CUDA={'ON' if cuda else 'OFF'}"]
+    args = [cmake, "-S", str(SOURCE_DIR), "-B", str(directory), f"-DBASELINE_CUDA={'ON' if cuda else 'OFF'}"]
+    ninja = _tool("ninja", "ninja", "BIN_DIR")
+    if ninja is not None:
+        args += ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}"]
+    if openblas is not None:
+        args.append(f"-DOPENBLAS_ROOT={openblas}")
     if cuda:
-        deps = _cache_root() / "cuda-deps"
-        if deps.exists():
-            args.append(f"-DCUDA_DEPS_ROOT={deps}")
-        else:  # a GPU machine with PyTorch has the full nvidia-cublas / nvidia-cudnn wheels installed
-            prefixes = [str(Path(p).parent) for p in library_path().split(os.pathsep) if p.endswith("/lib")]
-            if prefixes:
-                args.append(f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}")
-        nvcc = shutil.which("nvcc")
-        if nvcc:
-            args.append(f"-DCMAKE_CUDA_COMPILER={Path(nvcc).resolve()}")
-    for step in (args, ["cmake", "--build", str(directory), "-j", str(os.cpu_count() or 2)]):
-        run = subprocess.run(step, capture_output=True, text=True)
-        if run.returncode != 0:
-            lines = [ln for ln in (run.stdout + run.stderr).splitlines() if ln.strip()]
-            raise BaselineError(f"building baseline_cu failed ({' '.join(step[:2])}): {' | '.join(lines[-4:])[-500:]}")
+        args += _cuda_arguments()
+    directory.mkdir(parents=True, exist_ok=True)
+    log_path = directory / "build.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        for step in (args, [cmake, "--build", str(directory), "-j", str(os.cpu_count() or 2)]):
+            run = subprocess.run(step, capture_output=True, text=True)
+            log.write(f"$ {' '.join(step)}\n{run.stdout}{run.stderr}\n")
+            if run.returncode != 0:
+                what = "configuring" if step is args else "compiling"
+                raise BaselineError(f"{what} baseline_cu failed: {_first_error(run.stdout + run.stderr)[:300]} "
+                                    f"(log: {log_path})")
     return result
+
+
+def _cuda_arguments() -> list[str]:
+    args = []
+    deps = _cache_root() / "cuda-deps"
+    if deps.exists():
+        args.append(f"-DCUDA_DEPS_ROOT={deps}")
+    else:  # a GPU machine with PyTorch has the full nvidia-cublas / nvidia-cudnn wheels installed
+        prefixes = [str(Path(p).parent) for p in library_path().split(os.pathsep) if p.endswith("/lib")]
+        if prefixes:
+            args.append(f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}")
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        args.append(f"-DCMAKE_CUDA_COMPILER={Path(nvcc).resolve()}")
+    return args
 
 
 def default_variants(device: str) -> list[str]:

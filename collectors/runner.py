@@ -6,16 +6,18 @@ module does the bookkeeping they share: identity, skipping, failure capture, pro
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
+import os
 import platform
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from tracekit import manifest
 from tracekit.errors import UsageError
@@ -102,18 +104,19 @@ def cpu_model_name() -> str:
 
 
 def run_sweep(specs: Sequence[RunSpec], out_dir: Path, execute: Execute, progress: bool | None = None,
-              log: Callable[[str], None] | None = None) -> SweepResult:
+              log: Callable[[str], None] | None = None, terminal: TextIO | None = None) -> SweepResult:
     """Run every spec not already finished in ``out_dir``; a failure is recorded and the sweep goes on.
 
-    ``progress``: a transient bar on stderr (default: only when stderr is a terminal).
+    ``progress``: a transient bar on ``terminal`` (default stderr; shown only when it is a terminal).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     finished = manifest.read_manifest(out_dir).finished()
     todo = [s for s in specs if s.run_id not in finished]
     reused = [s.run_id for s in specs if s.run_id in finished]
     ran: list[dict[str, Any]] = []
-    show = sys.stderr.isatty() if progress is None else progress
-    bar = _Progress(len(todo), show)
+    stream = terminal or sys.stderr
+    show = stream.isatty() if progress is None else progress
+    bar = _Progress(len(todo), show, stream)
     with bar:
         for spec in todo:
             bar.describe(spec.run_id)
@@ -124,6 +127,33 @@ def run_sweep(specs: Sequence[RunSpec], out_dir: Path, execute: Execute, progres
                 log(_one_line(row))
             bar.advance()
     return SweepResult(ran, reused)
+
+
+@contextlib.contextmanager
+def output_to_log(log_path: Path) -> Iterator[TextIO]:
+    """Send everything written to file descriptors 1 and 2 (profiler and framework chatter from C++,
+    Python and child processes alike) to ``log_path``; yields a text stream on the real stderr for
+    the caller's own progress and messages."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    terminal = os.fdopen(os.dup(saved_err), "w", buffering=1, encoding="utf-8", errors="replace")
+    try:
+        with open(log_path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                yield terminal
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved_out, 1)
+                os.dup2(saved_err, 2)
+    finally:
+        terminal.close()
+        os.close(saved_out)
+        os.close(saved_err)
 
 
 def _execute_one(spec: RunSpec, out_dir: Path, execute: Execute) -> dict[str, Any]:
@@ -155,8 +185,9 @@ def _one_line(row: dict[str, Any]) -> str:
 class _Progress:
     """rich progress bar, transient and on stderr; a no-op when not shown."""
 
-    def __init__(self, total: int, show: bool) -> None:
+    def __init__(self, total: int, show: bool, stream: TextIO) -> None:
         self.show = show and total > 0
+        self.stream = stream
         self._bar: Any = None
         self._task: Any = None
         self.total = total
@@ -167,7 +198,7 @@ class _Progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+                                 TimeElapsedColumn(), console=Console(file=self.stream), transient=True)
             self._bar.__enter__()
             self._task = self._bar.add_task("collect", total=self.total)
         return self

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from collectors.runner import RunSpec, SweepResult, run_sweep
 from collectors.sweep import Preset
@@ -87,6 +87,8 @@ def _nsys_available() -> bool:
     return nsys.find_importer(exe) is not None
 
 
-def collect(study: StudyPlan, out_dir: Path, progress: bool | None = None) -> SweepResult:
+def collect(study: StudyPlan, out_dir: Path, progress: bool | None = None, terminal: TextIO | None = None) -> SweepResult:
+    """Run the plan; progress (a bar, or one line per run when ``progress`` is False) goes to ``terminal``."""
+    stream = terminal or sys.stderr
     return run_sweep(study.specs, out_dir, study.execute, progress=progress,
-                     log=None if progress else (lambda line: print(line, file=sys.stderr)))
+                     log=None if progress else (lambda line: print(line, file=stream)), terminal=stream)

@@ -44,6 +44,7 @@ def test_fp32_variants_agree_with_nn_lstm(variant):
     torch.testing.assert_close(out, reference, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.skipif(V.cpu_autocast_problem() is not None, reason=f"this CPU: {V.cpu_autocast_problem()}")
 def test_autocast_variant_agrees_within_bf16_tolerance_and_computes_in_bf16():
     reference = build("nn_lstm", SMALL.as_dict(), CPU).forward()
     out = build("nn_lstm_amp", SMALL.as_dict(), CPU).forward()
@@ -110,10 +111,17 @@ def _ops_per_step(path: Path) -> tuple[float, int | None]:
 def test_every_cpu_variant_ran_and_its_trace_ingests(tiny_collection):
     m = manifest.read_manifest(tiny_collection)
     ok = [row for row in m.rows if row["status"] == "ok"]
-    assert {row["variant"] for row in ok} == {"nn_lstm", "nn_lstm_stacked", "nn_lstm_amp", "lstmcell_loop",
-                                              "custom_eager", "custom_script", "custom_compile",
-                                              "lm_forward", "lm_forward_script", "lm_train"}
-    assert len(ok) == len(m.rows) == 7 * 2 + 3  # 7 CPU layer variants x 2 timesteps configs + 3 LM variants
+    expected = {"nn_lstm", "nn_lstm_stacked", "nn_lstm_amp", "lstmcell_loop", "custom_eager", "custom_script",
+                "custom_compile", "lm_forward", "lm_forward_script", "lm_train"}
+    assert len(m.rows) == 7 * 2 + 3  # 7 CPU layer variants x 2 timesteps configs + 3 LM variants
+    problem = V.cpu_autocast_problem()
+    if problem is not None:  # an AVX2-only CPU: bf16 nn.LSTM is recorded as skipped, with the reason
+        expected.discard("nn_lstm_amp")
+        skipped = [row for row in m.rows if row["status"] != "ok"]
+        assert {row["variant"] for row in skipped} == {"nn_lstm_amp"}
+        assert all(row["status"] == "skipped" and row["error"] == problem for row in skipped)
+    assert {row["variant"] for row in ok} == expected
+    assert all(row["status"] != "failed" for row in m.rows)
     for row in ok:
         (trace,) = m.trace_paths(row)
         table = load(trace)
@@ -147,6 +155,8 @@ def test_nn_lstm_dispatches_a_constant_23_ops_per_forward(tiny_collection):
 def test_casts_appear_only_under_autocast(tiny_collection):
     m = manifest.read_manifest(tiny_collection)
     for row in m.rows:
+        if row["status"] != "ok":
+            continue
         cpu = api.report(m.trace_paths(row)[0]).breakdown.cpu_ops
         cast_ns = int(cpu[cpu.step == -1].iloc[0]["cast_ns"])
         if row["variant"] == "nn_lstm_amp":

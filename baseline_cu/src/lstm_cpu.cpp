@@ -6,6 +6,11 @@
 // the timed loop. Prints one JSON line per --config in the collectors' manifest format.
 #include <cblas.h>
 
+#ifdef TRACEKIT_SCIPY_OPENBLAS  // the scipy-openblas32 wheel prefixes every symbol with scipy_
+#define cblas_sgemm scipy_cblas_sgemm
+#define openblas_set_num_threads scipy_openblas_set_num_threads
+#endif
+
 #include <cstdio>
 #include <string>
 #include <vector>

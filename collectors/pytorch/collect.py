@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from collectors import nsys, phases
-from collectors.pytorch.variants import LAYER_VARIANTS
+from collectors.pytorch.variants import LAYER_VARIANTS, LayerVariant, cpu_autocast_problem
 from collectors.pytorch.workloads import VARIANTS, build, variant_dtype
 from collectors.runner import RunSpec, check_choices, cpu_model_name
 from collectors.sweep import Preset
@@ -45,7 +45,7 @@ def specs(variants: Sequence[str], preset: Preset, device: str, profilers: Seque
     out = []
     for variant in variants:
         layer = LAYER_VARIANTS.get(variant)
-        skip = "needs a CUDA device (CUDA graphs)" if layer is not None and layer.needs_gpu and device != "cuda" else None
+        skip = _skip_reason(layer, device)
         if layer is not None:
             configs = [c.as_dict() for c in preset.layer_configs(layers=layer.layers)]
             repeats = preset.repeats
@@ -57,6 +57,17 @@ def specs(variants: Sequence[str], preset: Preset, device: str, profilers: Seque
                 out.append(RunSpec("torch", variant, "layer" if layer else "lm", device, dtype, config, profiler,
                                    preset.name, preset.warmup, repeats, preset.profiled_steps, seed, threads, skip))
     return out
+
+
+def _skip_reason(layer: LayerVariant | None, device: str) -> str | None:
+    """Why a layer variant cannot run on ``device`` (recorded as skipped, not failed), or None."""
+    if layer is None:
+        return None
+    if layer.needs_gpu and device != "cuda":
+        return "needs a CUDA device (CUDA graphs)"
+    if layer.autocast and device == "cpu":
+        return cpu_autocast_problem()
+    return None
 
 
 def _setup(spec: RunSpec) -> torch.device:

@@ -13,6 +13,7 @@ ops, eager, under TorchScript, and under ``torch.compile``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -145,6 +146,24 @@ class FusedLSTM(nn.Module):
 def amp_dtype(device: torch.device) -> torch.dtype:
     """fp16 on GPU (the studies' AMP), bf16 on CPU (the only autocast type oneDNN's LSTM takes)."""
     return torch.float16 if device.type == "cuda" else torch.bfloat16
+
+
+@functools.cache
+def cpu_autocast_problem() -> str | None:
+    """Why bf16 autocast of ``nn.LSTM`` cannot run on this CPU, or None when it can.
+
+    oneDNN's bf16 LSTM needs AVX-512 (BW/VL/DQ), AVX512-BF16 or AMX; on an AVX2-only CPU it fails
+    with "could not create a primitive descriptor". A tiny LSTM is run to find out, rather than
+    guessing from CPU flags, so the answer holds for whatever oneDNN and CPU are here.
+    """
+    lstm = nn.LSTM(4, 4)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            lstm(torch.zeros(2, 1, 4))
+    except RuntimeError as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return f"bf16 nn.LSTM is not supported by oneDNN on this CPU (needs AVX-512 or AMX): {first.split('. ')[0]}"
+    return None
 
 
 @dataclass(frozen=True)

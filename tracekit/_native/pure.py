@@ -197,7 +197,7 @@ class _Columns:
                 if isinstance(x, list) and not isinstance(x, _Pairs) and len(x) == 3:
                     triple = [_plain_int(e, MISSING32 + 1, INT32_MAX) for e in x]
                     if None not in triple:
-                        for col, n in zip(_ARGS_TRIPLE[key], triple):
+                        for col, n in zip(_ARGS_TRIPLE[key], triple, strict=True):
                             v32[col] = n  # type: ignore[assignment]
                         consumed = True
             if not consumed:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 
 from tracekit import schema
+from tracekit.atomic import write_text_atomic
 from tracekit.errors import OutputError
 from tracekit.render import pick
 from tracekit.render.document import Document
@@ -55,10 +54,4 @@ def emit(document: Document, args: argparse.Namespace) -> None:
 
 def write_atomic(output: Path, text: str) -> None:
     """Write ``text`` to a temp file beside ``output``, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, output)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    write_text_atomic(output, text)

@@ -29,6 +29,7 @@ class RunCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         from collectors import study
+        from collectors.runner import output_to_log
         from collectors.sweep import LMConfig, preset
 
         started = time.perf_counter()
@@ -40,28 +41,33 @@ class RunCommand:
         out = Path(args.output)
         if out.exists() and not out.is_dir():
             raise UsageError(f"{out}: exists and is not a directory")
-        device = args.device if args.device != "auto" else _detect_device()
-        plan = study.plan(chosen, device, threads=args.threads, seed=args.seed,
-                          with_nsys=False if args.no_nsys else None, frameworks=frameworks)
-        if not plan.specs:
-            raise UsageError("nothing to run: " + " ".join(plan.notes))
-        for note in plan.notes:
-            print(f"note: {note}", file=sys.stderr)
-        result = study.collect(plan, out, progress=False if args.no_progress else None)
+        out.mkdir(parents=True, exist_ok=True)
+        log_path = out / "run.log"
+        # Frameworks and profilers talk on stdout/stderr (TF's C++ logging, "Starting to trace ...",
+        # USDT probes); that goes to run.log so the terminal shows only tracekit's own progress.
+        with output_to_log(log_path) as terminal:
+            device = args.device if args.device != "auto" else _detect_device()
+            plan = study.plan(chosen, device, threads=args.threads, seed=args.seed,
+                              with_nsys=False if args.no_nsys else None, frameworks=frameworks)
+            if not plan.specs:
+                raise UsageError("nothing to run: " + " ".join(plan.notes))
+            for note in plan.notes:
+                print(f"note: {note}", file=terminal)
+            result = study.collect(plan, out, progress=False if args.no_progress else None, terminal=terminal)
         document = analyze(out, chosen.name, device, plan.notes, time.perf_counter() - started,
-                           [r["run_id"] for r in result.failed], len(result.reused), chosen.lm == LMConfig())
+                           len(result.reused), chosen.lm == LMConfig())
         from tracekit.render.html_report import HtmlRenderer
         from tracekit.render.markdown_report import MarkdownRenderer
 
         write_atomic(out / "report.html", HtmlRenderer().render(document))
         write_atomic(out / "report.md", MarkdownRenderer().render(document))
         _print_summary(document)
-        print(f"wrote {out / 'report.html'} and {out / 'report.md'}")
+        print(f"wrote {out / 'report.html'} and {out / 'report.md'}; framework and profiler output in {log_path}")
         return 1 if result.failed else 0
 
 
-def analyze(out: Path, preset_name: str, device: str, notes: list[str], wall_s: float, failed: list[str],
-            reused: int, lm_is_paper_size: bool):  # -> Document
+def analyze(out: Path, preset_name: str, device: str, notes: list[str], wall_s: float, reused: int,
+            lm_is_paper_size: bool):  # -> Document
     from tracekit import dataset
     from tracekit.analyze.breakdown import breakdown
     from tracekit.analyze.launch import launch
@@ -90,7 +96,9 @@ def analyze(out: Path, preset_name: str, device: str, notes: list[str], wall_s: 
     layer_tables = {rid: t for rid, t in tables.items() if decomposable(latest[rid])}
     names = [r.get("device_name") for r in rows if r.get("device") == device and r.get("device_name")]
     facts = StudyFacts(str(out), preset_name, device, str(names[0]) if names else device, wall_s,
-                       sum(1 for r in rows if r["status"] == "ok"), failed, reused,
+                       sum(1 for r in rows if r["status"] == "ok"),
+                       [{"run_id": r["run_id"], "status": r["status"], "reason": str(r.get("error") or "")}
+                        for r in sorted(rows, key=lambda r: r["run_id"]) if r["status"] != "ok"], reused,
                        notes + [f"not ingested: {e}" for e in errors])
     return study_document(facts, rows, breakdowns, launches, findings(rows, breakdowns, device, lm_is_paper_size),
                           overhead(rows, layer_tables))

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tracekit import schema
-from tracekit import _native
+from tracekit import _native, schema
 
 KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(schema.KINDS)}
 KIND_DICTIONARY = pa.array(list(schema.KINDS), pa.string())

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracekit import schema
+from tracekit.atomic import atomic_path
 from tracekit.errors import InputError, OutputError
 
 
@@ -37,11 +36,5 @@ def write(table: pa.Table, out: Path, force: bool = False) -> None:
     if out.exists() and not force:
         raise OutputError(out, "already exists (use --force to overwrite)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    try:
+    with atomic_path(out) as tmp:
         pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

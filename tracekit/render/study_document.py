@@ -27,7 +27,7 @@ class StudyFacts:
     device_name: str
     wall_s: float
     runs_ok: int
-    runs_failed: list[str]
+    runs_not_ok: list[dict[str, str]]  # {"run_id", "status" (failed | skipped), "reason"}
     runs_reused: int
     notes: list[str] = field(default_factory=list)
 
@@ -69,12 +69,16 @@ def _variant_rows(rows: Sequence[Mapping[str, Any]], breakdowns: Mapping[str, Br
     return cols, out, gpu
 
 
+def _count(facts: StudyFacts, status: str) -> int:
+    return sum(1 for r in facts.runs_not_ok if r["status"] == status)
+
+
 def study_document(facts: StudyFacts, rows: Sequence[Mapping[str, Any]], breakdowns: Mapping[str, Breakdown],
                    launches: Mapping[str, LaunchReport], findings: Sequence[Finding], overhead: OverheadReport) -> Document:
     doc_facts = [("directory", facts.directory), ("preset", facts.preset),
                  ("device", f"{facts.device} ({facts.device_name})"), ("wall time", f"{facts.wall_s:,.1f} s"),
-                 ("runs", f"{facts.runs_ok} ok, {len(facts.runs_failed)} failed, {facts.runs_reused} reused from an "
-                          f"earlier run")]
+                 ("runs", f"{facts.runs_ok} ok, {_count(facts, 'failed')} failed, {_count(facts, 'skipped')} skipped, "
+                          f"{facts.runs_reused} reused from an earlier run")]
     sections = []
     summary = Section("Summary", list(facts.notes))
     if facts.device != "cuda":
@@ -100,9 +104,12 @@ def study_document(facts: StudyFacts, rows: Sequence[Mapping[str, Any]], breakdo
     v.tables.append(Table("", cols, variant_rows))
     sections.append(v)
     sections += overhead_document([facts.directory], overhead).sections
-    if facts.runs_failed:
-        sections.append(Section("Failed runs", list(facts.runs_failed)))
+    if facts.runs_not_ok:
+        section = Section("Failed and skipped runs", ["Each with the one-line reason recorded in the manifest."])
+        section.tables.append(Table("", [Column("run"), Column("status"), Column("reason")],
+                                    [[r["run_id"], r["status"], r["reason"]] for r in facts.runs_not_ok]))
+        sections.append(section)
     data = {"facts": {k: getattr(facts, k) for k in ("directory", "preset", "device", "device_name", "wall_s", "runs_ok",
-                                                     "runs_failed", "runs_reused", "notes")},
+                                                     "runs_not_ok", "runs_reused", "notes")},
             "findings": [f.__dict__ for f in findings]}
     return Document(f"tracekit run: LSTM variants on {facts.device_name}", "study", doc_facts, sections, data)
