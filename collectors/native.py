@@ -96,11 +96,15 @@ def _first_error(log: str) -> str:
     lines = [ln.strip() for ln in log.splitlines()]
     for i, line in enumerate(lines):
         if line.startswith("CMake Error"):
-            # CMake's message follows on the next non-empty lines; the "Call Stack" part is noise.
+            # CMake's message is the indented paragraph after this line; the call stack follows a blank line.
+            message: list[str] = []
             for text in lines[i + 1:]:
-                if text and not text.startswith(("Call Stack", "CMakeLists.txt", "--")):
-                    return text
-            return line
+                if not text:
+                    if message:
+                        break
+                    continue
+                message.append(text)
+            return " ".join(message) or line
         if ": error:" in line or ": fatal error:" in line or line.startswith(("ld:", "collect2:")):
             return line
     rest = [ln for ln in lines if ln]
