@@ -54,6 +54,7 @@ def plan(preset: Preset, device: str, threads: int = 1, seed: int = 0, with_nsys
     if "tf" in frameworks:
         try:
             from collectors.tflow import cli_backend as tf_backend
+            from collectors.tflow.variants import LAYER_VARIANTS
         except ImportError as e:
             notes.append(f"TensorFlow collectors skipped: {e}.")
         else:
@@ -62,7 +63,13 @@ def plan(preset: Preset, device: str, threads: int = 1, seed: int = 0, with_nsys
             if len(profilers) == 1:
                 notes.append("xprof not installed: TF traces are host-tracer level 2 only, which omits the ops TF "
                              "deems cheap (pip install 'tracekit[tf-trace]').")
-            specs += tf_backend.specs(tf_backend.default_variants(device), preset, device, profilers, seed, threads)
+            variants = tf_backend.default_variants(device)
+            layers = [v for v in variants if v in LAYER_VARIANTS]
+            specs += tf_backend.specs(layers, preset, device, profilers, seed, threads)
+            # The language models only need their step times (the published LM finding) and one trace:
+            # level 3 would trace 3.5 s training steps op by op for nothing (~2 minutes of a quick run).
+            specs += tf_backend.specs([v for v in variants if v not in LAYER_VARIANTS], preset, device, ["tf"], seed,
+                                      threads)
             executors["tf"] = tf_backend.execute
     if "native" in frameworks:
         from collectors import native

@@ -179,3 +179,33 @@ def test_gemm_heavy_trace_is_gpu_bound():
     assert r.verdict == "GPU-bound"
     whole = r.breakdown.gpu[r.breakdown.gpu.step == -1].iloc[0]
     assert (whole.gemm_ns + whole.convolution_ns) / whole.busy_ns > 0.5
+
+
+@needs_shared
+def test_gpu_idle_with_an_idle_host_is_not_blamed_on_launches_or_the_framework():
+    """BERT on 8 V100s (TF): the host recorded nothing during 98% of the GPU's idle time, so neither a
+    launch- nor a framework-bound verdict (with its XLA remedy) would fit the evidence."""
+    r = launch(table(TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb"))
+    assert r.verdict == "host-idle gaps"
+    assert not any("XLA" in x or "CUDA graph" in x for x in r.remedies)
+    assert any("host idle" in e for e in r.evidence)
+    assert not any("per step" in e for e in r.evidence)  # no steps are marked in this trace
+    # Three active GPUs: their spans add up to device time, which the evidence must not call one span.
+    assert r.gpu_devices == 3 and any("GPUs idle" in e and "3 GPUs' spans added" in e for e in r.evidence)
+
+
+def test_a_trace_without_ops_or_kernels_gets_no_bound_verdict(tmp_path):
+    """A real torch.profiler capture of a range with nothing in it: nothing to judge, so no verdict."""
+    torch = pytest.importorskip("torch")
+    import time
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof, record_function("waiting"):
+        time.sleep(0.01)
+    path = tmp_path / "empty.json"
+    prof.export_chrome_trace(str(path))
+    r = launch(table(path))
+    assert r.verdict == "undetermined" and r.remedies == []
+    assert any("nothing to judge" in e for e in r.evidence)
+    del torch

@@ -69,3 +69,18 @@ def test_cpu_captures_have_steps_ops_and_casts():
     assert not any(n.endswith(":Cast") for n in fp32["name"].to_pylist())
     block = tracekit.load(TRACES / "xprof" / "cpu_tf2.21" / "lstm_raw_blocklstm_fn.xplane.pb")
     assert sum(n == "BlockLSTMV2:BlockLSTMV2" for n in block["name"].to_pylist()) == 5
+
+
+@needs_shared
+def test_launch_calls_named_after_their_kernel_count_as_launches():
+    """TF before 2022 names the CUPTI API event after the kernel it launched, not cudaLaunchKernel:
+    the correlation link, not the name, makes it a launch (and a copy's API call a memory call)."""
+    path = TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb"
+    t = tracekit.load(path)
+    kernels = t.filter(pc.equal(pc.cast(t["kind"], pa.string()), "gpu_kernel"))
+    names = t["name"].to_pylist()
+    launchers = {names[r] for r in kernels["launch_row"].drop_null().to_pylist()}
+    assert "cudaLaunchKernel" not in launchers and len(launchers) > 10  # named after kernels
+    report = tracekit.launch(t).result
+    assert report.launch_api.count == len(kernels) == 1330
+    assert report.launch_api.p50_ns > 0

@@ -239,6 +239,7 @@ def _classify_rows(frame: Frame) -> RowClasses:
 
     api_rows = frame.rows("runtime_api", "driver_api")
     api[api_rows] = _by_name(frame, api_rows, API_RULES, API_CLASSES)
+    _classify_apis_by_what_they_started(frame, api, gpu_rows)
 
     # Kernel view: a kernel launched by a dtype-changing copy is a cast whatever its name.
     cast_op = op == OP_CLASSES.index("cast")
@@ -255,6 +256,24 @@ def _classify_rows(frame: Frame) -> RowClasses:
     has_op = launched_by >= 0
     op_view[gpu_rows[has_op]] = op_view[launched_by[has_op]]
     return RowClasses(kernel=kernel, op=op, op_view=op_view, api=api)
+
+
+def _classify_apis_by_what_they_started(frame: Frame, api: np.ndarray, gpu_rows: np.ndarray) -> None:
+    """An API call that the name rules left as ``other`` but that a GPU activity's correlation points
+    at did start that activity: a launch for a kernel, a memory call for a copy or set.
+
+    The evidence outranks the name: TensorFlow before 2022 names the CUPTI API event after the kernel
+    it launched (``volta_sgemm_128x64_nn``, not ``cudaLaunchKernel``), and vendors add launch APIs.
+    """
+    launcher = frame.launch_row[gpu_rows]
+    linked = launcher >= 0
+    if not linked.any():
+        return
+    other = API_CLASSES.index("other")
+    for kinds, cls in ((("gpu_kernel", "gpu_graph"), "launch"), (("gpu_memcpy", "gpu_memset"), "memory")):
+        of_kind = frame.mask(*kinds)[gpu_rows] & linked
+        started = launcher[of_kind]
+        api[started[api[started] == other]] = API_CLASSES.index(cls)
 
 
 _INPUT_TYPES = r'"Input type":\["(?P<dst>[^"]*)","(?P<src>[^"]*)"'

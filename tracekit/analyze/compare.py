@@ -191,8 +191,8 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str]) -> 
         b, v = float(bcol["step_time"]), float(col["step_time"])
         if b and v:
             ratio = v / b
-            word = f"{ratio:.2f}x as long as" if ratio >= 1 else f"{1 / ratio:.2f}x faster than"
-            out.append(f"{lab} takes {word} {base} per step ({ms(v)} vs {ms(b)}).")
+            word = f"takes {ratio:.2f}x as long as" if ratio >= 1 else f"is {1 / ratio:.2f}x faster than"
+            out.append(f"{lab} {word} {base} per step ({ms(v)} vs {ms(b)}).")
         for metric, what in (("kernel_count", "GPU kernels"), ("ops_per_step", "framework ops per step")):
             if metric in col and (col[metric] or bcol[metric]) and col[metric] != bcol[metric]:
                 out.append(f"{lab} runs {col[metric]:,.0f} {what} against {bcol[metric]:,.0f} in {base} "

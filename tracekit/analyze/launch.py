@@ -7,10 +7,13 @@ gpu_gaps`` lists them); for each gap, the host activity overlapping it is measur
 (launch / sync / memory API, framework op, Python, nothing) and the gap is attributed to the
 class with the most overlap.
 
-Verdict rules (thresholds are parameters, defaults below):
+Verdict rules (thresholds are parameters, defaults below); each checks the evidence it cites:
+* no framework ops and no GPU activity: undetermined (nothing to judge);
 * no GPU activity: CPU/framework-bound when dispatch overhead (step time outside compute ops)
   is at least half the step time, else CPU compute-bound;
 * GPU idle share below ``idle_threshold`` (30%): GPU-bound;
+* host idle (no host event at all) during at least half of the GPU idle time: host-idle gaps,
+  not a launch or framework verdict (the wait is outside what the trace recorded);
 * otherwise launch-bound when the median launch call takes at least as long as the median
   kernel (the host cannot issue work faster than the GPU finishes it) or launch calls cover
   most of the idle time; sync-bound when sync waits cover at least 30% of the idle time or of
@@ -33,7 +36,10 @@ from tracekit.analyze.utilization import low_utilization
 
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
 FUSED_RNN_REMEDY = "replace the per-timestep cell loop with the fused LSTM (nn.LSTM / keras LSTM with cuDNN / BlockLSTM)"
-VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "CPU/framework-bound", "CPU compute-bound")
+VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "CPU/framework-bound", "CPU compute-bound", "host-idle gaps",
+            "undetermined")
+# A host-side verdict needs the host to have been busy during most of the GPU's idle time.
+HOST_IDLE_SHARE = 0.5
 
 
 @dataclass
@@ -81,13 +87,21 @@ class LaunchReport:
     delay: Distribution
     short_kernel_ns: int
     short_kernel_share: float
-    gpu_span_ns: int
+    gpu_span_ns: int  # summed over devices: device time, not wall time, when there are several
     gpu_idle_ns: int
     verdict: str
     evidence: list[str] = field(default_factory=list)
     remedies: list[str] = field(default_factory=list)
     breakdown: Breakdown | None = None
     low_utilization: pd.DataFrame | None = None
+    gpu_devices: int = 0
+
+    @property
+    def span_words(self) -> str:
+        """The GPU span in words: one device's span, or several devices' summed device time."""
+        if self.gpu_devices > 1:
+            return f"{self.gpu_span_ns / 1e6:,.3f} ms of device time ({self.gpu_devices} GPUs' spans added)"
+        return f"{self.gpu_span_ns / 1e6:,.3f} ms span"
 
     @property
     def idle_share(self) -> float:
@@ -127,6 +141,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         has_gpu=gpu_rows.size > 0, pairs=pairs, gaps=gaps, gaps_by_host=gaps_by_host, per_step=per_step,
         launch_api=api_d, kernel=kern_d, delay=delay_d, short_kernel_ns=short_kernel_ns, short_kernel_share=short_share,
         gpu_span_ns=span, gpu_idle_ns=idle, verdict="", breakdown=bd,
+        gpu_devices=int(np.unique(frame.device[gpu_rows]).size),
     )
     if gpu_rows.size:
         report.low_utilization = low_utilization(table)
@@ -225,10 +240,16 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
     cell_loop = any(n in op_names for n in ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell")) or (
         not fused_rnn and any("while" in n and "lstm" in n.lower() for n in op_names))
     ev, rem = r.evidence, r.remedies
-    if per_ts:
+    marked = bool(bd.steps)  # "per step" only where steps are marked; else the count is the whole trace's
+    if per_ts and marked:
         ev.append(f"{ops_step / per_ts:.1f} framework ops per timestep ({ops_step:.0f} per step, {per_ts} timesteps)")
-    elif len(r.per_step) and ops_step:
-        ev.append(f"{ops_step:.0f} framework ops per step")
+    elif ops_step:
+        ev.append(f"{ops_step:.0f} framework ops per step" if marked else f"{ops_step:.0f} framework ops (no steps marked)")
+    if not r.has_gpu and not frame.mask("cpu_op").any():
+        r.verdict = "undetermined"
+        ev.append("no framework ops and no GPU activity recorded: nothing to judge (was the profiler attached to the "
+                  "work, with CPU/CUDA activities on?)")
+        return
     if not r.has_gpu:
         cpu = bd.cpu_ops[bd.cpu_ops.step == -1]
         span = int(cpu.span_ns.sum()) if len(cpu) else 0
@@ -243,7 +264,8 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
                 rem.append(FUSED_RNN_REMEDY)
             rem.append("the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count")
         return
-    ev.append(f"GPU idle {r.idle_share:.1%} of its {r.gpu_span_ns / 1e6:.3f} ms span")
+    ev.append(f"GPU idle {r.idle_share:.1%} of its {r.span_words}" if r.gpu_devices <= 1 else
+              f"GPUs idle {r.idle_share:.1%} of their {r.span_words}")
     ev.append(f"launch call median {r.launch_api.p50_ns / 1e3:.2f} µs vs kernel median {r.kernel.p50_ns / 1e3:.2f} µs "
               f"({r.launch_api.count} launches, {r.kernel.count} kernels)")
     ev.append(f"{r.short_kernel_share:.0%} of kernels shorter than {r.short_kernel_ns / 1e3:.0f} µs")
@@ -267,6 +289,13 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
     host_busy = int(host.busy_ns.sum()) if len(host) else 0
     sync_host = int(host.sync_ns.sum()) / host_busy if host_busy else 0.0
     launch_gap = by.get("launching", 0) / gap_total if gap_total else 0.0
+    host_idle = by.get("host_idle", 0) / gap_total if gap_total else 0.0
+    if host_idle >= HOST_IDLE_SHARE:
+        # Launch or framework verdicts would blame a host that was doing nothing: the wait is elsewhere.
+        r.verdict = "host-idle gaps"
+        rem.append("the GPU waits on something this trace does not show: data loading in other processes or threads, "
+                   "other ranks (communication), I/O, or a profiler that traced only some threads; profile those")
+        return
     if r.kernel.count and (r.launch_api.p50_ns >= r.kernel.p50_ns or launch_gap >= 0.5):
         r.verdict = "launch-bound"
         rem.extend(_remedies("launch", source, cell_loop, fused_rnn))

@@ -124,7 +124,7 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
         sections.append(d)
         g = Section("GPU idle gaps and what the host was doing")
         total = int(lr.gaps.dur_ns.sum()) if len(lr.gaps) else 0
-        g.sentences.append(f"{len(lr.gaps):,} gaps, {total / 1e6:,.3f} ms idle of a {lr.gpu_span_ns / 1e6:,.3f} ms GPU span.")
+        g.sentences.append(f"{len(lr.gaps):,} gaps, {total / 1e6:,.3f} ms idle of {lr.span_words}.")
         g.tables.append(Table("Gaps by host activity (the class with most overlap)",
                               [Column("host activity"), Column("gaps", "count"), Column("idle time", "ns")],
                               [[r["host_activity"], r["gaps"], r["total_ns"]] for r in records(lr.gaps_by_host)]))
