@@ -62,3 +62,22 @@ def test_info_terminal_output(capsys):
     assert main(["info", str(SAMPLES[0])]) == 0
     out = capsys.readouterr().out
     assert "kernel->launch links" in out and "100.0 %" in out and "gpu_kernel" in out
+
+
+@needs_shared
+@pytest.mark.parametrize("columns, widest", [(None, 120), ("200", 200), ("80", 80)])
+def test_piped_output_width_follows_columns(columns, widest, capsys, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    if columns:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert main(["launch", str(SAMPLES[0])]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= widest
+    if widest > 120:
+        assert max(len(line) for line in lines) > 120  # the wider table really used the room
+
+
+@needs_shared
+def test_every_report_command_takes_short_f(capsys):
+    assert main(["info", str(SAMPLES[0]), "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["events"] > 0

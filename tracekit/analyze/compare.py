@@ -11,7 +11,12 @@ CPU-op classes, per-name totals, per-range totals, step times) before comparing.
               op_<class>_time (framework-op self time by op class, e.g. op_gemm_time, op_cast_time) |
               ops_per_step | dispatch_time (step time outside any compute op, CPU traces)
     OP        > | >= | < | <=
-    THRESHOLD +5% | -10% (relative change) | +2ms | 300us | 1000ns | 120 (absolute change; counts)
+    THRESHOLD +5% | -10%          relative change against the baseline
+              +2ms | -300us | +10    change against the baseline (signed: a delta)
+              10ms | 300us | 120     the value itself (unsigned: an absolute threshold)
+
+A relative threshold on a metric that is 0 in the baseline is a usage error (no relative change
+exists); use an absolute one.
 
 Each is checked for every compared trace against the baseline (the first); when one holds the
 CLI exits with code 3 (``EXIT_COMPARE_FAILED``).
@@ -167,11 +172,20 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
         if metric not in metrics.index:
             raise UsageError(f"--fail-if: unknown metric {metric!r} (one of: {', '.join(metrics.index)})")
         b = float(metrics.loc[metric, base])
+        if unit == "%" and b == 0:
+            raise UsageError(f"--fail-if {expr!r}: {metric} is 0 in {base}, so a relative change is undefined; "
+                             f"use an absolute threshold such as '{metric} {op} 10ms' or '{metric} {op} +10'")
+        scale = _UNITS.get(unit or "ns", 1) if unit != "%" else 1
         for lab in others:
             v = float(metrics.loc[metric, lab])
-            delta = (v - b) / b * 100 if unit == "%" else (v - b) / _UNITS.get(unit or "ns", 1) if unit else v - b
+            if unit == "%":
+                measured = (v - b) / b * 100
+            elif sign:  # +2ms / -300us / +10: a change against the baseline
+                measured = (v - b) / scale
+            else:  # 10ms / 120: the value itself
+                measured = v / scale
             threshold = num if sign != "-" else -num
-            result.checks.append(FailCheck(expr, lab, b, v, bool(_OPS[op](delta, threshold)) if (unit != "%" or b) else False))
+            result.checks.append(FailCheck(expr, lab, b, v, bool(_OPS[op](measured, threshold))))
     return result
 
 

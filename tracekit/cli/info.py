@@ -16,7 +16,7 @@ class InfoCommand:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("trace", metavar="TRACE", help="a trace file, XSpace run directory or tracekit Parquet file")
-        parser.add_argument("--format", choices=("terminal", "json"), default="terminal", help="output format")
+        parser.add_argument("-f", "--format", choices=("terminal", "json"), default="terminal", help="output format")
 
     def run(self, args: argparse.Namespace) -> int:
         summary = info(load(args.trace))

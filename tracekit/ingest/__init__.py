@@ -73,9 +73,31 @@ def _gzip_head(path: Path) -> bytes:
         raise InputError(path, f"corrupt gzip data ({e})") from None
 
 
+# What torch.profiler's tensorboard_trace_handler writes into its directory: {worker}.{ms}.pt.trace.json[.gz]
+KINETO_IN_DIRECTORY = ("*.pt.trace.json", "*.pt.trace.json.gz")
+
+
+def resolve_directory(path: Path) -> Path:
+    """A directory given as one trace: a torch.profiler TensorBoard log directory holding exactly one
+    Kineto trace stands for that file; an XSpace run directory stays as it is (``xplane.read``)."""
+    if not path.is_dir():
+        return path
+    kineto = sorted({p for pattern in KINETO_IN_DIRECTORY for p in path.rglob(pattern)})
+    if not kineto or any(path.rglob("*.xplane.pb")):
+        return path
+    if len(kineto) > 1:
+        shown = ", ".join(str(p.relative_to(path)) for p in kineto[:4]) + (", ..." if len(kineto) > 4 else "")
+        raise InputError(path, f"holds {len(kineto)} torch.profiler traces ({shown}): give one of them, "
+                               f"or ingest them all as a dataset with `tracekit ingest {path} -o DATASET/`")
+    return kineto[0]
+
+
 def load(path: str | Path) -> pa.Table:
-    """Read a trace (any supported format) or a tracekit Parquet file into the event table."""
-    p = Path(path)
+    """Read a trace (any supported format) or a tracekit Parquet file into the event table.
+
+    A directory is an XSpace run directory, or a torch.profiler TensorBoard log directory with one trace.
+    """
+    p = resolve_directory(Path(path))
     fmt = detect(p)
     if fmt == "tracekit-parquet":
         from tracekit.ingest import parquet
@@ -96,4 +118,4 @@ def load(path: str | Path) -> pa.Table:
     raise InputError(p, f"unsupported format {fmt}")  # pragma: no cover - detect() covers all
 
 
-__all__ = ["detect", "load"]
+__all__ = ["detect", "load", "resolve_directory"]

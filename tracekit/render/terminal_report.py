@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 
 from rich import box
 from rich.console import Console
@@ -12,6 +13,15 @@ from rich.table import Table as RichTable
 from tracekit.render.document import Document, format_cell
 
 MAX_ROWS = 25
+
+
+def _piped_width() -> int:
+    """Width for text that is not going to a terminal: $COLUMNS when set (as shells and CI tools do),
+    else 120."""
+    try:
+        return max(40, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        return 120
 
 
 class TerminalRenderer:
@@ -24,7 +34,7 @@ class TerminalRenderer:
 
     def render(self, document: Document) -> str:
         buf = io.StringIO()
-        console = Console(file=buf, width=self.width or 120, no_color=True, highlight=False, emoji=False,
+        console = Console(file=buf, width=self.width or _piped_width(), no_color=True, highlight=False, emoji=False,
                           force_terminal=False, color_system=None)
         self.print(document, console)
         return buf.getvalue()
