@@ -119,3 +119,20 @@ def test_tf_trace_from_logdir_matches_independent_decode(tf_logdir):
     info = tracekit.info(table)
     assert info.source == "tf" and info.steps == [0, 1, 2]
     assert any(n.endswith(":_MklMatMul") or n.endswith(":MatMul") for n in got)
+
+
+def test_memory_events_carry_their_bytes(tmp_path):
+    """torch.profiler(profile_memory=True) writes [memory] events with "Bytes" (capitalised)."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        x = torch.empty(1024, 256)  # 1 MiB of float32
+        del x
+    path = tmp_path / "memory.json"
+    prof.export_chrome_trace(str(path))
+    t = tracekit.load(path)
+    memory = t.filter(pc.equal(pc.cast(t["kind"], pa.string()), "memory"))
+    sizes = memory["bytes"].to_pylist()
+    assert len(sizes) >= 2 and None not in sizes
+    assert 1024 * 256 * 4 in sizes and -(1024 * 256 * 4) in sizes  # the allocation and its release

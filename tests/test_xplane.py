@@ -84,3 +84,11 @@ def test_launch_calls_named_after_their_kernel_count_as_launches():
     report = tracekit.launch(t).result
     assert report.launch_api.count == len(kernels) == 1330
     assert report.launch_api.p50_ns > 0
+
+
+@needs_shared
+def test_info_counts_every_host_thread_of_an_xspace_trace():
+    """XSpace has no pid: threads must not collapse into one (they did through a null pid:tid key)."""
+    t = tracekit.load(TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_fn.xplane.pb")
+    host = t.filter(pc.is_valid(t["tid"]))
+    assert tracekit.info(t).threads == len(set(host["thread_name"].to_pylist())) == 5

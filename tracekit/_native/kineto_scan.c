@@ -461,7 +461,7 @@ static int parse_args(P *s, Buf *out, int *nout, int64_t v64[N_I64], int32_t v32
         if (key_is(k, kn, "External id") || key_is(k, kn, "external id")) slot64 = &v64[C_EXT];
         else if (key_is(k, kn, "correlation")) slot64 = &v64[C_CORR];
         else if (key_is(k, kn, "stream")) slot64 = &v64[C_STREAM];
-        else if (key_is(k, kn, "bytes")) slot64 = &v64[C_BYTES];
+        else if (key_is(k, kn, "bytes") || key_is(k, kn, "Bytes")) slot64 = &v64[C_BYTES];  /* [memory]: "Bytes" */
         else if (key_is(k, kn, "shared memory")) slot64 = &v64[C_SHM];
         else if (key_is(k, kn, "device")) slot32 = &v32[D_DEVICE];
         else if (key_is(k, kn, "registers per thread")) slot32 = &v32[D_REGS];

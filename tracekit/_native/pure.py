@@ -23,7 +23,7 @@ INT32_MAX = (1 << 31) - 1
 _PLAIN_INT = re.compile(r"-?[0-9]+\Z")
 # Keys of "args" that become integer columns (the C scanner's promoted keys).
 _ARGS_I64 = {"External id": "external_id", "external id": "external_id", "correlation": "correlation",
-             "stream": "stream", "bytes": "bytes", "shared memory": "shared_memory"}
+             "stream": "stream", "bytes": "bytes", "Bytes": "bytes", "shared memory": "shared_memory"}
 _ARGS_I32 = {"device": "device", "registers per thread": "registers_per_thread"}
 _ARGS_TRIPLE = {"grid": ("grid_x", "grid_y", "grid_z"), "block": ("block_x", "block_y", "block_z")}
 I64_COLUMNS = ("external_id", "correlation", "stream", "flow_id", "bytes", "shared_memory")

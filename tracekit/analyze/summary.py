@@ -77,8 +77,11 @@ def info(table: pa.Table) -> TraceInfo:
     steps = pc.unique(pc.drop_null(table.column("step"))).to_pylist()
     gpu_ids = pc.unique(pc.drop_null(pc.filter(table.column("device_id"), gpu))).to_pylist()
     host = pc.is_valid(table.column("tid"))
+    # XSpace has no pid (null): its process is the plane, so the process name stands in for it.
+    process = pc.coalesce(pc.cast(table.column("pid"), pa.string()),
+                          pc.cast(table.column("process_name"), pa.string()), pa.scalar(""))
     threads = len(pc.unique(pc.filter(pc.binary_join_element_wise(
-        pc.cast(table.column("pid"), pa.string()), pc.cast(table.column("tid"), pa.string()), ":"), host)))
+        process, pc.cast(table.column("tid"), pa.string()), ":"), host)))
     start_meta = meta.get(schema.META_CAPTURE_START_NS, "")
     return TraceInfo(
         source=meta.get(schema.META_SOURCE, "?"),

@@ -140,7 +140,9 @@ def _kinds(ph: np.ndarray, cat: np.ndarray, cat_values: list[str], name: np.ndar
     kind[(cat < 0) & np.isin(ph, [ord("X"), ord("B")])] = KIND_CODES["user_range"]
     step_codes = [i for i, v in enumerate(name_values) if STEP_NAME.match(v)]
     if step_codes:
-        kind[np.isin(name, step_codes) & (kind == KIND_CODES["user_range"])] = KIND_CODES["step"]
+        # torch >= 1.10 writes ProfilerStep#N as user_annotation; torch <= 1.9 as cat "Operator" (a cpu_op).
+        host_range = np.isin(kind, [KIND_CODES["user_range"], KIND_CODES["cpu_op"]])
+        kind[np.isin(name, step_codes) & host_range] = KIND_CODES["step"]
     memory_codes = [i for i, v in enumerate(name_values) if v == "[memory]"]
     if memory_codes:
         kind[np.isin(name, memory_codes) & (kind == KIND_CODES["marker"])] = KIND_CODES["memory"]
