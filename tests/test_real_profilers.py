@@ -136,3 +136,20 @@ def test_memory_events_carry_their_bytes(tmp_path):
     sizes = memory["bytes"].to_pylist()
     assert len(sizes) >= 2 and None not in sizes
     assert 1024 * 256 * 4 in sizes and -(1024 * 256 * 4) in sizes  # the allocation and its release
+
+
+def test_a_trace_without_steps_is_not_reported_per_step(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    lstm = torch.nn.LSTMCell(8, 8)
+    x = torch.randn(2, 8)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            lstm(x)
+    path = tmp_path / "nosteps.json"
+    prof.export_chrome_trace(str(path))
+    text = tracekit.render(tracekit.report(path), "markdown")
+    assert "no steps marked" in text and "ops per step" not in text
+    launch = tracekit.launch(path).result
+    assert not any("per step" in e for e in launch.evidence)

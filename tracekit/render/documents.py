@@ -68,10 +68,14 @@ def breakdown_sections(bd: Breakdown) -> list[Section]:
         whole = bd.cpu_ops[bd.cpu_ops.step == -1].iloc[0]
         n_steps = max(len(bd.steps), 1)
         ops_per_step = whole["ops"] / n_steps
-        s.sentences.append(f"{ops_per_step:,.1f} framework ops per step over {n_steps} step(s); "
-                           f"{whole['dispatch_ns'] / whole['span_ns'] if whole['span_ns'] else 0:.0%} of step time is outside "
-                           f"any compute op (framework dispatch).")
-        if bd.timesteps:
+        dispatch = whole["dispatch_ns"] / whole["span_ns"] if whole["span_ns"] else 0
+        if bd.steps:
+            s.sentences.append(f"{ops_per_step:,.1f} framework ops per step over {n_steps} step(s); {dispatch:.0%} of "
+                               f"step time is outside any compute op (framework dispatch).")
+        else:  # no step marked: the counts are the whole trace's, and saying "per step" would be wrong
+            s.sentences.append(f"{whole['ops']:,.0f} framework ops in the trace (no steps marked); {dispatch:.0%} of "
+                               f"the time is outside any compute op (framework dispatch).")
+        if bd.timesteps and bd.steps:
             s.sentences.append(f"{ops_per_step / bd.timesteps:,.2f} framework ops per timestep ({bd.timesteps} timesteps per step).")
         used = [c for c in OP_CLASSES if bd.cpu_ops[f"{c}_ns"].sum() > 0]
         cols = [Column("step"), Column("span", "ns"), *[Column(c, "ns") for c in used], Column("dispatch", "ns"), Column("ops", "count")]
