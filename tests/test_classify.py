@@ -44,7 +44,8 @@ OPS = {
     "lstm_1/while/body/_1/lstm_1/while/lstm_cell_1/Sigmoid:Sigmoid": "elementwise",
     "Torch-Compiled Region: 0/0": "compiled", "aten::empty": "other",
 }
-APIS = {"cudaLaunchKernel": "launch", "cuLaunchKernel": "launch", "cudaLaunchKernelExC": "launch",
+APIS = {"cudaStreamWaitEvent": "sync", "cudaStreamWaitEvent_v3020": "sync", "cudaEventSynchronize": "sync",
+        "cudaLaunchKernel": "launch", "cuLaunchKernel": "launch", "cudaLaunchKernelExC": "launch",
         "cudaGraphLaunch": "launch", "cudaStreamSynchronize": "sync", "cudaDeviceSynchronize": "sync",
         "cudaMemcpyAsync": "memory", "cudaMalloc": "memory", "cudaStreamIsCapturing": "other"}
 
@@ -52,6 +53,50 @@ APIS = {"cudaLaunchKernel": "launch", "cuLaunchKernel": "launch", "cudaLaunchKer
 @pytest.mark.parametrize(("name", "cls"), KERNELS.items())
 def test_kernel_rules(name, cls):
     assert classify_name(name, KERNEL_RULES) == cls
+
+
+def _kernel_table() -> list[tuple[str, str, str]]:
+    rows = []
+    for line in (Path(__file__).parent / "data" / "kernel_classes.tsv").read_text().splitlines():
+        if line and not line.startswith("#"):
+            cls, source, name = line.split("\t", 2)
+            rows.append((cls, source, name))
+    return rows
+
+
+KERNEL_TABLE = _kernel_table()
+
+
+def test_the_kernel_table_covers_every_class_with_enough_real_names():
+    assert len(KERNEL_TABLE) >= 80
+    assert {cls for cls, _, _ in KERNEL_TABLE} >= set(classify.KERNEL_CLASSES) - {"sync"}
+
+
+@pytest.mark.parametrize(("cls", "source", "name"), KERNEL_TABLE, ids=[f"{c}:{n[:50]}" for c, _, n in KERNEL_TABLE])
+def test_real_kernel_names_get_their_class(cls, source, name):
+    assert classify_name(name, KERNEL_RULES) == cls, f"{name} ({source})"
+
+
+@pytest.mark.parametrize(("name", "base"), [
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(at::native::ReduceOp<float>)",
+     "at::native::reduce_kernel"),
+    ("void at::native::(anonymous namespace)::indexSelectLargeIndex<float, long>(int)",
+     "at::native::anonymous::indexSelectLargeIndex"),
+    ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, float>(int)", "internal::gemvx::kernel"),
+    ("volta_sgemm_128x64_tn", "volta_sgemm_128x64_tn"),
+    ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD"),
+])
+def test_kernel_base_name_drops_return_type_template_arguments_and_parameters(name, base):
+    assert classify.kernel_base_name(name) == base
+
+
+def test_template_arguments_do_not_decide_what_a_kernel_is():
+    """A FlashAttention kernel instantiated on cutlass::half_t is attention, not a CUTLASS GEMM; an
+    FBGEMM permute kernel is not a GEMM because its namespace says fbgemm."""
+    flash = "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, cutlass::half_t>>(Flash_fwd_params)"
+    assert classify_name(flash, KERNEL_RULES) == "attention"
+    permute = "void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*, int const*, int*)"
+    assert classify_name(permute, KERNEL_RULES) == "other"
 
 
 @pytest.mark.parametrize(("name", "cls"), OPS.items())

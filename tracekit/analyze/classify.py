@@ -28,37 +28,54 @@ if TYPE_CHECKING:
     from tracekit.analyze.frame import Frame
 
 # Classes, in the priority order the GPU breakdown uses when kernels overlap (see breakdown.py).
-KERNEL_CLASSES = ("communication", "rnn", "convolution", "gemm", "cast", "reduction", "elementwise", "other", "memcpy",
+KERNEL_CLASSES = ("communication", "rnn", "attention", "convolution", "gemm", "cast", "reduction", "elementwise", "other", "memcpy",
                   "memset", "sync")
 OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "communication", "compiled",
               "other")
 API_CLASSES = ("launch", "sync", "memory", "other")
 
-KERNEL_RULES: list[tuple[str, str]] = [
-    ("memcpy", r"^Memcpy |^\[CUDA memcpy|^memcpy|^MemcpyH2D|^MemcpyD2H|^MemcpyD2D"),
-    ("memset", r"^Memset |^\[CUDA memset|^memset"),
-    ("communication", r"nccl|rccl|ncclDevKernel|ncclKernel|all_?reduce|all_?gather|reduce_?scatter|alltoall"),
+# Kernel rules carry a scope: "full" matches the whole demangled name, "base" only the kernel's own
+# name (``kernel_base_name``: no return type, template arguments or parameters). Template arguments
+# name epilogues, functors, dtypes and libraries (``cutlass::half_t`` in a flash-attention kernel,
+# ``fbgemm_gpu::`` in a permute kernel), so a rule about what a kernel *is* reads the base name; only
+# rules whose evidence lives in the arguments (the cast lambda inside an elementwise kernel, the GEMM
+# tile inside ``cutlass::Kernel<...>``) read the full name.
+KERNEL_RULES: list[tuple[str, str, str]] = [
+    ("memcpy", r"^Memcpy |^\[CUDA memcpy|^memcpy|^MemcpyH2D|^MemcpyD2H|^MemcpyD2D", "full"),
+    ("memset", r"^Memset |^\[CUDA memset|^memset", "full"),
+    ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|AllReduce|AllGather|ReduceScatter|"
+                      r"AllToAll|SendRecv|cross_device_reduce|custom_ar|two_shot|one_shot_all|symm_mem|c10d::", "base"),
     ("rnn", r"RNN_blockPersist_|elemWiseRNNcell|(LSTM|GRU|RNN)_elementWise_(fp|bp)|GENERIC_elementWise_bp|\bLSTM_|"
             r"cudnn::.*\b(rnn|RNN)|\b(lstm|gru)_cell_(forward|backward)\b|initstates|miopen.*(rnn|lstm)|"
-            r"LSTMBlockCell|BlockLSTM"),
+            r"LSTMBlockCell|BlockLSTM", "full"),
     ("cast", r"(float16|bfloat16|float8|bfloat16tofloat32|float16tofloat32)_copy_kernel|"
              r"direct_copy_kernel.*(LoadWithCast|StoreWithCast)|fetch_and_cast|cast_and_store|"
              r"gpu_kernel_impl<.*direct_copy_kernel.*lambda\(int\)#2|_to_copy|convert_?(fp|bf)16|"
-             r"triton_poi_fused__to_copy|TensorConversionOp"),
+             r"triton_poi_fused__to_copy|TensorConversionOp|cast_transpose|CastTranspose|_float_to_hfp8|"
+             r"_hfp8_to_float|quantize_fp8|fp8_quantize|(^|::)cast_kernel", "full"),
+    # Fused attention (FlashAttention, xFormers/CUTLASS fmha, cuDNN SDPA, paged/decode attention).
+    ("attention", r"flash_fwd|flash_bwd|flash_attn|flashattn|fmha|attention|attn_fwd|attn_bwd|_attn_|mha_fwd|"
+                  r"mha_bwd|sdpa|paged_attention|decode_attention|flashinfer|xformers", "base"),
     # cuDNN/TF convolutions are implicit GEMMs by name; they are their own class (before gemm).
-    ("convolution", r"convolve|scudnn|conv2d|Conv2D|conv_kernel|_fprop_|_dgrad_|_wgrad_|fprop_|dgrad|wgrad|winograd|"
-                    r"cudnn::.*conv|implicit_gemm.*conv|conv.*implicit_gemm"),
-    ("gemm", r"gemm|gemv|\bgemmk1|dot_kernel|cutlass|xmma_gemm|nvjet_|cublasLt|splitKreduce|\bKernel2<|"
-             r"magma_.*gemm|Cijk_|\bmm_kernel|triton_tem_fused_(mm|addmm|bmm)|_mm_|sm\d+_xmma_(gemm|.*gemm)|"
-             r"ampere_.*gemm|volta_.*gemm|turing_.*gemm|maxwell_.*gemm|hopper_.*gemm|s1688gemm|s16816gemm|"
-             r"h884gemm|bmm_"),
+    ("convolution", r"convolve|scudnn|s\d+cudnn_|conv2d|Conv2D|conv_kernel|_fprop_|_dgrad_|_wgrad_|fprop_|dgrad|wgrad|"
+                    r"winograd|cudnn::.*conv|implicit_gemm.*conv|conv.*implicit_gemm|ImplicitGemmConvolution|"
+                    r"conv_depthwise|depthwise_conv|DepthwiseConv|fft2d_[rc]2[rc]|flip_filter|im2col|cask_cudnn|"
+                    r"kern_precompute_indices", "full"),
+    ("gemm", r"(?<!fb)gemm|gemv|dot_kernel|cutlass|xmma_gemm|nvjet_|cublasLt|splitKreduce|magma_.*gemm|^Cijk_|"
+             r"\bmm_kernel|matmul|_mm_|triton_tem_fused_(mm|addmm|bmm)|bmm_|fused_moe|moe_.*gemm|grouped_gemm|"
+             r"s1688gemm|s16816gemm|h884gemm", "base"),
+    # cuBLASLt's epilogue kernels and CUTLASS kernels name their GEMM only in their arguments.
+    ("gemm", r"cutlass\w*::Kernel2?<.*gemm|cublasLt", "full"),
     ("reduction", r"reduce_kernel|Reduce|reduce_|softmax|SoftMax|cunn_|nll_loss|layer_norm|LayerNorm|batch_norm|"
-                  r"welford|triton_red_|triton_per_|cub::Device(Reduce|Segmented)|argmax|ArgMax|sum_functor|"
-                  r"norm_kernel|ColumnReduce|RowReduce|BlockReduce"),
-    ("elementwise", r"elementwise_kernel|elementwise|triton_poi_|Functor|FillFunctor|CatArrayBatchedCopy|"
+                  r"BatchNorm|welford|triton_red_|triton_per_|cub::Device(Reduce|Segmented|Scan)|DeviceScan|argmax|ArgMax|"
+                  r"sum_functor|norm_kernel|ColumnReduce|RowReduce|BlockReduce|bn_fw|bn_bw|GammaBeta|RowwiseMoments|"
+                  r"rms_?norm|RMSNorm|group_norm|max_pool|avg_pool|adaptive_\w*pool|pooling|MaxPool|AvgPool|"
+                  r"^input_\w*fusion", "base"),
+    ("elementwise", r"elementwise_kernel|elementwise|triton_poi_|Functor|CatArrayBatchedCopy|"
                     r"direct_copy_kernel|multi_tensor_apply|fused_dropout|where_kernel|clamp|CUDAFunctor|"
                     r"vectorized_|unrolled_|kernelPointwiseApply|sigmoid|tanh|fused_|"
-                    r"CudaCodeGen::kernel\d+|^func_\d+$|EigenMetaKernel|BiasNHWCKernel|BiasGradNHWC"),
+                    r"CudaCodeGen::kernel\d+|^func_\d+$|EigenMetaKernel|BiasNHWCKernel|BiasNCHWKernel|BiasGradNHWC|"
+                    r"^loop_\w*fusion|act_and_mul|silu|gelu|rotary|rope_", "base"),
 ]
 
 # PyTorch ATen/compiled names; TensorFlow op types are matched on the text after the last ':'.
@@ -110,20 +127,49 @@ API_RULES: list[tuple[str, str]] = [
                r"cudaMemGetInfo|cuMemGetInfo|MemAdvise|MemPrefetch|cudaPointerGetAttributes"),
 ]
 
-_COMPILED: dict[int, list[tuple[str, re.Pattern[str]]]] = {}
+_COMPILED: dict[int, list[tuple[str, re.Pattern[str], bool]]] = {}
 
 
-def _compiled(rules: list[tuple[str, str]]) -> list[tuple[str, re.Pattern[str]]]:
+def _compiled(rules: Sequence[tuple[str, ...]]) -> list[tuple[str, re.Pattern[str], bool]]:
     key = id(rules)
     if key not in _COMPILED:
-        _COMPILED[key] = [(c, re.compile(p)) for c, p in rules]
+        _COMPILED[key] = [(r[0], re.compile(r[1]), len(r) > 2 and r[2] == "base") for r in rules]
     return _COMPILED[key]
 
 
-def classify_name(name: str, rules: list[tuple[str, str]]) -> str:
+def kernel_base_name(name: str) -> str:
+    """A demangled kernel name reduced to the kernel's own qualified name: no return type, template
+    arguments or parameter list (``void at::native::reduce_kernel<512, 1, ...>(...)`` ->
+    ``at::native::reduce_kernel``). Names that are not C++ signatures come back unchanged."""
+    text = name.replace("(anonymous namespace)", "anonymous").replace("<unnamed>", "unnamed")
+    out: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            if ch == "(":
+                break
+            out.append(ch)
+    base = "".join(out).strip()
+    if not base:
+        return name
+    # A return type ("void ", "std::enable_if<...>::type ") precedes the name; other spaces are part of it.
+    words = base.split(" ")
+    return words[-1] if len(words) > 1 and (words[0] == "void" or words[0].endswith("::type")) else base
+
+
+def classify_name(name: str, rules: Sequence[tuple[str, ...]]) -> str:
     """Class of one name under an ordered rule table; ``"other"`` when no rule matches."""
-    for cls, rx in _compiled(rules):
-        if rx.search(name):
+    base: str | None = None
+    for cls, rx, on_base in _compiled(rules):
+        if on_base:
+            base = kernel_base_name(name) if base is None else base
+            if rx.search(base):
+                return cls
+        elif rx.search(name):
             return cls
     return "other"
 
@@ -169,7 +215,7 @@ class RowClasses:
     api: np.ndarray
 
 
-def _by_name(frame: Frame, rows: np.ndarray, rules: list[tuple[str, str]], classes: Sequence[str],
+def _by_name(frame: Frame, rows: np.ndarray, rules: Sequence[tuple[str, ...]], classes: Sequence[str],
              transform: Callable[[str], str] | None = None) -> np.ndarray:
     """Class index of each row, classifying each distinct name once."""
     codes = frame.name_code[rows]

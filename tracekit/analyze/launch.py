@@ -280,7 +280,7 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
         busy = k.groupby("class")["exclusive_ns"].sum()
         top_cls = busy.idxmax() if len(busy) else "other"
         ev.append(f"largest GPU class: {top_cls} ({busy.max() / max(busy.sum(), 1):.0%} of busy time)")
-        if top_cls in ("gemm", "rnn", "convolution"):
+        if top_cls in ("gemm", "rnn", "convolution", "attention"):
             rem.append("use mixed precision (torch.autocast / keras mixed_float16) so GEMMs run on tensor cores")
         rem.append("the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work")
         return
