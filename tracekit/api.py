@@ -71,19 +71,27 @@ def _table(trace: Trace) -> tuple[str, pa.Table]:
     return str(trace), load(trace)
 
 
-def report(trace: Trace, timesteps: int | None = None, exclude_last_step: bool = False, count_sync: bool = False) -> Report:
-    """Time breakdown (GPU categories + idle, host, CPU ops) and launch verdict of one trace."""
+def report(trace: Trace, timesteps: int | None = None, exclude_last_step: bool = False, count_sync: bool = False,
+           skip_steps: int = 0, keep_all_steps: bool = False) -> Report:
+    """Time breakdown (GPU categories + idle, host, CPU ops) and launch verdict of one trace.
+
+    The verdict leaves warm-up and outlier steps out (``tracekit.analyze.steps``) unless
+    ``keep_all_steps``; ``skip_steps`` marks the first N steps warm-up.
+    """
     name, table = _table(trace)
     bd = breakdown(table, timesteps=timesteps, exclude_last_step=exclude_last_step, count_sync=count_sync)
     # The verdict reads the default breakdown; reuse this one when it is that.
     same = not exclude_last_step and not count_sync
-    return Report(name, table, bd, _launch(table, timesteps=timesteps, bd=bd if same else None))
+    return Report(name, table, bd, _launch(table, timesteps=timesteps, bd=bd if same else None, skip_steps=skip_steps,
+                                           keep_all_steps=keep_all_steps))
 
 
-def launch(trace: Trace, short_kernel_ns: int = 10_000, idle_threshold: float = 0.3, timesteps: int | None = None) -> Launch:
+def launch(trace: Trace, short_kernel_ns: int = 10_000, idle_threshold: float = 0.3, timesteps: int | None = None,
+           skip_steps: int = 0, keep_all_steps: bool = False) -> Launch:
     """Launch-overhead diagnosis of one trace (see ``tracekit.analyze.launch``)."""
     name, table = _table(trace)
-    return Launch(name, table, _launch(table, short_kernel_ns=short_kernel_ns, idle_threshold=idle_threshold, timesteps=timesteps))
+    return Launch(name, table, _launch(table, short_kernel_ns=short_kernel_ns, idle_threshold=idle_threshold,
+                                       timesteps=timesteps, skip_steps=skip_steps, keep_all_steps=keep_all_steps))
 
 
 def ranges(trace: Trace) -> Ranges:
@@ -92,10 +100,13 @@ def ranges(trace: Trace) -> Ranges:
     return Ranges(name, table, _ranges(table))
 
 
-def compare(traces: list[Trace], labels: list[str] | None = None, fail_if: list[str] | None = None) -> Compare:
-    """Compare traces against the first (see ``tracekit.analyze.compare`` for ``fail_if``)."""
+def compare(traces: list[Trace], labels: list[str] | None = None, fail_if: list[str] | None = None,
+            skip_steps: int = 0, keep_all_steps: bool = False) -> Compare:
+    """Compare traces against the first (see ``tracekit.analyze.compare`` for ``fail_if``); per-step
+    figures use the steady steps of each trace unless ``keep_all_steps``."""
     loaded = [_table(t) for t in traces]
-    return Compare([n for n, _ in loaded], _compare([t for _, t in loaded], labels, fail_if))
+    return Compare([n for n, _ in loaded], _compare([t for _, t in loaded], labels, fail_if, skip_steps=skip_steps,
+                                                    keep_all_steps=keep_all_steps))
 
 
 @dataclass

@@ -36,6 +36,7 @@ from tracekit.analyze.breakdown import breakdown
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type
 from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
 from tracekit.analyze.ranges import ranges
+from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
 from tracekit.errors import UsageError
 
 EXIT_COMPARE_FAILED = 3
@@ -52,6 +53,7 @@ class TraceSummary:
     names: pd.DataFrame  # kind, name, count, total_ns
     ranges: pd.DataFrame  # name, instances, total_ns
     steps: pd.DataFrame  # step, dur_ns
+    step_stats: StepStats | None = None
 
 
 @dataclass
@@ -90,7 +92,7 @@ class Comparison:
         return any(c.failed for c in self.checks)
 
 
-def summarize(table: pa.Table, label: str) -> TraceSummary:
+def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: bool = False) -> TraceSummary:
     """Reduce one trace to the summaries ``compare()`` works on."""
     from tracekit import schema
 
@@ -99,6 +101,7 @@ def summarize(table: pa.Table, label: str) -> TraceSummary:
     whole_gpu = bd.gpu[bd.gpu.step == -1].sum(numeric_only=True)
     host = bd.host[bd.host.step == -1].iloc[0] if len(bd.host) else None
     step_rows = frame.rows("step")
+    stats = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
     active = frame.rows("cpu_op", "runtime_api", "driver_api", "user_range", "gpu_kernel", "gpu_memcpy", "gpu_memset",
                         "python_function", "step")
     total = int(frame.end[active].max() - frame.start[active].min()) if active.size else 0
@@ -110,7 +113,8 @@ def summarize(table: pa.Table, label: str) -> TraceSummary:
         "kernel_count": float(frame.mask("gpu_kernel").sum()),
         "launch_count": float(host["launches"]) if host is not None else 0.0,
         "op_count": float(frame.mask("cpu_op").sum()),
-        "step_time": float(np.median(frame.dur[step_rows])) if step_rows.size else float(total),
+        # The median of the steady steps: warm-up, outlier and cut-short steps are left out.
+        "step_time": stats.median_ns if len(stats.steps) else float(total),
     }
     for c in KERNEL_CLASSES:
         metrics[f"{c}_time"] = float(whole_gpu.get(f"{c}_ns", 0))
@@ -136,16 +140,18 @@ def summarize(table: pa.Table, label: str) -> TraceSummary:
     order = np.argsort(frame.start[step_rows], kind="stable")
     steps = pd.DataFrame({"step": np.arange(step_rows.size), "dur_ns": frame.dur[step_rows][order]})
     meta = table.schema.metadata or {}
-    return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps)
+    return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps, stats)
 
 
-def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: list[str] | None = None) -> Comparison:
+def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: list[str] | None = None,
+            skip_steps: int = 0, keep_all_steps: bool = False) -> Comparison:
     """Compare traces against the first one (see the module doc for ``fail_if``).
 
     Args:
         tables: two or more event tables, baseline first.
         labels: a short label per trace (default A, B, C, ...).
         fail_if: threshold expressions for CI.
+        skip_steps, keep_all_steps: which steps the per-step figures use (``tracekit.analyze.steps``).
     """
     if len(tables) < 2:
         raise UsageError("compare needs at least two traces")
@@ -153,7 +159,7 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     if len(labels) != len(tables) or len(set(labels)) != len(labels):
         raise UsageError("give one distinct --label per trace")
     checks = [parse_condition(e) for e in fail_if or []]  # fail on a bad expression before the work
-    sums = [summarize(t, lab) for t, lab in zip(tables, labels, strict=True)]
+    sums = [summarize(t, lab, skip_steps, keep_all_steps) for t, lab in zip(tables, labels, strict=True)]
     metrics = pd.DataFrame({s.label: pd.Series(s.metrics) for s in sums}).fillna(0)
     metrics.index.name = "metric"
     names = _wide([s.names.assign(label=s.label) for s in sums], ["kind", "name"], ["count", "total_ns"], labels)
@@ -167,7 +173,7 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     names = names.assign(_c=change).sort_values("_c", ascending=False, kind="stable").drop(columns="_c").reset_index(drop=True)
     rng = _wide([s.ranges.assign(label=s.label) for s in sums], ["name"], ["instances", "total_ns"], labels)
     steps = _wide([s.steps.assign(label=s.label) for s in sums], ["step"], ["dur_ns"], labels)
-    result = Comparison(labels, metrics.reset_index(), names, rng, steps, findings=_findings(metrics, names, labels))
+    result = Comparison(labels, metrics.reset_index(), names, rng, steps, findings=_findings(metrics, names, labels, sums))
     for expr, (metric, op, sign, num, unit) in zip(fail_if or [], checks, strict=True):
         if metric not in metrics.index:
             raise UsageError(f"--fail-if: unknown metric {metric!r} (one of: {', '.join(metrics.index)})")
@@ -189,10 +195,12 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     return result
 
 
-def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str]) -> list[str]:
-    """What changed, in sentences: step time, work per step, the class that moved most, new names."""
+def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sums: list[TraceSummary]) -> list[str]:
+    """What changed, in sentences: step time (with its uncertainty), work per step, the class that moved
+    most, new names."""
     base = labels[0]
-    out = []
+    out = [_spread(s) for s in sums if s.step_stats is not None and len(s.step_stats.steps)]
+    stats = {s.label: s.step_stats for s in sums}
 
     def ms(ns: float) -> str:
         return f"{ns / 1e6:,.3f} ms"
@@ -206,7 +214,18 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str]) -> 
         if b and v:
             ratio = v / b
             word = f"takes {ratio:.2f}x as long as" if ratio >= 1 else f"is {1 / ratio:.2f}x faster than"
-            out.append(f"{lab} {word} {base} per step ({ms(v)} vs {ms(b)}).")
+            sentence = f"{lab} {word} {base} per step ({ms(v)} vs {ms(b)}"
+            bs, ls = stats.get(base), stats.get(lab)
+            interval = speedup_interval(bs.used, ls.used) if bs is not None and ls is not None else None
+            if interval is None:
+                out.append(sentence + "; too few steps to tell it from noise).")
+            elif interval[1] <= 1.0 <= interval[2]:
+                out.append(f"{lab} and {base} are not distinguishable per step: {ms(v)} vs {ms(b)}, a ratio of "
+                           f"{ratio:.2f} whose 95% interval from the step-to-step variation, {interval[1]:.2f}-"
+                           f"{interval[2]:.2f}, includes 1 (within noise).")
+            else:
+                out.append(sentence + f"; ratio {ratio:.2f}, 95% interval {interval[1]:.2f}-{interval[2]:.2f} from "
+                                      f"the step-to-step variation).")
         for metric, what in (("kernel_count", "GPU kernels"), ("ops_per_step", "framework ops per step")):
             if metric in col and (col[metric] or bcol[metric]) and col[metric] != bcol[metric]:
                 out.append(f"{lab} runs {col[metric]:,.0f} {what} against {bcol[metric]:,.0f} in {base} "
@@ -230,6 +249,17 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str]) -> 
                 out.append(f"{lab} {verb} {len(frame)} name(s) that {base} {'lacks' if verb == 'has' else 'has'}: "
                            f"{shown}{more}.")
     return out
+
+
+def _spread(s: TraceSummary) -> str:
+    st = s.step_stats
+    assert st is not None
+    text = (f"{s.label}: {st.used.size} step(s) used, {st.min_ns / 1e6:,.3f}-{st.max_ns / 1e6:,.3f} ms "
+            f"(median {st.median_ns / 1e6:,.3f} ms, coefficient of variation {st.cv:.0%})")
+    flagged = st.describe_left_out()
+    if flagged and not st.keep_all:
+        text += "; left out: " + "; ".join(flagged)
+    return text + "."
 
 
 def parse_condition(expr: str) -> tuple[str, str, str, float, str | None]:

@@ -32,10 +32,18 @@ from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import Breakdown, breakdown
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, classify_rows
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.utilization import low_utilization
 
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
-FUSED_RNN_REMEDY = "replace the per-timestep cell loop with the fused LSTM (nn.LSTM / keras LSTM with cuDNN / BlockLSTM)"
+FUSED_RNN_REMEDY = ("replace the per-timestep cell loop with the fused recurrent layer (nn.LSTM / nn.GRU / nn.RNN; keras "
+                    "LSTM / GRU with their cuDNN defaults; tf.raw_ops.BlockLSTM): one op for all timesteps")
+# Whole-sequence RNN ops (PyTorch, TF) and the per-timestep cells a Python or tf.while_loop calls.
+FUSED_RNN_OPS = ("aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", "aten::_cudnn_rnn",
+                 "aten::mkldnn_rnn_layer", "aten::miopen_rnn")
+FUSED_RNN_TF_SUFFIXES = (":CudnnRNN", ":CudnnRNNV2", ":CudnnRNNV3", ":BlockLSTMV2", ":BlockLSTM")
+RNN_CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
+                "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
 VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "CPU/framework-bound", "CPU compute-bound", "host-idle gaps",
             "undetermined")
 # A host-side verdict needs the host to have been busy during most of the GPU's idle time.
@@ -95,6 +103,7 @@ class LaunchReport:
     breakdown: Breakdown | None = None
     low_utilization: pd.DataFrame | None = None
     gpu_devices: int = 0
+    steps: StepStats | None = None
 
     @property
     def span_words(self) -> str:
@@ -109,7 +118,8 @@ class LaunchReport:
 
 
 def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float = 0.3,
-           timesteps: int | None = None, bd: Breakdown | None = None) -> LaunchReport:
+           timesteps: int | None = None, bd: Breakdown | None = None, skip_steps: int = 0,
+           keep_all_steps: bool = False) -> LaunchReport:
     """Diagnose launch overhead in one trace (see the module doc for the rules).
 
     Args:
@@ -118,6 +128,8 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         idle_threshold: GPU idle share at or above which the GPU is considered starved.
         timesteps: recurrent timesteps per step (for ops per timestep in the evidence).
         bd: the trace's breakdown when the caller already has it (computed otherwise).
+        skip_steps: treat the first N steps as warm-up, whatever their duration.
+        keep_all_steps: judge on every step, warm-up and outliers included (``tracekit.analyze.steps``).
     """
     frame = frame_of(table)
     classes = classify_rows(frame)
@@ -142,7 +154,9 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         launch_api=api_d, kernel=kern_d, delay=delay_d, short_kernel_ns=short_kernel_ns, short_kernel_share=short_share,
         gpu_span_ns=span, gpu_idle_ns=idle, verdict="", breakdown=bd,
         gpu_devices=int(np.unique(frame.device[gpu_rows]).size),
+        steps=step_stats(frame, skip=skip_steps, keep_all=keep_all_steps),
     )
+    _judge_on_used_steps(report)
     if gpu_rows.size:
         report.low_utilization = low_utilization(table)
     _judge(report, frame, classes, idle_threshold, table)
@@ -228,6 +242,17 @@ def _source(table: pa.Table) -> str:
     return meta.get(schema.META_SOURCE.encode(), b"").decode()
 
 
+def _judge_on_used_steps(r: LaunchReport) -> None:
+    """When warm-up or outlier steps are left out, the GPU span and idle time (and so the verdict)
+    are those of the steps used; the whole-trace figures stay in the breakdown."""
+    bd, st = r.breakdown, r.steps
+    if bd is None or st is None or st.left_out.empty or not r.has_gpu:
+        return
+    rows = bd.gpu[bd.gpu.step.isin(st.used_step_numbers())]
+    if len(rows):
+        r.gpu_span_ns, r.gpu_idle_ns = int(rows.span_ns.sum()), int(rows.idle_ns.sum())
+
+
 def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table: pa.Table) -> None:
     source = _source(table)
     bd = r.breakdown
@@ -235,12 +260,16 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
     per_ts = bd.timesteps
     ops_step = float(r.per_step.ops.mean()) if len(r.per_step) else 0.0
     op_names = set(frame.names[c] for c in np.unique(frame.name_code[frame.mask("cpu_op")]) if c >= 0)
-    fused_rnn = any(n in op_names for n in ("aten::lstm", "aten::_cudnn_rnn", "aten::mkldnn_rnn_layer")) or any(
-        n.endswith((":CudnnRNN", ":CudnnRNNV3", ":BlockLSTMV2", ":BlockLSTM")) for n in op_names)
-    cell_loop = any(n in op_names for n in ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell")) or (
-        not fused_rnn and any("while" in n and "lstm" in n.lower() for n in op_names))
+    fused_rnn = any(n in op_names for n in FUSED_RNN_OPS) or any(n.endswith(FUSED_RNN_TF_SUFFIXES) for n in op_names)
+    cell_loop = any(n in op_names for n in RNN_CELL_OPS) or (
+        not fused_rnn and any("while" in n and any(c in n.lower() for c in ("lstm", "gru", "rnn")) for n in op_names))
     ev, rem = r.evidence, r.remedies
     marked = bool(bd.steps)  # "per step" only where steps are marked; else the count is the whole trace's
+    used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
+    if used is not None and r.steps is not None:
+        ops_step = float(r.per_step[r.per_step.step.isin(used)].ops.mean()) if len(r.per_step) else 0.0
+        ev.append("left out of this verdict: " + "; ".join(r.steps.describe_left_out()) +
+                  " (--keep-all-steps keeps them)")
     if per_ts and marked:
         ev.append(f"{ops_step / per_ts:.1f} framework ops per timestep ({ops_step:.0f} per step, {per_ts} timesteps)")
     elif ops_step:
@@ -251,7 +280,7 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
                   "work, with CPU/CUDA activities on?)")
         return
     if not r.has_gpu:
-        cpu = bd.cpu_ops[bd.cpu_ops.step == -1]
+        cpu = bd.cpu_ops[bd.cpu_ops.step.isin(used)] if used is not None else bd.cpu_ops[bd.cpu_ops.step == -1]
         span = int(cpu.span_ns.sum()) if len(cpu) else 0
         dispatch = int(cpu.dispatch_ns.sum()) if len(cpu) else 0
         share = dispatch / span if span else 0.0

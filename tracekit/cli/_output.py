@@ -23,6 +23,13 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
 
 
+def add_step_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--skip-steps", type=int, default=0, metavar="N",
+                        help="treat the first N steps as warm-up (left out of verdicts and headline numbers)")
+    parser.add_argument("--keep-all-steps", action="store_true",
+                        help="use every step, warm-up and outliers included (they are still listed)")
+
+
 def facts(table: pa.Table, path: str) -> list[tuple[str, str]]:
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     out = [("trace", str(path)), ("source", meta.get(schema.META_SOURCE, "?")),

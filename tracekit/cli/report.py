@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tracekit import api
-from tracekit.cli._output import add_output_arguments, emit
+from tracekit.cli._output import add_output_arguments, add_step_arguments, emit
 
 
 class ReportCommand:
@@ -24,6 +24,7 @@ class ReportCommand:
         parser.add_argument("--engine", choices=("local", "dask"), default="local",
                             help="for a dataset: analyze traces in this process or on a Dask cluster")
         parser.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
+        add_step_arguments(parser)
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -37,6 +38,7 @@ class ReportCommand:
             emit(dataset_document(args.trace, traces, args.by), args)
             return 0
         result = api.report(args.trace, timesteps=args.timesteps, exclude_last_step=args.exclude_last_step,
-                            count_sync=args.count_sync)
+                            count_sync=args.count_sync,
+                            skip_steps=args.skip_steps, keep_all_steps=args.keep_all_steps)
         emit(api.document(result), args)
         return 0

@@ -10,6 +10,7 @@ from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES
 from tracekit.analyze.compare import Comparison
 from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
 from tracekit.analyze.ranges import RangesReport
+from tracekit.analyze.steps import StepStats
 from tracekit.render.document import Chart, Column, Document, Section, Table, format_cell
 
 MAX_STEP_BARS = 60
@@ -94,15 +95,40 @@ def _breakdown_data(bd: Breakdown) -> dict:
             "cpu_ops": records(bd.cpu_ops), "steps": bd.steps, "timesteps": bd.timesteps, "has_gpu": bd.has_gpu}
 
 
+def steps_section(st: StepStats) -> Section:
+    """Step durations, their spread, and which steps headline numbers and verdicts leave out."""
+    s = Section("Steps")
+    used = st.used
+    s.sentences.append(f"{len(st.steps)} step(s) marked, {used.size} used: min / median / max "
+                       f"{st.min_ns / 1e6:,.3f} / {st.median_ns / 1e6:,.3f} / {st.max_ns / 1e6:,.3f} ms, "
+                       f"coefficient of variation {st.cv:.1%}.")
+    flagged = st.describe_left_out()
+    if flagged:
+        verb = "kept (--keep-all-steps)" if st.keep_all else "left out of the verdict and headline numbers"
+        s.sentences.append(f"Far from the others, {verb}: " + "; ".join(flagged) + ".")
+    s.tables.append(Table("", [Column("step"), Column("duration", "ns"), Column("status"), Column("used")],
+                          [[int(r.step), int(r.dur_ns), r.status, "yes" if r.used else "no"] for r in st.steps.itertuples()]))
+    return s
+
+
+def steps_data(st: StepStats) -> dict:
+    return {"min_ns": st.min_ns, "median_ns": st.median_ns, "max_ns": st.max_ns, "cv": st.cv,
+            "left_out": [int(x) for x in st.left_out.step], "steps": records(st.steps)}
+
+
 def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: LaunchReport | None = None) -> Document:
     sections = []
     if lr is not None:
         sections.append(Section("Verdict", [f"{lr.verdict}."] + [f"Evidence: {e}." for e in lr.evidence]
                                 + [f"Remedy: {r}." for r in lr.remedies]))
+        if lr.steps is not None and len(lr.steps.steps):
+            sections.append(steps_section(lr.steps))
     sections += breakdown_sections(bd)
     data = {"breakdown": _breakdown_data(bd)}
     if lr is not None:
         data["verdict"] = {"verdict": lr.verdict, "evidence": lr.evidence, "remedies": lr.remedies}
+        if lr.steps is not None and len(lr.steps.steps):
+            data["steps"] = steps_data(lr.steps)
     return Document(f"tracekit report: {name}", "report", facts, sections, data)
 
 
@@ -113,6 +139,8 @@ def _dist_row(label: str, d) -> list:
 def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -> Document:
     s = Section("Verdict", [f"{lr.verdict}."] + [f"Evidence: {e}." for e in lr.evidence] + [f"Remedy: {r}." for r in lr.remedies])
     sections = [s]
+    if lr.steps is not None and len(lr.steps.steps):
+        sections.append(steps_section(lr.steps))
     if lr.has_gpu:
         d = Section("Launch calls, kernels and launch delay")
         cols = [Column(""), Column("count", "count"), Column("total", "ns"), Column("mean", "ns"), Column("p50", "ns"),
@@ -157,6 +185,8 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
             "launch_api": asdict(lr.launch_api), "kernel": asdict(lr.kernel), "launch_delay": asdict(lr.delay),
             "gaps_by_host": records(lr.gaps_by_host),
             "low_utilization": records(lr.low_utilization) if lr.low_utilization is not None else [], "per_step": records(lr.per_step), "gaps": records(lr.gaps)}
+    if lr.steps is not None and len(lr.steps.steps):
+        data["steps"] = steps_data(lr.steps)
     return Document(f"tracekit launch: {name}", "launch", facts, sections, data)
 
 

@@ -1,0 +1,94 @@
+"""Steps you can trust, on traces the real torch.profiler writes here: spread, warm-up and outlier
+steps left out of verdicts, differences within noise, and remedies for any recurrent cell loop."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit.analyze.launch import FUSED_RNN_REMEDY
+from tracekit.cli import main
+
+torch = pytest.importorskip("torch")
+
+
+def _capture(path: Path, step_sleeps_s: list[float], cell: str = "lstm") -> Path:
+    """A real capture of an LSTMCell (or GRUCell) loop, one ProfilerStep per iteration; each step also
+    waits ``step_sleeps_s[i]`` (a first batch loading, a slow iteration)."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    layer = torch.nn.LSTMCell(256, 256) if cell == "lstm" else torch.nn.GRUCell(256, 256)
+    x = torch.randn(40, 16, 256)
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=0, warmup=0, active=len(step_sleeps_s), repeat=1)) as prof:
+        for pause in step_sleeps_s:
+            time.sleep(pause)
+            h = torch.zeros(16, 256)
+            state = (h, torch.zeros(16, 256)) if cell == "lstm" else h
+            with torch.no_grad():
+                for t in range(x.shape[0]):
+                    state = layer(x[t], state)
+            prof.step()
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+def test_a_slow_first_step_is_warm_up_and_left_out_of_the_verdict(tmp_path):
+    trace = _capture(tmp_path / "warm.json", [0.3, 0.0, 0.0, 0.0, 0.0, 0.0])
+    r = tracekit.launch(trace).result
+    steps = r.steps.steps
+    assert list(steps.status) == ["warm-up"] + ["steady"] * 5
+    assert any(e.startswith("left out of this verdict: step") and "warm-up" in e for e in r.evidence)
+    steady_share = next(e for e in r.evidence if "outside any compute op" in e)
+    kept = tracekit.launch(trace, keep_all_steps=True).result
+    assert kept.steps.used.size == 6
+    kept_share = next(e for e in kept.evidence if "outside any compute op" in e)
+    # The 300 ms pause is outside every compute op: kept, it dominates the dispatch share.
+    assert int(kept_share.split("%")[0]) > int(steady_share.split("%")[0]) + 20
+    skipped = tracekit.launch(trace, skip_steps=2).result
+    assert list(skipped.steps.steps.status[:2]) == ["warm-up", "warm-up"] and skipped.steps.used.size == 4
+
+
+def test_report_and_launch_show_the_spread_and_the_flags(tmp_path, capsys):
+    trace = _capture(tmp_path / "warm.json", [0.3, 0.0, 0.0, 0.0, 0.0])
+    assert main(["report", str(trace), "-f", "markdown"]) == 0
+    text = capsys.readouterr().out
+    assert "## Steps" in text and "coefficient of variation" in text and "warm-up" in text
+    assert main(["launch", str(trace), "-f", "json", "--keep-all-steps"]) == 0
+    import json
+
+    data = json.loads(capsys.readouterr().out)
+    assert data["steps"]["left_out"] == [] and len(data["steps"]["steps"]) == 5
+
+
+def test_two_captures_of_the_same_code_are_within_noise(tmp_path):
+    pattern = [0.01, 0.08, 0.01, 0.08, 0.01, 0.08]  # steps vary several-fold within each capture
+    a = _capture(tmp_path / "a.json", pattern)
+    b = _capture(tmp_path / "b.json", pattern[::-1])
+    findings = tracekit.compare([a, b], labels=["A", "B"]).result.findings
+    assert any("not distinguishable" in f and "within noise" in f for f in findings), findings
+    assert not any("faster than" in f or "as long as" in f for f in findings)
+
+
+def test_a_real_difference_comes_with_its_interval(tmp_path):
+    a = _capture(tmp_path / "a.json", [0.01] * 5)
+    b = _capture(tmp_path / "b.json", [0.15] * 5)
+    findings = tracekit.compare([a, b], labels=["A", "B"]).result.findings
+    sentence = next(f for f in findings if f.startswith("B takes"))
+    assert "as long as A per step" in sentence and "95% interval" in sentence
+    low = float(sentence.split("95% interval ")[1].split("-")[0])
+    assert low > 1.0
+    back = tracekit.compare([b, a], labels=["B", "A"]).result.findings
+    assert any(f.startswith("A is ") and "x faster than B" in f for f in back)  # grammatical both ways
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_any_recurrent_cell_loop_gets_the_fused_layer_remedy(tmp_path, cell):
+    trace = _capture(tmp_path / f"{cell}.json", [0.0] * 3, cell=cell)
+    r = tracekit.launch(trace).result
+    assert FUSED_RNN_REMEDY in r.remedies
+    assert "nn.GRU" in FUSED_RNN_REMEDY

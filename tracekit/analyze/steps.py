@@ -1,0 +1,133 @@
+"""Steps you can trust: per-step durations, their spread, and the warm-up or outlier steps to leave out.
+
+A step is *far* from the others when it takes more than 1.5x the median step **and** more than the
+median plus three robust standard deviations (1.4826 x the median absolute deviation); the first or
+last step is ``cut short`` when it takes less than half the median (the profiler started or stopped
+inside it). Long steps at the start
+of the trace are warm-up (graph building, compilation, first allocations, cuDNN autotuning); long
+steps elsewhere are outliers. With fewer than three steps nothing is judged. ``skip`` marks the first N steps warm-up
+whatever their duration; ``keep_all`` keeps every step (flags are still reported).
+
+Headline numbers and verdicts use the steady steps; the spread (min / median / max and the
+coefficient of variation) is of the steady steps too, so a comparison can say when a difference is
+within step-to-step noise (``speedup_interval``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyze.frame import Frame
+
+FAR_RATIO = 1.5
+ROBUST_SIGMAS = 3.0
+SHORT_RATIO = 0.5
+MIN_STEPS_TO_JUDGE = 3
+
+
+@dataclass
+class StepStats:
+    """Per-step durations and which steps the headline numbers use. Times in ns.
+
+    steps: one row per marked step: step (its number in the trace), start_ns, dur_ns, status
+        (``steady``, ``warm-up``, ``outlier`` or ``cut short``), used (whether headline numbers include it).
+    """
+
+    steps: pd.DataFrame
+    keep_all: bool = False
+
+    @property
+    def used(self) -> np.ndarray:
+        return self.steps.loc[self.steps.used, "dur_ns"].to_numpy(np.int64)
+
+    @property
+    def left_out(self) -> pd.DataFrame:
+        return self.steps[~self.steps.used]
+
+    @property
+    def flagged(self) -> pd.DataFrame:
+        return self.steps[self.steps.status != "steady"]
+
+    @property
+    def median_ns(self) -> float:
+        return float(np.median(self.used)) if self.used.size else 0.0
+
+    @property
+    def min_ns(self) -> int:
+        return int(self.used.min()) if self.used.size else 0
+
+    @property
+    def max_ns(self) -> int:
+        return int(self.used.max()) if self.used.size else 0
+
+    @property
+    def cv(self) -> float:
+        """Coefficient of variation of the steps used (standard deviation / mean); 0 with one step."""
+        d = self.used.astype(float)
+        return float(d.std(ddof=1) / d.mean()) if d.size > 1 and d.mean() > 0 else 0.0
+
+    def used_step_numbers(self) -> list[int]:
+        return [int(s) for s in self.steps.loc[self.steps.used, "step"]]
+
+    def describe_left_out(self) -> list[str]:
+        """One phrase per flagged step, e.g. 'step 0 (637.0 ms, 9.8x the median): warm-up'."""
+        med = float(np.median(self.steps.dur_ns)) if len(self.steps) else 0.0
+        out = []
+        for r in self.flagged.itertuples():
+            ratio = f", {r.dur_ns / med:.1f}x the median" if med else ""
+            out.append(f"step {r.step} ({r.dur_ns / 1e6:,.1f} ms{ratio}): {r.status}")
+        return out
+
+
+def step_durations(frame: Frame) -> pd.DataFrame:
+    """Each marked step's extent: step, start_ns, dur_ns (first start to last end of its step ranges)."""
+    rows = frame.rows("step")
+    if rows.size == 0:
+        return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "start_ns": pd.Series([], dtype=np.int64),
+                             "dur_ns": pd.Series([], dtype=np.int64)})
+    df = pd.DataFrame({"step": frame.step[rows], "start": frame.start[rows], "end": frame.end[rows]})
+    df = df[df.step >= 0].groupby("step", sort=True).agg(start_ns=("start", "min"), end=("end", "max")).reset_index()
+    df["dur_ns"] = df.pop("end") - df.start_ns
+    return df
+
+
+def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats:
+    """Durations, status and use of every marked step (see the module doc for the rules)."""
+    df = step_durations(frame).sort_values("start_ns", kind="stable").reset_index(drop=True)
+    status = np.full(len(df), "steady", dtype=object)
+    d = df.dur_ns.to_numpy(np.float64)
+    if d.size >= MIN_STEPS_TO_JUDGE:
+        med = float(np.median(d))
+        mad = float(np.median(np.abs(d - med))) * 1.4826
+        long = (d > FAR_RATIO * med) & (d > med + ROBUST_SIGMAS * mad)
+        # Only the first and last step can be cut by the profiler starting or stopping inside them.
+        short = (d < SHORT_RATIO * med) & np.isin(np.arange(d.size), [0, d.size - 1])
+        status[long] = "outlier"
+        status[short] = "cut short"
+        lead = 0
+        while lead < d.size and long[lead]:
+            status[lead] = "warm-up"
+            lead += 1
+    status[: min(skip, len(df))] = "warm-up"
+    df["status"] = status
+    df["used"] = True if keep_all else (status == "steady")
+    if not df.used.any():  # everything flagged: nothing steady to fall back on, so use every step
+        df["used"] = True
+    return StepStats(df, keep_all)
+
+
+def speedup_interval(base_ns: np.ndarray, other_ns: np.ndarray, resamples: int = 2000,
+                     seed: int = 0) -> tuple[float, float, float] | None:
+    """other / base ratio of median step times with a 95% bootstrap interval from the step-to-step
+    variation of both traces: (ratio, low, high); None with fewer than two steps on either side."""
+    if base_ns.size < 2 or other_ns.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    b = np.median(rng.choice(base_ns, (resamples, base_ns.size)), axis=1)
+    o = np.median(rng.choice(other_ns, (resamples, other_ns.size)), axis=1)
+    ratios = o / np.maximum(b, 1)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(np.median(other_ns) / max(np.median(base_ns), 1)), float(low), float(high)
