@@ -33,6 +33,7 @@ from tracekit.analyze.breakdown import Breakdown, breakdown
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, classify_rows
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.steps import StepStats, step_stats
+from tracekit.analyze.top_ops import TopOps, top_ops
 from tracekit.analyze.utilization import low_utilization
 
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
@@ -104,6 +105,7 @@ class LaunchReport:
     low_utilization: pd.DataFrame | None = None
     gpu_devices: int = 0
     steps: StepStats | None = None
+    top_ops: TopOps | None = None
 
     @property
     def span_words(self) -> str:
@@ -157,6 +159,8 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         steps=step_stats(frame, skip=skip_steps, keep_all=keep_all_steps),
     )
     _judge_on_used_steps(report)
+    used = report.steps.used_step_numbers() if report.steps is not None and len(report.steps.steps) else None
+    report.top_ops = top_ops(frame, classes, used)
     if gpu_rows.size:
         report.low_utilization = low_utilization(table)
     _judge(report, frame, classes, idle_threshold, table)
@@ -286,6 +290,10 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
         share = dispatch / span if span else 0.0
         ev.append(f"{share:.0%} of step time is outside any compute op (framework dispatch)")
         r.verdict = "CPU/framework-bound" if share >= 0.5 else "CPU compute-bound"
+        if r.top_ops is not None and len(r.top_ops.ops):
+            named = [f"{o.name} {o.share:.0%}" for o in r.top_ops.ops.head(3).itertuples()]
+            ev.append("top ops by self time: " + ", ".join(named))
+            rem.extend(r.top_ops.remedies)
         if r.verdict == "CPU/framework-bound":
             rem.extend(_remedies("framework", source, cell_loop, fused_rnn))
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -11,6 +13,7 @@ from tracekit.analyze.compare import Comparison
 from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
 from tracekit.analyze.ranges import RangesReport
 from tracekit.analyze.steps import StepStats
+from tracekit.analyze.top_ops import TopOps
 from tracekit.render.document import Chart, Column, Document, Section, Table, format_cell
 
 MAX_STEP_BARS = 60
@@ -116,6 +119,19 @@ def steps_data(st: StepStats) -> dict:
             "left_out": [int(x) for x in st.left_out.step], "steps": records(st.steps)}
 
 
+def top_ops_section(t: TopOps) -> Section:
+    s = Section("Top ops (self time)")
+    where = "the steps used" if t.window_ns else "the trace"
+    s.sentences.append(f"Share: of {where} ({t.window_ns / 1e6:,.3f} ms). " + (
+        "Shapes are the ops' input dims." if t.shapes_recorded else
+        "No input shapes recorded (torch.profiler(record_shapes=True) records them)."))
+    cols = [Column("op"), Column("input shapes"), Column("class"), Column("calls", "count"), Column("self time", "ns"),
+            Column("mean", "ns"), Column("share", "pct")]
+    s.tables.append(Table("", cols, [[r["name"], r["shapes"], r["op_class"], r["calls"], r["self_ns"], r["mean_ns"],
+                                      r["share"]] for r in records(t.ops)]))
+    return s
+
+
 def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: LaunchReport | None = None) -> Document:
     sections = []
     if lr is not None:
@@ -123,12 +139,16 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
                                 + [f"Remedy: {r}." for r in lr.remedies]))
         if lr.steps is not None and len(lr.steps.steps):
             sections.append(steps_section(lr.steps))
+        if lr.top_ops is not None and len(lr.top_ops.ops):
+            sections.append(top_ops_section(lr.top_ops))
     sections += breakdown_sections(bd)
-    data = {"breakdown": _breakdown_data(bd)}
+    data: dict[str, Any] = {"breakdown": _breakdown_data(bd)}
     if lr is not None:
         data["verdict"] = {"verdict": lr.verdict, "evidence": lr.evidence, "remedies": lr.remedies}
         if lr.steps is not None and len(lr.steps.steps):
             data["steps"] = steps_data(lr.steps)
+        if lr.top_ops is not None:
+            data["top_ops"] = records(lr.top_ops.ops)
     return Document(f"tracekit report: {name}", "report", facts, sections, data)
 
 

@@ -1,0 +1,55 @@
+"""The top-ops table names ops with their shapes, and the skinny-GEMM remedy fires only on its evidence
+(real torch.profiler captures made here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tracekit
+from tracekit.cli import main
+
+torch = pytest.importorskip("torch")
+
+
+def _capture(path, record_shapes: bool, k: int):
+    """Steps of 30 GEMMs [1000, k] x [k, 512] plus some elementwise work, as a decoder loop makes them."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    a, b = torch.randn(1000, k), torch.randn(k, 512)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes,
+                 schedule=schedule(wait=0, warmup=1, active=3, repeat=1)) as prof:
+        for _ in range(4):
+            for _ in range(30):
+                out = torch.mm(a, b)
+                out = torch.tanh(out)
+            prof.step()
+    prof.export_chrome_trace(str(path))
+    return path
+
+
+def test_report_names_the_top_ops_with_shapes_and_the_skinny_gemm_remedy(tmp_path, capsys):
+    trace = _capture(tmp_path / "skinny.json", record_shapes=True, k=8)
+    r = tracekit.launch(trace).result
+    top = r.top_ops.ops
+    mm = top[top.name == "aten::mm"].iloc[0]
+    assert json.loads(mm.shapes) == [[1000, 8], [8, 512]] and mm.calls == 90  # 30 per step, 3 steps
+    assert mm.op_class == "gemm" and 0 < mm.share < 1
+    assert top.self_ns.is_monotonic_decreasing
+    if mm.share >= 0.10:
+        assert any(x.startswith("aten::mm [[1000,8],[8,512]] 90 calls") and "skinny GEMM (K=8" in x
+                   for x in r.remedies)
+    assert main(["report", str(trace), "-f", "markdown"]) == 0
+    text = capsys.readouterr().out
+    assert "## Top ops (self time)" in text and "[[1000,8],[8,512]]" in text
+
+
+def test_no_skinny_gemm_remedy_without_its_evidence(tmp_path):
+    wide = tracekit.launch(_capture(tmp_path / "wide.json", record_shapes=True, k=256)).result
+    assert not any("skinny GEMM" in x for x in wide.remedies)  # K = 256: not skinny
+    blind = tracekit.launch(_capture(tmp_path / "blind.json", record_shapes=False, k=8)).result
+    assert not blind.top_ops.shapes_recorded
+    assert not any("skinny GEMM" in x for x in blind.remedies)  # no shapes, no claim
+    assert "aten::mm" in set(blind.top_ops.ops.name)

@@ -1,0 +1,131 @@
+"""The framework ops that take the time, by name and input shapes, and what to do about the worst.
+
+Self time (an op's duration minus its child ops') per (op name, input shapes) over the steps used
+(``tracekit.analyze.steps``; the whole trace when no step is marked). Shapes come from Kineto's
+``Input Dims`` (``record_shapes=True``); without them ops group by name alone.
+
+Remedies are rules over this table, each checking its own evidence:
+* a GEMM op (``aten::mm``/``addmm``/``bmm``/``matmul``/``linear``, TF ``MatMul``) whose inner
+  dimension K, or whose row count M, is at most ``SKINNY_DIM`` and that takes at least
+  ``REMEDY_SHARE`` of the time: a skinny GEMM that runs far below the machine's GEMM throughput;
+  batch it (across timesteps, or fuse the weights of several small GEMMs into one).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracekit.analyze.breakdown import op_self_time
+from tracekit.analyze.classify import OP_CLASSES, RowClasses
+from tracekit.analyze.frame import Frame
+
+SKINNY_DIM = 16
+REMEDY_SHARE = 0.10
+TOP = 15
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
+# Input Dims is a list of per-input dims lists: [[1000, 8], [8, 512], []]
+_INPUT_DIMS = r'"Input Dims":(?P<dims>\[(?:\[[^\]]*\]|[^\[\]])*\])'
+
+
+@dataclass
+class TopOps:
+    """Result of ``top_ops``. Times in ns.
+
+    ops: one row per (name, shapes), largest self time first: name, shapes (JSON text of the
+        input dims, "" when not recorded), op_class, calls, self_ns, mean_ns, share (of the time
+        the ops ran in: the steps used, or the trace).
+    remedies: sentences naming an op, its shapes and the share of time it accounts for.
+    """
+
+    ops: pd.DataFrame
+    window_ns: int
+    shapes_recorded: bool
+    remedies: list[str] = field(default_factory=list)
+
+
+def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = None, top: int = TOP) -> TopOps:
+    """The ops with the most self time (see the module doc)."""
+    rows = frame.rows("cpu_op")
+    if used_steps is not None:
+        rows = rows[np.isin(frame.step[rows], used_steps)]
+    window = _window(frame, used_steps)
+    empty = pd.DataFrame(columns=["name", "shapes", "op_class", "calls", "self_ns", "mean_ns", "share"])
+    if rows.size == 0:
+        return TopOps(empty, window, False)
+    shapes = _input_dims(frame.table, rows)
+    df = pd.DataFrame({"code": frame.name_code[rows], "shapes": shapes, "self": op_self_time(frame, rows),
+                       "cls": classes.op[rows]})
+    agg = (df.groupby(["code", "shapes"], sort=False)
+           .agg(calls=("self", "size"), self_ns=("self", "sum"), cls=("cls", "first")).reset_index())
+    agg = agg.sort_values("self_ns", ascending=False, kind="stable").head(top)
+    out = pd.DataFrame({
+        "name": [frame.names[c] if c >= 0 else "" for c in agg.code],
+        "shapes": agg.shapes.to_numpy(),
+        "op_class": [OP_CLASSES[c] if c >= 0 else "other" for c in agg.cls],
+        "calls": agg.calls.to_numpy(np.int64),
+        "self_ns": agg.self_ns.to_numpy(np.int64),
+    })
+    out["mean_ns"] = out.self_ns / out.calls
+    out["share"] = out.self_ns / window if window else 0.0
+    result = TopOps(out.reset_index(drop=True), window, bool((shapes != "").any()))
+    result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None)
+    return result
+
+
+def _window(frame: Frame, used_steps: list[int] | None) -> int:
+    steps = frame.rows("step")
+    if used_steps is not None and steps.size:
+        chosen = steps[np.isin(frame.step[steps], used_steps)]
+        return int(frame.dur[chosen].sum())
+    ops = frame.rows("cpu_op")
+    return int(frame.end[ops].max() - frame.start[ops].min()) if ops.size else 0
+
+
+def _input_dims(table: pa.Table, rows: np.ndarray) -> np.ndarray:
+    """``Input Dims`` JSON text of each row ("" when absent), in one vectorized regex pass."""
+    args = table.column("args").take(pa.array(rows))
+    storage = pa.chunked_array([c.storage for c in args.chunks], args.type.storage_type)
+    found = pc.struct_field(pc.extract_regex(storage, _INPUT_DIMS), "dims")
+    return np.asarray(pc.fill_null(found, "").to_numpy(zero_copy_only=False), dtype=object)
+
+
+def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool) -> list[str]:
+    out = []
+    where = "of the steps" if per_step else "of the trace"
+    for r in ops.itertuples():
+        if r.share < REMEDY_SHARE or not (r.name in GEMM_OPS or r.name.endswith(("MatMul", ":_MklMatMul"))):
+            continue
+        dims = _gemm_dims(r.name, r.shapes)
+        if dims is None:
+            continue
+        m, k, n = dims
+        if min(k, m) > SKINNY_DIM:
+            continue
+        which = f"K={k}" if k <= SKINNY_DIM else f"M={m}"
+        out.append(f"{r.name} {r.shapes} {r.calls:,} calls, {r.share:.0%} {where}: a skinny GEMM ({which}, "
+                   f"{m}x{k} by {k}x{n}) runs far below GEMM throughput; batch it (across timesteps, or several "
+                   f"small GEMMs into one)")
+    return out
+
+
+def _gemm_dims(name: str, shapes: str) -> tuple[int, int, int] | None:
+    """(M, K, N) of a 2-D GEMM op from its input dims; None when they are not recorded or not 2-D."""
+    try:
+        dims = [d for d in json.loads(shapes) if d] if shapes else []
+    except ValueError:
+        return None
+    if name == "aten::addmm" and len(dims) >= 3:
+        dims = dims[1:3]
+    elif name == "aten::linear" and len(dims) >= 2 and len(dims[0]) >= 2 and len(dims[1]) == 2:
+        # linear(x [.., M, K], weight [N, K])
+        return int(np.prod(dims[0][:-1])), int(dims[0][-1]), int(dims[1][0])
+    if len(dims) < 2 or len(dims[0]) != 2 or len(dims[1]) != 2:
+        return None
+    (m, k), (k2, n) = dims[0], dims[1]
+    return (int(m), int(k), int(n)) if k == k2 else None
