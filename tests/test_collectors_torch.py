@@ -212,3 +212,13 @@ def test_unknown_variant_and_preset_are_usage_errors(tmp_path, capsys):
     assert "unknown torch variant(s) nope" in capsys.readouterr().err
     assert main(["collect", "torch", "--preset", "huge", "-o", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_compare_of_two_collected_runs_uses_their_unprofiled_step_times(tiny_collection):
+    rows, m = _rows(tiny_collection), manifest.read_manifest(tiny_collection)
+    fused, loop = rows["nn_lstm@10"], rows["lstmcell_loop@10"]
+    result = api.compare([m.trace_paths(fused)[0], m.trace_paths(loop)[0]], labels=["fused", "loop"]).result
+    headline = next(f for f in result.findings if f.startswith("Without the profiler"))
+    unprofiled = loop["timing"]["wall_ns"]["median"] / fused["timing"]["wall_ns"]["median"]
+    assert f"{unprofiled:.2f}x" in headline or f"{1 / unprofiled:.2f}x" in headline
+    assert "the collector's unprofiled timing" in headline

@@ -3,6 +3,7 @@ steps left out of verdicts, differences within noise, and remedies for any recur
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -92,3 +93,46 @@ def test_any_recurrent_cell_loop_gets_the_fused_layer_remedy(tmp_path, cell):
     r = tracekit.launch(trace).result
     assert FUSED_RNN_REMEDY in r.remedies
     assert "nn.GRU" in FUSED_RNN_REMEDY
+
+
+def test_unprofiled_step_times_make_the_headline(tmp_path, capsys):
+    a = _capture(tmp_path / "a.json", [0.0] * 4)
+    b = _capture(tmp_path / "b.json", [0.02] * 4)
+    argv = ["compare", str(a), str(b), "--label", "A", "--label", "B", "-f", "json"]
+    assert main([*argv, "--step-time", "A=10ms", "--step-time", "B=25ms"]) == 0
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert any(f.startswith("Without the profiler, B takes 2.50x as long as A per step (25.000 ms vs 10.000 ms; "
+                            "from --step-time)") for f in findings), findings
+    assert main([*argv, "--step-time", "C=10ms"]) == 2
+    assert main([*argv, "--step-time", "A=10"]) == 2  # a time needs its unit
+    assert "expected LABEL=TIME" in capsys.readouterr().err
+
+
+def test_dense_ops_with_shapes_recorded_get_a_profiler_overhead_caveat(tmp_path):
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    cell = torch.nn.LSTMCell(8, 8)
+    paths = []
+    for name in ("a", "b"):
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                                      schedule=schedule(wait=0, warmup=1, active=3, repeat=1)) as prof:
+            for _ in range(4):
+                state = (torch.zeros(2, 8), torch.zeros(2, 8))
+                for _ in range(20):
+                    state = cell(torch.zeros(2, 8), state)
+                prof.step()
+        paths.append(tmp_path / f"{name}.json")
+        prof.export_chrome_trace(str(paths[-1]))
+    findings = tracekit.compare(paths, labels=["A", "B"]).result.findings
+    caveat = [f for f in findings if "framework ops per ms with input shapes recorded" in f]
+    assert caveat and "--step-time" in caveat[0]
+
+
+def test_cpu_only_compare_hides_metrics_that_are_zero_everywhere(tmp_path, capsys):
+    a = _capture(tmp_path / "a.json", [0.0] * 3)
+    b = _capture(tmp_path / "b.json", [0.0] * 3)
+    assert main(["compare", str(a), str(b), "-f", "markdown"]) == 0
+    text = capsys.readouterr().out
+    table = text.split("## Metrics")[1].split("##")[0]
+    assert "| gpu_time" not in table and "| kernel_count" not in table and "| step_time" in table
+    assert "are 0 in every trace" in text

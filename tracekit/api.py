@@ -101,12 +101,12 @@ def ranges(trace: Trace) -> Ranges:
 
 
 def compare(traces: list[Trace], labels: list[str] | None = None, fail_if: list[str] | None = None,
-            skip_steps: int = 0, keep_all_steps: bool = False) -> Compare:
+            skip_steps: int = 0, keep_all_steps: bool = False, step_times: dict[str, float] | None = None) -> Compare:
     """Compare traces against the first (see ``tracekit.analyze.compare`` for ``fail_if``); per-step
     figures use the steady steps of each trace unless ``keep_all_steps``."""
     loaded = [_table(t) for t in traces]
     return Compare([n for n, _ in loaded], _compare([t for _, t in loaded], labels, fail_if, skip_steps=skip_steps,
-                                                    keep_all_steps=keep_all_steps))
+                                                    keep_all_steps=keep_all_steps, step_times=step_times))
 
 
 @dataclass

@@ -24,6 +24,7 @@ CLI exits with code 3 (``EXIT_COMPARE_FAILED``).
 
 from __future__ import annotations
 
+import json
 import operator
 import re
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from tracekit import schema
 from tracekit.analyze.breakdown import breakdown
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type
 from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
@@ -54,6 +56,10 @@ class TraceSummary:
     ranges: pd.DataFrame  # name, instances, total_ns
     steps: pd.DataFrame  # step, dur_ns
     step_stats: StepStats | None = None
+    unprofiled_ns: float | None = None  # the step timed without a profiler (collector metadata or --step-time)
+    unprofiled_from: str = ""
+    record_shapes: bool = False
+    ops_per_ms: float = 0.0
 
 
 @dataclass
@@ -94,7 +100,6 @@ class Comparison:
 
 def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: bool = False) -> TraceSummary:
     """Reduce one trace to the summaries ``compare()`` works on."""
-    from tracekit import schema
 
     frame = frame_of(table)
     bd = breakdown(table)
@@ -140,11 +145,28 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     order = np.argsort(frame.start[step_rows], kind="stable")
     steps = pd.DataFrame({"step": np.arange(step_rows.size), "dur_ns": frame.dur[step_rows][order]})
     meta = table.schema.metadata or {}
-    return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps, stats)
+    extra = _trace_extra(table)
+    run = extra.get("tracekit_run")
+    run = json.loads(run) if isinstance(run, str) else run if isinstance(run, dict) else {}
+    unprofiled = run.get("unprofiled_step_ns") if isinstance(run.get("unprofiled_step_ns"), (int, float)) else None
+    step_ns = metrics["step_time"]
+    ops_per_ms = metrics.get("ops_per_step", 0.0) / (step_ns / 1e6) if step_ns else 0.0
+    return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps, stats,
+                        float(unprofiled) if unprofiled else None, "the collector's unprofiled timing" if unprofiled else "",
+                        bool(extra.get("record_shapes")), ops_per_ms)
+
+
+def _trace_extra(table: pa.Table) -> dict:
+    raw = (table.schema.metadata or {}).get(schema.META_TRACE_META_JSON.encode())
+    try:
+        extra = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return extra if isinstance(extra, dict) else {}
 
 
 def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: list[str] | None = None,
-            skip_steps: int = 0, keep_all_steps: bool = False) -> Comparison:
+            skip_steps: int = 0, keep_all_steps: bool = False, step_times: dict[str, float] | None = None) -> Comparison:
     """Compare traces against the first one (see the module doc for ``fail_if``).
 
     Args:
@@ -152,6 +174,8 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
         labels: a short label per trace (default A, B, C, ...).
         fail_if: threshold expressions for CI.
         skip_steps, keep_all_steps: which steps the per-step figures use (``tracekit.analyze.steps``).
+        step_times: unprofiled step time (ns) per label, measured without the profiler; the headline
+            ratio uses them when every trace of a pair has one (tracekit's collectors record it too).
     """
     if len(tables) < 2:
         raise UsageError("compare needs at least two traces")
@@ -160,6 +184,11 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
         raise UsageError("give one distinct --label per trace")
     checks = [parse_condition(e) for e in fail_if or []]  # fail on a bad expression before the work
     sums = [summarize(t, lab, skip_steps, keep_all_steps) for t, lab in zip(tables, labels, strict=True)]
+    for label, ns in (step_times or {}).items():
+        if label not in labels:
+            raise UsageError(f"--step-time {label}=...: no trace is labelled {label!r} (labels: {', '.join(labels)})")
+        summary = sums[labels.index(label)]
+        summary.unprofiled_ns, summary.unprofiled_from = float(ns), "--step-time"
     metrics = pd.DataFrame({s.label: pd.Series(s.metrics) for s in sums}).fillna(0)
     metrics.index.name = "metric"
     names = _wide([s.names.assign(label=s.label) for s in sums], ["kind", "name"], ["count", "total_ns"], labels)
@@ -215,6 +244,8 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
             ratio = v / b
             word = f"takes {ratio:.2f}x as long as" if ratio >= 1 else f"is {1 / ratio:.2f}x faster than"
             sentence = f"{lab} {word} {base} per step ({ms(v)} vs {ms(b)}"
+            by_label = {x.label: x for x in sums}
+            out += _unprofiled(by_label[base], by_label[lab], ratio)
             bs, ls = stats.get(base), stats.get(lab)
             interval = speedup_interval(bs.used, ls.used) if bs is not None and ls is not None else None
             if interval is None:
@@ -248,6 +279,30 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
                 more = f" and {len(frame) - 3} more" if len(frame) > 3 else ""
                 out.append(f"{lab} {verb} {len(frame)} name(s) that {base} {'lacks' if verb == 'has' else 'has'}: "
                            f"{shown}{more}.")
+    return out
+
+
+# Fine-grained ops with input shapes recorded: the profiler's per-op cost (a few µs) is a real part of them.
+DENSE_OPS_PER_MS = 20
+
+
+def _unprofiled(base: TraceSummary, other: TraceSummary, profiled_ratio: float) -> list[str]:
+    """The headline from unprofiled step times when both are known; else a caveat when the profiled
+    times are suspect (shapes recorded and dense ops), with the figure that makes them so."""
+    if base.unprofiled_ns and other.unprofiled_ns:
+        r = other.unprofiled_ns / base.unprofiled_ns
+        word = f"takes {r:.2f}x as long as" if r >= 1 else f"is {1 / r:.2f}x faster than"
+        sources = sorted({base.unprofiled_from, other.unprofiled_from})
+        return [f"Without the profiler, {other.label} {word} {base.label} per step ({other.unprofiled_ns / 1e6:,.3f} ms "
+                f"vs {base.unprofiled_ns / 1e6:,.3f} ms; from {' and '.join(sources)}); the profiled ratio is "
+                f"{profiled_ratio:.2f}."]
+    out = []
+    for s in (base, other):
+        if s.record_shapes and s.ops_per_ms >= DENSE_OPS_PER_MS:
+            out.append(f"{s.label}'s profiled steps run {s.ops_per_ms:,.0f} framework ops per ms with input shapes "
+                       f"recorded: the profiler's own cost per op is part of its time, so profiled ratios overstate "
+                       f"differences in fine-grained work; give unprofiled step times with --step-time "
+                       f"{s.label}=TIME (e.g. 111ms).")
     return out
 
 

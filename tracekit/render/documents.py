@@ -225,11 +225,16 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
     base = cmp.labels[0]
     facts = [(lab, n) for lab, n in zip(cmp.labels, names, strict=True)]
     sections = []
-    m = Section("Metrics", [*cmp.findings, f"Deltas are against {base} (the first trace)."])
+    shown = [r for r in records(cmp.metrics) if any(r[lab] for lab in cmp.labels)]
+    hidden = len(cmp.metrics) - len(shown)
+    m = Section("Metrics", [*cmp.findings, f"Deltas are against {base} (the first trace). step_time and ops_per_step are "
+                            f"per step (median / mean of the steps used); the other metrics are whole-trace totals."
+                            + (f" {hidden} metric(s) that are 0 in every trace (e.g. GPU metrics of CPU-only traces) "
+                               f"are not shown; the JSON output has them." if hidden else "")])
     cols = [Column("metric"), *[Column(lab, "raw") for lab in cmp.labels],
             *[Column(f"{lab} vs {base}", "raw") for lab in cmp.labels[1:]]]
     rows = []
-    for r in records(cmp.metrics):
+    for r in shown:
         b = r[base]
         fmt = "ns" if r["metric"].endswith("_time") or r["metric"] == "gpu_busy" else \
             "float" if r["metric"] == "ops_per_step" else "count"
