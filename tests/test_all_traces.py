@@ -43,3 +43,17 @@ def test_real_trace_ingests(path):
     summary = tracekit.info(table)
     assert summary.events == table.num_rows
     assert sum(summary.counts_by_kind.values()) == table.num_rows
+
+
+@needs_shared
+@pytest.mark.parametrize("path", TRACE_FILES, ids=ids(TRACE_FILES))
+def test_exclusive_cpu_split_adds_up_to_each_step_span(path):
+    from tracekit.analyze.breakdown import breakdown
+    from tracekit.analyze.cpu_partition import PARTS
+
+    part = breakdown(tracekit.load(path)).cpu_partition
+    if part.empty:
+        pytest.skip("no framework ops in this trace")
+    values = part[list(PARTS)]
+    assert (values >= 0).all().all()
+    assert (values.sum(axis=1) == part.span_ns).all()

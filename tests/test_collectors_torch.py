@@ -222,3 +222,16 @@ def test_compare_of_two_collected_runs_uses_their_unprofiled_step_times(tiny_col
     unprofiled = loop["timing"]["wall_ns"]["median"] / fused["timing"]["wall_ns"]["median"]
     assert f"{unprofiled:.2f}x" in headline or f"{1 / unprofiled:.2f}x" in headline
     assert "the collector's unprofiled timing" in headline
+
+
+def test_exclusive_cpu_split_adds_up_on_every_collected_trace(tiny_collection):
+    from tracekit.analyze.cpu_partition import PARTS
+
+    m = manifest.read_manifest(tiny_collection)
+    for row in m.rows:
+        if row["status"] != "ok":
+            continue
+        part = api.report(m.trace_paths(row)[0]).breakdown.cpu_partition
+        assert len(part) == len(api.report(m.trace_paths(row)[0]).breakdown.steps) + 1, row["run_id"]
+        assert (part[list(PARTS)].sum(axis=1) == part.span_ns).all(), row["run_id"]
+        assert (part[list(PARTS)] >= 0).all().all()

@@ -26,7 +26,7 @@ innermost compute op (a compute op with no compute op below it: composite ops su
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,8 @@ import pyarrow as pa
 from tracekit import schema
 from tracekit.analyze import intervals
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, NO_CLASS, OP_CLASSES, RowClasses, classify_rows
+from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
+from tracekit.analyze.cpu_partition import cpu_partition
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.errors import TracekitError
 from tracekit.ingest._build import nearest_ancestor
@@ -60,6 +62,10 @@ class Breakdown:
         ``HOST_CLASSES``, busy_ns, ops (framework op count), launches.
     cpu_ops: CPU-only view, per step plus whole trace: span_ns, ``<class>_ns`` self time per op
         class, compute_ns (union of compute ops), dispatch_ns (span not in a compute op), ops.
+        Op self times are summed over all threads, so they can overlap dispatch and exceed the span.
+    cpu_partition: the exclusive split of each step's span on the step's thread (parts add up to
+        span_ns exactly; ``tracekit.analyze.cpu_partition``): step, thread, span_ns, the ``PARTS``,
+        other_threads_ns.
     timesteps: the workload's timesteps per step when known (``--timesteps`` or trace metadata).
     """
 
@@ -70,6 +76,7 @@ class Breakdown:
     has_gpu: bool
     steps: list[int]
     timesteps: int | None = None
+    cpu_partition: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PARTITION_COLUMNS))
 
 
 def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: bool = False,
@@ -92,9 +99,12 @@ def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: 
     if exclude_last_step:
         gpu_rows = _before_last_step(frame, gpu_rows)
     gpu, gpu_classes = _gpu(frame, classes, gpu_rows)
+    op_rows = frame.rows("cpu_op")
+    partition = cpu_partition(frame, _effective_op_class(frame, classes, op_rows), op_rows, steps)
     return Breakdown(
         gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, steps),
         has_gpu=gpu_rows.size > 0, steps=steps, timesteps=timesteps if timesteps is not None else _meta_timesteps(table),
+        cpu_partition=partition,
     )
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 from tracekit.analyze.breakdown import HOST_CLASSES, Breakdown
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES
 from tracekit.analyze.compare import Comparison
+from tracekit.analyze.cpu_partition import PARTS
 from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
 from tracekit.analyze.ranges import RangesReport
 from tracekit.analyze.steps import StepStats
@@ -90,12 +91,30 @@ def breakdown_sections(bd: Breakdown) -> list[Section]:
         s.charts.append(Chart("stacked", "CPU op self time per step", [_step_label(int(r["step"])) for r in records(src)],
                               used, [[r[f"{c}_ns"] / 1e6 for c in used] for r in records(src)]))
         sections.append(s)
+    if not bd.has_gpu and len(bd.cpu_partition):
+        sections.append(_partition_section(bd))
     return sections
 
 
+def _partition_section(bd: Breakdown) -> Section:
+    p = bd.cpu_partition
+    s = Section("Exclusive CPU split on the step's thread (the parts add up to the span)")
+    s.sentences.append("Each instant of a step, on the thread that ran it, goes to the class of the innermost op running "
+                       "then, to framework (a wrapper or non-compute op), or to outside ops (Python, data loading, "
+                       "waiting for other threads). Op time on other threads is listed apart, not in the split.")
+    parts = [c for c in PARTS if p[c].sum() > 0]
+    cols = [Column("step"), Column("span", "ns"), *[Column(c[:-3].replace("_", " "), "ns") for c in parts],
+            Column("other threads", "ns")]
+    s.tables.append(Table("", cols, [[_step_label(int(r["step"])), r["span_ns"], *[r[c] for c in parts],
+                                      r["other_threads_ns"]] for r in records(p)]))
+    return s
+
+
 def _breakdown_data(bd: Breakdown) -> dict:
+    partition = [{**r, "parts": list(PARTS)} for r in records(bd.cpu_partition)]
     return {"gpu": records(bd.gpu), "gpu_classes": records(bd.gpu_classes), "host": records(bd.host),
-            "cpu_ops": records(bd.cpu_ops), "steps": bd.steps, "timesteps": bd.timesteps, "has_gpu": bd.has_gpu}
+            "cpu_ops": records(bd.cpu_ops), "cpu_partition": partition, "steps": bd.steps, "timesteps": bd.timesteps,
+            "has_gpu": bd.has_gpu}
 
 
 def steps_section(st: StepStats) -> Section:

@@ -15,7 +15,8 @@ from tracekit.analyze.published import Finding
 from tracekit.render.document import Column, Document, Section, Table
 from tracekit.render.overhead_document import overhead_document
 
-CPU_CLASSES = ("rnn", "gemm", "elementwise", "cast", "copy", "reduction", "other")
+# Parts of the exclusive CPU split (tracekit.analyze.cpu_partition) shown per run; with "outside ops" they add to 100%.
+CPU_CLASSES = ("rnn", "gemm", "elementwise", "cast", "reduction", "compiled", "framework")
 GPU_CLASSES = ("rnn", "gemm", "elementwise", "cast", "memcpy", "other")
 
 
@@ -40,7 +41,7 @@ def _variant_rows(rows: Sequence[Mapping[str, Any]], breakdowns: Mapping[str, Br
     classes = GPU_CLASSES if gpu else CPU_CLASSES
     cols = [Column("framework"), Column("variant"), Column("profiler"), Column("dtype"), Column("shape"),
             Column("time", "ns"), Column("ops / timestep", "float"),
-            *[Column(f"{c} %", "pct") for c in classes], Column("idle %" if gpu else "dispatch %", "pct"),
+            *[Column(f"{c} %", "pct") for c in classes], Column("idle %" if gpu else "outside ops %", "pct"),
             Column("verdict")]
     out = []
     for r in sorted(traced, key=lambda r: (r["framework"], r["variant"], r["profiler"], sorted(r["config"].items()))):
@@ -56,11 +57,11 @@ def _variant_rows(rows: Sequence[Mapping[str, Any]], breakdowns: Mapping[str, Br
             other = sum(float(whole[f"{k}_ns"]) for k in KERNEL_CLASSES if k not in GPU_CLASSES)
             shares = [(float(whole[f"{k}_ns"]) + (other if k == "other" else 0)) / span for k in classes]
             rest = float(whole["idle_ns"]) / span
-        elif len(ops):
-            o = ops.iloc[0]
-            span = float(o["span_ns"]) or 1.0
-            shares = [float(o.get(f"{k}_ns", 0)) / span for k in classes]
-            rest = float(o["dispatch_ns"]) / span
+        elif len(bd.cpu_partition):
+            part = bd.cpu_partition[bd.cpu_partition.step == -1].iloc[0]
+            span = float(part["span_ns"]) or 1.0
+            shares = [float(part.get(f"{k}_ns", 0)) / span for k in classes]
+            rest = float(part["outside_ops_ns"]) / span
         else:
             shares, rest = [0.0] * len(classes), None
         verdict = launches[r["run_id"]].verdict if r["run_id"] in launches and bd.has_gpu else ""
@@ -99,8 +100,9 @@ def study_document(facts: StudyFacts, rows: Sequence[Mapping[str, Any]], breakdo
     v = Section("Every traced run: time, ops per timestep, where the time goes")
     v.sentences.append("Time: unprofiled median per step. Shares: " + (
         "exclusive GPU time by kernel class and idle, of the GPU span." if gpu else
-        "framework-op self time by class and time outside compute ops (dispatch), of the step span; TF ops run on "
-        "several threads, so their shares can add past 100%."))
+        "the exclusive split of the step span on the step's thread: the innermost op's class, framework "
+        "(wrappers, non-compute ops) and outside ops; they add up to 100%. TF runs its ops on other threads, so "
+        "on the step's thread a TF step is mostly framework (the function call waiting on them)."))
     v.tables.append(Table("", cols, variant_rows))
     sections.append(v)
     sections += overhead_document([facts.directory], overhead).sections

@@ -1,0 +1,118 @@
+"""An exclusive CPU breakdown: each step's span on the step's thread, split into parts that add up to it.
+
+Every instant of a step, on the thread that ran the step (the thread of its ``ProfilerStep`` /
+TraceMe / NVTX step range), belongs to exactly one part:
+
+* ``<class>_ns`` for each compute op class (and ``compiled``): the innermost op running then is of
+  that class (its self time, clipped to the step);
+* ``framework_ns``: the innermost op is a wrapper, copy or other non-compute op (dispatcher and
+  framework overhead inside ops);
+* ``outside_ops_ns``: no op runs on the thread (Python between ops, data loading, waiting for
+  other threads, idle).
+
+So the parts partition the span exactly (``PARTS`` names them; a test checks the sum on every CPU
+trace). Work on other threads (TF's inter-op pool, DataLoader workers) is not part of the
+partition; ``other_threads_ns`` gives its op self time in the step for reference. Without marked
+steps the window is the extent of the ops on the thread with the most ops.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyze import intervals
+from tracekit.analyze.classify import OP_CLASSES
+from tracekit.analyze.frame import Frame
+from tracekit.ingest._build import nearest_ancestor
+
+PARTITION_CLASSES = ("rnn", "convolution", "gemm", "cast", "elementwise", "reduction", "communication", "compiled")
+PARTS = (*[f"{c}_ns" for c in PARTITION_CLASSES], "framework_ns", "outside_ops_ns")
+COLUMNS = ["step", "thread", "span_ns", *PARTS, "other_threads_ns"]
+
+
+def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: list[int]) -> pd.DataFrame:
+    """Per step (and a whole row, step -1, summing them): span_ns and the ``PARTS`` that add up to it.
+
+    Args:
+        frame: the trace.
+        view: the effective op class (index into ``OP_CLASSES``) of each row of ``op_rows``.
+        op_rows: the cpu_op rows, ascending.
+        steps: the marked step numbers.
+    """
+    if op_rows.size == 0:
+        return pd.DataFrame(columns=COLUMNS)
+    part_of_class = np.array([PARTITION_CLASSES.index(c) if c in PARTITION_CLASSES else len(PARTITION_CLASSES)
+                              for c in OP_CLASSES], np.int64)
+    parts = part_of_class[view]  # index into PARTS (framework_ns for non-compute classes)
+    is_op = frame.mask("cpu_op")
+    op_parent = nearest_ancestor(frame.parent, op_rows, is_op)
+    records = [_window(frame, op_rows, parts, op_parent, st, th, lo, hi) for st, th, lo, hi in _windows(frame, op_rows, steps)]
+    df = pd.DataFrame.from_records(records, columns=COLUMNS)
+    if steps and len(df):
+        whole = df.drop(columns=["step", "thread"]).sum()
+        df = pd.concat([pd.DataFrame([{"step": -1, "thread": df.thread.iloc[0], **whole.to_dict()}]), df],
+                       ignore_index=True)
+    return df
+
+
+def _windows(frame: Frame, op_rows: np.ndarray, steps: list[int]) -> list[tuple[int, int, int, int]]:
+    step_rows = frame.rows("step")
+    if steps and step_rows.size:
+        out = []
+        for st in steps:
+            rows = step_rows[frame.step[step_rows] == st]
+            out.append((st, int(frame.thread_key[rows[0]]), int(frame.start[rows].min()), int(frame.end[rows].max())))
+        return out
+    keys, counts = np.unique(frame.thread_key[op_rows], return_counts=True)
+    th = keys[np.argmax(counts)]
+    mine = op_rows[frame.thread_key[op_rows] == th]
+    return [(-1, int(th), int(frame.start[mine].min()), int(frame.end[mine].max()))]
+
+
+def _window(frame: Frame, op_rows: np.ndarray, parts: np.ndarray, op_parent: np.ndarray, st: int, th: int,
+            lo: int, hi: int) -> dict:
+    inside = (frame.start[op_rows] < hi) & (frame.end[op_rows] > lo)
+    on_thread = inside & (frame.thread_key[op_rows] == th)
+    sel = np.flatnonzero(on_thread)
+    rows = op_rows[sel]
+    s, e = np.clip(frame.start[rows], lo, hi), np.clip(frame.end[rows], lo, hi)
+    clipped = e - s
+    # Self time clipped to the window: an op's clipped time less its child ops' (nearest op ancestor).
+    parent = op_parent[sel]
+    idx = np.searchsorted(rows, parent)
+    is_child = (parent >= 0) & (idx < rows.size) & (rows[np.minimum(idx, rows.size - 1)] == parent)
+    child = np.zeros(rows.size, np.int64)
+    np.add.at(child, idx[is_child], clipped[is_child])
+    self_ns = clipped - child
+    covered = intervals.clip_total(s, e, lo, hi) if rows.size else 0
+    if (self_ns < 0).any() or int(self_ns.sum()) != covered:
+        # Ops that overlap without nesting (clock skew, hand-made traces): split by sweeping instead.
+        self_ns = _innermost_sweep(s, e, frame.depth[rows])
+    totals = np.bincount(parts[sel], weights=self_ns, minlength=len(PARTS) - 1).astype(np.int64)
+    other = inside & ~on_thread & (frame.step[op_rows] == st) if st >= 0 else inside & ~on_thread
+    return {"step": st, "thread": th, "span_ns": hi - lo, **{p: int(totals[i]) for i, p in enumerate(PARTS[:-1])},
+            "outside_ops_ns": (hi - lo) - int(totals.sum()), "other_threads_ns": int(np.maximum(
+                frame.dur[op_rows[other]], 0).sum()) if other.any() else 0}
+
+
+def _innermost_sweep(start: np.ndarray, end: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Time during which each interval is the innermost (deepest, then latest-starting) one running."""
+    out = np.zeros(start.size, np.int64)
+    events = sorted([(int(a), 1, i) for i, a in enumerate(start)] + [(int(b), 0, i) for i, b in enumerate(end)])
+    active: list[tuple[int, int, int]] = []
+    ended = np.zeros(start.size, bool)
+    prev = None
+    for t, kind, i in events:
+        while active and ended[active[0][2]]:
+            heapq.heappop(active)
+        if prev is not None and active and t > prev:
+            out[active[0][2]] += t - prev
+        prev = t
+        if kind == 1:
+            heapq.heappush(active, (-int(depth[i]), -int(start[i]), i))
+        else:
+            ended[i] = True
+    return out
