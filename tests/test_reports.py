@@ -180,3 +180,11 @@ def test_html_report_renders_in_chromium_without_network(tmp_path):
     blank = tmp_path / "blank.html"
     blank.write_text("<html><body></body></html>")
     assert _png_is_blank(_chromium(blank, tmp_path)[0])
+
+
+def test_sentences_name_kernels_by_their_base_name():
+    from tracekit.analyze.compare import short_name
+
+    long = "void at::native::vectorized_elementwise_kernel<4, " + "x" * 3000 + ">(int, " + "y" * 2000 + ")"
+    assert short_name(long) == "at::native::vectorized_elementwise_kernel"
+    assert len(short_name("k" * 500)) == 80

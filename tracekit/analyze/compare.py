@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.analyze.breakdown import breakdown
-from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type
+from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type, kernel_base_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
@@ -275,7 +275,7 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
         removed = names[(names[f"count_{base}"] > 0) & (names[f"count_{lab}"] == 0)]
         for frame, verb in ((added, "has"), (removed, "lacks")):
             if len(frame):
-                shown = ", ".join(frame.name.head(3))
+                shown = ", ".join(short_name(n) for n in frame.name.head(3))
                 more = f" and {len(frame) - 3} more" if len(frame) > 3 else ""
                 out.append(f"{lab} {verb} {len(frame)} name(s) that {base} {'lacks' if verb == 'has' else 'has'}: "
                            f"{shown}{more}.")
@@ -304,6 +304,13 @@ def _unprofiled(base: TraceSummary, other: TraceSummary, profiled_ratio: float) 
                        f"differences in fine-grained work; give unprofiled step times with --step-time "
                        f"{s.label}=TIME (e.g. 111ms).")
     return out
+
+
+def short_name(name: str, limit: int = 80) -> str:
+    """A name fit for a sentence: a demangled kernel's base name (no template arguments or parameters),
+    cut to ``limit`` characters; multi-kilobyte C++ signatures stay in the tables."""
+    base = kernel_base_name(name)
+    return base if len(base) <= limit else base[: limit - 1] + "…"
 
 
 def _spread(s: TraceSummary) -> str:

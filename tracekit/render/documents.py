@@ -270,9 +270,11 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
         c = Section("--fail-if checks", [f"{'FAILED' if x.failed else 'ok'}: {x.expression} for {x.label} "
                                          f"({x.baseline:,.0f} -> {x.value:,.0f})" for x in cmp.checks])
         sections.append(c)
-    n = Section("Kernels and ops by name (largest change first)")
+    n = Section("Kernels and ops by name (largest change first)",
+                ["Totals are summed durations over the whole trace; an op's total is inclusive (it contains the ops "
+                 "it calls), a kernel's is its own GPU time."])
     ncols = [Column("kind"), Column("name"), Column("status"), *[Column(f"count {lab}", "count") for lab in cmp.labels],
-             *[Column(f"total {lab}", "ns") for lab in cmp.labels], *[Column(f"mean {lab}", "ns") for lab in cmp.labels]]
+             *[Column(f"total {lab} (incl.)", "ns") for lab in cmp.labels], *[Column(f"mean {lab}", "ns") for lab in cmp.labels]]
     n.tables.append(Table("", ncols, [[r["kind"], r["name"], r["status"], *[r[f"count_{lab}"] for lab in cmp.labels],
                                        *[r[f"total_ns_{lab}"] for lab in cmp.labels], *[r[f"mean_ns_{lab}"] for lab in cmp.labels]]
                                       for r in records(cmp.names)]))
