@@ -87,7 +87,7 @@ def main() -> int:
         m = result.metrics.set_index("metric")
         profiled = m.loc["step_time", label_b] / m.loc["step_time", label_a]
         print(f"== {title} (hidden {HIDDEN}, batch {BATCH}, {TIMESTEPS} timesteps, {STEPS} steps)")
-        for sentence in result.findings[:4]:
+        for sentence in result.findings[:6]:
             print(f"  compare: {sentence}")
         print(f"  unprofiled median: {label_a} {a_ms:.3f} ms, {label_b} {b_ms:.3f} ms, ratio {b_ms / a_ms:.2f}")
         print(f"  profiled ratio / unprofiled ratio: {profiled / (b_ms / a_ms):.2f}")

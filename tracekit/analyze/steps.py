@@ -10,7 +10,9 @@ whatever their duration; ``keep_all`` keeps every step (flags are still reported
 
 Headline numbers and verdicts use the steady steps; the spread (min / median / max and the
 coefficient of variation) is of the steady steps too, so a comparison can say when a difference is
-within step-to-step noise (``speedup_interval``).
+within noise: ``compare`` claims one only when the bootstrap interval of the ratio
+(``speedup_interval``) excludes 1 and the ratio is beyond twice the larger coefficient of variation
+(steps inside one capture vary less than separate captures do).
 """
 
 from __future__ import annotations
