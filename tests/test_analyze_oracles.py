@@ -209,3 +209,27 @@ def test_a_trace_without_ops_or_kernels_gets_no_bound_verdict(tmp_path):
     assert r.verdict == "undetermined" and r.remedies == []
     assert any("nothing to judge" in e for e in r.evidence)
     del torch
+
+
+@needs_shared
+def test_gaps_spent_copying_make_a_copy_bound_verdict_not_a_cuda_graph_remedy():
+    """HTA's negative_queue_length trace: the host is in memory/copy calls during 58% of the GPU's idle
+    time; a launch-bound verdict with a CUDA-graph remedy would not fit that evidence."""
+    r = launch(table(TRACES / "hta" / "negative_queue_length_values_check" / "rank0.json.gz"))
+    assert r.verdict == "copy-bound"
+    assert any("data transfer" in e for e in r.evidence)
+    assert not any("CUDA graph" in x for x in r.remedies) and any("pinned" in x for x in r.remedies)
+
+
+@needs_shared
+def test_kernels_replayed_from_cuda_graphs_are_counted():
+    from tracekit.analyze.classify import classify_rows
+    from tracekit.analyze.frame import frame_of
+    from tracekit.analyze.launch import _graph_launched_share
+
+    t = table(TRACES / "hta" / "trace_diff" / "test" / "test.json.gz")
+    frame = frame_of(t)
+    share = _graph_launched_share(frame, classify_rows(frame))
+    assert 0.0 < share < 1.0  # this trace replays part of its step from cudaGraphLaunch
+    assert _graph_launched_share(frame_of(table(TRACES / "hta" / "trace_diff" / "control" / "control.json.gz")),
+                                 None) == 0.0

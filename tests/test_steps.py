@@ -136,3 +136,32 @@ def test_cpu_only_compare_hides_metrics_that_are_zero_everywhere(tmp_path, capsy
     table = text.split("## Metrics")[1].split("##")[0]
     assert "| gpu_time" not in table and "| kernel_count" not in table and "| step_time" in table
     assert "are 0 in every trace" in text
+
+
+def test_a_step_waiting_on_its_dataloader_is_data_loading_bound(tmp_path):
+    """A real DataLoader (num_workers=0) whose dataset takes 20 ms per batch, in front of a small model."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.utils.data import DataLoader, Dataset
+
+    class Slow(Dataset):
+        def __len__(self) -> int:
+            return 64
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            time.sleep(0.005)
+            return torch.randn(32)
+
+    model = torch.nn.Linear(32, 32)
+    loader = DataLoader(Slow(), batch_size=4, num_workers=0)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU],
+                                  schedule=schedule(wait=0, warmup=1, active=4, repeat=1)) as prof:
+        for i, batch in enumerate(loader):
+            model(batch)
+            prof.step()
+            if i == 5:
+                break
+    path = tmp_path / "loader.json"
+    prof.export_chrome_trace(str(path))
+    r = tracekit.launch(path).result
+    assert r.verdict == "data-loading-bound", r.evidence
+    assert any("DataLoader's __next__" in e for e in r.evidence) and any("num_workers" in x for x in r.remedies)

@@ -82,3 +82,11 @@ def overlap_per_interval(q_start: np.ndarray, q_end: np.ndarray, start: np.ndarr
         return cum[np.maximum(i - 1, 0)] * (i > 0) + part
 
     return covered_before(q_end) - covered_before(q_start)
+
+
+def overlap_total(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> int:
+    """Time covered by both the union of the ``a`` intervals and the union of the ``b`` intervals."""
+    if a_start.size == 0 or b_start.size == 0:
+        return 0
+    bs, be = union(b_start, b_end)
+    return int(overlap_per_interval(bs, be, a_start, a_end).sum())

@@ -22,6 +22,7 @@ Verdict rules (thresholds are parameters, defaults below); each checks the evide
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,8 +46,8 @@ FUSED_RNN_OPS = ("aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", 
 FUSED_RNN_TF_SUFFIXES = (":CudnnRNN", ":CudnnRNNV2", ":CudnnRNNV3", ":BlockLSTMV2", ":BlockLSTM")
 RNN_CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
                 "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
-VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "CPU/framework-bound", "CPU compute-bound", "host-idle gaps",
-            "undetermined")
+VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loading-bound", "CPU/framework-bound",
+            "CPU compute-bound", "host-idle gaps", "undetermined")
 # A host-side verdict needs the host to have been busy during most of the GPU's idle time.
 HOST_IDLE_SHARE = 0.5
 
@@ -283,12 +284,20 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
         ev.append("no framework ops and no GPU activity recorded: nothing to judge (was the profiler attached to the "
                   "work, with CPU/CUDA activities on?)")
         return
+    loading = _data_loading(frame)
     if not r.has_gpu:
         cpu = bd.cpu_ops[bd.cpu_ops.step.isin(used)] if used is not None else bd.cpu_ops[bd.cpu_ops.step == -1]
         span = int(cpu.span_ns.sum()) if len(cpu) else 0
         dispatch = int(cpu.dispatch_ns.sum()) if len(cpu) else 0
         share = dispatch / span if span else 0.0
         ev.append(f"{share:.0%} of step time is outside any compute op (framework dispatch)")
+        windows = _step_windows(frame, used)
+        load_share = intervals.overlap_total(*loading, *windows) / span if span and loading[0].size else 0.0
+        if load_share >= DATA_LOADING_SHARE:
+            r.verdict = "data-loading-bound"
+            ev.append(f"the DataLoader's __next__ runs during {load_share:.0%} of the step time")
+            rem.append(DATA_LOADING_REMEDY)
+            return
         r.verdict = "CPU/framework-bound" if share >= 0.5 else "CPU compute-bound"
         if r.top_ops is not None and len(r.top_ops.ops):
             named = [f"{o.name} {o.share:.0%}" for o in r.top_ops.ops.head(3).itertuples()]
@@ -327,15 +336,38 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
     sync_host = int(host.sync_ns.sum()) / host_busy if host_busy else 0.0
     launch_gap = by.get("launching", 0) / gap_total if gap_total else 0.0
     host_idle = by.get("host_idle", 0) / gap_total if gap_total else 0.0
+    load_gap = 0.0
+    if gap_total and loading[0].size:
+        g_start = r.gaps.start_ns.to_numpy(np.int64)
+        load_gap = intervals.overlap_total(*loading, g_start, g_start + r.gaps.dur_ns.to_numpy(np.int64)) / gap_total
+    if load_gap >= DATA_LOADING_SHARE:
+        r.verdict = "data-loading-bound"
+        ev.append(f"the DataLoader's __next__ runs during {load_gap:.0%} of the GPU's idle time")
+        rem.append(DATA_LOADING_REMEDY)
+        return
     if host_idle >= HOST_IDLE_SHARE:
         # Launch or framework verdicts would blame a host that was doing nothing: the wait is elsewhere.
         r.verdict = "host-idle gaps"
         rem.append("the GPU waits on something this trace does not show: data loading in other processes or threads, "
                    "other ranks (communication), I/O, or a profiler that traced only some threads; profile those")
         return
+    copy_gap = by.get("data_transfer", 0) / gap_total if gap_total else 0.0
+    if copy_gap >= 0.5:
+        r.verdict = "copy-bound"
+        rem.append("the GPU waits while the host copies (cudaMemcpy, .to(device), .cpu(), .item()): copy from pinned "
+                   "memory with non_blocking=True, overlap copies on a side stream, or move them out of the step")
+        return
     if r.kernel.count and (r.launch_api.p50_ns >= r.kernel.p50_ns or launch_gap >= 0.5):
         r.verdict = "launch-bound"
         rem.extend(_remedies("launch", source, cell_loop, fused_rnn))
+        graphed = _graph_launched_share(frame, classes)
+        if graphed:
+            ev.append(f"{graphed:.0%} of kernels already replay from CUDA/HIP graph launches")
+            cuda_graph = [x for x in rem if "CUDA graph" in x]
+            for x in cuda_graph:
+                rem.remove(x)
+            if graphed < 0.9:
+                rem.insert(0, "capture the part of the step still launched kernel by kernel in the CUDA graph too")
     elif sync_gap >= 0.3 or sync_host >= 0.3:
         r.verdict = "sync-bound"
         ev.append(f"sync calls take {sync_host:.0%} of host busy time")
@@ -344,6 +376,41 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
     else:
         r.verdict = "CPU/framework-bound"
         rem.extend(_remedies("framework", source, cell_loop, fused_rnn))
+
+
+DATA_LOADING_SHARE = 0.5
+DATA_LOADING_REMEDY = ("load batches in the background: DataLoader(num_workers>0, pin_memory=True, prefetch_factor), "
+                       "or tf.data with prefetch; keep decoding and augmentation off the training thread")
+# torch.profiler wraps each batch fetch in "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__".
+_DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext")
+
+
+def _data_loading(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the host intervals spent fetching batches (DataLoader __next__, tf.data IteratorGetNext)."""
+    codes = [i for i, n in enumerate(frame.names) if _DATA_LOADER.search(n)]
+    rows = np.flatnonzero(np.isin(frame.name_code, codes) & frame.mask("user_range", "cpu_op", "python_function"))
+    return intervals.union(frame.start[rows], frame.end[rows])
+
+
+def _step_windows(frame: Frame, used: list[int] | None) -> tuple[np.ndarray, np.ndarray]:
+    rows = frame.rows("step")
+    if used is not None:
+        rows = rows[np.isin(frame.step[rows], used)]
+    if rows.size == 0:
+        ops = frame.rows("cpu_op")
+        return (frame.start[ops[:1]], np.array([frame.end[ops].max()])) if ops.size else (rows, rows)
+    return intervals.union(frame.start[rows], frame.end[rows])
+
+
+def _graph_launched_share(frame: Frame, classes) -> float:
+    """Share of kernels whose launch call is a CUDA/HIP graph launch (already graph-captured work)."""
+    kernels = frame.rows("gpu_kernel")
+    launcher = frame.launch_row[kernels]
+    linked = launcher[launcher >= 0]
+    if kernels.size == 0 or linked.size == 0:
+        return 0.0
+    names = np.array(["GraphLaunch" in frame.names[c] if c >= 0 else False for c in range(len(frame.names))] + [False])
+    return float(names[frame.name_code[linked]].sum()) / kernels.size
 
 
 def _remedies(bound: str, source: str, cell_loop: bool, fused_rnn: bool) -> list[str]:
