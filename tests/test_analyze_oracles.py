@@ -223,13 +223,11 @@ def test_gaps_spent_copying_make_a_copy_bound_verdict_not_a_cuda_graph_remedy():
 
 @needs_shared
 def test_kernels_replayed_from_cuda_graphs_are_counted():
-    from tracekit.analyze.classify import classify_rows
     from tracekit.analyze.frame import frame_of
     from tracekit.analyze.launch import _graph_launched_share
 
     t = table(TRACES / "hta" / "trace_diff" / "test" / "test.json.gz")
     frame = frame_of(t)
-    share = _graph_launched_share(frame, classify_rows(frame))
+    share = _graph_launched_share(frame)
     assert 0.0 < share < 1.0  # this trace replays part of its step from cudaGraphLaunch
-    assert _graph_launched_share(frame_of(table(TRACES / "hta" / "trace_diff" / "control" / "control.json.gz")),
-                                 None) == 0.0
+    assert _graph_launched_share(frame_of(table(TRACES / "hta" / "trace_diff" / "control" / "control.json.gz"))) == 0.0

@@ -152,12 +152,17 @@ def test_nn_lstm_dispatches_a_constant_23_ops_per_forward(tiny_collection):
     assert 20 <= short <= 26
 
 
-def test_casts_appear_only_under_autocast(tiny_collection):
-    m = manifest.read_manifest(tiny_collection)
+def _collected_breakdowns(collection: Path):
+    """(manifest row, breakdown of its trace) for every run that produced a trace."""
+    m = manifest.read_manifest(collection)
     for row in m.rows:
-        if row["status"] != "ok":
-            continue
-        cpu = api.report(m.trace_paths(row)[0]).breakdown.cpu_ops
+        if row["status"] == "ok":
+            yield row, api.report(m.trace_paths(row)[0]).breakdown
+
+
+def test_casts_appear_only_under_autocast(tiny_collection):
+    for row, bd in _collected_breakdowns(tiny_collection):
+        cpu = bd.cpu_ops
         cast_ns = int(cpu[cpu.step == -1].iloc[0]["cast_ns"])
         if row["variant"] == "nn_lstm_amp":
             assert cast_ns > 0, row["run_id"]
@@ -227,11 +232,8 @@ def test_compare_of_two_collected_runs_uses_their_unprofiled_step_times(tiny_col
 def test_exclusive_cpu_split_adds_up_on_every_collected_trace(tiny_collection):
     from tracekit.analyze.cpu_partition import PARTS
 
-    m = manifest.read_manifest(tiny_collection)
-    for row in m.rows:
-        if row["status"] != "ok":
-            continue
-        part = api.report(m.trace_paths(row)[0]).breakdown.cpu_partition
-        assert len(part) == len(api.report(m.trace_paths(row)[0]).breakdown.steps) + 1, row["run_id"]
+    for row, bd in _collected_breakdowns(tiny_collection):
+        part = bd.cpu_partition
+        assert len(part) == len(bd.steps) + 1, row["run_id"]
         assert (part[list(PARTS)].sum(axis=1) == part.span_ns).all(), row["run_id"]
         assert (part[list(PARTS)] >= 0).all().all()

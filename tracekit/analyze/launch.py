@@ -360,7 +360,7 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
     if r.kernel.count and (r.launch_api.p50_ns >= r.kernel.p50_ns or launch_gap >= 0.5):
         r.verdict = "launch-bound"
         rem.extend(_remedies("launch", source, cell_loop, fused_rnn))
-        graphed = _graph_launched_share(frame, classes)
+        graphed = _graph_launched_share(frame)
         if graphed:
             ev.append(f"{graphed:.0%} of kernels already replay from CUDA/HIP graph launches")
             cuda_graph = [x for x in rem if "CUDA graph" in x]
@@ -396,13 +396,14 @@ def _step_windows(frame: Frame, used: list[int] | None) -> tuple[np.ndarray, np.
     rows = frame.rows("step")
     if used is not None:
         rows = rows[np.isin(frame.step[rows], used)]
-    if rows.size == 0:
+    if rows.size == 0:  # no steps marked: the ops' extent
         ops = frame.rows("cpu_op")
-        return (frame.start[ops[:1]], np.array([frame.end[ops].max()])) if ops.size else (rows, rows)
+        rows = ops[[int(np.argmin(frame.start[ops])), int(np.argmax(frame.end[ops]))]] if ops.size else ops
+        return (frame.start[rows[:1]], frame.end[rows[1:]]) if rows.size else (rows, rows)
     return intervals.union(frame.start[rows], frame.end[rows])
 
 
-def _graph_launched_share(frame: Frame, classes) -> float:
+def _graph_launched_share(frame: Frame) -> float:
     """Share of kernels whose launch call is a CUDA/HIP graph launch (already graph-captured work)."""
     kernels = frame.rows("gpu_kernel")
     launcher = frame.launch_row[kernels]
