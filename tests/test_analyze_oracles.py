@@ -231,3 +231,14 @@ def test_kernels_replayed_from_cuda_graphs_are_counted():
     share = _graph_launched_share(frame)
     assert 0.0 < share < 1.0  # this trace replays part of its step from cudaGraphLaunch
     assert _graph_launched_share(frame_of(table(TRACES / "hta" / "trace_diff" / "control" / "control.json.gz"))) == 0.0
+
+
+def test_launch_remedies_know_what_already_replays_from_cuda_graphs():
+    from tracekit.analyze.launch import _remedies
+
+    eager = _remedies("launch", "torch", False, False, graphed=0.0)
+    assert any("capture the step in a CUDA graph" in x for x in eager)
+    partly = _remedies("launch", "torch", False, False, graphed=0.5)
+    assert not any("capture the step in a CUDA graph" in x for x in partly)
+    assert any("still launched kernel by kernel" in x for x in partly)
+    assert not any("CUDA graph" in x for x in _remedies("launch", "torch", False, False, graphed=0.95))

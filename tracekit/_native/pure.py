@@ -156,8 +156,8 @@ class _Columns:
                         dur = _scaled_ns(v.text)
                 else:
                     extra.append(at_key + _dump(v))
-            elif key == "id" and v64["flow_id"] == MISSING64 and _plain_int(v) is not None:
-                v64["flow_id"] = _plain_int(v)  # type: ignore[assignment]
+            elif key == "id" and v64["flow_id"] == MISSING64 and (flow := _plain_int(v)) is not None:
+                v64["flow_id"] = flow
             elif key == "args" and not has_args:
                 has_args = True
                 self._args(v, args_text, v64, v32)

@@ -160,8 +160,8 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         steps=step_stats(frame, skip=skip_steps, keep_all=keep_all_steps),
     )
     _judge_on_used_steps(report)
-    used = report.steps.used_step_numbers() if report.steps is not None and len(report.steps.steps) else None
-    report.top_ops = top_ops(frame, classes, used)
+    steps = report.steps
+    report.top_ops = top_ops(frame, classes, steps.used_step_numbers() if steps is not None and len(steps.steps) else None)
     if gpu_rows.size:
         report.low_utilization = low_utilization(table)
     _judge(report, frame, classes, idle_threshold, table)
@@ -359,15 +359,10 @@ def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table:
         return
     if r.kernel.count and (r.launch_api.p50_ns >= r.kernel.p50_ns or launch_gap >= 0.5):
         r.verdict = "launch-bound"
-        rem.extend(_remedies("launch", source, cell_loop, fused_rnn))
         graphed = _graph_launched_share(frame)
         if graphed:
             ev.append(f"{graphed:.0%} of kernels already replay from CUDA/HIP graph launches")
-            cuda_graph = [x for x in rem if "CUDA graph" in x]
-            for x in cuda_graph:
-                rem.remove(x)
-            if graphed < 0.9:
-                rem.insert(0, "capture the part of the step still launched kernel by kernel in the CUDA graph too")
+        rem.extend(_remedies("launch", source, cell_loop, fused_rnn, graphed))
     elif sync_gap >= 0.3 or sync_host >= 0.3:
         r.verdict = "sync-bound"
         ev.append(f"sync calls take {sync_host:.0%} of host busy time")
@@ -398,8 +393,7 @@ def _step_windows(frame: Frame, used: list[int] | None) -> tuple[np.ndarray, np.
         rows = rows[np.isin(frame.step[rows], used)]
     if rows.size == 0:  # no steps marked: the ops' extent
         ops = frame.rows("cpu_op")
-        rows = ops[[int(np.argmin(frame.start[ops])), int(np.argmax(frame.end[ops]))]] if ops.size else ops
-        return (frame.start[rows[:1]], frame.end[rows[1:]]) if rows.size else (rows, rows)
+        return np.array([frame.start[ops].min()]), np.array([frame.end[ops].max()])
     return intervals.union(frame.start[rows], frame.end[rows])
 
 
@@ -410,15 +404,20 @@ def _graph_launched_share(frame: Frame) -> float:
     linked = launcher[launcher >= 0]
     if kernels.size == 0 or linked.size == 0:
         return 0.0
-    names = np.array(["GraphLaunch" in frame.names[c] if c >= 0 else False for c in range(len(frame.names))] + [False])
-    return float(names[frame.name_code[linked]].sum()) / kernels.size
+    # One flag per distinct name, plus a trailing False that code -1 (no name) indexes.
+    is_graph_launch = np.array(["GraphLaunch" in n for n in frame.names] + [False])
+    return float(is_graph_launch[frame.name_code[linked]].sum()) / kernels.size
 
 
-def _remedies(bound: str, source: str, cell_loop: bool, fused_rnn: bool) -> list[str]:
-    """Remedies that fit a launch- or framework-bound trace: its framework and its RNN style."""
+def _remedies(bound: str, source: str, cell_loop: bool, fused_rnn: bool, graphed: float = 0.0) -> list[str]:
+    """Remedies that fit a launch- or framework-bound trace: its framework, its RNN style, and how much
+    of it already replays from CUDA graphs (``graphed``, a share of kernels)."""
     out = [FUSED_RNN_REMEDY] if cell_loop and not fused_rnn else []
     if source == "tf":
         out.append("run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels")
+    elif bound == "launch" and graphed:
+        if graphed < 0.9:
+            out.append("capture the part of the step still launched kernel by kernel in the CUDA graph too")
     elif bound == "launch":
         out.append("capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs")
         out.append("fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)")
