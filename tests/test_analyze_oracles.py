@@ -234,11 +234,17 @@ def test_kernels_replayed_from_cuda_graphs_are_counted():
 
 
 def test_launch_remedies_know_what_already_replays_from_cuda_graphs():
-    from tracekit.analyze.launch import _remedies
+    from tracekit.analyze.verdicts import Evidence, judge
 
-    eager = _remedies("launch", "torch", False, False, graphed=0.0)
-    assert any("capture the step in a CUDA graph" in x for x in eager)
-    partly = _remedies("launch", "torch", False, False, graphed=0.5)
+    def remedies(graphed: float) -> list[str]:
+        e = Evidence(source="torch", has_ops=True, has_gpu=True, idle_share=0.9, kernels=10, launch_p50_ns=5_000,
+                     kernel_p50_ns=2_000, graphed_share=graphed)
+        verdict, _, out = judge(e)
+        assert verdict == "launch-bound"
+        return out
+
+    assert any("capture the step in a CUDA graph" in x for x in remedies(0.0))
+    partly = remedies(0.5)
     assert not any("capture the step in a CUDA graph" in x for x in partly)
     assert any("still launched kernel by kernel" in x for x in partly)
-    assert not any("CUDA graph" in x for x in _remedies("launch", "torch", False, False, graphed=0.95))
+    assert not any("CUDA graph" in x for x in remedies(0.95))

@@ -183,7 +183,7 @@ def test_html_report_renders_in_chromium_without_network(tmp_path):
 
 
 def test_sentences_name_kernels_by_their_base_name():
-    from tracekit.analyze.compare import short_name
+    from tracekit.analyze.classify import short_name
 
     long = "void at::native::vectorized_elementwise_kernel<4, " + "x" * 3000 + ">(int, " + "y" * 2000 + ")"
     assert short_name(long) == "at::native::vectorized_elementwise_kernel"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyze.launch import FUSED_RNN_REMEDY
+from tracekit.analyze.verdicts import FUSED_RNN_REMEDY
 from tracekit.cli import main
 
 torch = pytest.importorskip("torch")

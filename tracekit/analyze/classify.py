@@ -161,6 +161,17 @@ def kernel_base_name(name: str) -> str:
     return words[-1] if len(words) > 1 and (words[0] == "void" or words[0].endswith("::type")) else base
 
 
+def short_name(name: str, limit: int = 80) -> str:
+    """A name fit for a sentence: a demangled kernel's base name (no template arguments or parameters);
+    a TF op's last three scopes (``…/gru_cell/MatMul_1_grad/MatMul:MatMul``); cut to ``limit``
+    characters. Full names stay in the tables."""
+    base = kernel_base_name(name)
+    scopes = base.split("/")
+    if len(scopes) > 3 and ":" in scopes[-1]:
+        base = "…/" + "/".join(scopes[-3:])
+    return base if len(base) <= limit else base[: limit - 1] + "…"
+
+
 def classify_name(name: str, rules: Sequence[tuple[str, ...]]) -> str:
     """Class of one name under an ordered rule table; ``"other"`` when no rule matches."""
     base: str | None = None

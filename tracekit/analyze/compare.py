@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.analyze.breakdown import breakdown
-from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type, kernel_base_name
+from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
@@ -309,13 +309,6 @@ def _unprofiled(base: TraceSummary, other: TraceSummary, profiled_ratio: float) 
                        f"differences in fine-grained work; give unprofiled step times with --step-time "
                        f"{s.label}=TIME (e.g. 111ms).")
     return out
-
-
-def short_name(name: str, limit: int = 80) -> str:
-    """A name fit for a sentence: a demangled kernel's base name (no template arguments or parameters),
-    cut to ``limit`` characters; multi-kilobyte C++ signatures stay in the tables."""
-    base = kernel_base_name(name)
-    return base if len(base) <= limit else base[: limit - 1] + "…"
 
 
 def _spread(s: TraceSummary) -> str:

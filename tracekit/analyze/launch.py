@@ -7,17 +7,8 @@ gpu_gaps`` lists them); for each gap, the host activity overlapping it is measur
 (launch / sync / memory API, framework op, Python, nothing) and the gap is attributed to the
 class with the most overlap.
 
-Verdict rules (thresholds are parameters, defaults below); each checks the evidence it cites:
-* no framework ops and no GPU activity: undetermined (nothing to judge);
-* no GPU activity: CPU/framework-bound when dispatch overhead (step time outside compute ops)
-  is at least half the step time, else CPU compute-bound;
-* GPU idle share below ``idle_threshold`` (30%): GPU-bound;
-* host idle (no host event at all) during at least half of the GPU idle time: host-idle gaps,
-  not a launch or framework verdict (the wait is outside what the trace recorded);
-* otherwise launch-bound when the median launch call takes at least as long as the median
-  kernel (the host cannot issue work faster than the GPU finishes it) or launch calls cover
-  most of the idle time; sync-bound when sync waits cover at least 30% of the idle time or of
-  the host's busy time; else CPU/framework-bound.
+The verdict comes from the rule table in ``tracekit.analyze.verdicts`` (docs/verdicts.md): this
+module measures the evidence the rules read and states the general figures behind it.
 """
 
 from __future__ import annotations
@@ -29,27 +20,22 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit.analyze import intervals
+from tracekit.analyze import intervals, verdicts
 from tracekit.analyze.breakdown import Breakdown, breakdown
-from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, classify_rows
+from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, classify_rows, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, top_ops
 from tracekit.analyze.utilization import low_utilization
+from tracekit.analyze.verdicts import VERDICTS
 
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
-FUSED_RNN_REMEDY = ("replace the per-timestep cell loop with the fused recurrent layer (nn.LSTM / nn.GRU / nn.RNN; keras "
-                    "LSTM / GRU with their cuDNN defaults; tf.raw_ops.BlockLSTM): one op for all timesteps")
 # Whole-sequence RNN ops (PyTorch, TF) and the per-timestep cells a Python or tf.while_loop calls.
 FUSED_RNN_OPS = ("aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", "aten::_cudnn_rnn",
                  "aten::mkldnn_rnn_layer", "aten::miopen_rnn")
 FUSED_RNN_TF_SUFFIXES = (":CudnnRNN", ":CudnnRNNV2", ":CudnnRNNV3", ":BlockLSTMV2", ":BlockLSTM")
 RNN_CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
                 "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
-VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loading-bound", "CPU/framework-bound",
-            "CPU compute-bound", "host-idle gaps", "undetermined")
-# A host-side verdict needs the host to have been busy during most of the GPU's idle time.
-HOST_IDLE_SHARE = 0.5
 
 
 @dataclass
@@ -164,7 +150,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
     report.top_ops = top_ops(frame, classes, steps.used_step_numbers() if steps is not None and len(steps.steps) else None)
     if gpu_rows.size:
         report.low_utilization = low_utilization(table)
-    _judge(report, frame, classes, idle_threshold, table)
+    _judge(report, frame, idle_threshold, table)
     return report
 
 
@@ -258,124 +244,113 @@ def _judge_on_used_steps(r: LaunchReport) -> None:
         r.gpu_span_ns, r.gpu_idle_ns = int(rows.span_ns.sum()), int(rows.idle_ns.sum())
 
 
-def _judge(r: LaunchReport, frame: Frame, classes, idle_threshold: float, table: pa.Table) -> None:
-    source = _source(table)
+def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table) -> None:
+    """Measure the evidence the verdict rules read (``tracekit.analyze.verdicts``), state the general
+    figures, and apply the rules."""
     bd = r.breakdown
     assert bd is not None
-    per_ts = bd.timesteps
-    ops_step = float(r.per_step.ops.mean()) if len(r.per_step) else 0.0
-    op_names = set(frame.names[c] for c in np.unique(frame.name_code[frame.mask("cpu_op")]) if c >= 0)
-    fused_rnn = any(n in op_names for n in FUSED_RNN_OPS) or any(n.endswith(FUSED_RNN_TF_SUFFIXES) for n in op_names)
-    cell_loop = any(n in op_names for n in RNN_CELL_OPS) or (
-        not fused_rnn and any("while" in n and any(c in n.lower() for c in ("lstm", "gru", "rnn")) for n in op_names))
-    ev, rem = r.evidence, r.remedies
-    marked = bool(bd.steps)  # "per step" only where steps are marked; else the count is the whole trace's
+    e = verdicts.Evidence(source=_source(table), has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
+                          idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
+    ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
-    if used is not None and r.steps is not None:
-        ops_step = float(r.per_step[r.per_step.step.isin(used)].ops.mean()) if len(r.per_step) else 0.0
-        ev.append("left out of this verdict: " + "; ".join(r.steps.describe_left_out()) +
-                  " (--keep-all-steps keeps them)")
-    if per_ts and marked:
-        ev.append(f"{ops_step / per_ts:.1f} framework ops per timestep ({ops_step:.0f} per step, {per_ts} timesteps)")
-    elif ops_step:
-        ev.append(f"{ops_step:.0f} framework ops per step" if marked else f"{ops_step:.0f} framework ops (no steps marked)")
-    if not r.has_gpu and not frame.mask("cpu_op").any():
-        r.verdict = "undetermined"
-        ev.append("no framework ops and no GPU activity recorded: nothing to judge (was the profiler attached to the "
-                  "work, with CPU/CUDA activities on?)")
-        return
-    loading = _data_loading(frame)
-    if not r.has_gpu:
-        cpu = bd.cpu_ops[bd.cpu_ops.step.isin(used)] if used is not None else bd.cpu_ops[bd.cpu_ops.step == -1]
-        span = int(cpu.span_ns.sum()) if len(cpu) else 0
-        dispatch = int(cpu.dispatch_ns.sum()) if len(cpu) else 0
-        share = dispatch / span if span else 0.0
-        ev.append(f"{share:.0%} of step time is outside any compute op (framework dispatch)")
-        windows = _step_windows(frame, used)
-        load_share = intervals.overlap_total(*loading, *windows) / span if span and loading[0].size else 0.0
-        if load_share >= DATA_LOADING_SHARE:
-            r.verdict = "data-loading-bound"
-            ev.append(f"the DataLoader's __next__ runs during {load_share:.0%} of the step time")
-            rem.append(DATA_LOADING_REMEDY)
-            return
-        r.verdict = "CPU/framework-bound" if share >= 0.5 else "CPU compute-bound"
-        if r.top_ops is not None and len(r.top_ops.ops):
-            named = [f"{o.name} {o.share:.0%}" for o in r.top_ops.ops.head(3).itertuples()]
-            ev.append("top ops by self time: " + ", ".join(named))
-            rem.extend(r.top_ops.remedies)
-        if r.verdict == "CPU/framework-bound":
-            rem.extend(_remedies("framework", source, cell_loop, fused_rnn))
+    _describe_ops(r, used)
+    if e.has_ops or e.has_gpu:
+        if r.has_gpu:
+            _measure_gpu(r, frame, e)
         else:
-            if cell_loop and not fused_rnn:
-                rem.append(FUSED_RNN_REMEDY)
-            rem.append("the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count")
-        return
+            _measure_cpu(r, frame, e, used)
+    r.verdict, says, remedies = verdicts.judge(e)
+    ev.extend(says)
+    if not r.has_gpu and e.has_ops and r.top_ops is not None and len(r.top_ops.ops):
+        named = [f"{short_name(o.name)} {o.share:.0%}" for o in r.top_ops.ops.head(3).itertuples()]
+        ev.append("top ops by self time: " + ", ".join(named))
+        ev.extend(r.top_ops.describe_waiting())
+        r.remedies.extend(r.top_ops.remedies)
+    r.remedies.extend(remedies)
+
+
+def _describe_ops(r: LaunchReport, used: list[int] | None) -> None:
+    """Ops per step (or timestep), and which steps the verdict leaves out."""
+    bd = r.breakdown
+    assert bd is not None
+    marked = bool(bd.steps)  # "per step" only where steps are marked; else the count is the whole trace's
+    per_step = r.per_step[r.per_step.step.isin(used)] if used is not None else r.per_step
+    ops_step = float(per_step.ops.mean()) if len(per_step) else 0.0
+    if used is not None and r.steps is not None:
+        r.evidence.append("left out of this verdict: " + "; ".join(r.steps.describe_left_out()) +
+                          " (--keep-all-steps keeps them)")
+    if bd.timesteps and marked:
+        r.evidence.append(f"{ops_step / bd.timesteps:.1f} framework ops per timestep ({ops_step:.0f} per step, "
+                          f"{bd.timesteps} timesteps)")
+    elif ops_step:
+        r.evidence.append(f"{ops_step:.0f} framework ops per step" if marked else
+                          f"{ops_step:.0f} framework ops (no steps marked)")
+
+
+def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None) -> None:
+    bd = r.breakdown
+    assert bd is not None
+    cpu = bd.cpu_ops[bd.cpu_ops.step.isin(used)] if used is not None else bd.cpu_ops[bd.cpu_ops.step == -1]
+    span = int(cpu.span_ns.sum()) if len(cpu) else 0
+    dispatch = int(cpu.dispatch_ns.sum()) if len(cpu) else 0
+    e.dispatch_share = dispatch / span if span else 0.0
+    r.evidence.append(f"{e.dispatch_share:.0%} of step time is outside any compute op (framework dispatch)")
+    loading = _data_loading(frame)
+    if span and loading[0].size:
+        e.load_step_share = intervals.overlap_total(*loading, *_step_windows(frame, used)) / span
+
+
+def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
+    bd = r.breakdown
+    assert bd is not None
+    ev = r.evidence
     ev.append(f"GPU idle {r.idle_share:.1%} of its {r.span_words}" if r.gpu_devices <= 1 else
               f"GPUs idle {r.idle_share:.1%} of their {r.span_words}")
     ev.append(f"launch call median {r.launch_api.p50_ns / 1e3:.2f} µs vs kernel median {r.kernel.p50_ns / 1e3:.2f} µs "
               f"({r.launch_api.count} launches, {r.kernel.count} kernels)")
     ev.append(f"{r.short_kernel_share:.0%} of kernels shorter than {r.short_kernel_ns / 1e3:.0f} µs")
+    e.launch_p50_ns, e.kernel_p50_ns, e.kernels = r.launch_api.p50_ns, r.kernel.p50_ns, r.kernel.count
+    e.graphed_share = _graph_launched_share(frame)
+    busy = bd.gpu_classes[bd.gpu_classes.view == "kernel"].groupby("class")["exclusive_ns"].sum()
+    if len(busy):
+        e.top_gpu_class, e.top_gpu_class_share = str(busy.idxmax()), float(busy.max() / max(busy.sum(), 1))
     gap_total = int(r.gaps.dur_ns.sum()) if len(r.gaps) else 0
-    by = {row.host_activity: int(row.total_ns) for row in r.gaps_by_host.itertuples()}
-    if gap_total:
-        top = max(by, key=lambda k: by[k])
-        ev.append(f"during idle gaps the host was mostly {top.replace('_', ' ')} ({by[top] / gap_total:.0%} of gap time)")
-    if r.idle_share < idle_threshold:
-        r.verdict = "GPU-bound"
-        k = bd.gpu_classes[(bd.gpu_classes.view == "kernel")]
-        busy = k.groupby("class")["exclusive_ns"].sum()
-        top_cls = busy.idxmax() if len(busy) else "other"
-        ev.append(f"largest GPU class: {top_cls} ({busy.max() / max(busy.sum(), 1):.0%} of busy time)")
-        if top_cls in ("gemm", "rnn", "convolution", "attention"):
-            rem.append("use mixed precision (torch.autocast / keras mixed_float16) so GEMMs run on tensor cores")
-        rem.append("the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work")
+    if not gap_total:
         return
-    sync_gap = by.get("synchronizing", 0) / gap_total if gap_total else 0.0
+    by = {row.host_activity: int(row.total_ns) for row in r.gaps_by_host.itertuples()}
+    top = max(by, key=lambda k: by[k])
+    ev.append(f"during idle gaps the host was mostly {top.replace('_', ' ')} ({by[top] / gap_total:.0%} of gap time)")
+    e.sync_gap_share = by.get("synchronizing", 0) / gap_total
+    e.launch_gap_share = by.get("launching", 0) / gap_total
+    e.host_idle_share = by.get("host_idle", 0) / gap_total
+    e.copy_gap_share = by.get("data_transfer", 0) / gap_total
     host = bd.host[bd.host.step == -1]
     host_busy = int(host.busy_ns.sum()) if len(host) else 0
-    sync_host = int(host.sync_ns.sum()) / host_busy if host_busy else 0.0
-    launch_gap = by.get("launching", 0) / gap_total if gap_total else 0.0
-    host_idle = by.get("host_idle", 0) / gap_total if gap_total else 0.0
-    load_gap = 0.0
-    if gap_total and loading[0].size:
+    e.sync_host_share = int(host.sync_ns.sum()) / host_busy if host_busy else 0.0
+    loading = _data_loading(frame)
+    if loading[0].size:
         g_start = r.gaps.start_ns.to_numpy(np.int64)
-        load_gap = intervals.overlap_total(*loading, g_start, g_start + r.gaps.dur_ns.to_numpy(np.int64)) / gap_total
-    if load_gap >= DATA_LOADING_SHARE:
-        r.verdict = "data-loading-bound"
-        ev.append(f"the DataLoader's __next__ runs during {load_gap:.0%} of the GPU's idle time")
-        rem.append(DATA_LOADING_REMEDY)
-        return
-    if host_idle >= HOST_IDLE_SHARE:
-        # Launch or framework verdicts would blame a host that was doing nothing: the wait is elsewhere.
-        r.verdict = "host-idle gaps"
-        rem.append("the GPU waits on something this trace does not show: data loading in other processes or threads, "
-                   "other ranks (communication), I/O, or a profiler that traced only some threads; profile those")
-        return
-    copy_gap = by.get("data_transfer", 0) / gap_total if gap_total else 0.0
-    if copy_gap >= 0.5:
-        r.verdict = "copy-bound"
-        rem.append("the GPU waits while the host copies (cudaMemcpy, .to(device), .cpu(), .item()): copy from pinned "
-                   "memory with non_blocking=True, overlap copies on a side stream, or move them out of the step")
-        return
-    if r.kernel.count and (r.launch_api.p50_ns >= r.kernel.p50_ns or launch_gap >= 0.5):
-        r.verdict = "launch-bound"
-        graphed = _graph_launched_share(frame)
-        if graphed:
-            ev.append(f"{graphed:.0%} of kernels already replay from CUDA/HIP graph launches")
-        rem.extend(_remedies("launch", source, cell_loop, fused_rnn, graphed))
-    elif sync_gap >= 0.3 or sync_host >= 0.3:
-        r.verdict = "sync-bound"
-        ev.append(f"sync calls take {sync_host:.0%} of host busy time")
-        rem.append("remove synchronizations from the loop (.item(), .cpu(), printing tensors, cudaStreamSynchronize); "
-                   "use non_blocking copies from pinned memory")
-    else:
-        r.verdict = "CPU/framework-bound"
-        rem.extend(_remedies("framework", source, cell_loop, fused_rnn))
+        e.load_gap_share = intervals.overlap_total(*loading, g_start, g_start + r.gaps.dur_ns.to_numpy(np.int64)) / gap_total
 
 
-DATA_LOADING_SHARE = 0.5
-DATA_LOADING_REMEDY = ("load batches in the background: DataLoader(num_workers>0, pin_memory=True, prefetch_factor), "
-                       "or tf.data with prefetch; keep decoding and augmentation off the training thread")
+# A Keras LSTM/GRU layer's scope ("gru_1/while/...") as opposed to RNN(cell) ("rnn/while/...") or a raw loop.
+_KERAS_LAYER_LOOP = re.compile(r"(?:^|/)(?:lstm|gru|simple_rnn)(?:_\d+)?/while/")
+_RECURRENT_WORD = re.compile(r"lstm|gru|rnn|cell", re.IGNORECASE)
+
+
+def _recurrent_style(frame: Frame) -> str:
+    """How the trace runs its recurrent layers (``verdicts`` styles), from its op names."""
+    op_names = [frame.names[c] for c in np.unique(frame.name_code[frame.mask("cpu_op")]) if c >= 0]
+    if any(n in RNN_CELL_OPS for n in op_names):
+        return verdicts.TORCH_CELL_LOOP
+    if any(n in FUSED_RNN_OPS or n.endswith(FUSED_RNN_TF_SUFFIXES) for n in op_names):
+        return verdicts.FUSED
+    loops = [n for n in op_names if "while" in n and _RECURRENT_WORD.search(n)]
+    if any(_KERAS_LAYER_LOOP.search(n) for n in loops):
+        return verdicts.KERAS_WHILE_LAYER
+    return verdicts.TF_CELL_LOOP if loops else ""
+
+
 # torch.profiler wraps each batch fetch in "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__".
 _DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext")
 
@@ -407,24 +382,6 @@ def _graph_launched_share(frame: Frame) -> float:
     # One flag per distinct name, plus a trailing False that code -1 (no name) indexes.
     is_graph_launch = np.array(["GraphLaunch" in n for n in frame.names] + [False])
     return float(is_graph_launch[frame.name_code[linked]].sum()) / kernels.size
-
-
-def _remedies(bound: str, source: str, cell_loop: bool, fused_rnn: bool, graphed: float = 0.0) -> list[str]:
-    """Remedies that fit a launch- or framework-bound trace: its framework, its RNN style, and how much
-    of it already replays from CUDA graphs (``graphed``, a share of kernels)."""
-    out = [FUSED_RNN_REMEDY] if cell_loop and not fused_rnn else []
-    if source == "tf":
-        out.append("run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels")
-    elif bound == "launch" and graphed:
-        if graphed < 0.9:
-            out.append("capture the part of the step still launched kernel by kernel in the CUDA graph too")
-    elif bound == "launch":
-        out.append("capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs")
-        out.append("fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)")
-    else:
-        out.append("cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)")
-    out.append("use larger batches so each launch and op does more work")
-    return out
 
 
 __all__ = ["Distribution", "LaunchReport", "VERDICTS", "launch"]

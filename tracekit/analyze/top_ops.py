@@ -4,6 +4,11 @@ Self time (an op's duration minus its child ops') per (op name, input shapes) ov
 (``tracekit.analyze.steps``; the whole trace when no step is marked). Shapes come from Kineto's
 ``Input Dims`` (``record_shapes=True``); without them ops group by name alone.
 
+An op on the driving thread (the one holding the steps) that is not a compute op and that runs, for
+at least ``WAITING_SHARE`` of its duration, while compute ops run on other threads of its process (TF's ``EagerExecute`` while the inter-op pool runs
+the function's ops) spends its self time waiting for them: it is listed in ``waiting``, not ranked,
+so a wait never tops the table as if it were work.
+
 Remedies are rules over this table, each checking its own evidence:
 * a GEMM op (``aten::mm``/``addmm``/``bmm``/``matmul``/``linear``, TF ``MatMul``) whose inner
   dimension K, or whose row count M, is at most ``SKINNY_DIM`` and that takes at least
@@ -21,13 +26,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.analyze.breakdown import op_self_time
-from tracekit.analyze.classify import OP_CLASSES, RowClasses
+from tracekit.analyze import intervals
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
+from tracekit.analyze.classify import OP_CLASSES, RowClasses, short_name
 from tracekit.analyze.frame import Frame
 
 SKINNY_DIM = 16
 REMEDY_SHARE = 0.10
 TOP = 15
+WAITING_SHARE = 0.5
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
 # Input Dims is a list of per-input dims lists: [[1000, 8], [8, 512], []]
 _INPUT_DIMS = r'"Input Dims":(?P<dims>\[(?:\[[^\]]*\]|[^\[\]])*\])'
@@ -41,12 +48,19 @@ class TopOps:
         input dims, "" when not recorded), op_class, calls, self_ns, mean_ns, share (of the time
         the ops ran in: the steps used, or the trace).
     remedies: sentences naming an op, its shapes and the share of time it accounts for.
+    waiting: ops left out of ``ops`` because they wait for compute ops on other threads: name,
+        calls, self_ns, covered (share of their duration with compute ops running on other threads).
     """
 
     ops: pd.DataFrame
     window_ns: int
     shapes_recorded: bool
     remedies: list[str] = field(default_factory=list)
+    waiting: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["name", "calls", "self_ns", "covered"]))
+
+    def describe_waiting(self) -> list[str]:
+        return [f"{short_name(w.name)} ({w.self_ns / 1e6:,.1f} ms self time) runs {w.covered:.0%} of its time while "
+                f"compute ops run on other threads: waiting for them, not ranked" for w in self.waiting.itertuples()]
 
 
 def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = None, top: int = TOP) -> TopOps:
@@ -60,7 +74,13 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
         return TopOps(empty, window, False)
     shapes = _input_dims(frame.table, rows)
     df = pd.DataFrame({"code": frame.name_code[rows], "shapes": shapes, "self": op_self_time(frame, rows),
-                       "cls": classes.op[rows]})
+                       "cls": classes.op[rows], "dur": frame.dur[rows],
+                       "covered": _covered_by_other_threads(frame, classes, rows)})
+    waits = df.groupby("code", sort=False).agg(calls=("self", "size"), self_ns=("self", "sum"), dur=("dur", "sum"),
+                                               covered=("covered", "sum"), cls=("cls", "first")).reset_index()
+    compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
+    waits = waits[~waits.cls.isin(compute) & (waits.covered >= WAITING_SHARE * waits.dur) & (waits.self_ns > 0)]
+    df = df[~df.code.isin(waits.code)]
     agg = (df.groupby(["code", "shapes"], sort=False)
            .agg(calls=("self", "size"), self_ns=("self", "sum"), cls=("cls", "first")).reset_index())
     agg = agg.sort_values("self_ns", ascending=False, kind="stable").head(top)
@@ -74,8 +94,36 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     out["mean_ns"] = out.self_ns / out.calls
     out["share"] = out.self_ns / window if window else 0.0
     result = TopOps(out.reset_index(drop=True), window, bool((shapes != "").any()))
+    waits = waits.sort_values("self_ns", ascending=False)
+    result.waiting = pd.DataFrame({"name": [frame.names[c] if c >= 0 else "" for c in waits.code],
+                                   "calls": waits.calls.to_numpy(np.int64), "self_ns": waits.self_ns.to_numpy(np.int64),
+                                   "covered": (waits.covered / waits.dur.clip(lower=1)).to_numpy(float)})
     result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None)
     return result
+
+
+def _covered_by_other_threads(frame: Frame, classes: RowClasses, rows: np.ndarray) -> np.ndarray:
+    """For each op row on a driving thread (one that holds a step marker; without steps, the thread of
+    the longest op), how long compute ops run on the other threads of its process during it. Worker
+    threads run side by side, so one is not said to wait for another."""
+    covered = np.zeros(rows.size, np.int64)
+    threads = frame.thread_key[rows]
+    if np.unique(threads).size < 2:
+        return covered
+    steps = frame.rows("step")
+    drivers = np.unique(frame.thread_key[steps]) if steps.size else threads[[int(np.argmax(frame.dur[rows]))]]
+    compute_codes = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
+    busy = rows[np.isin(classes.op[rows], compute_codes)]
+    for key in drivers:
+        mine = threads == key
+        if not mine.any():
+            continue
+        pid = frame.pid[rows[mine][0]]
+        others = busy[(frame.thread_key[busy] != key) & (frame.pid[busy] == pid)]
+        if others.size:
+            covered[mine] = intervals.overlap_per_interval(frame.start[rows[mine]], frame.end[rows[mine]],
+                                                           frame.start[others], frame.end[others])
+    return covered
 
 
 def _window(frame: Frame, used_steps: list[int] | None) -> int:

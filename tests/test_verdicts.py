@@ -1,0 +1,131 @@
+"""Verdict rules kept as data: the table, its docs, and each rule on a real trace."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit.analyze import verdicts
+from tracekit.analyze.verdicts import RULES, VERDICTS, Evidence, judge
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "traces"
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces is absent (real traces live there)")
+
+
+def test_every_verdict_has_a_rule_and_the_last_rule_always_holds():
+    assert {r.verdict for r in RULES} == set(VERDICTS)
+    assert RULES[-1].test(Evidence(has_ops=True, has_gpu=True, idle_share=1.0))
+    assert all(r.why for r in RULES)
+
+
+def test_the_docs_list_every_rule_in_order():
+    page = (ROOT / "docs" / "verdicts.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \| ([^|]+) \|$", page, re.MULTILINE)
+    assert [(int(n), v.strip(), w.strip()) for n, v, w in rows] == [
+        (i, r.verdict, r.why) for i, r in enumerate(RULES, 1)]
+
+
+def _fired(trace: Path) -> tuple[tracekit.LaunchReport, verdicts.Rule]:
+    r = tracekit.launch(trace).result
+    rule = next(rule for rule in RULES if rule.verdict == r.verdict)
+    return r, rule
+
+
+# One real trace per rule where one exists; the rule's own evidence sentence must be cited.
+REAL = [
+    ("xprof/cpu_tf2.21/lstm_keras_eager.xplane.pb", "CPU/framework-bound", "outside any compute op"),
+    ("xprof/cpu_tf2.21/lstm_raw_blocklstm_fn.xplane.pb", "CPU compute-bound", "top ops by self time"),
+    ("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "GPU-bound", "largest GPU class"),
+    ("xprof/tf_bert_8xV100_gpu_multi_worker.xplane.pb", "host-idle gaps", "no host event runs during"),
+    ("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", "copy-bound", "host copies run"),
+    ("nsys/nvfuser_launch1000_v100_nsys2023.4.sqlite", "launch-bound", "launch calls run during"),
+    ("nsys/dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite", "CPU/framework-bound", "host was mostly framework"),
+]
+
+
+@needs_shared
+@pytest.mark.parametrize(("name", "verdict", "cited"), REAL, ids=[v for _, v, _ in REAL])
+def test_each_rule_fires_on_a_real_trace_citing_its_evidence(name, verdict, cited):
+    r, _ = _fired(SHARED / name)
+    assert r.verdict == verdict, r.evidence
+    assert any(cited in e for e in r.evidence), r.evidence
+
+
+def test_rules_without_a_real_trace_here_fire_on_their_evidence_alone():
+    """No shared trace is sync-bound or data-loading-bound on a GPU; their rules are checked on the
+    evidence record (the CPU data-loading rule runs on a real capture in test_steps.py)."""
+    gpu = dict(has_ops=True, has_gpu=True, idle_share=0.8, kernels=100, launch_p50_ns=3_000, kernel_p50_ns=20_000)
+    verdict, says, remedies = judge(Evidence(**gpu, sync_gap_share=0.6, sync_host_share=0.4))
+    assert verdict == "sync-bound" and "40% of host busy time" in says[0] and "synchronizations" in remedies[0]
+    verdict, says, remedies = judge(Evidence(**gpu, load_gap_share=0.7))
+    assert verdict == "data-loading-bound" and "70%" in says[0] and "num_workers" in remedies[0]
+    # Evidence below every threshold falls through to the host-side verdict, not to a launch remedy.
+    verdict, _, remedies = judge(Evidence(**gpu))
+    assert verdict == "CPU/framework-bound" and not any("CUDA graph" in r for r in remedies)
+
+
+def test_remedies_fit_the_framework_and_the_device():
+    cpu = dict(has_ops=True, dispatch_share=0.7)
+    assert any("jax.jit" in r for r in judge(Evidence(source="jax", **cpu))[2])
+    assert any("tf.function(jit_compile=True)" in r for r in judge(Evidence(source="tf", **cpu))[2])
+    assert any("torch.compile" in r for r in judge(Evidence(source="torch", **cpu))[2])
+    keras_cpu = judge(Evidence(source="tf", recurrent=verdicts.KERAS_WHILE_LAYER, **cpu))[2]
+    keras_gpu = judge(Evidence(source="tf", has_ops=True, has_gpu=True, idle_share=0.9,
+                               recurrent=verdicts.KERAS_WHILE_LAYER))[2]
+    assert verdicts.KERAS_CPU_LOOP_REMEDY in keras_cpu and verdicts.KERAS_GPU_FUSION_REMEDY in keras_gpu
+    assert not any(verdicts.FUSED_RNN_REMEDY == r for r in judge(Evidence(recurrent=verdicts.FUSED, **cpu))[2])
+
+
+tf = pytest.importorskip("tensorflow")
+
+
+def _keras_capture(tmp: Path, layer: str) -> Path:
+    """A Keras GRU classifier trained for 5 steps under the TF profiler, as its guide shows: one
+    ``Trace("train", step_num=i)`` per step; step 0 builds the graph."""
+    import keras
+    import numpy as np
+
+    tf.random.set_seed(0)
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 1000, size=(64, 40)), rng.integers(0, 2, size=(64,))
+    rnn = keras.layers.GRU(32) if layer == "gru" else keras.layers.RNN(keras.layers.GRUCell(32))
+    model = keras.Sequential([keras.Input((40,)), keras.layers.Embedding(1000, 16), rnn,
+                              keras.layers.Dense(1, activation="sigmoid")])
+    model.compile("adam", "binary_crossentropy")
+    logdir = tmp / layer
+    tf.profiler.experimental.start(str(logdir))
+    try:
+        for i in range(5):
+            with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                model.train_on_batch(x, y)
+    finally:
+        tf.profiler.experimental.stop()
+    return logdir
+
+
+@pytest.fixture(scope="module")
+def keras_logdirs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("keras")
+    return {layer: _keras_capture(tmp, layer) for layer in ("gru", "cell")}
+
+
+def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):
+    r = tracekit.launch(keras_logdirs["gru"]).result
+    assert r.steps is not None and list(r.steps.steps.status[:1]) == ["warm-up"]  # graph building
+    assert any(e.startswith("left out of this verdict: step 0") for e in r.evidence)
+    assert verdicts.KERAS_CPU_LOOP_REMEDY in r.remedies
+    assert verdicts.FUSED_RNN_REMEDY not in r.remedies  # the layer is already Keras's GRU
+    # EagerExecute waits on the python thread while the inter-op pool computes: not a top op.
+    assert "EagerExecute" not in set(r.top_ops.ops.name)
+    assert "EagerExecute" in set(r.top_ops.waiting.name)
+    top = next(e for e in r.evidence if e.startswith("top ops by self time"))
+    assert ":MatMul" in top and "gru_cell" in top
+
+
+def test_a_keras_rnn_cell_gets_the_layer_remedy_for_its_device(keras_logdirs):
+    r = tracekit.launch(keras_logdirs["cell"]).result
+    assert verdicts.TF_CELL_CPU_REMEDY in r.remedies and verdicts.KERAS_CPU_LOOP_REMEDY not in r.remedies

@@ -1,0 +1,195 @@
+"""Verdict rules, kept as data: which bound a trace is, the evidence that says so, and what to do.
+
+``launch()`` measures a trace into one ``Evidence`` record; ``judge`` walks ``RULES`` in order and
+the first rule whose test holds gives the verdict, the sentence citing its evidence, and the
+remedies. Each rule tests the figures it cites, so a rule never fires on evidence it does not have
+(no kernels: no launch verdict; a host doing nothing during the GPU's gaps: no host-side verdict).
+A new rule is one row here and one test on a real trace (``tests/test_verdicts.py``).
+
+Remedies fit the trace's framework (``source``), its device and its recurrent style: a PyTorch
+cell loop gets the fused layer; a Keras layer that runs as a ``tf.while_loop`` on CPU (cuDNN fusion
+needs a GPU) gets XLA and ``unroll``; graph-replayed kernels get no CUDA-graph remedy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# Thresholds (shares in 0..1).
+DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
+DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
+HOST_IDLE_SHARE = 0.5     # a host-side verdict needs the host busy during most of the GPU's idle time
+COPY_SHARE = 0.5          # host copying during this much of the GPU's idle time
+LAUNCH_GAP_SHARE = 0.5    # launch calls during this much of the GPU's idle time
+SYNC_SHARE = 0.3          # sync waits during this much of the idle time or of the host's busy time
+GRAPHED_MOSTLY = 0.9      # kernels replayed from graph launches: nothing left to capture
+
+VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loading-bound", "CPU/framework-bound",
+            "CPU compute-bound", "host-idle gaps", "undetermined")
+
+# Recurrent styles (``Evidence.recurrent``).
+TORCH_CELL_LOOP = "torch cell loop"          # aten::lstm_cell / gru_cell / rnn_*_cell called per timestep
+KERAS_WHILE_LAYER = "keras while-loop layer"  # a Keras LSTM/GRU layer run as a tf.while_loop (not cuDNN)
+TF_CELL_LOOP = "tf cell loop"                # keras.layers.RNN(cell) or a hand-written tf.while_loop cell
+FUSED = "fused"                              # one op for all timesteps (cuDNN, oneDNN, BlockLSTM)
+
+
+@dataclass
+class Evidence:
+    """What ``launch()`` measured, as the rules read it. Shares in 0..1; times in ns."""
+
+    source: str = ""           # torch, tf, jax, nsys, ...
+    has_ops: bool = False      # framework ops recorded
+    has_gpu: bool = False      # GPU activity recorded
+    # CPU-only traces
+    dispatch_share: float = 0.0  # step time outside any compute op
+    load_step_share: float = 0.0  # step time with a batch fetch running
+    # GPU traces: shares of the GPU's idle (gap) time
+    idle_share: float = 0.0
+    idle_threshold: float = 0.3
+    load_gap_share: float = 0.0
+    host_idle_share: float = 0.0
+    copy_gap_share: float = 0.0
+    launch_gap_share: float = 0.0
+    sync_gap_share: float = 0.0
+    sync_host_share: float = 0.0  # of the host's busy time
+    launch_p50_ns: float = 0.0
+    kernel_p50_ns: float = 0.0
+    kernels: int = 0
+    graphed_share: float = 0.0  # kernels replayed from CUDA/HIP graph launches
+    top_gpu_class: str = ""
+    top_gpu_class_share: float = 0.0
+    recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One verdict rule: ``test`` over the evidence; when it holds, ``says`` is the sentence citing the
+    evidence (None: the general evidence suffices) and ``remedies`` what to try."""
+
+    verdict: str
+    test: Callable[[Evidence], bool]
+    says: Callable[[Evidence], str] | None
+    remedies: Callable[[Evidence], list[str]]
+    why: str  # the rule in words, for the docs
+
+
+FUSED_RNN_REMEDY = ("replace the per-timestep cell loop with the fused recurrent layer (nn.LSTM / nn.GRU / nn.RNN): "
+                    "one op for all timesteps (oneDNN on CPU, cuDNN on GPU)")
+TF_CELL_GPU_REMEDY = ("use keras.layers.LSTM / GRU instead of an RNN(cell) or hand-written while loop: with their "
+                      "default arguments they run as one cuDNN op for all timesteps on a GPU")
+TF_CELL_CPU_REMEDY = ("the cell runs per timestep in a tf.while_loop: compile the step with XLA "
+                      "(tf.function(jit_compile=True)); for an LSTM, tf.raw_ops.BlockLSTMV2 runs all timesteps as one "
+                      "op on CPU")
+KERAS_GPU_FUSION_REMEDY = ("this Keras LSTM/GRU layer runs per timestep, not as one cuDNN op: keep the defaults that "
+                           "cuDNN needs (activation tanh, recurrent_activation sigmoid, recurrent_dropout 0, "
+                           "unroll False, use_bias True; GRU reset_after True) and run it on the GPU")
+KERAS_CPU_LOOP_REMEDY = ("Keras runs LSTM/GRU on CPU as a per-timestep tf.while_loop (cuDNN fusion needs a GPU): "
+                         "compile the step with XLA (model.compile(jit_compile=True)), or unroll=True for short "
+                         "sequences")
+DATA_LOADING_REMEDY = ("load batches in the background: DataLoader(num_workers>0, pin_memory=True, prefetch_factor), "
+                       "or tf.data with prefetch; keep decoding and augmentation off the training thread")
+HOST_IDLE_REMEDY = ("the GPU waits on something this trace does not show: data loading in other processes or threads, "
+                    "other ranks (communication), I/O, or a profiler that traced only some threads; profile those")
+COPY_REMEDY = ("the GPU waits while the host copies (cudaMemcpy, .to(device), .cpu(), .item()): copy from pinned "
+               "memory with non_blocking=True, overlap copies on a side stream, or move them out of the step")
+SYNC_REMEDY = ("remove synchronizations from the loop (.item(), .cpu(), printing tensors, cudaStreamSynchronize); "
+               "use non_blocking copies from pinned memory")
+MIXED_PRECISION_REMEDY = "use mixed precision (torch.autocast / keras mixed_float16) so GEMMs run on tensor cores"
+GPU_BOUND_REMEDY = "the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work"
+CPU_COMPUTE_REMEDY = "the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count"
+BATCH_REMEDY = "use larger batches so each launch and op does more work"
+
+
+def recurrent_remedies(e: Evidence) -> list[str]:
+    """The remedy for the trace's recurrent style, on its device; none for fused layers."""
+    if e.recurrent == TORCH_CELL_LOOP:
+        return [FUSED_RNN_REMEDY]
+    if e.recurrent == TF_CELL_LOOP:
+        return [TF_CELL_GPU_REMEDY] if e.has_gpu else [TF_CELL_CPU_REMEDY]
+    if e.recurrent == KERAS_WHILE_LAYER:
+        return [KERAS_GPU_FUSION_REMEDY] if e.has_gpu else [KERAS_CPU_LOOP_REMEDY]
+    return []
+
+
+def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
+    """How to cut per-op cost in the trace's framework; no CUDA-graph remedy for work already replayed
+    from graphs."""
+    if e.source == "tf":
+        return ["run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels"]
+    if e.source == "jax":
+        return ["jax.jit the whole step (one XLA computation), with lax.scan for loops over timesteps"]
+    if launch_bound and e.graphed_share:
+        return (["capture the part of the step still launched kernel by kernel in the CUDA graph too"]
+                if e.graphed_share < GRAPHED_MOSTLY else [])
+    if launch_bound:
+        return ["capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs",
+                "fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)"]
+    return ["cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)"]
+
+
+def _host_bound_remedies(launch_bound: bool) -> Callable[[Evidence], list[str]]:
+    def remedies(e: Evidence) -> list[str]:
+        return [*recurrent_remedies(e), *_compile_remedies(e, launch_bound), BATCH_REMEDY]
+    return remedies
+
+
+def _gap(e: Evidence) -> bool:
+    """A GPU trace whose GPU idles at least ``idle_threshold`` of its span."""
+    return e.has_gpu and e.idle_share >= e.idle_threshold
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("undetermined", lambda e: not e.has_ops and not e.has_gpu,
+         lambda e: "no framework ops and no GPU activity recorded: nothing to judge (was the profiler attached to "
+                   "the work, with CPU/CUDA activities on?)",
+         lambda e: [], "no framework ops and no GPU activity: nothing to judge"),
+    Rule("data-loading-bound", lambda e: not e.has_gpu and e.load_step_share >= DATA_LOADING_SHARE,
+         lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_step_share:.0%} of the step time",
+         lambda e: [DATA_LOADING_REMEDY], "CPU-only: batch fetching covers at least half the step time"),
+    Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
+         _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
+    Rule("CPU compute-bound", lambda e: not e.has_gpu, None,
+         lambda e: [*recurrent_remedies(e), CPU_COMPUTE_REMEDY], "CPU-only: most step time is inside compute ops"),
+    Rule("GPU-bound", lambda e: not _gap(e),
+         lambda e: f"largest GPU class: {e.top_gpu_class or 'other'} ({e.top_gpu_class_share:.0%} of busy time)",
+         lambda e: ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in ("gemm", "rnn", "convolution", "attention")
+                    else []) + [GPU_BOUND_REMEDY],
+         "the GPU idles less than idle_threshold (30%) of its span"),
+    Rule("data-loading-bound", lambda e: e.load_gap_share >= DATA_LOADING_SHARE,
+         lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_gap_share:.0%} of the GPU's "
+                   "idle time",
+         lambda e: [DATA_LOADING_REMEDY], "batch fetching covers at least half the GPU's idle time"),
+    # Launch or framework verdicts would blame a host that was doing nothing: the wait is elsewhere.
+    Rule("host-idle gaps", lambda e: e.host_idle_share >= HOST_IDLE_SHARE,
+         lambda e: f"no host event runs during {e.host_idle_share:.0%} of the GPU's idle time",
+         lambda e: [HOST_IDLE_REMEDY], "no host event at all during at least half the GPU's idle time"),
+    Rule("copy-bound", lambda e: e.copy_gap_share >= COPY_SHARE,
+         lambda e: f"host copies run during {e.copy_gap_share:.0%} of the GPU's idle time",
+         lambda e: [COPY_REMEDY], "host memory copies during at least half the GPU's idle time"),
+    Rule("launch-bound",
+         lambda e: e.kernels > 0 and (e.launch_p50_ns >= e.kernel_p50_ns or e.launch_gap_share >= LAUNCH_GAP_SHARE),
+         lambda e: (f"{e.graphed_share:.0%} of kernels already replay from CUDA/HIP graph launches"
+                    if e.graphed_share else f"launch calls run during {e.launch_gap_share:.0%} of the GPU's idle time"),
+         _host_bound_remedies(True),
+         "the median launch call takes as long as the median kernel, or launch calls cover half the idle time"),
+    Rule("sync-bound", lambda e: e.sync_gap_share >= SYNC_SHARE or e.sync_host_share >= SYNC_SHARE,
+         lambda e: f"sync calls take {e.sync_host_share:.0%} of host busy time and {e.sync_gap_share:.0%} of the "
+                   "GPU's idle time",
+         lambda e: [SYNC_REMEDY], "sync waits cover 30% of the GPU's idle time or of the host's busy time"),
+    Rule("CPU/framework-bound", lambda e: True, None, _host_bound_remedies(False),
+         "the GPU idles while the host runs framework code"),
+)
+
+
+def judge(e: Evidence) -> tuple[str, list[str], list[str]]:
+    """The first rule that holds: (verdict, its evidence sentences, its remedies)."""
+    for rule in RULES:
+        if rule.test(e):
+            says = [rule.says(e)] if rule.says is not None else []
+            return rule.verdict, says, rule.remedies(e)
+    raise AssertionError("the last rule always holds")
+
+
+__all__ = ["Evidence", "RULES", "Rule", "VERDICTS", "judge", "recurrent_remedies"]
