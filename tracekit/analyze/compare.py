@@ -34,9 +34,9 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.analyze.breakdown import breakdown
+from tracekit.analyze.breakdown import Breakdown, breakdown
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type, short_name
-from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
 from tracekit.errors import UsageError
@@ -54,8 +54,10 @@ class TraceSummary:
     metrics: dict[str, float]
     names: pd.DataFrame  # kind, name, count, total_ns
     ranges: pd.DataFrame  # name, instances, total_ns
-    steps: pd.DataFrame  # step, dur_ns
+    steps: pd.DataFrame  # step (the trace's own number, as report shows it), dur_ns, status
     step_stats: StepStats | None = None
+    per_step: dict[str, float] | None = None  # metrics as medians over the steps used; None without steps
+    names_per_step: pd.DataFrame | None = None  # names over the steps used, count and total_ns per step
     unprofiled_ns: float | None = None  # the step timed without a profiler (collector metadata or --step-time)
     unprofiled_from: str = ""
     record_shapes: bool = False
@@ -80,7 +82,10 @@ class Comparison:
         status (``common``, ``added``, ``removed`` relative to the baseline), sorted by the
         largest absolute total change.
     ranges: per range name: ``total_ns_<label>``, ``instances_<label>``.
-    steps: per step index (0 = first step of each trace): ``dur_ns_<label>``.
+    steps: per position in each trace (``index`` 0 = its first step): ``step_<label>`` (the step's
+        own number, as ``report`` shows it), ``dur_ns_<label>``, ``status_<label>``.
+    per_step: True when every trace has marked steps: metrics (but total_time) and names are then
+        per step (metrics: median over the steps used; names: mean over them); else whole-trace totals.
     checks: the evaluated ``--fail-if`` expressions.
     findings: the differences in words, one sentence each, largest first.
     """
@@ -92,6 +97,7 @@ class Comparison:
     steps: pd.DataFrame
     checks: list[FailCheck] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
+    per_step: bool = False
 
     @property
     def failed(self) -> bool:
@@ -105,7 +111,6 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     bd = breakdown(table)
     whole_gpu = bd.gpu[bd.gpu.step == -1].sum(numeric_only=True)
     host = bd.host[bd.host.step == -1].iloc[0] if len(bd.host) else None
-    step_rows = frame.rows("step")
     stats = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
     active = frame.rows("cpu_op", "runtime_api", "driver_api", "user_range", "gpu_kernel", "gpu_memcpy", "gpu_memset",
                         "python_function", "step")
@@ -133,17 +138,18 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
         for c in ("launch", "sync", "framework", "python"):
             metrics[f"host_{c}_time"] = float(host[f"{c}_ns"])
     rows = frame.rows("cpu_op", *GPU_BUSY_KINDS)
-    kinds = np.where(frame.mask("cpu_op")[rows], "cpu_op", "gpu")
-    names_df = pd.DataFrame({"kind": kinds, "code": frame.name_code[rows], "dur": frame.dur[rows]})
-    agg = names_df.groupby(["kind", "code"]).agg(count=("dur", "size"), total_ns=("dur", "sum")).reset_index()
     # TF op names carry per-process layer scopes (lstm_5_1/while/...): compare TF ops by op type.
     tf_source = (table.schema.metadata or {}).get(b"tracekit.source") == b"tf"
-    agg["name"] = [("" if c < 0 else _tf_op_type(frame.names[c]) if tf_source and k == "cpu_op" else frame.names[c])
-                   for k, c in zip(agg.kind, agg.code, strict=True)]
-    agg = agg.groupby(["kind", "name"], as_index=False)[["count", "total_ns"]].sum()
+    agg = _names(frame, rows, tf_source)
+    names_per_step = None
+    used = stats.used_step_numbers() if len(stats.steps) else []
+    if used:
+        in_used = np.isin(frame.step[rows], used)
+        names_per_step = _names(frame, rows[in_used], tf_source)
+        names_per_step[["count", "total_ns"]] = names_per_step[["count", "total_ns"]] / len(used)
     rr = ranges(table).summary[["name", "instances", "total_ns"]]
-    order = np.argsort(frame.start[step_rows], kind="stable")
-    steps = pd.DataFrame({"step": np.arange(step_rows.size), "dur_ns": frame.dur[step_rows][order]})
+    steps = stats.steps[["step", "dur_ns", "status"]].reset_index(drop=True) if len(stats.steps) else \
+        pd.DataFrame({"step": [], "dur_ns": [], "status": []})
     meta = table.schema.metadata or {}
     extra = _trace_extra(table)
     run = extra.get("tracekit_run")
@@ -152,8 +158,44 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     step_ns = metrics["step_time"]
     ops_per_ms = metrics.get("ops_per_step", 0.0) / (step_ns / 1e6) if step_ns else 0.0
     return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps, stats,
+                        _per_step_metrics(frame, bd, used, metrics) if used else None, names_per_step,
                         float(unprofiled) if unprofiled else None, "the collector's unprofiled timing" if unprofiled else "",
                         bool(extra.get("record_shapes")), ops_per_ms)
+
+
+def _names(frame: Frame, rows: np.ndarray, tf_source: bool) -> pd.DataFrame:
+    """count and total_ns per (kind, name) of the given op and GPU rows."""
+    kinds = np.where(frame.mask("cpu_op")[rows], "cpu_op", "gpu")
+    names_df = pd.DataFrame({"kind": kinds, "code": frame.name_code[rows], "dur": frame.dur[rows]})
+    agg = names_df.groupby(["kind", "code"]).agg(count=("dur", "size"), total_ns=("dur", "sum")).reset_index()
+    agg["name"] = [("" if c < 0 else _tf_op_type(frame.names[c]) if tf_source and k == "cpu_op" else frame.names[c])
+                   for k, c in zip(agg.kind, agg.code, strict=True)]
+    return agg.groupby(["kind", "name"], as_index=False)[["count", "total_ns"]].sum().astype({"count": float,
+                                                                                               "total_ns": float})
+
+
+def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[str, float]) -> dict[str, float]:
+    """Every metric but total_time as the median over the steps used (GPU figures summed over devices)."""
+    def median(df: pd.DataFrame, column: str) -> float:
+        if column not in df.columns:
+            return 0.0
+        per = df[df.step.isin(used)].groupby("step")[column].sum()
+        return float(per.reindex(used, fill_value=0).median())
+
+    kernels = frame.step[frame.rows("gpu_kernel")]
+    out = {"total_time": whole["total_time"], "gpu_time": median(bd.gpu, "span_ns"), "gpu_busy": median(bd.gpu, "busy_ns"),
+           "idle_time": median(bd.gpu, "idle_ns"),
+           "kernel_count": float(np.median([(kernels == st).sum() for st in used])),
+           "launch_count": median(bd.host, "launches"), "op_count": median(bd.cpu_ops, "ops"),
+           "step_time": whole["step_time"]}
+    out.update({f"{c}_time": median(bd.gpu, f"{c}_ns") for c in KERNEL_CLASSES})
+    if len(bd.cpu_ops):
+        out.update({f"op_{c}_time": median(bd.cpu_ops, f"{c}_ns") for c in OP_CLASSES})
+        out["ops_per_step"] = out["op_count"]
+        out["dispatch_time"] = median(bd.cpu_ops, "dispatch_ns")
+    if len(bd.host):
+        out.update({f"host_{c}_time": median(bd.host, f"{c}_ns") for c in ("launch", "sync", "framework", "python")})
+    return out
 
 
 def _trace_extra(table: pa.Table) -> dict:
@@ -189,9 +231,13 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
             raise UsageError(f"--step-time {label}=...: no trace is labelled {label!r} (labels: {', '.join(labels)})")
         summary = sums[labels.index(label)]
         summary.unprofiled_ns, summary.unprofiled_from = float(ns), "--step-time"
-    metrics = pd.DataFrame({s.label: pd.Series(s.metrics) for s in sums}).fillna(0)
+    # One unit for all: per step when every trace marks steps, else whole-trace totals.
+    per_step = all(s.per_step is not None for s in sums)
+    metrics = pd.DataFrame({s.label: pd.Series(s.per_step if per_step and s.per_step is not None else s.metrics)
+                            for s in sums}).fillna(0)
     metrics.index.name = "metric"
-    names = _wide([s.names.assign(label=s.label) for s in sums], ["kind", "name"], ["count", "total_ns"], labels)
+    names = _wide([(s.names_per_step if per_step and s.names_per_step is not None else s.names).assign(label=s.label)
+                   for s in sums], ["kind", "name"], ["count", "total_ns"], labels)
     for lab in labels:
         names[f"mean_ns_{lab}"] = (names[f"total_ns_{lab}"] / names[f"count_{lab}"].where(names[f"count_{lab}"] > 0)).fillna(0)
     base, others = labels[0], labels[1:]
@@ -201,8 +247,10 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     change = np.max([np.abs(names[f"total_ns_{o}"] - names[f"total_ns_{base}"]) for o in others], axis=0)
     names = names.assign(_c=change).sort_values("_c", ascending=False, kind="stable").drop(columns="_c").reset_index(drop=True)
     rng = _wide([s.ranges.assign(label=s.label) for s in sums], ["name"], ["instances", "total_ns"], labels)
-    steps = _wide([s.steps.assign(label=s.label) for s in sums], ["step"], ["dur_ns"], labels)
-    result = Comparison(labels, metrics.reset_index(), names, rng, steps, findings=_findings(metrics, names, labels, sums))
+    # Side by side by position: each trace keeps its own step numbers (a trace may start at ProfilerStep#5).
+    steps = pd.concat([s.steps.add_suffix(f"_{s.label}") for s in sums], axis=1).rename_axis("index").reset_index()
+    result = Comparison(labels, metrics.reset_index(), names, rng, steps,
+                        findings=_findings(metrics, names, labels, sums, per_step), per_step=per_step)
     for expr, (metric, op, sign, num, unit) in zip(fail_if or [], checks, strict=True):
         if metric not in metrics.index:
             raise UsageError(f"--fail-if: unknown metric {metric!r} (one of: {', '.join(metrics.index)})")
@@ -224,7 +272,8 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     return result
 
 
-def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sums: list[TraceSummary]) -> list[str]:
+def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sums: list[TraceSummary],
+              per_step: bool) -> list[str]:
     """What changed, in sentences: step time (with its uncertainty), work per step, the class that moved
     most, new names."""
     base = labels[0]
@@ -274,7 +323,8 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
             top = deltas.index[0]
             if deltas.iloc[0] > 0:
                 label = f"framework-op {top[3:-5]} time" if top.startswith("op_") else f"GPU {top[:-5]} time"
-                out.append(f"The largest change in classified work is {label}: {ms(col[top])} in {lab} against "
+                unit = " per step" if per_step else " over the whole trace"
+                out.append(f"The largest change in classified work is {label}{unit}: {ms(col[top])} in {lab} against "
                            f"{ms(bcol[top])} in {base} ({rel(col[top], bcol[top])}).")
         added = names[(names[f"count_{base}"] == 0) & (names[f"count_{lab}"] > 0)]
         removed = names[(names[f"count_{base}"] > 0) & (names[f"count_{lab}"] == 0)]

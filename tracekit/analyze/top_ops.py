@@ -5,7 +5,7 @@ Self time (an op's duration minus its child ops') per (op name, input shapes) ov
 ``Input Dims`` (``record_shapes=True``); without them ops group by name alone.
 
 An op on the driving thread (the one holding the steps) that is not a compute op and that runs, for
-at least ``WAITING_SHARE`` of its duration, while compute ops run on other threads of its process (TF's ``EagerExecute`` while the inter-op pool runs
+at least ``WAITING_SHARE`` of its duration, while ops run on other threads of its process (TF's ``EagerExecute`` while the inter-op pool runs
 the function's ops) spends its self time waiting for them: it is listed in ``waiting``, not ranked,
 so a wait never tops the table as if it were work.
 
@@ -49,7 +49,7 @@ class TopOps:
         the ops ran in: the steps used, or the trace).
     remedies: sentences naming an op, its shapes and the share of time it accounts for.
     waiting: ops left out of ``ops`` because they wait for compute ops on other threads: name,
-        calls, self_ns, covered (share of their duration with compute ops running on other threads).
+        calls, self_ns, covered (share of their duration with ops running on other threads).
     """
 
     ops: pd.DataFrame
@@ -60,7 +60,7 @@ class TopOps:
 
     def describe_waiting(self) -> list[str]:
         return [f"{short_name(w.name)} ({w.self_ns / 1e6:,.1f} ms self time) runs {w.covered:.0%} of its time while "
-                f"compute ops run on other threads: waiting for them, not ranked" for w in self.waiting.itertuples()]
+                f"ops run on other threads: waiting for them, not ranked" for w in self.waiting.itertuples()]
 
 
 def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = None, top: int = TOP) -> TopOps:
@@ -75,7 +75,7 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     shapes = _input_dims(frame.table, rows)
     df = pd.DataFrame({"code": frame.name_code[rows], "shapes": shapes, "self": op_self_time(frame, rows),
                        "cls": classes.op[rows], "dur": frame.dur[rows],
-                       "covered": _covered_by_other_threads(frame, classes, rows)})
+                       "covered": _covered_by_other_threads(frame, rows)})
     waits = df.groupby("code", sort=False).agg(calls=("self", "size"), self_ns=("self", "sum"), dur=("dur", "sum"),
                                                covered=("covered", "sum"), cls=("cls", "first")).reset_index()
     compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
@@ -102,9 +102,9 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     return result
 
 
-def _covered_by_other_threads(frame: Frame, classes: RowClasses, rows: np.ndarray) -> np.ndarray:
+def _covered_by_other_threads(frame: Frame, rows: np.ndarray) -> np.ndarray:
     """For each op row on a driving thread (one that holds a step marker; without steps, the thread of
-    the longest op), how long compute ops run on the other threads of its process during it. Worker
+    the longest op), how long ops run on the other threads of its process during it. Worker
     threads run side by side, so one is not said to wait for another."""
     covered = np.zeros(rows.size, np.int64)
     threads = frame.thread_key[rows]
@@ -112,14 +112,13 @@ def _covered_by_other_threads(frame: Frame, classes: RowClasses, rows: np.ndarra
         return covered
     steps = frame.rows("step")
     drivers = np.unique(frame.thread_key[steps]) if steps.size else threads[[int(np.argmax(frame.dur[rows]))]]
-    compute_codes = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
-    busy = rows[np.isin(classes.op[rows], compute_codes)]
     for key in drivers:
         mine = threads == key
         if not mine.any():
             continue
         pid = frame.pid[rows[mine][0]]
-        others = busy[(frame.thread_key[busy] != key) & (frame.pid[busy] == pid)]
+        # Any op: between compute ops a worker still runs TF's executor, not the waiting thread.
+        others = rows[(frame.thread_key[rows] != key) & (frame.pid[rows] == pid)]
         if others.size:
             covered[mine] = intervals.overlap_per_interval(frame.start[rows[mine]], frame.end[rows[mine]],
                                                            frame.start[others], frame.end[others])

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyze.breakdown import HOST_CLASSES, Breakdown
-from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES
+from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, short_name
 from tracekit.analyze.compare import Comparison
 from tracekit.analyze.cpu_partition import PARTS
 from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
@@ -30,7 +30,9 @@ def _step_label(step: int) -> str:
     return "all" if step < 0 else f"step {step}"
 
 
-def breakdown_sections(bd: Breakdown) -> list[Section]:
+def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> list[Section]:
+    """The breakdown's sections; ``used_steps`` (the steps left after warm-up and outliers) make the
+    headline sentences, while the tables keep every step."""
     sections = []
     if bd.has_gpu:
         s = Section("GPU time by category (exclusive; adds up to the span)")
@@ -64,9 +66,12 @@ def breakdown_sections(bd: Breakdown) -> list[Section]:
     host = bd.host
     if len(host) and host.busy_ns.sum() > 0:
         s = Section("Host time (per thread, exclusive, summed over threads)")
-        cols = [Column("step"), *[Column(c, "ns") for c in HOST_CLASSES], Column("ops", "count"), Column("launches", "count")]
-        s.tables.append(Table("", cols, [[_step_label(int(r["step"])), *[r[f"{c}_ns"] for c in HOST_CLASSES], r["ops"], r["launches"]]
-                                         for r in records(host)]))
+        # Classes no thread ever spent time in (launch calls in a CPU-only trace) are left out.
+        shown = [c for c in HOST_CLASSES if host[f"{c}_ns"].sum() > 0]
+        counts = ["ops", *(["launches"] if host.launches.sum() > 0 else [])]
+        cols = [Column("step"), *[Column(c, "ns") for c in shown], *[Column(c, "count") for c in counts]]
+        s.tables.append(Table("", cols, [[_step_label(int(r["step"])), *[r[f"{c}_ns"] for c in shown],
+                                          *[r[c] for c in counts]] for r in records(host)]))
         sections.append(s)
     if not bd.has_gpu and len(bd.cpu_ops):
         s = Section("CPU op time (self time by op class; no GPU in this trace)")
@@ -74,7 +79,14 @@ def breakdown_sections(bd: Breakdown) -> list[Section]:
         n_steps = max(len(bd.steps), 1)
         ops_per_step = whole["ops"] / n_steps
         dispatch = whole["dispatch_ns"] / whole["span_ns"] if whole["span_ns"] else 0
-        if bd.steps:
+        chosen = bd.cpu_ops[bd.cpu_ops.step.isin(used_steps)] if used_steps else None
+        if chosen is not None and len(chosen) and len(chosen) < len(bd.steps):
+            n_steps = len(chosen)
+            ops_per_step = chosen.ops.sum() / n_steps
+            dispatch = chosen.dispatch_ns.sum() / max(chosen.span_ns.sum(), 1)
+            s.sentences.append(f"{ops_per_step:,.1f} framework ops per step over the {n_steps} step(s) used; "
+                               f"{dispatch:.0%} of their time is outside any compute op (framework dispatch).")
+        elif bd.steps:
             s.sentences.append(f"{ops_per_step:,.1f} framework ops per step over {n_steps} step(s); {dispatch:.0%} of "
                                f"step time is outside any compute op (framework dispatch).")
         else:  # no step marked: the counts are the whole trace's, and saying "per step" would be wrong
@@ -144,10 +156,13 @@ def top_ops_section(t: TopOps) -> Section:
     s.sentences.append(f"Share: of {where} ({t.window_ns / 1e6:,.3f} ms). " + (
         "Shapes are the ops' input dims." if t.shapes_recorded else
         "No input shapes recorded (torch.profiler(record_shapes=True) records them)."))
-    cols = [Column("op"), Column("input shapes"), Column("class"), Column("calls", "count"), Column("self time", "ns"),
+    shapes = [Column("input shapes")] if t.shapes_recorded else []
+    cols = [Column("op"), *shapes, Column("class"), Column("calls", "count"), Column("self time", "ns"),
             Column("mean", "ns"), Column("share", "pct")]
-    s.tables.append(Table("", cols, [[r["name"], r["shapes"], r["op_class"], r["calls"], r["self_ns"], r["mean_ns"],
-                                      r["share"]] for r in records(t.ops)]))
+    # Names as in sentences (TF scopes cut to the last three); JSON keeps them whole.
+    s.tables.append(Table("", cols, [[short_name(r["name"], 100), *([r["shapes"]] if shapes else []), r["op_class"],
+                                      r["calls"], r["self_ns"], r["mean_ns"], r["share"]] for r in records(t.ops)]))
+    s.sentences.extend(f"{w}." for w in t.describe_waiting())
     return s
 
 
@@ -160,7 +175,8 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
             sections.append(steps_section(lr.steps))
         if lr.top_ops is not None and len(lr.top_ops.ops):
             sections.append(top_ops_section(lr.top_ops))
-    sections += breakdown_sections(bd)
+    used = lr.steps.used_step_numbers() if lr is not None and lr.steps is not None and len(lr.steps.steps) else None
+    sections += breakdown_sections(bd, used)
     data: dict[str, Any] = {"breakdown": _breakdown_data(bd)}
     if lr is not None:
         data["verdict"] = {"verdict": lr.verdict, "evidence": lr.evidence, "remedies": lr.remedies}
@@ -168,6 +184,7 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
             data["steps"] = steps_data(lr.steps)
         if lr.top_ops is not None:
             data["top_ops"] = records(lr.top_ops.ops)
+            data["waiting_ops"] = records(lr.top_ops.waiting)
     return Document(f"tracekit report: {name}", "report", facts, sections, data)
 
 
@@ -246,8 +263,11 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
     sections = []
     shown = [r for r in records(cmp.metrics) if any(r[lab] for lab in cmp.labels)]
     hidden = len(cmp.metrics) - len(shown)
-    m = Section("Metrics", [*cmp.findings, f"Deltas are against {base} (the first trace). step_time and ops_per_step are "
-                            f"per step (median / mean of the steps used); the other metrics are whole-trace totals."
+    unit = ("Metrics are per step: the median over each trace's steps used (warm-up and outliers left out); "
+            "total_time is the whole capture." if cmp.per_step else
+            "Metrics are whole-trace totals (not every trace marks steps); step_time is the median step where "
+            "steps are marked, else the whole trace.")
+    m = Section("Metrics", [*cmp.findings, f"Deltas are against {base} (the first trace). {unit}"
                             + (f" {hidden} metric(s) that are 0 in every trace (e.g. GPU metrics of CPU-only traces) "
                                f"are not shown; the JSON output has them." if hidden else "")])
     cols = [Column("metric"), *[Column(lab, "raw") for lab in cmp.labels],
@@ -256,7 +276,7 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
     for r in shown:
         b = r[base]
         fmt = "ns" if r["metric"].endswith("_time") or r["metric"] == "gpu_busy" else \
-            "float" if r["metric"] == "ops_per_step" else "count"
+            "float" if r["metric"] == "ops_per_step" or (cmp.per_step and r["metric"].endswith("_count")) else "count"
         deltas = [f"{(r[lab] - b) / b:+.1%}" if b else ("new" if r[lab] else "–") for lab in cmp.labels[1:]]
         rows.append([r["metric"], *[format_cell(r[lab], fmt) for lab in cmp.labels], *deltas])
     m.tables.append(Table("", cols, rows))
@@ -270,10 +290,12 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
         c = Section("--fail-if checks", [f"{'FAILED' if x.failed else 'ok'}: {x.expression} for {x.label} "
                                          f"({x.baseline:,.0f} -> {x.value:,.0f})" for x in cmp.checks])
         sections.append(c)
+    over = ("Counts and totals are per step (the mean over the steps used)" if cmp.per_step else
+            "Counts and totals are summed over the whole trace")
     n = Section("Kernels and ops by name (largest change first)",
-                ["Totals are summed durations over the whole trace; an op's total is inclusive (it contains the ops "
-                 "it calls), a kernel's is its own GPU time."])
-    ncols = [Column("kind"), Column("name"), Column("status"), *[Column(f"count {lab}", "count") for lab in cmp.labels],
+                [f"{over}; an op's total is inclusive (it contains the ops it calls), a kernel's is its own GPU time."])
+    count_fmt = "float" if cmp.per_step else "count"
+    ncols = [Column("kind"), Column("name"), Column("status"), *[Column(f"count {lab}", count_fmt) for lab in cmp.labels],
              *[Column(f"total {lab} (incl.)", "ns") for lab in cmp.labels], *[Column(f"mean {lab}", "ns") for lab in cmp.labels]]
     n.tables.append(Table("", ncols, [[r["kind"], r["name"], r["status"], *[r[f"count_{lab}"] for lab in cmp.labels],
                                        *[r[f"total_ns_{lab}"] for lab in cmp.labels], *[r[f"mean_ns_{lab}"] for lab in cmp.labels]]
@@ -290,9 +312,12 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
                                 for r in records(cmp.ranges)]))
         sections.append(rg)
     if len(cmp.steps):
-        st = Section("Steps (in order of start)")
-        st.tables.append(Table("", [Column("step", "count"), *[Column(lab, "ns") for lab in cmp.labels]],
-                               [[r["step"], *[r[f"dur_ns_{lab}"] for lab in cmp.labels]] for r in records(cmp.steps)]))
+        st = Section("Steps (side by side in order of start; numbers as in each trace's report)")
+        cols = [c for lab in cmp.labels for c in (Column(f"{lab} step"), Column(f"{lab} duration", "ns"),
+                                                  Column(f"{lab} status"))]
+        st.tables.append(Table("", cols, [[v for lab in cmp.labels for v in (
+            "" if r[f"step_{lab}"] is None else int(r[f"step_{lab}"]), r[f"dur_ns_{lab}"], r[f"status_{lab}"] or "")]
+            for r in records(cmp.steps)]))
         sections.append(st)
     data = {"labels": cmp.labels, "traces": names, "metrics": records(cmp.metrics), "names": records(cmp.names),
             "ranges": records(cmp.ranges), "steps": records(cmp.steps),
