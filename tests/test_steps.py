@@ -16,7 +16,7 @@ from tracekit.cli import main
 torch = pytest.importorskip("torch")
 
 
-def _capture(path: Path, step_sleeps_s: list[float], cell: str = "lstm") -> Path:
+def _capture(path: Path, step_sleeps_s: list[float], cell: str = "lstm", wait: int = 0) -> Path:
     """A real capture of an LSTMCell (or GRUCell) loop, one ProfilerStep per iteration; each step also
     waits ``step_sleeps_s[i]`` (a first batch loading, a slow iteration)."""
     from torch.profiler import ProfilerActivity, profile, schedule
@@ -25,7 +25,9 @@ def _capture(path: Path, step_sleeps_s: list[float], cell: str = "lstm") -> Path
     layer = torch.nn.LSTMCell(256, 256) if cell == "lstm" else torch.nn.GRUCell(256, 256)
     x = torch.randn(40, 16, 256)
     with profile(activities=[ProfilerActivity.CPU],
-                 schedule=schedule(wait=0, warmup=0, active=len(step_sleeps_s), repeat=1)) as prof:
+                 schedule=schedule(wait=wait, warmup=0, active=len(step_sleeps_s), repeat=1)) as prof:
+        for _ in range(wait):
+            prof.step()
         for pause in step_sleeps_s:
             time.sleep(pause)
             h = torch.zeros(16, 256)
@@ -85,6 +87,27 @@ def test_a_real_difference_comes_with_its_interval(tmp_path):
     assert low > 1.0
     back = tracekit.compare([b, a], labels=["B", "A"]).result.findings
     assert any(f.startswith("A is ") and "x faster than B" in f for f in back)  # grammatical both ways
+
+
+def test_compare_is_per_step_and_numbers_steps_as_report_does(tmp_path, capsys):
+    """A capture whose schedule waited 3 steps marks ProfilerStep#3..; the other starts at #0 and
+    has a 300 ms warm-up step that whole-trace totals would count."""
+    a = _capture(tmp_path / "a.json", [0.0] * 4, wait=3)
+    b = _capture(tmp_path / "b.json", [0.3, 0.0, 0.0, 0.0, 0.0])
+    cmp = tracekit.compare([a, b], labels=["A", "B"]).result
+    report_steps = tracekit.launch(a).result.steps.steps.step.tolist()
+    assert cmp.steps.step_A.dropna().astype(int).tolist() == report_steps and report_steps[0] == 3
+    assert cmp.steps.step_B.astype(int).tolist() == [0, 1, 2, 3, 4] and cmp.steps.status_B[0] == "warm-up"
+    assert cmp.per_step
+    m = cmp.metrics.set_index("metric")
+    # Same code per step: op counts and op time per step agree although B ran one step more.
+    assert m.loc["op_count", "A"] == m.loc["op_count", "B"] and 40 * 47 <= m.loc["op_count", "A"] < 40 * 48
+    assert abs(m.loc["host_framework_time", "B"] / m.loc["host_framework_time", "A"] - 1) < 0.5
+    lstm = cmp.names.set_index("name").loc["aten::lstm_cell"]
+    assert lstm["count_A"] == lstm["count_B"] == 40  # per step, warm-up left out
+    assert main(["compare", str(a), str(b), "-f", "markdown"]) == 0
+    text = capsys.readouterr().out
+    assert "Metrics are per step" in text and "A step" in text
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
