@@ -189,3 +189,14 @@ def test_sentences_name_kernels_by_their_base_name():
     long = "void at::native::vectorized_elementwise_kernel<4, " + "x" * 3000 + ">(int, " + "y" * 2000 + ")"
     assert short_name(long) == "at::native::vectorized_elementwise_kernel"
     assert len(short_name("k" * 500)) == 80
+
+
+@needs_shared
+def test_steps_that_do_not_overlap_are_a_difference_even_with_a_wide_spread():
+    """HTA's trace_diff pair: every test step (82-166 ms) is slower than every control step (75-81 ms);
+    the test steps scatter (CV 28%), but that is no reason to call them the same."""
+    diff = TRACES / "hta" / "trace_diff"
+    findings = api.compare([diff / "control" / "control.json.gz", diff / "test" / "test.json.gz"],
+                           labels=["control", "test"]).result.findings
+    assert any(f.startswith("test takes 1.49x as long as control per step") for f in findings), findings
+    assert not any("within noise" in f for f in findings)

@@ -159,6 +159,14 @@ def test_cpu_only_compare_hides_metrics_that_are_zero_everywhere(tmp_path, capsy
     table = text.split("## Metrics")[1].split("##")[0]
     assert "| gpu_time" not in table and "| kernel_count" not in table and "| step_time" in table
     assert "are 0 in every trace" in text
+    # report and launch: no GPU or launch columns of zeros either.
+    assert main(["report", str(a), "-f", "markdown"]) == 0
+    report = capsys.readouterr().out
+    host = report.split("## Host time")[1].split("##")[0]
+    assert "| framework" in host and "launch" not in host and "python" not in host
+    assert main(["launch", str(a), "-f", "markdown"]) == 0
+    per_step = capsys.readouterr().out.split("## Per step")[1]
+    assert "| ops" in per_step and "GPU activities" not in per_step and "launches" not in per_step
 
 
 def test_a_step_waiting_on_its_dataloader_is_data_loading_bound(tmp_path):

@@ -298,11 +298,14 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
             bs, ls = stats.get(base), stats.get(lab)
             interval = speedup_interval(bs.used, ls.used) if bs is not None and ls is not None else None
             # Steps within one capture vary less than captures do (the machine's load drifts between runs),
-            # so a difference is claimed only when it is also larger than twice the steps' scatter.
+            # so a difference is claimed only when it is also larger than twice the steps' scatter, or
+            # when no step of one trace is as fast as any step of the other.
             scatter = 2 * max(bs.cv if bs is not None else 0.0, ls.cv if ls is not None else 0.0)
+            apart = bs is not None and ls is not None and bs.used.size > 0 and ls.used.size > 0 and (
+                bs.used.max() < ls.used.min() or ls.used.max() < bs.used.min())
             if interval is None:
                 out.append(sentence + "; too few steps to tell it from noise).")
-            elif interval[1] <= 1.0 <= interval[2] or abs(np.log(ratio)) <= np.log1p(scatter):
+            elif interval[1] <= 1.0 <= interval[2] or (abs(np.log(ratio)) <= np.log1p(scatter) and not apart):
                 why = (f"whose 95% interval from the step-to-step variation, {interval[1]:.2f}-{interval[2]:.2f}, "
                        f"includes 1" if interval[1] <= 1.0 <= interval[2] else
                        f"within twice the steps' coefficient of variation ({scatter / 2:.0%})")

@@ -232,8 +232,11 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
                                   [[r["device_id"], r["start_ns"], r["dur_ns"], r["in_use"]] for r in records(lr.low_utilization)]))
         sections.append(g)
     p = Section("Per step")
-    p.tables.append(Table("", [Column("step"), Column("GPU activities", "count"), Column("launches", "count"), Column("ops", "count")],
-                          [[_step_label(int(r["step"])), r["kernels"], r["launches"], r["ops"]] for r in records(lr.per_step)]))
+    # A CPU-only trace has no GPU activities or launches: no columns of zeros.
+    counts = [(k, title) for k, title in (("kernels", "GPU activities"), ("launches", "launches"), ("ops", "ops"))
+              if k == "ops" or lr.per_step[k].sum() > 0]
+    p.tables.append(Table("", [Column("step"), *[Column(title, "count") for _, title in counts]],
+                          [[_step_label(int(r["step"])), *[r[k] for k, _ in counts]] for r in records(lr.per_step)]))
     sections.append(p)
     from dataclasses import asdict
     data = {"verdict": lr.verdict, "evidence": lr.evidence, "remedies": lr.remedies, "gpu_span_ns": lr.gpu_span_ns,
