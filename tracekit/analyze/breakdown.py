@@ -184,14 +184,20 @@ def _gpu(frame: Frame, classes: RowClasses, rows: np.ndarray) -> tuple[pd.DataFr
     return gpu, gpu_classes
 
 
+def framework_kinds(frame: Frame) -> tuple[str, ...]:
+    """The host kinds that count as framework work. NVTX / record_function ranges only mark a region:
+    time in a range with no op inside (a sleep, untraced Python) is not framework work. Where the
+    trace records no ops at all (nsys, whose per-op NVTX ranges stand in for ops), ranges count."""
+    return ("cpu_op",) if frame.mask("cpu_op").any() else ("cpu_op", "user_range")
+
+
 def _host_classes(frame: Frame, classes: RowClasses) -> tuple[np.ndarray, np.ndarray]:
     """Rows that take part in the host split and their host class index."""
     api_rows = frame.rows("runtime_api", "driver_api")
     api_map = {API_CLASSES.index("launch"): 0, API_CLASSES.index("sync"): 1, API_CLASSES.index("memory"): 2,
                API_CLASSES.index("other"): 3}
     api_cls = np.array([api_map[int(c)] for c in range(len(API_CLASSES))], np.int8)[classes.api[api_rows]]
-    # NVTX / record_function ranges are framework or user code too (nsys traces have no cpu ops).
-    op_rows = frame.rows("cpu_op", "user_range")
+    op_rows = frame.rows(*framework_kinds(frame))
     py_rows = frame.rows("python_function")
     rows = np.concatenate([api_rows, op_rows, py_rows])
     cls = np.concatenate([api_cls, np.full(op_rows.size, 4, np.int8), np.full(py_rows.size, 5, np.int8)])

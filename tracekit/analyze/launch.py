@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.analyze import intervals, verdicts
-from tracekit.analyze.breakdown import Breakdown, breakdown
+from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, classify_rows, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.steps import StepStats, step_stats
@@ -171,42 +171,50 @@ def _pairs(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
     })
 
 
-def _host_unions(frame: Frame, classes) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Union of host intervals per gap class, over all host threads."""
+def _host_unions(frame: Frame, classes, processes: np.ndarray | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Union of host intervals per gap class, over the host threads of ``processes`` (all when None)."""
     api = classes.api
     sel = {
         "launching": api == API_CLASSES.index("launch"),
         "synchronizing": api == API_CLASSES.index("sync"),
         "data_transfer": api == API_CLASSES.index("memory"),
-        "framework": frame.mask("cpu_op", "user_range") | (api == API_CLASSES.index("other")),
+        "framework": frame.mask(*framework_kinds(frame)) | (api == API_CLASSES.index("other")),
         "python": frame.mask("python_function"),
     }
-    return {k: intervals.union(frame.start[m], frame.end[m]) for k, m in sel.items()}
+    mine = np.isin(frame.pid, processes) if processes is not None else np.ones(len(frame), bool)
+    return {k: intervals.union(frame.start[m & mine], frame.end[m & mine]) for k, m in sel.items()}
+
+
+def _launching_processes(frame: Frame, gpu_rows: np.ndarray) -> np.ndarray | None:
+    """The processes whose launch calls put work on these GPU rows; None when none is linked."""
+    launcher = frame.launch_row[gpu_rows]
+    launcher = launcher[launcher >= 0]
+    return np.unique(frame.pid[launcher]) if launcher.size else None
 
 
 def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
-    cols: dict[str, list] = {"device_id": [], "start_ns": [], "dur_ns": []}
+    columns = ["device_id", "start_ns", "dur_ns", *[f"{c}_ns" for c in GAP_HOST_CLASSES], "attributed"]
+    parts = []
     for dev in np.unique(frame.device[gpu_rows]):
         r = gpu_rows[frame.device[gpu_rows] == dev]
         g_start, g_end = intervals.gaps(frame.start[r], frame.end[r])
-        cols["device_id"].append(np.full(g_start.size, dev))
-        cols["start_ns"].append(g_start)
-        cols["dur_ns"].append(g_end - g_start)
-    if not cols["start_ns"]:
-        return pd.DataFrame(columns=["device_id", "start_ns", "dur_ns", *[f"{c}_ns" for c in GAP_HOST_CLASSES], "attributed"])
-    out = {k: np.concatenate(v) for k, v in cols.items()}
-    g_start, g_end = out["start_ns"], out["start_ns"] + out["dur_ns"]
-    # Host classes in priority order: time already given to an earlier class is not counted again.
-    covered = np.zeros(g_start.size, np.int64)
-    acc_s = np.zeros(0, np.int64)
-    acc_e = np.zeros(0, np.int64)
-    for name, (s, e) in _host_unions(frame, classes).items():
-        acc_s, acc_e = intervals.union(np.concatenate([acc_s, s]), np.concatenate([acc_e, e]))
-        now = intervals.overlap_per_interval(g_start, g_end, acc_s, acc_e)
-        out[f"{name}_ns"] = now - covered
-        covered = now
-    out["host_idle_ns"] = out["dur_ns"] - covered
-    df = pd.DataFrame(out)
+        out: dict[str, np.ndarray] = {"device_id": np.full(g_start.size, dev), "start_ns": g_start,
+                                      "dur_ns": g_end - g_start}
+        # Only the host of the processes that drive this device: another rank's busy host is not this GPU's.
+        # Host classes in priority order: time already given to an earlier class is not counted again.
+        covered = np.zeros(g_start.size, np.int64)
+        acc_s = np.zeros(0, np.int64)
+        acc_e = np.zeros(0, np.int64)
+        for name, (s, e) in _host_unions(frame, classes, _launching_processes(frame, r)).items():
+            acc_s, acc_e = intervals.union(np.concatenate([acc_s, s]), np.concatenate([acc_e, e]))
+            now = intervals.overlap_per_interval(g_start, g_end, acc_s, acc_e)
+            out[f"{name}_ns"] = now - covered
+            covered = now
+        out["host_idle_ns"] = out["dur_ns"] - covered
+        parts.append(pd.DataFrame(out))
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    df = pd.concat(parts, ignore_index=True)
     host_cols = [f"{c}_ns" for c in GAP_HOST_CLASSES]
     df["attributed"] = pd.Categorical.from_codes(df[host_cols].to_numpy().argmax(axis=1), list(GAP_HOST_CLASSES))
     return df.sort_values(["device_id", "start_ns"], kind="stable").reset_index(drop=True)

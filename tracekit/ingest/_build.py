@@ -80,15 +80,31 @@ BLOCK_ROWS = 1 << 16
 
 def assign_steps(
     n: int, start: np.ndarray, end: np.ndarray, host: np.ndarray, step_rows: np.ndarray, step_numbers: np.ndarray,
+    process: np.ndarray | None = None,
 ) -> np.ndarray:
     """Step number of every host row by time containment in a step range; -1 outside any step.
 
+    With ``process`` (one key per row), a step contains only rows of its own process: another
+    process's work (a DataLoader worker, another rank) is not part of this loop's step.
     Step ranges are assumed not to overlap each other (one training loop); when they do, the
     latest-starting range that contains the row wins.
     """
     step = np.full(n, -1, np.int64)
     if step_rows.size == 0:
         return step
+    if process is not None and np.unique(process[host]).size > 1:
+        for key in np.unique(process[step_rows]):
+            mine = step_rows[process[step_rows] == key]
+            in_process = host & (process == key)
+            sub = _assign_steps(n, start, end, in_process, mine, step_numbers[process[step_rows] == key])
+            step[in_process] = sub[in_process]
+        return step
+    return _assign_steps(n, start, end, host, step_rows, step_numbers)
+
+
+def _assign_steps(n: int, start: np.ndarray, end: np.ndarray, host: np.ndarray, step_rows: np.ndarray,
+                  step_numbers: np.ndarray) -> np.ndarray:
+    step = np.full(n, -1, np.int64)
     order = np.argsort(start[step_rows], kind="stable")
     s_start = start[step_rows][order]
     s_end = np.maximum(end[step_rows][order], s_start + 1)
@@ -159,6 +175,7 @@ def link(
     external_id: np.ndarray | None,
     step_numbers: np.ndarray,
     op_kinds: tuple[str, ...] = ("cpu_op",),
+    process: np.ndarray | None = None,
 ) -> Links:
     """Compute parent/depth, step, launch_row and op_row for a whole trace.
 
@@ -172,6 +189,8 @@ def link(
             (scope, correlation). A one-element scope means "one scope for the whole trace".
         external_id: Kineto External id per row or None; used to find the op of a launch call.
         step_numbers: step number of each ``step`` row (ignored elsewhere).
+        process: process (or host) key of each row, so that steps hold only their own process's
+            rows; None: one process.
     """
     n = kind.shape[0]
     end = np.maximum(dur, 0)  # in place from here on: a million-row trace has many 8 MB temporaries
@@ -204,7 +223,7 @@ def link(
 
     host = ~gpu & kind_mask(kind, *NESTED_KINDS) & ~kind_mask(kind, "gpu_user_range")
     step_rows = np.flatnonzero(kind_mask(kind, "step"))
-    step = assign_steps(n, start, end, host, step_rows, step_numbers[step_rows])
+    step = assign_steps(n, start, end, host, step_rows, step_numbers[step_rows], process)
     step[linked_gpu] = step[launch_row[linked_gpu]]
     return Links(parent, depth, step, launch_row, op_row)
 

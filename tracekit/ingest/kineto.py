@@ -267,7 +267,9 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     # Rows dropped (E halves of B/E pairs) must not take part in links. Missing values are INT64_MIN,
     # which link() reads as "none" (negative), so no sentinel-replacing copies are needed.
     kind_links = np.where(keep, kind, KIND_CODES["metadata"]).astype(np.int8)
-    links = _build.link(kind_links, ts, dur, group, correlation, np.zeros(1, np.int64), external, step_numbers)
+    # Host groups carry the process in their high bits: steps hold only their own process's rows.
+    links = _build.link(kind_links, ts, dur, group, correlation, np.zeros(1, np.int64), external, step_numbers,
+                        process=group >> 32)
     table = _build.assemble(n, cols, _meta(path, header, fmt), links)
     if not keep.all():
         table = _drop_rows(table, keep)

@@ -362,7 +362,8 @@ def _to_table(rows: _Rows, meta: TraceMeta, names: tuple[dict[int, str], dict[in
     step_numbers = np.full(n, -1, np.int64)
     for row in np.flatnonzero(kind == KIND_CODES["step"]):
         step_numbers[row] = int(STEP_RANGE.match(rows.name[row]).group(1))  # type: ignore[union-attr]
-    links = _build.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, step_numbers)
+    links = _build.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, step_numbers,
+                        process=pid)
     threads, procs = names
     thread_name = [None if g else threads.get(t) for g, t in zip(rows.gpu, rows.gtid, strict=True)]
     thread_name = [f"stream {s}" if g else t for g, s, t in zip(rows.gpu, rows.stream, thread_name, strict=True)]

@@ -159,7 +159,8 @@ def read(path: Path) -> pa.Table:
         if not xs.planes:
             raise InputError(f, "XSpace protobuf without planes (not a TensorFlow profile?)")
         spaces.append(xs)
-    sha = _build.file_sha256(files[0]) if len(files) == 1 and path.is_file() else _build.dir_sha256(files)
+    # One file has one id, whether it is named or found in its run directory.
+    sha = _build.file_sha256(files[0]) if len(files) == 1 else _build.dir_sha256(files)
     return _to_table(path, spaces, sha, "xspace-pb" if path.is_file() else "xspace-dir")
 
 
@@ -243,8 +244,9 @@ def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
     extra: dict[str, Any] = {"hostnames": [], "errors": [], "warnings": []}
     capture_start: int | None = None
     group_id = 0
+    hosts: list[int] = []  # one XSpace per host: correlation ids and steps are per host
 
-    for xs in spaces:
+    for space_index, xs in enumerate(spaces):
         extra["hostnames"] += list(xs.hostnames)
         extra["errors"] += list(xs.errors)
         extra["warnings"] += list(xs.warnings)
@@ -288,6 +290,7 @@ def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
                     names.append(name)
                     categories.append(category + ("/derived" if derived else ""))
                     groups.append(group_id)
+                    hosts.append(space_index)
                     tids.append(-1 if gpu_match else line.id)
                     devices.append(device)
                     streams.append(line.id if gpu_match and not derived else -1)
@@ -318,8 +321,10 @@ def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
     dur_a = np.array(durs, np.int64)
     group_a = np.array(groups, np.int64)
     corr_a = np.array(correlation, np.int64)
-    links = _build.link(kind_a, start_a, dur_a, group_a, corr_a, np.zeros(n, np.int64), None,
-                        np.array(step_num, np.int64), op_kinds=("cpu_op",))
+    host_a = np.array(hosts, np.int64)
+    scope = host_a if len(spaces) > 1 else np.zeros(1, np.int64)
+    links = _build.link(kind_a, start_a, dur_a, group_a, corr_a, scope, None, np.array(step_num, np.int64),
+                        op_kinds=("cpu_op",), process=host_a if len(spaces) > 1 else None)
     name_dict = pa.array(names, pa.string()).dictionary_encode()
     cols: dict[str, pa.Array] = {
         "kind": _build.dictionary(kind_a, _build.KIND_DICTIONARY, pa.int8()),

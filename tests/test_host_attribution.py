@@ -1,0 +1,63 @@
+"""Host attribution: ranges mark regions but are not work, steps hold their own process's rows,
+and one file has one trace id however it is named."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tracekit
+from tracekit.ingest import _build
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces is absent (real traces live there)")
+
+
+def test_a_sleep_inside_a_record_function_range_is_not_framework_time(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    x = torch.randn(64, 64)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=2, repeat=1)) as prof:
+        for _ in range(2):
+            with record_function("wait_for_batch"):
+                time.sleep(0.05)
+            for _ in range(20):
+                x = torch.tanh(x @ x)
+            prof.step()
+    path = tmp_path / "sleepy.json"
+    prof.export_chrome_trace(str(path))
+    report = tracekit.report(path)
+    host = report.breakdown.host.set_index("step")
+    steps = report.launch.steps.steps.set_index("step")
+    for number in (0, 1):
+        # The 50 ms sleep is inside a range and a step, but no op runs then: it is not framework work.
+        assert 0 < host.framework_ns[number] <= steps.dur_ns[number] - 45e6, (host.framework_ns[number],
+                                                                              steps.dur_ns[number])
+
+
+def test_steps_hold_only_their_own_process_rows():
+    """Process 1 marks steps 0 and 1; process 2 (a DataLoader worker, another rank) runs at the same
+    times but is not part of process 1's loop."""
+    start = np.array([0, 100, 10, 110, 20, 120], np.int64)
+    end = np.array([90, 190, 20, 120, 30, 130], np.int64)
+    process = np.array([1, 1, 1, 1, 2, 2], np.int64)
+    host = np.ones(6, bool)
+    step_rows = np.array([0, 1])
+    step = _build.assign_steps(6, start, end, host, step_rows, np.array([0, 1]), process)
+    assert step.tolist() == [0, 1, 0, 1, -1, -1]
+    # Without process keys, every row in a step's time belongs to it.
+    assert _build.assign_steps(6, start, end, host, step_rows, np.array([0, 1])).tolist() == [0, 1, 0, 1, 0, 1]
+
+
+@needs_shared
+def test_one_xspace_file_has_one_trace_id_as_a_file_or_in_its_run_directory(tmp_path):
+    src = SHARED / "xprof" / "cpu_tf2.21" / "lstm_raw_while_fn.xplane.pb"
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    shutil.copy(src, run / "host.xplane.pb")
+    assert tracekit.info(tracekit.load(src)).trace_id == tracekit.info(tracekit.load(tmp_path / "logs")).trace_id
