@@ -200,3 +200,12 @@ def test_steps_that_do_not_overlap_are_a_difference_even_with_a_wide_spread():
                            labels=["control", "test"]).result.findings
     assert any(f.startswith("test takes 1.49x as long as control per step") for f in findings), findings
     assert not any("within noise" in f for f in findings)
+
+
+@needs_shared
+def test_gap_starts_are_shown_from_the_trace_start_not_as_epoch_numbers(capsys):
+    assert main(["launch", str(NVFUSER), "-f", "markdown"]) == 0
+    text = capsys.readouterr().out
+    gaps = text.split("Longest gaps")[1].split("\n\n")[1]
+    first = gaps.splitlines()[2].split("|")[2].strip()  # header, rule, first row; column 2 is the start
+    assert first == "3.739 s", first

@@ -93,6 +93,7 @@ class LaunchReport:
     gpu_devices: int = 0
     steps: StepStats | None = None
     top_ops: TopOps | None = None
+    origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
 
     @property
     def span_words(self) -> str:
@@ -144,6 +145,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         gpu_span_ns=span, gpu_idle_ns=idle, verdict="", breakdown=bd,
         gpu_devices=int(np.unique(frame.device[gpu_rows]).size),
         steps=step_stats(frame, skip=skip_steps, keep_all=keep_all_steps),
+        origin_ns=int(frame.start.min()) if len(frame) else 0,
     )
     _judge_on_used_steps(report)
     steps = report.steps

@@ -217,19 +217,23 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
                               [Column("host activity"), Column("gaps", "count"), Column("idle time", "ns")],
                               [[r["host_activity"], r["gaps"], r["total_ns"]] for r in records(lr.gaps_by_host)]))
         top = lr.gaps.sort_values("dur_ns", ascending=False, kind="stable").head(20)
-        g.tables.append(Table("Longest gaps", [Column("device"), Column("start", "count"), Column("gap", "ns"),
-                                               *[Column(c, "ns") for c in GAP_HOST_CLASSES]],
-                              [[r["device_id"], r["start_ns"], r["dur_ns"], *[r[f"{c}_ns"] for c in GAP_HOST_CLASSES]]
-                               for r in records(top)]))
+        # Starts from the trace's first event: epoch nanoseconds mean nothing to a reader.
+        g.tables.append(Table("Longest gaps (start: time from the trace's first event)",
+                              [Column("device"), Column("start", "ns"), Column("gap", "ns"),
+                               *[Column(c, "ns") for c in GAP_HOST_CLASSES]],
+                              [[r["device_id"], r["start_ns"] - lr.origin_ns, r["dur_ns"],
+                                *[r[f"{c}_ns"] for c in GAP_HOST_CLASSES]] for r in records(top)]))
         if len(lr.gaps):
             edges = np.array([0, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, np.inf])
             hist, _ = np.histogram(lr.gaps.dur_ns.to_numpy(), edges)
             g.charts.append(Chart("histogram", "Idle gap lengths", ["<1µs", "1-10µs", "10-100µs", "0.1-1ms", "1-10ms", "10-100ms", ">100ms"],
                                   ["gaps"], [[float(h)] for h in hist], "gap length"))
         if lr.low_utilization is not None and len(lr.low_utilization):
-            g.tables.append(Table("Low-utilization stretches (30 equal chunks, below 50%, as nsys gpu_time_util)",
-                                  [Column("device"), Column("start", "count"), Column("length", "ns"), Column("in use", "pct")],
-                                  [[r["device_id"], r["start_ns"], r["dur_ns"], r["in_use"]] for r in records(lr.low_utilization)]))
+            g.tables.append(Table("Low-utilization stretches (30 equal chunks, below 50%, as nsys gpu_time_util; start "
+                                  "from the trace's first event)",
+                                  [Column("device"), Column("start", "ns"), Column("length", "ns"), Column("in use", "pct")],
+                                  [[r["device_id"], r["start_ns"] - lr.origin_ns, r["dur_ns"], r["in_use"]]
+                                   for r in records(lr.low_utilization)]))
         sections.append(g)
     p = Section("Per step")
     # A CPU-only trace has no GPU activities or launches: no columns of zeros.
