@@ -70,7 +70,8 @@ def test_rules_without_a_real_trace_here_fire_on_their_evidence_alone():
 
 def test_remedies_fit_the_framework_and_the_device():
     cpu = dict(has_ops=True, dispatch_share=0.7)
-    assert any("jax.jit" in r for r in judge(Evidence(source="jax", **cpu))[2])
+    assert any("jax.jit the whole step" in r for r in judge(Evidence(source="jax", jit_calls_per_step=6, **cpu))[2])
+    assert any("unroll=k" in r for r in judge(Evidence(source="jax", jit_calls_per_step=1, **cpu))[2])
     assert any("tf.function(jit_compile=True)" in r for r in judge(Evidence(source="tf", **cpu))[2])
     assert any("torch.compile" in r for r in judge(Evidence(source="torch", **cpu))[2])
     keras_cpu = judge(Evidence(source="tf", recurrent=verdicts.KERAS_WHILE_LAYER, **cpu))[2]
@@ -78,6 +79,24 @@ def test_remedies_fit_the_framework_and_the_device():
                                recurrent=verdicts.KERAS_WHILE_LAYER))[2]
     assert verdicts.KERAS_CPU_LOOP_REMEDY in keras_cpu and verdicts.KERAS_GPU_FUSION_REMEDY in keras_gpu
     assert not any(verdicts.FUSED_RNN_REMEDY == r for r in judge(Evidence(recurrent=verdicts.FUSED, **cpu))[2])
+
+
+def test_a_jax_trace_is_labelled_jax_and_told_what_jax_can_do():
+    """A real jax.profiler capture (tests/data/jax/make_trace.py): one jitted gradient of a lax.scan
+    RNN per step. JAX writes XSpace as TF does; the remedy must be JAX's, and must not tell a step that
+    is already one jitted call to jit it."""
+    trace = ROOT / "tests" / "data" / "jax" / "scan_rnn.xplane.pb"
+    assert tracekit.info(tracekit.load(trace)).source == "jax"
+    r = tracekit.launch(trace).result
+    assert r.verdict == "CPU/framework-bound"
+    assert any("lax.scan(..., unroll=k)" in x for x in r.remedies), r.remedies
+    assert not any("tf.function" in x or "torch.compile" in x or "jit the whole step" in x for x in r.remedies)
+
+
+@needs_shared
+def test_tf_traces_stay_tf():
+    for name in ("xprof/cpu_tf2.21/lstm_keras_xla_fn.xplane.pb", "xprof/tf_bert_8xV100_gpu_multi_worker.xplane.pb"):
+        assert tracekit.info(tracekit.load(SHARED / name)).source == "tf"
 
 
 tf = pytest.importorskip("tensorflow")

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 SCHEMA_VERSION: Final = "1.0"
 
-SOURCES: Final = ("torch", "tf", "nsys")
+SOURCES: Final = ("torch", "tf", "jax", "nsys")
 
 # Event kinds, in a fixed order (the dictionary of the ``kind`` column uses these values).
 KINDS: Final = {
@@ -71,7 +71,7 @@ ARGS_TYPE: Final = pa.json_(pa.large_string())
 COLUMNS: Final[tuple[Column, ...]] = (
     Column("trace_id", _dict(), "-", "id of the trace this row came from (first 16 hex digits of the source file's sha256)",
            "file hash", "file hash", "file hash"),
-    Column("source", _dict(index=pa.int8()), "-", "which profiler wrote the trace: torch, tf or nsys",
+    Column("source", _dict(index=pa.int8()), "-", "which profiler wrote the trace: torch, tf, jax (XSpace written by JAX) or nsys",
            "`torch`", "`tf`", "`nsys`"),
     Column("kind", _dict(index=pa.int8()), "-", "what the event is; one of the kinds listed below",
            "from `ph` and `cat`", "from plane, line and event name/stats", "from the table"),
@@ -155,7 +155,7 @@ META_TRACEKIT_VERSION: Final = "tracekit.version"
 
 METADATA_KEYS: Final = {
     META_SCHEMA_VERSION: "schema version of the table (this document's version)",
-    META_SOURCE: "torch, tf or nsys",
+    META_SOURCE: "torch, tf, jax or nsys",
     META_TRACE_ID: "same value as the trace_id column",
     META_SOURCE_FILE: "base name of the ingested file or directory",
     META_SOURCE_SHA256: "sha256 of the ingested file's bytes (compressed bytes for .gz)",

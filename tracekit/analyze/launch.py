@@ -261,6 +261,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     assert bd is not None
     e = verdicts.Evidence(source=_source(table), has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
+    if e.source == "jax":
+        e.jit_calls_per_step = _jit_calls_per_step(frame)
     ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
     _describe_ops(r, used)
@@ -341,6 +343,19 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     if loading[0].size:
         g_start = r.gaps.start_ns.to_numpy(np.int64)
         e.load_gap_share = intervals.overlap_total(*loading, g_start, g_start + r.gaps.dur_ns.to_numpy(np.int64)) / gap_total
+
+
+def _jit_calls_per_step(frame: Frame) -> float:
+    """JAX dispatches of jitted functions (``PjitFunction(f)`` host events) per marked step, or in
+    the whole trace when no step is marked."""
+    codes = [i for i, n in enumerate(frame.names) if n.startswith(("PjitFunction(", "PmapFunction("))]
+    rows = np.flatnonzero(np.isin(frame.name_code, codes))
+    parent = frame.parent[rows]
+    # The dispatch can appear nested in itself (C++ fast path inside the Python call): count the outermost.
+    outer = rows[(parent < 0) | ~np.isin(frame.name_code[np.maximum(parent, 0)], codes)]
+    steps = frame.step[outer]
+    marked = np.unique(frame.step[frame.rows("step")])
+    return float((steps >= 0).sum() / marked.size) if marked.size else float(steps.size)
 
 
 # A Keras LSTM/GRU layer's scope ("gru_1/while/...") as opposed to RNN(cell) ("rnn/while/...") or a raw loop.

@@ -61,6 +61,7 @@ class Evidence:
     top_gpu_class: str = ""
     top_gpu_class_share: float = 0.0
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
+    jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
 
 
 @dataclass(frozen=True)
@@ -118,8 +119,12 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     from graphs."""
     if e.source == "tf":
         return ["run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels"]
+    if e.source == "jax" and e.jit_calls_per_step > 1:
+        return [f"jax.jit the whole step (one XLA computation instead of {e.jit_calls_per_step:.0f} dispatches), "
+                "with lax.scan for loops over timesteps"]
     if e.source == "jax":
-        return ["jax.jit the whole step (one XLA computation), with lax.scan for loops over timesteps"]
+        return ["the step is already one jitted call: cut XLA's per-iteration loop overhead with "
+                "lax.scan(..., unroll=k) or fuse more work per iteration"]
     if launch_bound and e.graphed_share:
         return (["capture the part of the step still launched kernel by kernel in the CUDA graph too"]
                 if e.graphed_share < GRAPHED_MOSTLY else [])

@@ -164,6 +164,19 @@ def read(path: Path) -> pa.Table:
     return _to_table(path, spaces, sha, "xspace-pb" if path.is_file() else "xspace-dir")
 
 
+# JAX's C++ dispatch names its host events after the jitted function: "PjitFunction(train_step)".
+_JAX_DISPATCH = ("PjitFunction(", "PmapFunction(")
+# TF's eager runtime and function executor; a TF trace that also uses PjRt still has these.
+_TF_RUNTIME = ("EagerExecute", "EagerLocalExecute", "__inference_", "ExecutorState::Process")
+
+
+def _framework(names: pa.Array) -> str:
+    """``jax`` when JAX dispatched the work (and no TF runtime did), else ``tf``: both write XSpace."""
+    text = [n for n in names.to_pylist() if n]
+    jax = any(n.startswith(_JAX_DISPATCH) for n in text)
+    return "jax" if jax and not any(n.startswith(_TF_RUNTIME) for n in text) else "tf"
+
+
 def _stat_value(stat: Any, stat_names: dict[int, str]) -> Any:
     which = stat.WhichOneof("value")
     if which == "ref_value":
@@ -343,6 +356,6 @@ def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
     for c, values in kd_cols.items():
         dtype = pa.int64() if c in ("shared_memory_bytes", "bytes") else pa.int32()
         cols[c] = _build.nullable(np.array(values, np.int64), -1, dtype)
-    meta = TraceMeta(source="tf", source_file=path.name, source_sha256=sha, source_format=fmt,
+    meta = TraceMeta(source=_framework(name_dict.dictionary), source_file=path.name, source_sha256=sha, source_format=fmt,
                      capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra)
     return _build.assemble(n, cols, meta, links)
