@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, needs_shared
 
+import tracekit
 from tracekit import api
 from tracekit.cli import main
 from tracekit.render.json_report import REPORT_SCHEMA_VERSION
@@ -209,3 +210,16 @@ def test_gap_starts_are_shown_from_the_trace_start_not_as_epoch_numbers(capsys):
     gaps = text.split("Longest gaps")[1].split("\n\n")[1]
     first = gaps.splitlines()[2].split("|")[2].strip()  # header, rule, first row; column 2 is the start
     assert first == "3.739 s", first
+
+
+@needs_shared
+def test_gpu_metrics_are_per_device_so_idle_never_exceeds_the_capture():
+    """The TF BERT worker ran on 3 of its 8 GPUs: summed over devices, idle time would be 3 device
+    spans; per device it fits inside the capture, as in compare and the dataset's per-trace rows."""
+    from tracekit.analyze.compare import summarize
+
+    m = summarize(tracekit.load(TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb"), "bert").metrics
+    assert m["gpu_devices"] == 3
+    assert m["idle_time"] <= m["gpu_time"] <= m["total_time"]
+    launch = tracekit.launch(TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb").result
+    assert launch.gpu_span_ns == pytest.approx(3 * m["gpu_time"], rel=1e-9)  # launch says "3 GPUs' spans added"

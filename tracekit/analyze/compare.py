@@ -6,7 +6,7 @@ CPU-op classes, per-name totals, per-range totals, step times) before comparing.
 ``--fail-if`` expressions (several allowed, joined by "and" semantics: any failing one fails)::
 
     METRIC OP THRESHOLD
-    METRIC    total_time | gpu_time | gpu_busy | idle_time | kernel_count | launch_count | op_count |
+    METRIC    total_time | gpu_time | gpu_busy | idle_time | gpu_devices | kernel_count | launch_count | op_count |
               step_time | <class>_time (a GPU kernel class, e.g. gemm_time, cast_time) |
               op_<class>_time (framework-op self time by op class, e.g. op_gemm_time, op_cast_time) |
               ops_per_step | dispatch_time (step time outside any compute op, CPU traces)
@@ -14,6 +14,9 @@ CPU-op classes, per-name totals, per-range totals, step times) before comparing.
     THRESHOLD +5% | -10%          relative change against the baseline
               +2ms | -300us | +10    change against the baseline (signed: a delta)
               10ms | 300us | 120     the value itself (unsigned: an absolute threshold)
+
+GPU times (gpu_time, gpu_busy, idle_time, <class>_time) are per device: the mean over the devices
+with GPU activity (gpu_devices); counts are totals over all devices.
 
 A relative threshold on a metric that is 0 in the baseline is a usage error (no relative change
 exists); use an absolute one.
@@ -109,7 +112,10 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
 
     frame = frame_of(table)
     bd = breakdown(table)
-    whole_gpu = bd.gpu[bd.gpu.step == -1].sum(numeric_only=True)
+    # One device model: GPU figures are per device (the mean over the devices with activity), so a
+    # trace on 8 GPUs does not report 8 spans of idle time in a capture one span long.
+    devices = max(int((bd.gpu.step == -1).sum()), 1)
+    whole_gpu = bd.gpu[bd.gpu.step == -1].sum(numeric_only=True) / devices
     host = bd.host[bd.host.step == -1].iloc[0] if len(bd.host) else None
     stats = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
     active = frame.rows("cpu_op", "runtime_api", "driver_api", "user_range", "gpu_kernel", "gpu_memcpy", "gpu_memset",
@@ -125,6 +131,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
         "op_count": float(frame.mask("cpu_op").sum()),
         # The median of the steady steps: warm-up, outlier and cut-short steps are left out.
         "step_time": stats.median_ns if len(stats.steps) else float(total),
+        "gpu_devices": float((bd.gpu.step == -1).sum()),
     }
     for c in KERNEL_CLASSES:
         metrics[f"{c}_time"] = float(whole_gpu.get(f"{c}_ns", 0))
@@ -176,19 +183,22 @@ def _names(frame: Frame, rows: np.ndarray, tf_source: bool) -> pd.DataFrame:
 
 def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[str, float]) -> dict[str, float]:
     """Every metric but total_time as the median over the steps used (GPU figures summed over devices)."""
-    def median(df: pd.DataFrame, column: str) -> float:
+    devices = max(int((bd.gpu.step == -1).sum()), 1)
+
+    def median(df: pd.DataFrame, column: str, per_device: bool = False) -> float:
         if column not in df.columns:
             return 0.0
-        per = df[df.step.isin(used)].groupby("step")[column].sum()
+        per = df[df.step.isin(used)].groupby("step")[column].sum() / (devices if per_device else 1)
         return float(per.reindex(used, fill_value=0).median())
 
     kernels = frame.step[frame.rows("gpu_kernel")]
-    out = {"total_time": whole["total_time"], "gpu_time": median(bd.gpu, "span_ns"), "gpu_busy": median(bd.gpu, "busy_ns"),
-           "idle_time": median(bd.gpu, "idle_ns"),
+    out = {"total_time": whole["total_time"], "gpu_time": median(bd.gpu, "span_ns", True),
+           "gpu_busy": median(bd.gpu, "busy_ns", True), "idle_time": median(bd.gpu, "idle_ns", True),
+           "gpu_devices": whole["gpu_devices"],
            "kernel_count": float(np.median([(kernels == st).sum() for st in used])),
            "launch_count": median(bd.host, "launches"), "op_count": median(bd.cpu_ops, "ops"),
            "step_time": whole["step_time"]}
-    out.update({f"{c}_time": median(bd.gpu, f"{c}_ns") for c in KERNEL_CLASSES})
+    out.update({f"{c}_time": median(bd.gpu, f"{c}_ns", True) for c in KERNEL_CLASSES})
     if len(bd.cpu_ops):
         out.update({f"op_{c}_time": median(bd.cpu_ops, f"{c}_ns") for c in OP_CLASSES})
         out["ops_per_step"] = out["op_count"]

@@ -333,13 +333,15 @@ def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_la
 
 
 def _meta(path: Path, header: dict, fmt: str) -> TraceMeta:
-    devices = [d for d in header.get("deviceProperties") or [] if isinstance(d, dict)]
+    # PyTorch 1.8-1.9's Kineto named the list "computeProperties".
+    listed = header.get("deviceProperties") or header.get("computeProperties") or []
+    devices = [d for d in listed if isinstance(d, dict)] if isinstance(listed, list) else []
     versions = {k: header[k] for k in ("cuda_runtime_version", "cuda_driver_version", "cupti_version") if k in header}
     profiler = f"kineto schemaVersion {header.get('schemaVersion', '?')}"
     if versions:
         profiler += " (" + ", ".join(f"{k}={v}" for k, v in versions.items()) + ")"
     base = header.get("baseTimeNanoseconds")
-    extra = {k: v for k, v in header.items() if k not in ("deviceProperties",)}
+    extra = {k: v for k, v in header.items() if k not in ("deviceProperties", "computeProperties")}
     return TraceMeta(
         source="torch",
         source_file=path.name,
