@@ -223,3 +223,29 @@ def test_gpu_metrics_are_per_device_so_idle_never_exceeds_the_capture():
     assert m["idle_time"] <= m["gpu_time"] <= m["total_time"]
     launch = tracekit.launch(TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb").result
     assert launch.gpu_span_ns == pytest.approx(3 * m["gpu_time"], rel=1e-9)  # launch says "3 GPUs' spans added"
+
+
+@needs_shared
+def test_a_range_counts_every_kernel_its_cuda_graph_launches_replay():
+    """HTA's trace_diff test trace replays part of each step from cudaGraphLaunch: one correlation id
+    for 315 or 429 kernels. The step range's GPU ops are every activity launched in it."""
+    import numpy as np
+
+    from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
+
+    path = TRACES / "hta" / "trace_diff" / "test" / "test.json.gz"
+    table = tracekit.load(path)
+    frame = frame_of(table)
+    inst = api.ranges(table).result.instances
+    step = inst[inst.name == "ProfilerStep#1011"].iloc[0]
+    # What nsys projects: activities whose launch call runs inside the range, on the range's thread.
+    gpu = frame.rows(*GPU_BUSY_KINDS)
+    gpu = gpu[frame.launch_row[gpu] >= 0]
+    launch = frame.launch_row[gpu]
+    row = int(step.row)
+    inside = (frame.thread_key[launch] == frame.thread_key[row]) & (frame.start[launch] >= frame.start[row]) & (
+        frame.end[launch] <= frame.end[row])
+    assert step.gpu_ops == inside.sum()
+    graph = [i for i, n in enumerate(frame.names) if n == "cudaGraphLaunch"]
+    replayed = np.isin(frame.name_code[launch[inside]], graph).sum()
+    assert replayed >= 315  # one graph launch, hundreds of kernels: each one counts

@@ -3,7 +3,8 @@
 A range's GPU projection follows ``nsys stats -r nvtx_gpu_proj_trace``: the GPU activities whose
 *launch call* lies inside the range on the same thread (found through the row tree: every
 enclosing range of the launch call), however late the GPU runs them. Projected start/end =
-first start / last end of those activities; gpu_ops = distinct correlation ids. Ranges whose
+first start / last end of those activities; gpu_ops = the number of those activities (a CUDA/HIP
+graph launch is one correlation id for every kernel it replays, so ids would undercount). Ranges whose
 launches produced no GPU work have no projection (NaN).
 """
 
@@ -59,7 +60,6 @@ def ranges(table: pa.Table) -> RangesReport:
         cur[alive] = frame.parent[cur[alive]]
     pr = np.concatenate(pair_range) if pair_range else np.zeros(0, np.int64)
     pg = np.concatenate(pair_gpu) if pair_gpu else np.zeros(0, np.int64)
-    corr = table.column("correlation_id").fill_null(-1).to_numpy()
 
     inst = pd.DataFrame({
         "row": rows, "name": [frame.names[c] if c >= 0 else "" for c in frame.name_code[rows]],
@@ -67,8 +67,8 @@ def ranges(table: pa.Table) -> RangesReport:
         "dur_ns": frame.dur[rows], "parent": parent_range,
     })
     if pr.size:
-        proj = pd.DataFrame({"row": pr, "s": frame.start[pg], "e": frame.end[pg], "d": frame.dur[pg], "c": corr[pg]})
-        agg = proj.groupby("row").agg(proj_start_ns=("s", "min"), proj_end=("e", "max"), gpu_ops=("c", "nunique"),
+        proj = pd.DataFrame({"row": pr, "s": frame.start[pg], "e": frame.end[pg], "d": frame.dur[pg]})
+        agg = proj.groupby("row").agg(proj_start_ns=("s", "min"), proj_end=("e", "max"), gpu_ops=("d", "size"),
                                       gpu_busy_ns=("d", "sum"))
         agg["proj_dur_ns"] = agg.pop("proj_end") - agg["proj_start_ns"]
         inst = inst.merge(agg, left_on="row", right_index=True, how="left")
