@@ -142,7 +142,8 @@ def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):
     assert "EagerExecute" not in set(r.top_ops.ops.name)
     assert "EagerExecute" in set(r.top_ops.waiting.name)
     top = next(e for e in r.evidence if e.startswith("top ops by self time"))
-    assert ":MatMul" in top and "gru_cell" in top
+    assert "gru_cell" in top  # the cell's own ops, not a wrapper
+    assert any(n.endswith(":MatMul") for n in r.top_ops.ops.name.head(10))
 
 
 def test_a_keras_rnn_cell_gets_the_layer_remedy_for_its_device(keras_logdirs):
