@@ -140,14 +140,12 @@ def overhead(collections: list[str | Path]) -> Overhead:
 
 def document(result: Report | Launch | Ranges | Compare | Overhead) -> Document:
     """The document a result renders as."""
-    from tracekit.cli._output import facts
-
     if isinstance(result, Report):
-        return documents.report_document(result.name, facts(result.table, result.name), result.breakdown, result.launch)
+        return documents.report_document(result.name, documents.facts(result.table, result.name), result.breakdown, result.launch)
     if isinstance(result, Launch):
-        return documents.launch_document(result.name, facts(result.table, result.name), result.result)
+        return documents.launch_document(result.name, documents.facts(result.table, result.name), result.result)
     if isinstance(result, Ranges):
-        return documents.ranges_document(result.name, facts(result.table, result.name), result.result)
+        return documents.ranges_document(result.name, documents.facts(result.table, result.name), result.result)
     if isinstance(result, Compare):
         return documents.compare_document(result.names, result.result)
     if isinstance(result, Overhead):

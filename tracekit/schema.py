@@ -23,6 +23,10 @@ SCHEMA_VERSION: Final = "1.0"
 
 SOURCES: Final = ("torch", "tf", "jax", "nsys")
 
+# GPU activities that occupy a device (its busy time), and everything a launch call can produce.
+GPU_BUSY_KINDS: Final = ("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph")
+GPU_ACTIVITY_KINDS: Final = (*GPU_BUSY_KINDS, "gpu_sync")
+
 # Event kinds, in a fixed order (the dictionary of the ``kind`` column uses these values).
 KINDS: Final = {
     "cpu_op": "framework operator on the host (aten op, TF op, XLA HLO op, eager dispatch)",

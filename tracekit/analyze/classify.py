@@ -16,16 +16,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.analyze.frame import Frame
 from tracekit.ingest._build import nearest_ancestor
-
-if TYPE_CHECKING:
-    from tracekit.analyze.frame import Frame
+from tracekit.schema import GPU_ACTIVITY_KINDS
 
 # Classes, in the priority order the GPU breakdown uses when kernels overlap (see breakdown.py).
 KERNEL_CLASSES = ("communication", "rnn", "attention", "convolution", "gemm", "cast", "reduction", "elementwise", "other", "memcpy",
@@ -185,16 +183,6 @@ def classify_name(name: str, rules: Sequence[tuple[str, ...]]) -> str:
     return "other"
 
 
-def _dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
-    """Codes (-1 for null) and dictionary values of a dictionary column, over all chunks."""
-    col = column.unify_dictionaries() if column.num_chunks > 1 else column
-    if col.num_chunks == 0:
-        return np.zeros(0, np.int64), []
-    values = col.chunk(0).dictionary.to_pylist()
-    codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for c in col.chunks])
-    return codes, values
-
-
 def is_dtype_change(types: list[str] | None) -> bool:
     """Whether a copy's tensor inputs have different dtypes (``copy_(dst, src)``: dst first)."""
     if not types:
@@ -282,7 +270,7 @@ def _classify_rows(frame: Frame) -> RowClasses:
     op = np.full(n, NO_CLASS, np.int8)
     api = np.full(n, NO_CLASS, np.int8)
 
-    gpu_rows = frame.rows("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph", "gpu_sync")
+    gpu_rows = frame.rows(*GPU_ACTIVITY_KINDS)
     kernel[gpu_rows] = _by_name(frame, gpu_rows, KERNEL_RULES, KERNEL_CLASSES)
     # The kind decides for copies and sets whatever their names say.
     kernel[frame.rows("gpu_memcpy")] = KERNEL_CLASSES.index("memcpy")

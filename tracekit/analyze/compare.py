@@ -118,8 +118,8 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     whole_gpu = bd.gpu[bd.gpu.step == -1].sum(numeric_only=True) / devices
     host = bd.host[bd.host.step == -1].iloc[0] if len(bd.host) else None
     stats = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
-    active = frame.rows("cpu_op", "runtime_api", "driver_api", "user_range", "gpu_kernel", "gpu_memcpy", "gpu_memset",
-                        "python_function", "step")
+    active = frame.rows("cpu_op", "runtime_api", "driver_api", "user_range", "python_function", "step",
+                        *GPU_BUSY_KINDS)
     total = int(frame.end[active].max() - frame.start[active].min()) if active.size else 0
     metrics: dict[str, float] = {
         "total_time": total,

@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.analyze.classify import _dictionary_codes
 
 KIND_INDEX = {k: i for i, k in enumerate(schema.KINDS)}
-GPU_BUSY_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph")
+GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
+
 LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")
 
 
@@ -53,13 +53,13 @@ class Frame:
 
     def __post_init__(self) -> None:
         t = self.table
-        kind_codes, kind_values = _dictionary_codes(t.column("kind"))
+        kind_codes, kind_values = dictionary_codes(t.column("kind"))
         remap = np.array([KIND_INDEX.get(v, KIND_INDEX["other"]) for v in kind_values] + [KIND_INDEX["other"]], np.int8)
         self.kind = remap[kind_codes]
         self.start = _int(t, "start_ns", 0)
         self.dur = np.maximum(_int(t, "dur_ns", 0), 0)
         self.end = self.start + self.dur
-        self.name_code, self.names = _dictionary_codes(t.column("name"))
+        self.name_code, self.names = dictionary_codes(t.column("name"))
 
     def __len__(self) -> int:
         return int(self.kind.shape[0])
@@ -114,3 +114,13 @@ class Frame:
     def thread_key(self) -> np.ndarray:
         """One int64 per host thread (pid, tid), for grouping."""
         return (self.pid << 32) ^ (self.tid & 0xFFFFFFFF)
+
+
+def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Codes (-1 for null) and dictionary values of a dictionary column, over all chunks."""
+    col = column.unify_dictionaries() if column.num_chunks > 1 else column
+    if col.num_chunks == 0:
+        return np.zeros(0, np.int64), []
+    values = col.chunk(0).dictionary.to_pylist()
+    codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for c in col.chunks])
+    return codes, values

@@ -54,7 +54,6 @@ class TraceInfo:
         return self.gpu_linked_to_op / n if n else None
 
 
-GPU_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph")
 
 
 def info(table: pa.Table) -> TraceInfo:
@@ -70,7 +69,7 @@ def info(table: pa.Table) -> TraceInfo:
     ends = pc.add(starts, pc.fill_null(pc.filter(table.column("dur_ns"), timed), 0))
     span_start = pc.min(starts).as_py() if len(starts) else None
     span_end = pc.max(ends).as_py() if len(ends) else None
-    gpu = pc.is_in(pc.cast(kind, pa.string()), pa.array(list(GPU_KINDS)))
+    gpu = pc.is_in(pc.cast(kind, pa.string()), pa.array(list(schema.GPU_BUSY_KINDS)))
     with_corr = pc.and_(gpu, pc.is_valid(table.column("correlation_id")))
     linked = pc.and_(with_corr, pc.is_valid(table.column("launch_row")))
     linked_op = pc.and_(with_corr, pc.is_valid(table.column("op_row")))

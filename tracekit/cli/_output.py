@@ -1,4 +1,4 @@
-"""Shared by the report commands: -f/-o/--force options, trace facts, atomic output."""
+"""Shared by the report commands: -f/-o/--force options and atomic output."""
 
 from __future__ import annotations
 
@@ -6,9 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-
-from tracekit import schema
 from tracekit.atomic import write_text_atomic
 from tracekit.errors import OutputError
 from tracekit.render import pick
@@ -28,15 +25,6 @@ def add_step_arguments(parser: argparse.ArgumentParser) -> None:
                         help="treat the first N steps as warm-up (left out of verdicts and headline numbers)")
     parser.add_argument("--keep-all-steps", action="store_true",
                         help="use every step, warm-up and outliers included (they are still listed)")
-
-
-def facts(table: pa.Table, path: str) -> list[tuple[str, str]]:
-    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-    out = [("trace", str(path)), ("source", meta.get(schema.META_SOURCE, "?")),
-           ("format", meta.get(schema.META_SOURCE_FORMAT, "?")), ("events", f"{table.num_rows:,}")]
-    if meta.get(schema.META_FRAMEWORK_VERSION):
-        out.append(("framework", meta[schema.META_FRAMEWORK_VERSION]))
-    return out
 
 
 def emit(document: Document, args: argparse.Namespace) -> None:

@@ -20,7 +20,6 @@ from tracekit import _native, schema
 
 KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(schema.KINDS)}
 KIND_DICTIONARY = pa.array(list(schema.KINDS), pa.string())
-GPU_ACTIVITY_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_sync", "gpu_graph")
 LAUNCH_KINDS = ("runtime_api", "driver_api")
 # Kinds that take part in per-thread nesting (flows, metadata and counters do not).
 NESTED_KINDS = (
@@ -198,7 +197,7 @@ def link(
     nested_rows = np.flatnonzero(kind_mask(kind, *NESTED_KINDS))
     parent, depth = nest(group, start, end, nested_rows, n)
 
-    gpu = kind_mask(kind, *GPU_ACTIVITY_KINDS)
+    gpu = kind_mask(kind, *schema.GPU_ACTIVITY_KINDS)
     launch = kind_mask(kind, *LAUNCH_KINDS) & (correlation >= 0)
     launch_rows = np.flatnonzero(launch)
     gpu_rows = np.flatnonzero(gpu & (correlation >= 0))

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from tracekit import _native
+from tracekit import _native, schema
 from tracekit.errors import InputError
 from tracekit.ingest import _build
 from tracekit.ingest._build import KIND_CODES, TraceMeta
@@ -57,7 +57,8 @@ CATEGORY_KINDS = {
     "overhead": "overhead",
     "cpu_instant_event": "marker",
 }
-GPU_CATEGORY_KINDS = {"gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_sync", "gpu_user_range"}
+# Kinds whose pid is a device: GPU activities and the user ranges mirrored on the GPU timeline.
+GPU_CATEGORY_KINDS = {*schema.GPU_ACTIVITY_KINDS, "gpu_user_range"}
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
     """Read a Kineto trace file into the event table.

@@ -6,7 +6,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from tracekit import schema
 from tracekit.analyze.breakdown import HOST_CLASSES, Breakdown
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, short_name
 from tracekit.analyze.compare import Comparison
@@ -24,6 +26,16 @@ def records(df: pd.DataFrame) -> list[dict]:
     """DataFrame rows as dicts, NaN as None (for JSON and table cells)."""
     return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
             for r in df.astype(object).to_dict(orient="records")]
+
+
+def facts(table: pa.Table, path: str) -> list[tuple[str, str]]:
+    """The lines at the top of a report: the trace, its source and format, its size."""
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    out = [("trace", str(path)), ("source", meta.get(schema.META_SOURCE, "?")),
+           ("format", meta.get(schema.META_SOURCE_FORMAT, "?")), ("events", f"{table.num_rows:,}")]
+    if meta.get(schema.META_FRAMEWORK_VERSION):
+        out.append(("framework", meta[schema.META_FRAMEWORK_VERSION]))
+    return out
 
 
 def _step_label(step: int) -> str:
