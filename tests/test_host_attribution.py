@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.ingest import _build
+from tracekit.ingest import links
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces is absent (real traces live there)")
@@ -48,10 +48,10 @@ def test_steps_hold_only_their_own_process_rows():
     process = np.array([1, 1, 1, 1, 2, 2], np.int64)
     host = np.ones(6, bool)
     step_rows = np.array([0, 1])
-    step = _build.assign_steps(6, start, end, host, step_rows, np.array([0, 1]), process)
+    step = links.assign_steps(6, start, end, host, step_rows, np.array([0, 1]), process)
     assert step.tolist() == [0, 1, 0, 1, -1, -1]
     # Without process keys, every row in a step's time belongs to it.
-    assert _build.assign_steps(6, start, end, host, step_rows, np.array([0, 1])).tolist() == [0, 1, 0, 1, 0, 1]
+    assert links.assign_steps(6, start, end, host, step_rows, np.array([0, 1])).tolist() == [0, 1, 0, 1, 0, 1]
 
 
 @needs_shared

@@ -11,8 +11,7 @@ The Python API mirrors the CLI::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from tracekit._version import __version__
 from tracekit.analyze.summary import TraceInfo, info  # noqa: E402
 from tracekit.api import compare, launch, overhead, ranges, render, report  # noqa: E402
 from tracekit.errors import InputError, TracekitError  # noqa: E402

@@ -51,6 +51,8 @@ KINDS: Final = {
     "metadata": "a metadata record kept for losslessness (process/thread names, domains)",
     "other": "anything the ingester does not recognise; the raw category is kept",
 }
+# Each kind's code in the ``kind`` column's dictionary.
+KIND_CODES: Final = {k: i for i, k in enumerate(KINDS)}
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
 from tracekit.analyze.cpu_partition import cpu_partition
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.errors import TracekitError
-from tracekit.ingest._build import nearest_ancestor
+from tracekit.ingest.links import nearest_ancestor
 
 COMPUTE_KERNEL_CLASSES = tuple(c for c in KERNEL_CLASSES if c not in ("communication", "memcpy", "memset", "sync"))
 HOST_CLASSES = ("launch", "sync", "memory_api", "other_api", "framework", "python")

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame
-from tracekit.ingest._build import nearest_ancestor
+from tracekit.ingest.links import nearest_ancestor
 from tracekit.schema import GPU_ACTIVITY_KINDS
 
 # Classes, in the priority order the GPU breakdown uses when kernels overlap (see breakdown.py).

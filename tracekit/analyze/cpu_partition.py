@@ -26,7 +26,7 @@ import pandas as pd
 from tracekit.analyze import intervals
 from tracekit.analyze.classify import OP_CLASSES
 from tracekit.analyze.frame import Frame
-from tracekit.ingest._build import nearest_ancestor
+from tracekit.ingest.links import nearest_ancestor
 
 PARTITION_CLASSES = ("rnn", "convolution", "gemm", "cast", "elementwise", "reduction", "communication", "compiled")
 PARTS = (*[f"{c}_ns" for c in PARTITION_CLASSES], "framework_ns", "outside_ops_ns")

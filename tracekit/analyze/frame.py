@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from tracekit import schema
 
-KIND_INDEX = {k: i for i, k in enumerate(schema.KINDS)}
+KIND_INDEX = schema.KIND_CODES
 GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
 
 LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")

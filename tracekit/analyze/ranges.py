@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
-from tracekit.ingest._build import nearest_ancestor
+from tracekit.ingest.links import nearest_ancestor
 
 RANGE_KINDS = ("user_range", "step")
 

@@ -33,8 +33,9 @@ import pyarrow as pa
 
 from tracekit import _native, schema
 from tracekit.errors import InputError
-from tracekit.ingest import _build
-from tracekit.ingest._build import KIND_CODES, TraceMeta
+from tracekit.ingest import columns, links
+from tracekit.ingest.columns import TraceMeta
+from tracekit.schema import KIND_CODES
 
 # Kineto category (lower-cased) -> kind. Old traces use `Kernel`, `Runtime`, `Memcpy`, `Memset`.
 CATEGORY_KINDS = {
@@ -228,27 +229,27 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     correlation = i64("correlation")
     external = i64("external_id")
     cols: dict[str, pa.Array] = {
-        "kind": _build.dictionary(kind, _build.KIND_DICTIONARY, pa.int8()),
-        "category": _build.dictionary(np.where(cat >= 0, cat, len(r["cat_values"])), r["cat_values"] + ["<none>"])
-        if (cat < 0).any() else _build.dictionary(cat, r["cat_values"]),
-        "name": _build.dictionary(name, r["name_values"]),
-        "pid": _build.nullable(pid, -1, pa.int64()),
-        "tid": _build.nullable(tid, -1, pa.int64()),
+        "kind": columns.dictionary(kind, columns.KIND_DICTIONARY, pa.int8()),
+        "category": columns.dictionary(np.where(cat >= 0, cat, len(r["cat_values"])), r["cat_values"] + ["<none>"])
+        if (cat < 0).any() else columns.dictionary(cat, r["cat_values"]),
+        "name": columns.dictionary(name, r["name_values"]),
+        "pid": columns.nullable(pid, -1, pa.int64()),
+        "tid": columns.nullable(tid, -1, pa.int64()),
         "process_name": process_name,
         "thread_name": thread_name,
-        "device_id": _build.nullable(device, -1, pa.int32()),
-        "stream_id": _build.nullable(stream, missing, pa.int64()),
+        "device_id": columns.nullable(device, -1, pa.int32()),
+        "stream_id": columns.nullable(stream, missing, pa.int64()),
         "start_ns": pa.array(ts, pa.int64()),
-        "dur_ns": _build.nullable(dur, missing, pa.int64()),
-        "correlation_id": _build.nullable(correlation, missing, pa.int64()),
-        "external_id": _build.nullable(external, missing, pa.int64()),
-        "flow_id": _build.nullable(i64("flow_id"), missing, pa.int64()),
-        "shared_memory_bytes": _build.nullable(i64("shared_memory"), missing, pa.int64()),
-        "bytes": _build.nullable(i64("bytes"), missing, pa.int64()),
-        "args": _build.json_args(np.frombuffer(r["args_offsets"], np.int64), r["args_data"]),
+        "dur_ns": columns.nullable(dur, missing, pa.int64()),
+        "correlation_id": columns.nullable(correlation, missing, pa.int64()),
+        "external_id": columns.nullable(external, missing, pa.int64()),
+        "flow_id": columns.nullable(i64("flow_id"), missing, pa.int64()),
+        "shared_memory_bytes": columns.nullable(i64("shared_memory"), missing, pa.int64()),
+        "bytes": columns.nullable(i64("bytes"), missing, pa.int64()),
+        "args": columns.json_args(np.frombuffer(r["args_offsets"], np.int64), r["args_data"]),
     }
     for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
-        cols[c] = _build.nullable(i32(c), m32, pa.int32())
+        cols[c] = columns.nullable(i32(c), m32, pa.int32())
     # The scanner's raw buffers are converted now; free them before linking needs its own memory.
     step_numbers = np.full(n, -1, np.int64)
     step_rows = np.flatnonzero(kind == KIND_CODES["step"])
@@ -269,9 +270,9 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     # which link() reads as "none" (negative), so no sentinel-replacing copies are needed.
     kind_links = np.where(keep, kind, KIND_CODES["metadata"]).astype(np.int8)
     # Host groups carry the process in their high bits: steps hold only their own process's rows.
-    links = _build.link(kind_links, ts, dur, group, correlation, np.zeros(1, np.int64), external, step_numbers,
+    row_links = links.link(kind_links, ts, dur, group, correlation, np.zeros(1, np.int64), external, step_numbers,
                         process=group >> 32)
-    table = _build.assemble(n, cols, _meta(path, header, fmt), links)
+    table = columns.assemble(n, cols, _meta(path, header, fmt), row_links)
     if not keep.all():
         table = _drop_rows(table, keep)
     return table
@@ -286,7 +287,7 @@ def _drop_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
         valid = ~np.isnan(old) if old.dtype.kind == "f" else np.ones(old.size, bool)
         remapped = np.full(old.size, -1, np.int64)
         remapped[valid] = new_index[old[valid].astype(np.int64)]
-        table = table.set_column(table.schema.get_field_index(col), col, _build.nullable(remapped, -1, pa.int64()))
+        table = table.set_column(table.schema.get_field_index(col), col, columns.nullable(remapped, -1, pa.int64()))
     return table
 
 
@@ -314,7 +315,7 @@ def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_la
             thread[(int(pid_c[i]), int(tid_c[i]))] = label
     # Process label per pid code, thread label per (pid code, tid code) pair.
     p_labels = [proc.get(i, pid_labels[i]) for i in range(len(pid_labels))]
-    process = _build.dictionary(pid_c, p_labels) if p_labels else pa.nulls(len(pid_c), pa.dictionary(pa.int32(), pa.string()))
+    process = columns.dictionary(pid_c, p_labels) if p_labels else pa.nulls(len(pid_c), pa.dictionary(pa.int32(), pa.string()))
     # (pid code, tid code) pairs live in a small space: label them through a lookup table instead
     # of sorting a million pairs (np.unique would cost ~50 MB on a 1M-event trace).
     width = len(tid_labels) + 1
@@ -330,7 +331,7 @@ def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_la
     lookup[present[null_label]] = -1
     codes = lookup[pair]
     del pair
-    return process, _build.dictionary(codes, ["" if lab is None else lab for lab in labels])
+    return process, columns.dictionary(codes, ["" if lab is None else lab for lab in labels])
 
 
 def _meta(path: Path, header: dict, fmt: str) -> TraceMeta:
@@ -346,7 +347,7 @@ def _meta(path: Path, header: dict, fmt: str) -> TraceMeta:
     return TraceMeta(
         source="torch",
         source_file=path.name,
-        source_sha256=_build.file_sha256(path),
+        source_sha256=columns.file_sha256(path),
         source_format=fmt,
         capture_start_ns=int(base) if isinstance(base, int) else None,
         profiler_version=profiler,

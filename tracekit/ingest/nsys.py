@@ -31,8 +31,9 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.errors import InputError
-from tracekit.ingest import _build
-from tracekit.ingest._build import KIND_CODES, TraceMeta
+from tracekit.ingest import columns, links
+from tracekit.ingest.columns import TraceMeta
+from tracekit.schema import KIND_CODES
 
 # Fallbacks for 2022.1 exports, which have no ENUM_* tables.
 MEMCPY_KINDS = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array", 4: "Array-to-Host",
@@ -101,12 +102,12 @@ def tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
 
 
-def columns(con: sqlite3.Connection, table: str) -> list[str]:
+def table_columns(con: sqlite3.Connection, table: str) -> list[str]:
     return [r[1] for r in con.execute(f"PRAGMA table_info('{table}')")]
 
 
 def _select(con: sqlite3.Connection, table: str) -> tuple[list[str], Iterable[tuple[Any, ...]]]:
-    cols = columns(con, table)
+    cols = table_columns(con, table)
     quoted = ", ".join(f'"{c}"' for c in cols)
     return cols, con.execute(f'SELECT {quoted} FROM "{table}"')
 
@@ -114,7 +115,7 @@ def _select(con: sqlite3.Connection, table: str) -> tuple[list[str], Iterable[tu
 def _enum(con: sqlite3.Connection, have: set[str], table: str, fallback: dict[int, str]) -> dict[int, str]:
     if table not in have:
         return dict(fallback)
-    cols = columns(con, table)
+    cols = table_columns(con, table)
     label = "label" if "label" in cols else "name"
     return {int(r[0]): str(r[1]) for r in con.execute(f'SELECT id, "{label}" FROM "{table}"')}
 
@@ -331,14 +332,14 @@ def _meta(con: sqlite3.Connection, have: set[str], meta_table: str | None, shown
             d = {k: v for k, v in zip(cols, r, strict=True) if v is not None and not isinstance(v, bytes)}
             devices.append(d)
     capture_start = None
-    if "TARGET_INFO_SESSION_START_TIME" in have and "utcEpochNs" in columns(con, "TARGET_INFO_SESSION_START_TIME"):
+    if "TARGET_INFO_SESSION_START_TIME" in have and "utcEpochNs" in table_columns(con, "TARGET_INFO_SESSION_START_TIME"):
         row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
         capture_start = int(row[0]) if row and row[0] is not None else None
     capture: dict[str, Any] = {}
     if "META_DATA_CAPTURE" in have:
         capture = dict(con.execute("SELECT name, value FROM META_DATA_CAPTURE").fetchall())
     return TraceMeta(
-        source="nsys", source_file=shown.name, source_sha256=_build.file_sha256(path), source_format="nsys-sqlite",
+        source="nsys", source_file=shown.name, source_sha256=columns.file_sha256(path), source_format="nsys-sqlite",
         capture_start_ns=capture_start, profiler_version=str(export.get("EXPORT_PRODUCT_VERSION", "")),
         devices=devices, extra={"export": export, "capture": capture, "meta_table": meta_table},
     )
@@ -362,7 +363,7 @@ def _to_table(rows: _Rows, meta: TraceMeta, names: tuple[dict[int, str], dict[in
     step_numbers = np.full(n, -1, np.int64)
     for row in np.flatnonzero(kind == KIND_CODES["step"]):
         step_numbers[row] = int(STEP_RANGE.match(rows.name[row]).group(1))  # type: ignore[union-attr]
-    links = _build.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, step_numbers,
+    row_links = links.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, step_numbers,
                         process=pid)
     threads, procs = names
     thread_name = [None if g else threads.get(t) for g, t in zip(rows.gpu, rows.gtid, strict=True)]
@@ -370,29 +371,29 @@ def _to_table(rows: _Rows, meta: TraceMeta, names: tuple[dict[int, str], dict[in
     process_name = [procs.get(int(p)) for p in pid]
 
     def triple(values: list[tuple[int, int, int] | None], i: int) -> pa.Array:
-        return _build.nullable(np.array([v[i] if v else -1 for v in values], np.int64), -1, pa.int32())
+        return columns.nullable(np.array([v[i] if v else -1 for v in values], np.int64), -1, pa.int32())
 
     def opt(values: list[int | None], dtype: pa.DataType) -> pa.Array:
         return pa.array(values, dtype)
 
     cols = {
-        "kind": _build.dictionary(kind, _build.KIND_DICTIONARY, pa.int8()),
+        "kind": columns.dictionary(kind, columns.KIND_DICTIONARY, pa.int8()),
         "category": pa.array(rows.category, pa.string()).dictionary_encode(),
         "name": pa.array(rows.name, pa.string()).dictionary_encode(),
-        "pid": _build.nullable(np.where(gpu, -1, pid), -1, pa.int64()),
-        "tid": _build.nullable(np.where(gpu, -1, tid), -1, pa.int64()),
+        "pid": columns.nullable(np.where(gpu, -1, pid), -1, pa.int64()),
+        "tid": columns.nullable(np.where(gpu, -1, tid), -1, pa.int64()),
         "process_name": pa.array(process_name, pa.string()).dictionary_encode(),
         "thread_name": pa.array(thread_name, pa.string()).dictionary_encode(),
-        "device_id": _build.nullable(device, -1, pa.int32()),
-        "stream_id": _build.nullable(stream, -1, pa.int64()),
+        "device_id": columns.nullable(device, -1, pa.int32()),
+        "stream_id": columns.nullable(stream, -1, pa.int64()),
         "start_ns": pa.array(start, pa.int64()),
-        "dur_ns": _build.nullable(dur, dur_missing, pa.int64()),
-        "correlation_id": _build.nullable(corr, -1, pa.int64()),
+        "dur_ns": columns.nullable(dur, dur_missing, pa.int64()),
+        "correlation_id": columns.nullable(corr, -1, pa.int64()),
         "grid_x": triple(rows.grid, 0), "grid_y": triple(rows.grid, 1), "grid_z": triple(rows.grid, 2),
         "block_x": triple(rows.block, 0), "block_y": triple(rows.block, 1), "block_z": triple(rows.block, 2),
         "registers_per_thread": opt(rows.regs, pa.int32()),
         "shared_memory_bytes": opt(rows.shm, pa.int64()),
         "bytes": opt(rows.nbytes, pa.int64()),
-        "args": _build.json_args_from_objects(rows.args),
+        "args": columns.json_args_from_objects(rows.args),
     }
-    return _build.assemble(n, cols, meta, links)
+    return columns.assemble(n, cols, meta, row_links)

@@ -31,8 +31,9 @@ import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 from tracekit.errors import InputError
-from tracekit.ingest import _build
-from tracekit.ingest._build import KIND_CODES, TraceMeta
+from tracekit.ingest import columns, links
+from tracekit.ingest.columns import TraceMeta
+from tracekit.schema import KIND_CODES
 
 _F = descriptor_pb2.FieldDescriptorProto
 
@@ -160,7 +161,7 @@ def read(path: Path) -> pa.Table:
             raise InputError(f, "XSpace protobuf without planes (not a TensorFlow profile?)")
         spaces.append(xs)
     # One file has one id, whether it is named or found in its run directory.
-    sha = _build.file_sha256(files[0]) if len(files) == 1 else _build.dir_sha256(files)
+    sha = columns.file_sha256(files[0]) if len(files) == 1 else columns.dir_sha256(files)
     return _to_table(path, spaces, sha, "xspace-pb" if path.is_file() else "xspace-dir")
 
 
@@ -336,26 +337,26 @@ def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
     corr_a = np.array(correlation, np.int64)
     host_a = np.array(hosts, np.int64)
     scope = host_a if len(spaces) > 1 else np.zeros(1, np.int64)
-    links = _build.link(kind_a, start_a, dur_a, group_a, corr_a, scope, None, np.array(step_num, np.int64),
+    row_links = links.link(kind_a, start_a, dur_a, group_a, corr_a, scope, None, np.array(step_num, np.int64),
                         op_kinds=("cpu_op",), process=host_a if len(spaces) > 1 else None)
     name_dict = pa.array(names, pa.string()).dictionary_encode()
     cols: dict[str, pa.Array] = {
-        "kind": _build.dictionary(kind_a, _build.KIND_DICTIONARY, pa.int8()),
+        "kind": columns.dictionary(kind_a, columns.KIND_DICTIONARY, pa.int8()),
         "category": pa.array(categories, pa.string()).dictionary_encode(),
         "name": name_dict,
-        "tid": _build.nullable(np.array(tids, np.int64), -1, pa.int64()),
+        "tid": columns.nullable(np.array(tids, np.int64), -1, pa.int64()),
         "process_name": pa.array(planes_col, pa.string()).dictionary_encode(),
         "thread_name": pa.array(lines_col, pa.string()).dictionary_encode(),
-        "device_id": _build.nullable(np.array(devices, np.int64), -1, pa.int32()),
-        "stream_id": _build.nullable(np.array(streams, np.int64), -1, pa.int64()),
+        "device_id": columns.nullable(np.array(devices, np.int64), -1, pa.int32()),
+        "stream_id": columns.nullable(np.array(streams, np.int64), -1, pa.int64()),
         "start_ns": pa.array(start_a, pa.int64()),
         "dur_ns": pa.array(dur_a, pa.int64()),
-        "correlation_id": _build.nullable(corr_a, -1, pa.int64()),
-        "args": _build.json_args_from_objects(args),
+        "correlation_id": columns.nullable(corr_a, -1, pa.int64()),
+        "args": columns.json_args_from_objects(args),
     }
     for c, values in kd_cols.items():
         dtype = pa.int64() if c in ("shared_memory_bytes", "bytes") else pa.int32()
-        cols[c] = _build.nullable(np.array(values, np.int64), -1, dtype)
+        cols[c] = columns.nullable(np.array(values, np.int64), -1, dtype)
     meta = TraceMeta(source=_framework(name_dict.dictionary), source_file=path.name, source_sha256=sha, source_format=fmt,
                      capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra)
-    return _build.assemble(n, cols, meta, links)
+    return columns.assemble(n, cols, meta, row_links)

@@ -1,0 +1,131 @@
+"""Columns of the event table: Arrow arrays from numpy, the trace's metadata, and the final table in
+schema order. Shared by every ingester."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit import _version, schema
+from tracekit.ingest.links import Links
+
+KIND_DICTIONARY = pa.array(list(schema.KINDS), pa.string())
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, streamed."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def dir_sha256(files: list[Path]) -> str:
+    """sha256 over the sorted files of a trace directory."""
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f.name.encode())
+        h.update(bytes.fromhex(file_sha256(f)))
+    return h.hexdigest()
+
+
+def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.DataType | None = None) -> pa.DictionaryArray:
+    """Dictionary array from integer codes (negative = null) and their values."""
+    index_type = index_type or pa.int32()
+    codes = np.asarray(codes)
+    if not isinstance(values, pa.Array) and len(set(values)) != len(values):
+        # Several codes can carry the same label (e.g. thread "0" in many processes): keep each
+        # value once, so the dictionary survives a Parquet round trip unchanged.
+        first: dict[str, int] = {}
+        remap = np.array([first.setdefault(v, len(first)) for v in values] + [-1], np.int64)
+        codes = remap[np.where(codes < 0, len(values), codes)]
+        values = list(first)
+    mask = codes < 0
+    idx = pa.array(np.where(mask, 0, codes).astype(index_type.to_pandas_dtype()), index_type, mask=mask if mask.any() else None)
+    vals = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+    return pa.DictionaryArray.from_arrays(idx, vals)
+
+
+def nullable(values: np.ndarray, null: np.ndarray | int, dtype: pa.DataType) -> pa.Array:
+    """Arrow array from numpy values where ``values == null`` (or a boolean mask) marks nulls."""
+    mask = null if isinstance(null, np.ndarray) and null.dtype == bool else values == null
+    return pa.array(values.astype(dtype.to_pandas_dtype(), copy=False), dtype, mask=mask if mask.any() else None)
+
+
+def json_args(offsets: np.ndarray, data: bytes | pa.Buffer) -> pa.Array:
+    """The args column from int64 offsets and UTF-8 JSON bytes; empty entries become null."""
+    n = offsets.size - 1
+    valid = np.diff(offsets) > 0
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
+    storage = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data) if isinstance(data, bytes) else data, bitmap)
+    return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, storage)
+
+
+def json_args_from_objects(objs: Sequence[Mapping[str, Any] | None]) -> pa.Array:
+    """The args column from Python mappings (used by the XSpace and nsys ingesters)."""
+    texts = [json.dumps(o, separators=(",", ":"), default=str) if o else None for o in objs]
+    return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, pa.array(texts, pa.large_string()))
+
+
+@dataclass
+class TraceMeta:
+    """Trace-level facts, stored in the table's metadata."""
+
+    source: str
+    source_file: str
+    source_sha256: str
+    source_format: str
+    capture_start_ns: int | None = None
+    profiler_version: str = ""
+    framework_version: str = ""
+    devices: list[dict[str, object]] = field(default_factory=list)
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def trace_id(self) -> str:
+        return self.source_sha256[:16]
+
+    def to_metadata(self) -> dict[str, str]:
+        return {
+            schema.META_SCHEMA_VERSION: schema.SCHEMA_VERSION,
+            schema.META_SOURCE: self.source,
+            schema.META_TRACE_ID: self.trace_id,
+            schema.META_SOURCE_FILE: self.source_file,
+            schema.META_SOURCE_SHA256: self.source_sha256,
+            schema.META_SOURCE_FORMAT: self.source_format,
+            schema.META_CAPTURE_START_NS: "" if self.capture_start_ns is None else str(self.capture_start_ns),
+            schema.META_PROFILER_VERSION: self.profiler_version,
+            schema.META_FRAMEWORK_VERSION: self.framework_version,
+            schema.META_DEVICES_JSON: json.dumps(self.devices, sort_keys=True, default=str),
+            schema.META_TRACE_META_JSON: json.dumps(self.extra, sort_keys=True, default=str),
+            schema.META_TRACEKIT_VERSION: _version.__version__,
+        }
+
+
+def assemble(n: int, columns: dict[str, pa.Array], meta: TraceMeta, links: Links) -> pa.Table:
+    """Put columns in schema order, fill absent ones with nulls, attach links and metadata."""
+    cols = dict(columns)
+    cols["trace_id"] = dictionary(np.zeros(n, np.int32), [meta.trace_id])
+    cols["source"] = dictionary(np.zeros(n, np.int8), [meta.source], pa.int8())
+    cols["parent"] = nullable(links.parent, -1, pa.int64())
+    cols["depth"] = pa.array(links.depth, pa.int16())
+    cols["step"] = nullable(links.step, -1, pa.int32())
+    cols["launch_row"] = nullable(links.launch_row, -1, pa.int64())
+    cols["op_row"] = nullable(links.op_row, -1, pa.int64())
+    arrays = []
+    for col in schema.COLUMNS:
+        arr = cols.get(col.name)
+        if arr is None:
+            arr = pa.nulls(n, col.type)
+        elif arr.type != col.type:
+            arr = arr.cast(col.type)
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=schema.ARROW_SCHEMA.with_metadata(meta.to_metadata()))
