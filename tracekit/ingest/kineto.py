@@ -174,108 +174,121 @@ def _pair_begin_end(ph: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.nda
     return keep
 
 
-def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
-    n = r["n"]
-    i32 = lambda k: np.frombuffer(r[k], np.int32)  # noqa: E731
-    i64 = lambda k: np.frombuffer(r[k], np.int64)  # noqa: E731
-    ph = np.frombuffer(r["ph"], np.uint8)
-    cat, name, pid_c, tid_c = i32("cat"), i32("name"), i32("pid"), i32("tid")
-    missing = np.iinfo(np.int64).min
-    base = int(header.get("baseTimeNanoseconds") or 0)
-    # The scanner's buffers are immutable bytes: copy what must change, and drop each raw
-    # buffer as soon as it is consumed (a million-row trace has many 8 MB columns).
-    ts = i64("ts").copy()
-    del r["ts"]
-    ts[ts == missing] = 0
-    ts += base
-    dur = i64("dur").copy()
-    del r["dur"]
-    dur_missing = dur == missing
-    kind = _kinds(ph, cat, r["cat_values"], name, r["name_values"])
+MISSING = np.iinfo(np.int64).min  # the scanner's "absent" for int64 fields
+MISSING_32 = np.iinfo(np.int32).min  # and for int32 fields
+# Chrome phases without a duration: instants, flows, metadata, counters. Their dur is 0, not unknown.
+_NO_DURATION_PHASES = [ord(c) for c in "iIMsftCR"]
 
+
+def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
+    """The event table from the scanner's buffers ``r``. The buffers are immutable bytes: what must
+    change is copied, and each raw buffer is dropped as soon as it is consumed (a million-row trace
+    has many 8 MB columns)."""
+    n = r["n"]
+    ph = np.frombuffer(r["ph"], np.uint8)
+    cat, name = np.frombuffer(r["cat"], np.int32), np.frombuffer(r["name"], np.int32)
+    pid_c, tid_c = np.frombuffer(r["pid"], np.int32), np.frombuffer(r["tid"], np.int32)
+    ts, dur = _times(r, int(header.get("baseTimeNanoseconds") or 0))
+    kind = _kinds(ph, cat, r["cat_values"], name, r["name_values"])
+    keep = _pair_begin_end(ph, pid_c, tid_c, ts, dur)
+    dur[np.isin(ph, _NO_DURATION_PHASES) & (dur == MISSING)] = 0
+    gpu_rows = np.flatnonzero(np.isin(kind, [KIND_CODES[k] for k in GPU_CATEGORY_KINDS]))
     pid_num, pid_labels = _pid_values(r["pid_values"])
     tid_num, tid_labels = _pid_values(r["tid_values"])
     # Numeric pid/tid per code, with a trailing -1 for "absent" (code -1 indexes it).
-    pid_lookup = np.append(pid_num, -1)
-    tid_lookup = np.append(tid_num, -1)
-
-    keep = _pair_begin_end(ph, pid_c, tid_c, ts, dur)
-    # Instants, flows, metadata and counters have no duration in Chrome traces: 0, not unknown.
-    dur[np.isin(ph, [ord("i"), ord("I"), ord("M"), ord("s"), ord("f"), ord("t"), ord("C"), ord("R")]) & dur_missing] = 0
-    del dur_missing
-
-    gpu = np.isin(kind, [KIND_CODES[k] for k in GPU_CATEGORY_KINDS])
-    gpu_rows = np.flatnonzero(gpu)
-    m32 = np.iinfo(np.int32).min
-    # GPU rows without a device/stream arg (old traces) take them from their pid/tid.
-    device = i32("device").copy()
-    stream = i64("stream").copy()
-    del r["device"], r["stream"]
-    dev_g = device[gpu_rows]
-    device[gpu_rows] = np.where(dev_g == m32, pid_lookup[pid_c[gpu_rows]], dev_g)
-    device[device == m32] = -1
-    str_g = stream[gpu_rows]
-    tid_g = tid_lookup[tid_c[gpu_rows]]
-    stream[gpu_rows] = np.where((str_g == missing) & (tid_g >= 0), tid_g, str_g)
-    del dev_g, str_g, tid_g
+    pid_lookup, tid_lookup = np.append(pid_num, -1), np.append(tid_num, -1)
+    device, stream = _device_and_stream(r, gpu_rows, pid_lookup[pid_c[gpu_rows]], tid_lookup[tid_c[gpu_rows]])
     # Host columns: GPU rows have no host pid/tid.
-    pid = pid_lookup[pid_c]
+    pid, tid = pid_lookup[pid_c], tid_lookup[tid_c]
     pid[gpu_rows] = -1
-    tid = tid_lookup[tid_c]
     tid[gpu_rows] = -1
-
     process_name, thread_name = _names(r, ph, pid_c, tid_c, pid_labels, tid_labels, keep)
+    cols = _columns(r, kind, cat, name, pid, tid, process_name, thread_name, device, stream, ts, dur)
+    group = _nesting_groups(pid_c, tid_c, gpu_rows, device, stream)
+    step_numbers = _step_numbers(kind, name, r["name_values"])
+    # The scanner's raw buffers are converted now; free them before linking needs its own memory.
+    for key in ("ph", "cat", "name", "pid", "tid", "flow_id", "shared_memory", "bytes",
+                "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
+        r.pop(key, None)
+    del ph, cat, name, pid, tid, stream, pid_c, tid_c, gpu_rows
+    # Rows dropped (E halves of B/E pairs) must not take part in links. Missing values are INT64_MIN,
+    # which link() reads as "none" (negative), so no sentinel-replacing copies are needed.
+    kind_links = np.where(keep, kind, KIND_CODES["metadata"]).astype(np.int8)
+    # Host groups carry the process in their high bits: steps hold only their own process's rows.
+    row_links = links.link(kind_links, ts, dur, group, np.frombuffer(r["correlation"], np.int64), np.zeros(1, np.int64),
+                           np.frombuffer(r["external_id"], np.int64), step_numbers, process=group >> 32)
+    table = columns.assemble(n, cols, _meta(path, header, fmt), row_links)
+    return table if keep.all() else _drop_rows(table, keep)
 
-    correlation = i64("correlation")
-    external = i64("external_id")
+
+def _times(r: dict, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start (absolute ns; absent -> the base) and duration (absent stays MISSING), as writable copies."""
+    ts = np.frombuffer(r.pop("ts"), np.int64).copy()
+    ts[ts == MISSING] = 0
+    ts += base_ns
+    return ts, np.frombuffer(r.pop("dur"), np.int64).copy()
+
+
+def _device_and_stream(r: dict, gpu_rows: np.ndarray, gpu_pid: np.ndarray,
+                       gpu_tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Device and stream per row; GPU rows without the args (old traces) take them from pid / tid."""
+    device = np.frombuffer(r.pop("device"), np.int32).copy()
+    stream = np.frombuffer(r.pop("stream"), np.int64).copy()
+    dev_g = device[gpu_rows]
+    device[gpu_rows] = np.where(dev_g == MISSING_32, gpu_pid, dev_g)
+    device[device == MISSING_32] = -1
+    str_g = stream[gpu_rows]
+    stream[gpu_rows] = np.where((str_g == MISSING) & (gpu_tid >= 0), gpu_tid, str_g)
+    return device, stream
+
+
+def _columns(r: dict, kind: np.ndarray, cat: np.ndarray, name: np.ndarray, pid: np.ndarray, tid: np.ndarray,
+             process_name: pa.Array, thread_name: pa.Array, device: np.ndarray, stream: np.ndarray, ts: np.ndarray,
+             dur: np.ndarray) -> dict[str, pa.Array]:
+    i64 = lambda k: np.frombuffer(r[k], np.int64)  # noqa: E731
+    cats = r["cat_values"]
     cols: dict[str, pa.Array] = {
         "kind": columns.dictionary(kind, columns.KIND_DICTIONARY, pa.int8()),
-        "category": columns.dictionary(np.where(cat >= 0, cat, len(r["cat_values"])), r["cat_values"] + ["<none>"])
-        if (cat < 0).any() else columns.dictionary(cat, r["cat_values"]),
+        "category": columns.dictionary(np.where(cat >= 0, cat, len(cats)), cats + ["<none>"])
+        if (cat < 0).any() else columns.dictionary(cat, cats),
         "name": columns.dictionary(name, r["name_values"]),
         "pid": columns.nullable(pid, -1, pa.int64()),
         "tid": columns.nullable(tid, -1, pa.int64()),
         "process_name": process_name,
         "thread_name": thread_name,
         "device_id": columns.nullable(device, -1, pa.int32()),
-        "stream_id": columns.nullable(stream, missing, pa.int64()),
+        "stream_id": columns.nullable(stream, MISSING, pa.int64()),
         "start_ns": pa.array(ts, pa.int64()),
-        "dur_ns": columns.nullable(dur, missing, pa.int64()),
-        "correlation_id": columns.nullable(correlation, missing, pa.int64()),
-        "external_id": columns.nullable(external, missing, pa.int64()),
-        "flow_id": columns.nullable(i64("flow_id"), missing, pa.int64()),
-        "shared_memory_bytes": columns.nullable(i64("shared_memory"), missing, pa.int64()),
-        "bytes": columns.nullable(i64("bytes"), missing, pa.int64()),
+        "dur_ns": columns.nullable(dur, MISSING, pa.int64()),
+        "correlation_id": columns.nullable(i64("correlation"), MISSING, pa.int64()),
+        "external_id": columns.nullable(i64("external_id"), MISSING, pa.int64()),
+        "flow_id": columns.nullable(i64("flow_id"), MISSING, pa.int64()),
+        "shared_memory_bytes": columns.nullable(i64("shared_memory"), MISSING, pa.int64()),
+        "bytes": columns.nullable(i64("bytes"), MISSING, pa.int64()),
         "args": columns.json_args(np.frombuffer(r["args_offsets"], np.int64), r["args_data"]),
     }
     for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
-        cols[c] = columns.nullable(i32(c), m32, pa.int32())
-    # The scanner's raw buffers are converted now; free them before linking needs its own memory.
-    step_numbers = np.full(n, -1, np.int64)
-    step_rows = np.flatnonzero(kind == KIND_CODES["step"])
-    if step_rows.size:
-        step_numbers[step_rows] = [int(STEP_NAME.match(r["name_values"][c]).group(1)) for c in name[step_rows]]  # type: ignore[union-attr]
-    # Nesting groups: host rows by (pid, tid) codes; GPU rows by (device, stream), negated so the
-    # two never collide.
+        cols[c] = columns.nullable(np.frombuffer(r[c], np.int32), MISSING_32, pa.int32())
+    return cols
+
+
+def _nesting_groups(pid_c: np.ndarray, tid_c: np.ndarray, gpu_rows: np.ndarray, device: np.ndarray,
+                    stream: np.ndarray) -> np.ndarray:
+    """Host rows nest per (pid, tid) code; GPU rows per (device, stream), negated so the two never collide."""
     group = (pid_c.astype(np.int64) + 1) << 32
     group |= tid_c + 1
     s_g = stream[gpu_rows]
-    group[gpu_rows] = -(((device[gpu_rows].astype(np.int64) + 2) << 32) | np.where(s_g == missing, 0, s_g & 0xFFFFFFFF))
-    del s_g, gpu_rows
-    for key in ("ph", "cat", "name", "pid", "tid", "flow_id", "shared_memory", "bytes",
-                "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
-        r.pop(key, None)
-    del ph, cat, name, pid, tid, stream, pid_c, tid_c
-    # Rows dropped (E halves of B/E pairs) must not take part in links. Missing values are INT64_MIN,
-    # which link() reads as "none" (negative), so no sentinel-replacing copies are needed.
-    kind_links = np.where(keep, kind, KIND_CODES["metadata"]).astype(np.int8)
-    # Host groups carry the process in their high bits: steps hold only their own process's rows.
-    row_links = links.link(kind_links, ts, dur, group, correlation, np.zeros(1, np.int64), external, step_numbers,
-                        process=group >> 32)
-    table = columns.assemble(n, cols, _meta(path, header, fmt), row_links)
-    if not keep.all():
-        table = _drop_rows(table, keep)
-    return table
+    group[gpu_rows] = -(((device[gpu_rows].astype(np.int64) + 2) << 32) | np.where(s_g == MISSING, 0, s_g & 0xFFFFFFFF))
+    return group
+
+
+def _step_numbers(kind: np.ndarray, name: np.ndarray, names: list[str]) -> np.ndarray:
+    """N of each ProfilerStep#N row; -1 elsewhere."""
+    numbers = np.full(kind.size, -1, np.int64)
+    rows = np.flatnonzero(kind == KIND_CODES["step"])
+    if rows.size:
+        numbers[rows] = [int(STEP_NAME.match(names[c]).group(1)) for c in name[rows]]  # type: ignore[union-attr]
+    return numbers
 
 
 def _drop_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -171,9 +172,9 @@ _JAX_DISPATCH = ("PjitFunction(", "PmapFunction(")
 _TF_RUNTIME = ("EagerExecute", "EagerLocalExecute", "__inference_", "ExecutorState::Process")
 
 
-def _framework(names: pa.Array) -> str:
+def _framework(names: list[str]) -> str:
     """``jax`` when JAX dispatched the work (and no TF runtime did), else ``tf``: both write XSpace."""
-    text = [n for n in names.to_pylist() if n]
+    text = set(names)
     jax = any(n.startswith(_JAX_DISPATCH) for n in text)
     return "jax" if jax and not any(n.startswith(_TF_RUNTIME) for n in text) else "tf"
 
@@ -237,126 +238,149 @@ def _small(values: list[int] | None, limit: int) -> int:
     return values[0] if values and 0 <= values[0] < limit else -1
 
 
+KERNEL_DETAIL_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+                         "shared_memory_bytes", "bytes")
+
+
+@dataclass
+class _Rows:
+    """The table's columns as lists, filled event by event (XSpace nests events in planes and lines)."""
+
+    starts: list[int] = field(default_factory=list)
+    durs: list[int] = field(default_factory=list)
+    kinds: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    groups: list[int] = field(default_factory=list)  # one nesting group per line
+    hosts: list[int] = field(default_factory=list)  # one XSpace per host: correlation ids and steps are per host
+    tids: list[int] = field(default_factory=list)
+    devices: list[int] = field(default_factory=list)
+    streams: list[int] = field(default_factory=list)
+    planes: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    correlation: list[int] = field(default_factory=list)
+    step_num: list[int] = field(default_factory=list)
+    kernel: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in KERNEL_DETAIL_COLUMNS})
+    args: list[dict[str, Any] | None] = field(default_factory=list)
+    lines_read: int = 0
+
+
 def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
-    starts: list[int] = []
-    durs: list[int] = []
-    kinds: list[int] = []
-    names: list[str] = []
-    categories: list[str] = []
-    groups: list[int] = []
-    tids: list[int] = []
-    devices: list[int] = []
-    streams: list[int] = []
-    planes_col: list[str] = []
-    lines_col: list[str] = []
-    correlation: list[int] = []
-    step_num: list[int] = []
-    kd_cols: dict[str, list[int]] = {k: [] for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                                                       "registers_per_thread", "shared_memory_bytes", "bytes")}
-    args: list[dict[str, Any] | None] = []
+    rows = _Rows()
     device_info: list[dict[str, Any]] = []
     extra: dict[str, Any] = {"hostnames": [], "errors": [], "warnings": []}
     capture_start: int | None = None
-    group_id = 0
-    hosts: list[int] = []  # one XSpace per host: correlation ids and steps are per host
-
-    for space_index, xs in enumerate(spaces):
-        extra["hostnames"] += list(xs.hostnames)
-        extra["errors"] += list(xs.errors)
-        extra["warnings"] += list(xs.warnings)
-        profile_start = 0
-        for plane in xs.planes:
-            if plane.name == "Task Environment":
-                env = _plane_stats(plane)
-                profile_start = int(env.get("profile_start_time") or 0)
-                extra["task_environment"] = {k: v for k, v in env.items() if k != "profile_options"}
+    for host, xs in enumerate(spaces):
+        profile_start = _read_space_facts(xs, extra)
         if profile_start and (capture_start is None or profile_start < capture_start):
             capture_start = profile_start
         for plane in xs.planes:
-            stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
-            meta = plane.event_metadata
-            gpu_match = GPU_PLANE.match(plane.name)
-            device = int(gpu_match.group(1)) if gpu_match else -1
-            if gpu_match:
-                device_info.append({"id": device, "name": plane.name, **_plane_stats(plane)})
-            # Metadata stats apply to every event of that metadata id: resolve once per id.
-            meta_stats = {mid: {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in m.stats}
-                          for mid, m in meta.items() if m.stats}
-            meta_names = {mid: m.name for mid, m in meta.items()}
-            for line in plane.lines:
-                group_id += 1
-                base_ns = line.timestamp_ns + (profile_start if line.timestamp_ns < RELATIVE_TIMESTAMP_LIMIT else 0)
-                base_ps = base_ns * 1000
-                category = f"{plane.name}/{re.sub(r'/-?[0-9]+$', '', line.name)}"
-                derived = line.name in DERIVED_LINES
-                for ev in line.events:
-                    name = meta_names.get(ev.metadata_id, "")
-                    stats = dict(meta_stats.get(ev.metadata_id, {}))
-                    for s in ev.stats:
-                        stats[stat_names.get(s.metadata_id, str(s.metadata_id))] = _stat_value(s, stat_names)
-                    if gpu_match:
-                        kind = _device_kind(line.name, name)
-                    else:
-                        kind = _host_kind(name, stats)
-                    starts.append((base_ps + ev.offset_ps) // 1000)
-                    durs.append(ev.duration_ps // 1000)
-                    kinds.append(KIND_CODES[kind])
-                    names.append(name)
-                    categories.append(category + ("/derived" if derived else ""))
-                    groups.append(group_id)
-                    hosts.append(space_index)
-                    tids.append(-1 if gpu_match else line.id)
-                    devices.append(device)
-                    streams.append(line.id if gpu_match and not derived else -1)
-                    planes_col.append(plane.name)
-                    lines_col.append(line.name)
-                    corr = stats.pop("correlation_id", None)
-                    correlation.append(int(corr) if isinstance(corr, int) else -1)
-                    sn = stats.get("step_num") if kind == "step" else None
-                    step_num.append(int(sn) if isinstance(sn, int) else -1)
-                    kd = _kernel_details(stats["kernel_details"]) if isinstance(stats.get("kernel_details"), str) else {}
-                    grid = kd.get("grid", [])
-                    block = kd.get("block", [])
-                    for i, c in enumerate(("grid_x", "grid_y", "grid_z")):
-                        kd_cols[c].append(_small(grid[i:i + 1], 2**31) if len(grid) == 3 else -1)
-                    for i, c in enumerate(("block_x", "block_y", "block_z")):
-                        kd_cols[c].append(_small(block[i:i + 1], 2**31) if len(block) == 3 else -1)
-                    kd_cols["registers_per_thread"].append(_small(kd.get("regs"), 2**31))
-                    kd_cols["shared_memory_bytes"].append(_small(kd.get("shm"), 2**63))
-                    nbytes = stats.get("bytes_allocated") if kind == "memory" else None
-                    kd_cols["bytes"].append(nbytes if isinstance(nbytes, int) and 0 <= nbytes < 2**63 else -1)
-                    if ev.WhichOneof("data") == "num_occurrences":
-                        stats["@num_occurrences"] = ev.num_occurrences
-                    args.append(stats or None)
+            _read_plane(plane, host, profile_start, rows, device_info)
+    return _assemble(path, rows, len(spaces), TraceMeta(
+        source=_framework(rows.names), source_file=path.name, source_sha256=sha, source_format=fmt,
+        capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra))
 
-    n = len(starts)
-    kind_a = np.array(kinds, np.int8) if n else np.zeros(0, np.int8)
-    start_a = np.array(starts, np.int64)
-    dur_a = np.array(durs, np.int64)
-    group_a = np.array(groups, np.int64)
-    corr_a = np.array(correlation, np.int64)
-    host_a = np.array(hosts, np.int64)
-    scope = host_a if len(spaces) > 1 else np.zeros(1, np.int64)
-    row_links = links.link(kind_a, start_a, dur_a, group_a, corr_a, scope, None, np.array(step_num, np.int64),
-                        op_kinds=("cpu_op",), process=host_a if len(spaces) > 1 else None)
-    name_dict = pa.array(names, pa.string()).dictionary_encode()
+
+def _read_space_facts(xs: Any, extra: dict[str, Any]) -> int:
+    """Host names, errors and the task environment into ``extra``; the profile's start (ns, 0 if unknown)."""
+    extra["hostnames"] += list(xs.hostnames)
+    extra["errors"] += list(xs.errors)
+    extra["warnings"] += list(xs.warnings)
+    profile_start = 0
+    for plane in xs.planes:
+        if plane.name == "Task Environment":
+            env = _plane_stats(plane)
+            profile_start = int(env.get("profile_start_time") or 0)
+            extra["task_environment"] = {k: v for k, v in env.items() if k != "profile_options"}
+    return profile_start
+
+
+def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_info: list[dict[str, Any]]) -> None:
+    stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+    meta = plane.event_metadata
+    gpu_match = GPU_PLANE.match(plane.name)
+    device = int(gpu_match.group(1)) if gpu_match else -1
+    if gpu_match:
+        device_info.append({"id": device, "name": plane.name, **_plane_stats(plane)})
+    # Metadata stats apply to every event of that metadata id: resolve once per id.
+    meta_stats = {mid: {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in m.stats}
+                  for mid, m in meta.items() if m.stats}
+    meta_names = {mid: m.name for mid, m in meta.items()}
+    for line in plane.lines:
+        rows.lines_read += 1
+        group = rows.lines_read
+        base_ns = line.timestamp_ns + (profile_start if line.timestamp_ns < RELATIVE_TIMESTAMP_LIMIT else 0)
+        base_ps = base_ns * 1000
+        derived = line.name in DERIVED_LINES
+        category = f"{plane.name}/{re.sub(r'/-?[0-9]+$', '', line.name)}" + ("/derived" if derived else "")
+        for ev in line.events:
+            name = meta_names.get(ev.metadata_id, "")
+            stats = dict(meta_stats.get(ev.metadata_id, {}))
+            for st in ev.stats:
+                stats[stat_names.get(st.metadata_id, str(st.metadata_id))] = _stat_value(st, stat_names)
+            kind = _device_kind(line.name, name) if gpu_match else _host_kind(name, stats)
+            rows.starts.append((base_ps + ev.offset_ps) // 1000)
+            rows.durs.append(ev.duration_ps // 1000)
+            rows.kinds.append(KIND_CODES[kind])
+            rows.names.append(name)
+            rows.categories.append(category)
+            rows.groups.append(group)
+            rows.hosts.append(host)
+            rows.tids.append(-1 if gpu_match else line.id)
+            rows.devices.append(device)
+            rows.streams.append(line.id if gpu_match and not derived else -1)
+            rows.planes.append(plane.name)
+            rows.lines.append(line.name)
+            corr = stats.pop("correlation_id", None)
+            rows.correlation.append(int(corr) if isinstance(corr, int) else -1)
+            sn = stats.get("step_num") if kind == "step" else None
+            rows.step_num.append(int(sn) if isinstance(sn, int) else -1)
+            _add_kernel_details(rows.kernel, stats, kind)
+            if ev.WhichOneof("data") == "num_occurrences":
+                stats["@num_occurrences"] = ev.num_occurrences
+            rows.args.append(stats or None)
+
+
+def _add_kernel_details(kernel: dict[str, list[int]], stats: dict[str, Any], kind: str) -> None:
+    """Launch shape, registers and shared memory from ``kernel_details``; bytes of a memory event."""
+    kd = _kernel_details(stats["kernel_details"]) if isinstance(stats.get("kernel_details"), str) else {}
+    grid = kd.get("grid", [])
+    block = kd.get("block", [])
+    for i, c in enumerate(("grid_x", "grid_y", "grid_z")):
+        kernel[c].append(_small(grid[i:i + 1], 2**31) if len(grid) == 3 else -1)
+    for i, c in enumerate(("block_x", "block_y", "block_z")):
+        kernel[c].append(_small(block[i:i + 1], 2**31) if len(block) == 3 else -1)
+    kernel["registers_per_thread"].append(_small(kd.get("regs"), 2**31))
+    kernel["shared_memory_bytes"].append(_small(kd.get("shm"), 2**63))
+    nbytes = stats.get("bytes_allocated") if kind == "memory" else None
+    kernel["bytes"].append(nbytes if isinstance(nbytes, int) and 0 <= nbytes < 2**63 else -1)
+
+
+def _assemble(path: Path, rows: _Rows, hosts: int, meta: TraceMeta) -> pa.Table:
+    n = len(rows.starts)
+    kind_a = np.array(rows.kinds, np.int8) if n else np.zeros(0, np.int8)
+    start_a = np.array(rows.starts, np.int64)
+    dur_a = np.array(rows.durs, np.int64)
+    corr_a = np.array(rows.correlation, np.int64)
+    host_a = np.array(rows.hosts, np.int64)
+    row_links = links.link(kind_a, start_a, dur_a, np.array(rows.groups, np.int64), corr_a,
+                           host_a if hosts > 1 else np.zeros(1, np.int64), None, np.array(rows.step_num, np.int64),
+                           op_kinds=("cpu_op",), process=host_a if hosts > 1 else None)
     cols: dict[str, pa.Array] = {
         "kind": columns.dictionary(kind_a, columns.KIND_DICTIONARY, pa.int8()),
-        "category": pa.array(categories, pa.string()).dictionary_encode(),
-        "name": name_dict,
-        "tid": columns.nullable(np.array(tids, np.int64), -1, pa.int64()),
-        "process_name": pa.array(planes_col, pa.string()).dictionary_encode(),
-        "thread_name": pa.array(lines_col, pa.string()).dictionary_encode(),
-        "device_id": columns.nullable(np.array(devices, np.int64), -1, pa.int32()),
-        "stream_id": columns.nullable(np.array(streams, np.int64), -1, pa.int64()),
+        "category": pa.array(rows.categories, pa.string()).dictionary_encode(),
+        "name": pa.array(rows.names, pa.string()).dictionary_encode(),
+        "tid": columns.nullable(np.array(rows.tids, np.int64), -1, pa.int64()),
+        "process_name": pa.array(rows.planes, pa.string()).dictionary_encode(),
+        "thread_name": pa.array(rows.lines, pa.string()).dictionary_encode(),
+        "device_id": columns.nullable(np.array(rows.devices, np.int64), -1, pa.int32()),
+        "stream_id": columns.nullable(np.array(rows.streams, np.int64), -1, pa.int64()),
         "start_ns": pa.array(start_a, pa.int64()),
         "dur_ns": pa.array(dur_a, pa.int64()),
         "correlation_id": columns.nullable(corr_a, -1, pa.int64()),
-        "args": columns.json_args_from_objects(args),
+        "args": columns.json_args_from_objects(rows.args),
     }
-    for c, values in kd_cols.items():
+    for c, values in rows.kernel.items():
         dtype = pa.int64() if c in ("shared_memory_bytes", "bytes") else pa.int32()
         cols[c] = columns.nullable(np.array(values, np.int64), -1, dtype)
-    meta = TraceMeta(source=_framework(name_dict.dictionary), source_file=path.name, source_sha256=sha, source_format=fmt,
-                     capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra)
     return columns.assemble(n, cols, meta, row_links)
