@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collectors import nsys
-from collectors.runner import Execute, RunSpec, check_choices
-from collectors.sweep import Preset
+from tracekit.collectors import nsys
+from tracekit.collectors.runner import Execute, RunSpec, check_choices
+from tracekit.collectors.sweep import Preset
+
 from tracekit.errors import TracekitError
 
 SOURCE_DIR = Path(__file__).resolve().parents[1] / "baseline_cu"

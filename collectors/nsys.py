@@ -4,7 +4,7 @@
 ``.nsys-rep``; a target-only ``nsys`` (Debian's ``nsight-systems-target``, the one bundled with
 Nsight Compute) has no importer and stops at the ``.qdstrm``. We then run the importer
 ourselves when one can be found, or say how to bring the ``.qdstrm`` to a machine that has it:
-``python -m collectors.nsys import FILE.qdstrm``.
+``python -m tracekit.collectors.nsys import FILE.qdstrm``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tracekit.errors import TracekitError
 
 if TYPE_CHECKING:
-    from collectors.runner import RunSpec
+    from tracekit.collectors.runner import RunSpec
 
 GPU_TRACE = "cuda,nvtx,cudnn,cublas,osrt"
 CPU_TRACE = "nvtx,osrt"
@@ -130,8 +130,8 @@ def serve_worker(module: str, profiled_timing: Callable[[RunSpec], dict[str, Any
     ``profiled_timing(spec)`` builds, warms up and times the profiled steps (in their NVTX ranges);
     its result and the NVTX backend go to TIMING_PATH for the parent's manifest row.
     """
-    from collectors import phases
-    from collectors.runner import spec_from_json
+    from tracekit.collectors import phases
+    from tracekit.collectors.runner import spec_from_json
 
     if len(sys.argv) != 4 or sys.argv[1] != "worker":
         sys.stderr.write(f"usage: python -m {module} worker SPEC_JSON TIMING_PATH (run by nsys)\n")
@@ -146,7 +146,7 @@ def import_qdstrm(qdstrm: Path, importer: Path | None) -> Path:
     if importer is None:
         raise NsysError(f"{qdstrm}: nsys wrote a .qdstrm but no QdstrmImporter was found to convert it; "
                         f"copy it to a machine with one (collectors/get_nsys.sh provides it) and run "
-                        f"`python -m collectors.nsys import {qdstrm.name}`")
+                        f"`python -m tracekit.collectors.nsys import {qdstrm.name}`")
     run = subprocess.run([str(importer), "-i", str(qdstrm)], capture_output=True, text=True)
     rep = qdstrm.with_suffix(".nsys-rep")
     if run.returncode != 0 or not rep.exists():
@@ -176,17 +176,17 @@ def _tail(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m collectors.nsys import FILE.qdstrm...``: import and export streams made elsewhere."""
+    """``python -m tracekit.collectors.nsys import FILE.qdstrm...``: import and export streams made elsewhere."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 2 or argv[0] != "import":
-        sys.stderr.write("usage: python -m collectors.nsys import FILE.qdstrm...\n")
+        sys.stderr.write("usage: python -m tracekit.collectors.nsys import FILE.qdstrm...\n")
         return 2
     try:
         nsys = find_nsys()
         for name in argv[1:]:
             print(export_sqlite(import_qdstrm(Path(name), find_importer(nsys)), nsys))
     except NsysError as e:
-        sys.stderr.write(f"collectors.nsys: error: {e.one_line()}\n")
+        sys.stderr.write(f"tracekit.collectors.nsys: error: {e.one_line()}\n")
         return 1
     return 0
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from collectors.runner import RunSpec, SweepResult, run_sweep
-from collectors.sweep import Preset
+from tracekit.collectors.runner import RunSpec, SweepResult, run_sweep
+from tracekit.collectors.sweep import Preset
 
 # Runs under Nsight Systems when it is present: a few, because each costs ~10 s of nsys start-up.
 NSYS_VARIANTS = {"torch": ("nn_lstm", "lm_train")}
@@ -43,7 +43,7 @@ def plan(preset: Preset, device: str, threads: int = 1, seed: int = 0, with_nsys
         notes.append("Nsight Systems not found: no nsys traces (collectors/get_nsys.sh provides it on Debian/Ubuntu).")
     if "torch" in frameworks:
         try:
-            from collectors.pytorch import cli_backend as torch_backend
+            from tracekit.collectors.pytorch import cli_backend as torch_backend
         except ImportError as e:
             notes.append(f"PyTorch collectors skipped: {e}.")
         else:
@@ -53,8 +53,8 @@ def plan(preset: Preset, device: str, threads: int = 1, seed: int = 0, with_nsys
             executors["torch"] = torch_backend.execute
     if "tf" in frameworks:
         try:
-            from collectors.tflow import cli_backend as tf_backend
-            from collectors.tflow.variants import LAYER_VARIANTS
+            from tracekit.collectors.tflow import cli_backend as tf_backend
+            from tracekit.collectors.tflow.variants import LAYER_VARIANTS
         except ImportError as e:
             notes.append(f"TensorFlow collectors skipped: {e}.")
         else:
@@ -72,7 +72,7 @@ def plan(preset: Preset, device: str, threads: int = 1, seed: int = 0, with_nsys
                                       threads)
             executors["tf"] = tf_backend.execute
     if "native" in frameworks:
-        from collectors import native
+        from tracekit.collectors import native
 
         try:
             built = native.build(cuda=device == "cuda")
@@ -85,7 +85,7 @@ def plan(preset: Preset, device: str, threads: int = 1, seed: int = 0, with_nsys
 
 
 def _nsys_available() -> bool:
-    from collectors import nsys
+    from tracekit.collectors import nsys
 
     try:
         exe = nsys.find_nsys()

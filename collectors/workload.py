@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from collectors.phases import nvtx_range
+from tracekit.collectors.phases import nvtx_range
 
 RangeFactory = Callable[[str], contextlib.AbstractContextManager[Any]]
 

@@ -17,7 +17,7 @@ from tracekit.cli import main
 
 torch = pytest.importorskip("torch")
 
-from collectors import native  # noqa: E402
+from tracekit.collectors import native  # noqa: E402
 
 
 def _needs_toolchain() -> None:
@@ -127,7 +127,7 @@ def test_baseline_rows_are_in_the_manifest_format(collection):
 def test_overhead_ratios_pairs_and_parts_add_up(collection):
     rep = api.overhead([collection]).result
     runs = rep.runs
-    from collectors.pytorch.variants import cpu_autocast_problem
+    from tracekit.collectors.pytorch.variants import cpu_autocast_problem
 
     amp = {"nn_lstm_amp"} if cpu_autocast_problem() is None else set()  # bf16 nn.LSTM needs AVX-512/AMX
     assert set(runs.variant) == {"nn_lstm", "lstmcell_loop", "custom_eager", "keras_lstm", "keras_impl1"} | amp
@@ -158,7 +158,7 @@ def test_overhead_report_in_every_format(collection, tmp_path):
     text = (tmp_path / "o.md").read_text()
     assert "against native/cpu_blas" in text and "on average over 2 config(s)" in text
     data = json.loads(api.render(api.overhead([collection]), "json"))
-    from collectors.pytorch.variants import cpu_autocast_problem
+    from tracekit.collectors.pytorch.variants import cpu_autocast_problem
 
     amp_runs = 2 if cpu_autocast_problem() is None else 0  # bf16 nn.LSTM needs AVX-512/AMX
     assert len(data["runs"]) == 10 + amp_runs and data["pairs"]

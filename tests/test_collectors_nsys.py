@@ -10,8 +10,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tracekit.collectors import nsys
 
-from collectors import nsys
 from tracekit import api, manifest
 from tracekit.cli import main
 
@@ -76,5 +76,5 @@ def test_missing_nsys_says_how_to_get_it(monkeypatch, tmp_path, capsys):
 def test_qdstrm_without_importer_explains_what_to_do(tmp_path):
     stream = tmp_path / "run.qdstrm"
     stream.write_bytes(b"x")
-    with pytest.raises(nsys.NsysError, match="python -m collectors.nsys import run.qdstrm"):
+    with pytest.raises(nsys.NsysError, match="python -m tracekit.collectors.nsys import run.qdstrm"):
         nsys.import_qdstrm(stream, None)

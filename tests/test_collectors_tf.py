@@ -26,9 +26,9 @@ from tracekit.ingest import load
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from collectors.sweep import PRESETS, LayerConfig  # noqa: E402
-from collectors.tflow.variants import LAYER_VARIANTS  # noqa: E402
-from collectors.tflow.workloads import build  # noqa: E402
+from tracekit.collectors.sweep import PRESETS, LayerConfig  # noqa: E402
+from tracekit.collectors.tflow.variants import LAYER_VARIANTS  # noqa: E402
+from tracekit.collectors.tflow.workloads import build  # noqa: E402
 
 SMALL = LayerConfig(hidden=8, batch=4, timesteps=6, input=6)
 
@@ -53,7 +53,7 @@ def test_language_model_eager_equals_graph_and_training_lowers_the_loss():
     np.testing.assert_allclose(build("lm_forward_eager", lm, False).forward().numpy(),
                                build("lm_forward", lm, False).forward().numpy(), rtol=1e-5, atol=1e-5)
     train = build("lm_train", lm, False)
-    from collectors.tflow import lm as lm_model
+    from tracekit.collectors.tflow import lm as lm_model
 
     _, targets = lm_model.make_batch(PRESETS["tiny"].lm)
 
@@ -172,7 +172,7 @@ def test_compare_states_the_cost_of_implementation_1_and_of_eager(tf_collection,
 
 
 def test_nsys_runs_the_tf_workload_with_phase_ranges(tmp_path):
-    from collectors import nsys
+    from tracekit.collectors import nsys
 
     try:
         exe = nsys.find_nsys()

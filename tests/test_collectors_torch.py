@@ -19,10 +19,10 @@ from tracekit.ingest import load
 
 torch = pytest.importorskip("torch")
 
-from collectors.pytorch import variants as V  # noqa: E402
-from collectors.pytorch.workloads import build  # noqa: E402
-from collectors.runner import RunSpec, run_sweep  # noqa: E402
-from collectors.sweep import PRESETS, LayerConfig  # noqa: E402
+from tracekit.collectors.pytorch import variants as V  # noqa: E402
+from tracekit.collectors.pytorch.workloads import build  # noqa: E402
+from tracekit.collectors.runner import RunSpec, run_sweep  # noqa: E402
+from tracekit.collectors.sweep import PRESETS, LayerConfig  # noqa: E402
 
 SMALL = LayerConfig(hidden=16, batch=3, timesteps=6, input=12)
 CPU = torch.device("cpu")
@@ -75,7 +75,7 @@ def test_language_model_script_forward_equals_eager_and_training_lowers_the_loss
     eager, scripted = build("lm_forward", lm, CPU).forward(), build("lm_forward_script", lm, CPU).forward()
     torch.testing.assert_close(scripted, eager)
     train = build("lm_train", lm, CPU)
-    from collectors.pytorch import lm as lm_model
+    from tracekit.collectors.pytorch import lm as lm_model
 
     _, targets = lm_model.make_batch(PRESETS["tiny"].lm, CPU)
 

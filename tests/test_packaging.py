@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -100,11 +101,26 @@ def test_a_wheel_installed_alone_in_a_clean_venv_reads_a_kineto_trace(tmp_path):
     traces = shared_files("hta/cpu_only/*.json.gz")
     if not traces:
         pytest.skip("../shared/traces is absent")
+    # Build from a copy of the project's files: a build/ folder left in the checkout could leak stale files in.
+    source = tmp_path / "source"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    for name in listed.stdout.splitlines():
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     wheels = tmp_path / "wheels"
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(REPO)],
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
                            capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-2000:]
     (wheel,) = wheels.glob("tracekit-*.whl")
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    # The collectors ship inside the tracekit namespace, not as a generic top-level package.
+    assert "tracekit/collectors/study.py" in names and "tracekit/collectors/get_nsys.sh" in names
+    assert not any(n.startswith("collectors/") for n in names)
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"

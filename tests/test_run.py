@@ -91,6 +91,22 @@ def test_output_files_have_the_usual_permissions_under_umask_022(study):
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
 
 
+def test_the_study_is_a_library_call_too(study):
+    """Re-analyzing the CLI's study directory through the API gives the report the CLI wrote."""
+    import tracekit
+    from tracekit.render.study_document import study_document
+
+    analyzed = tracekit.analyze_study(study, "tiny", "cpu")
+    assert analyzed.breakdowns and not analyzed.failed
+    from tracekit.render.markdown_report import MarkdownRenderer
+
+    ours = MarkdownRenderer().render(study_document(analyzed))
+    written = (study / "report.md").read_text()
+    # Same published-vs-measured table and per-run rows (wall time and reuse counts differ).
+    part = lambda text: text.split("## Published vs measured")[1]  # noqa: E731
+    assert part(ours) == part(written)
+
+
 def test_a_second_run_reuses_every_finished_config(study, capsys):
     before = len(manifest.read_manifest(study).rows)
     assert main(["run", "--preset", "tiny", "-o", str(study), "--no-progress", "--no-nsys"]) == 0

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
-
-from collectors.pytorch.collect import default_variants, execute, specs
-from collectors.pytorch.workloads import VARIANTS
+from tracekit.collectors.pytorch.collect import default_variants, execute, specs
+from tracekit.collectors.pytorch.workloads import VARIANTS
 
 __all__ = ["VARIANTS", "default_variants", "detect_device", "execute", "specs"]
 

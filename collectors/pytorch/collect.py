@@ -21,14 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-from collectors import nsys, phases
-from collectors.pytorch.variants import LAYER_VARIANTS, LayerVariant, cpu_autocast_problem
-from collectors.pytorch.workloads import VARIANTS, build, variant_dtype
-from collectors.runner import RunSpec, check_choices, cpu_model_name
-from collectors.sweep import Preset
-from collectors.timing import summarize, time_steps
-from collectors.workload import Workload
+from tracekit.collectors import nsys, phases
+from tracekit.collectors.pytorch.variants import LAYER_VARIANTS, LayerVariant, cpu_autocast_problem
+from tracekit.collectors.pytorch.workloads import VARIANTS, build, variant_dtype
+from tracekit.collectors.runner import RunSpec, check_choices, cpu_model_name
+from tracekit.collectors.sweep import Preset
+from tracekit.collectors.timing import summarize, time_steps
+from tracekit.collectors.workload import Workload
 
 PROFILERS = ("torch", "nsys", "none")
 
@@ -121,7 +120,7 @@ def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"framework_version": torch.__version__, "device_name": device_name(device),
                            "threads": torch.get_num_threads(), "nvtx": phases.backend(), "traces": []}
     if spec.profiler == "nsys":
-        return {**row, **nsys.run_worker(spec, out_dir, "collectors.pytorch.collect")}
+        return {**row, **nsys.run_worker(spec, out_dir, "tracekit.collectors.pytorch.collect")}
     workload = build(spec.variant, spec.config, device, spec.seed)
     warmup_s = _warm_up(workload, device, spec.warmup)
     row["timing"] = {**_time(workload, device, spec.repeats), "warmup_s": round(warmup_s, 4)}
@@ -183,4 +182,4 @@ def _nsys_timing(spec: RunSpec) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(nsys.serve_worker("collectors.pytorch.collect", _nsys_timing))
+    raise SystemExit(nsys.serve_worker("tracekit.collectors.pytorch.collect", _nsys_timing))

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-
-from collectors.sweep import LMConfig
+from tracekit.collectors.sweep import LMConfig
 
 
 class LanguageModel(nn.Module):

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-
-from collectors.sweep import LayerConfig
+from tracekit.collectors.sweep import LayerConfig
 
 
 @dataclass

@@ -12,12 +12,11 @@ from collections.abc import Callable, Iterator
 
 import torch
 from torch.autograd.profiler import record_function
-
-from collectors.phases import nvtx_range
-from collectors.pytorch import lm as lm_model
-from collectors.pytorch.variants import LAYER_VARIANTS, amp_dtype, make_input, make_weights
-from collectors.sweep import LayerConfig, LMConfig
-from collectors.workload import Workload
+from tracekit.collectors.phases import nvtx_range
+from tracekit.collectors.pytorch import lm as lm_model
+from tracekit.collectors.pytorch.variants import LAYER_VARIANTS, amp_dtype, make_input, make_weights
+from tracekit.collectors.sweep import LayerConfig, LMConfig
+from tracekit.collectors.workload import Workload
 
 LM_VARIANTS = {
     "lm_forward": "stacked LSTM language model, forward pass (no grad)",

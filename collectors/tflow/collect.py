@@ -30,14 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
-
-from collectors import nsys, phases
-from collectors.runner import RunSpec, check_choices, cpu_model_name
-from collectors.sweep import Preset
-from collectors.tflow.variants import LAYER_VARIANTS
-from collectors.tflow.workloads import VARIANTS, build, variant_dtype
-from collectors.timing import summarize, time_steps
-from collectors.workload import Workload
+from tracekit.collectors import nsys, phases
+from tracekit.collectors.runner import RunSpec, check_choices, cpu_model_name
+from tracekit.collectors.sweep import Preset
+from tracekit.collectors.tflow.variants import LAYER_VARIANTS
+from tracekit.collectors.tflow.workloads import VARIANTS, build, variant_dtype
+from tracekit.collectors.timing import summarize, time_steps
+from tracekit.collectors.workload import Workload
 
 PROFILERS = ("tf", "tf-host3", "tf-python", "nsys", "none")
 CAPTURE = {"method": "tf.profiler.experimental.start/stop", "host_tracer_level": 2, "python_tracer_level": 0,
@@ -107,7 +106,7 @@ def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
                                tf.config.list_physical_devices("GPU")[0]).get("device_name", "GPU")
                            if gpu else cpu_model_name(), "nvtx": phases.backend(), "traces": []}
     if spec.profiler == "nsys":
-        return {**row, **nsys.run_worker(spec, out_dir, "collectors.tflow.collect")}
+        return {**row, **nsys.run_worker(spec, out_dir, "tracekit.collectors.tflow.collect")}
     workload = build(spec.variant, spec.config, gpu, spec.seed)
     warmup_s = _warm_up(workload, spec)
     row["timing"] = {**time_steps(workload.step, spec.repeats, sync=_sync(spec), cpu_clock="process_time"),
@@ -218,4 +217,4 @@ def _nsys_timing(spec: RunSpec) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(nsys.serve_worker("collectors.tflow.collect", _nsys_timing))
+    raise SystemExit(nsys.serve_worker("tracekit.collectors.tflow.collect", _nsys_timing))

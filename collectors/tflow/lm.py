@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from collectors.sweep import LMConfig
+from tracekit.collectors.sweep import LMConfig
 
 
 def make_model(config: LMConfig, seed: int = 0) -> Any:

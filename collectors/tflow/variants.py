@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-
-from collectors.sweep import LayerConfig
+from tracekit.collectors.sweep import LayerConfig
 
 Array = Any  # a tf.Tensor or np.ndarray
 

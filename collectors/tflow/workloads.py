@@ -14,12 +14,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import tensorflow as tf
-
-from collectors.phases import nvtx_range
-from collectors.sweep import LayerConfig, LMConfig
-from collectors.tflow import lm as lm_model
-from collectors.tflow.variants import LAYER_VARIANTS, compiled, make_input, make_weights
-from collectors.workload import Workload
+from tracekit.collectors.phases import nvtx_range
+from tracekit.collectors.sweep import LayerConfig, LMConfig
+from tracekit.collectors.tflow import lm as lm_model
+from tracekit.collectors.tflow.variants import LAYER_VARIANTS, compiled, make_input, make_weights
+from tracekit.collectors.workload import Workload
 
 LM_VARIANTS = {
     "lm_forward": "stacked LSTM language model, forward pass in tf.function (graph)",

@@ -27,9 +27,9 @@ class BaselineCommand:
         parser.add_argument("--no-progress", action="store_true")
 
     def run(self, args: argparse.Namespace) -> int:
-        from collectors import native
-        from collectors.runner import run_sweep
-        from collectors.sweep import preset
+        from tracekit.collectors import native
+        from tracekit.collectors.runner import run_sweep
+        from tracekit.collectors.sweep import preset
 
         device = args.device if args.device != "auto" else _detect_device()
         variants = native.default_variants(device) if args.variants == "all" else \
@@ -50,10 +50,6 @@ class BaselineCommand:
 
 
 def _detect_device() -> str:
-    import shutil
-    import subprocess
+    from tracekit.study import gpu_listed_by_nvidia_smi
 
-    smi = shutil.which("nvidia-smi")
-    if smi and subprocess.run([smi, "-L"], capture_output=True).returncode == 0:
-        return "cuda"
-    return "cpu"
+    return "cuda" if gpu_listed_by_nvidia_smi() else "cpu"

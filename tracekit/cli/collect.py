@@ -36,8 +36,8 @@ class CollectCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         backend = _backend(args.framework)
-        from collectors.runner import run_sweep
-        from collectors.sweep import PRESETS, preset
+        from tracekit.collectors.runner import run_sweep
+        from tracekit.collectors.sweep import PRESETS, preset
 
         if args.list:
             for name, description in backend.VARIANTS.items():
@@ -55,7 +55,7 @@ class CollectCommand:
         if args.nsys:
             os.environ["TRACEKIT_NSYS"] = args.nsys
         if "nsys" in profilers:
-            from collectors.nsys import find_nsys
+            from tracekit.collectors.nsys import find_nsys
 
             find_nsys()  # fail before the sweep, with how to get it, rather than once per run
         specs = backend.specs(variants, preset(args.preset), device, profilers, seed=args.seed, threads=args.threads)
@@ -72,9 +72,9 @@ class CollectCommand:
 def _backend(framework: str) -> Any:  # a module: VARIANTS, default_variants, specs, execute, detect_device
     try:
         if framework == "torch":
-            from collectors.pytorch import cli_backend
+            from tracekit.collectors.pytorch import cli_backend
         else:
-            from collectors.tflow import cli_backend  # type: ignore[no-redef]
+            from tracekit.collectors.tflow import cli_backend  # type: ignore[no-redef]
     except ImportError as e:
         missing = e.name or framework
         raise TracekitError(f"collect {framework}: cannot import {missing} ({e}); install the framework first "
