@@ -140,6 +140,18 @@ def _host_bound_remedies(launch_bound: bool) -> Callable[[Evidence], list[str]]:
     return remedies
 
 
+def _launch_bound_says(e: Evidence) -> str:
+    """The condition that made the trace launch-bound, in words (and what graphs already cover)."""
+    if e.launch_p50_ns >= e.kernel_p50_ns:
+        text = (f"the median launch call ({e.launch_p50_ns / 1e3:.2f} µs) takes at least as long as the median kernel "
+                f"({e.kernel_p50_ns / 1e3:.2f} µs): the host cannot issue kernels as fast as the GPU finishes them")
+    else:
+        text = f"launch calls run during {e.launch_gap_share:.0%} of the GPU's idle time"
+    if e.graphed_share:
+        text += f"; {e.graphed_share:.0%} of kernels already replay from CUDA/HIP graph launches"
+    return text
+
+
 def _gap(e: Evidence) -> bool:
     """A GPU trace whose GPU idles at least ``idle_threshold`` of its span."""
     return e.has_gpu and e.idle_share >= e.idle_threshold
@@ -175,8 +187,7 @@ RULES: tuple[Rule, ...] = (
          lambda e: [COPY_REMEDY], "host memory copies during at least half the GPU's idle time"),
     Rule("launch-bound",
          lambda e: e.kernels > 0 and (e.launch_p50_ns >= e.kernel_p50_ns or e.launch_gap_share >= LAUNCH_GAP_SHARE),
-         lambda e: (f"{e.graphed_share:.0%} of kernels already replay from CUDA/HIP graph launches"
-                    if e.graphed_share else f"launch calls run during {e.launch_gap_share:.0%} of the GPU's idle time"),
+         lambda e: _launch_bound_says(e),
          _host_bound_remedies(True),
          "the median launch call takes as long as the median kernel, or launch calls cover half the idle time"),
     Rule("sync-bound", lambda e: e.sync_gap_share >= SYNC_SHARE or e.sync_host_share >= SYNC_SHARE,

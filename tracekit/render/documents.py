@@ -294,8 +294,9 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
     rows = []
     for r in shown:
         b = r[base]
-        fmt = "ns" if r["metric"].endswith("_time") or r["metric"] == "gpu_busy" else \
-            "float" if r["metric"] == "ops_per_step" or (cmp.per_step and r["metric"].endswith("_count")) else "count"
+        # Per-step medians of counts can end in .5; whole numbers print as counts.
+        whole = all(float(r[lab]).is_integer() for lab in cmp.labels)
+        fmt = "ns" if r["metric"].endswith("_time") or r["metric"] == "gpu_busy" else "count" if whole else "float"
         deltas = [f"{(r[lab] - b) / b:+.1%}" if b else ("new" if r[lab] else "–") for lab in cmp.labels[1:]]
         rows.append([r["metric"], *[format_cell(r[lab], fmt) for lab in cmp.labels], *deltas])
     m.tables.append(Table("", cols, rows))
