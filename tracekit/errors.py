@@ -11,7 +11,10 @@ class TracekitError(Exception):
     exit_code = 1
 
     def one_line(self) -> str:
-        return str(self).replace("\n", " ")
+        """The message on one line, with any control character in a file name or value made visible."""
+        from tracekit.text import visible
+
+        return visible(str(self))
 
 
 class InputError(TracekitError):

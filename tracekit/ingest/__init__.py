@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tracekit.errors import InputError
+from tracekit.errors import InputError, TracekitError
+from tracekit.ingest.files import regular_file
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PARQUET_MAGIC = b"PAR1"
@@ -27,8 +28,7 @@ def detect(path: Path) -> str:
     nsys-sqlite, nsys-report or tracekit-parquet. Raises InputError with the reason otherwise."""
     if path.is_dir():
         return "xspace-dir"
-    if not path.exists():
-        raise InputError(path, "no such file or directory")
+    regular_file(path)
     try:
         with open(path, "rb") as f:
             head = f.read(HEAD_BYTES)
@@ -99,6 +99,15 @@ def load(path: str | Path) -> pa.Table:
     """
     p = resolve_directory(Path(path))
     fmt = detect(p)
+    try:
+        return _read(p, fmt)
+    except (TracekitError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - any other failure is still this file's content, in one line
+        raise InputError(p, f"cannot be read as {fmt}: {type(e).__name__}: {str(e)[:200]}") from None
+
+
+def _read(p: Path, fmt: str) -> pa.Table:
     if fmt == "tracekit-parquet":
         from tracekit.ingest import parquet
 
@@ -118,4 +127,4 @@ def load(path: str | Path) -> pa.Table:
     raise InputError(p, f"unsupported format {fmt}")  # pragma: no cover - detect() covers all
 
 
-__all__ = ["detect", "load", "resolve_directory"]
+__all__ = ["detect", "load", "regular_file", "resolve_directory"]

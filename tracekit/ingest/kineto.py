@@ -21,11 +21,9 @@ column buffers directly, or its pure-Python stand-in when the extension was not 
 
 from __future__ import annotations
 
-import gzip
 import json
 import mmap
 import re
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +33,7 @@ from tracekit import _native, schema
 from tracekit.errors import InputError
 from tracekit.ingest import columns, links
 from tracekit.ingest.columns import TraceMeta
+from tracekit.ingest.files import gunzip
 from tracekit.schema import KIND_CODES
 
 # Kineto category (lower-cased) -> kind. Old traces use `Kernel`, `Runtime`, `Memcpy`, `Memset`.
@@ -71,7 +70,7 @@ def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
     """
     if gz:
         if raw is None:
-            raw = _gunzip(path)
+            raw = gunzip(path)
         return _from_buffer(path, raw, release=False, fmt="kineto-json-gz")
     with open(path, "rb") as f:
         size = f.seek(0, 2)
@@ -80,14 +79,6 @@ def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
         # The scanner copies what it keeps, so the mapping can close as soon as it returns.
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             return _from_buffer(path, mm, release=True, fmt="kineto-json")
-
-
-def _gunzip(path: Path) -> bytes:
-    try:
-        with gzip.open(path, "rb") as f:
-            return f.read()
-    except (OSError, EOFError, zlib.error) as e:
-        raise InputError(path, f"corrupt gzip data ({e})") from None
 
 
 def _from_buffer(path: Path, buf: bytes | mmap.mmap, release: bool, fmt: str) -> pa.Table:
@@ -112,18 +103,22 @@ def _not_a_trace_reason(keys: list[str]) -> str:
 
 
 def _pid_values(values: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Numeric value (or -1) of each interned pid/tid string, and the string labels."""
+    """Numeric value (or -1) of each interned pid/tid string, and the string labels. A number
+    outside int64 (or not a whole number) keeps only its label."""
     nums = np.full(len(values), -1, np.int64)
     for i, v in enumerate(values):
         try:
-            nums[i] = int(v)
+            number = int(v)
         except ValueError:
             try:
                 f = float(v)
-                if f.is_integer():
-                    nums[i] = int(f)
             except ValueError:
-                pass
+                continue
+            if not f.is_integer():
+                continue
+            number = int(f)
+        if -(2**63) <= number < 2**63:
+            nums[i] = number
     return nums, values
 
 
@@ -188,7 +183,7 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     ph = np.frombuffer(r["ph"], np.uint8)
     cat, name = np.frombuffer(r["cat"], np.int32), np.frombuffer(r["name"], np.int32)
     pid_c, tid_c = np.frombuffer(r["pid"], np.int32), np.frombuffer(r["tid"], np.int32)
-    ts, dur = _times(r, int(header.get("baseTimeNanoseconds") or 0))
+    ts, dur = _times(path, r, _base_time(path, header))
     kind = _kinds(ph, cat, r["cat_values"], name, r["name_values"])
     keep = _pair_begin_end(ph, pid_c, tid_c, ts, dur)
     dur[np.isin(ph, _NO_DURATION_PHASES) & (dur == MISSING)] = 0
@@ -221,10 +216,25 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     return table if keep.all() else _drop_rows(table, keep)
 
 
-def _times(r: dict, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
+# Timestamps stay below 2^62 ns (year 2116) so that start + duration never overflows int64.
+TIME_LIMIT_NS = 1 << 62
+
+
+def _base_time(path: Path, header: dict) -> int:
+    base = header.get("baseTimeNanoseconds") or 0
+    if isinstance(base, float) and base.is_integer():
+        base = int(base)
+    if not isinstance(base, int) or isinstance(base, bool) or not 0 <= base < TIME_LIMIT_NS:
+        raise InputError(path, f"baseTimeNanoseconds {str(base)[:40]} is not a time in ns (0 to 2^62)")
+    return base
+
+
+def _times(path: Path, r: dict, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
     """Start (absolute ns; absent -> the base) and duration (absent stays MISSING), as writable copies."""
     ts = np.frombuffer(r.pop("ts"), np.int64).copy()
     ts[ts == MISSING] = 0
+    if ts.size and base_ns and int(ts.max()) >= TIME_LIMIT_NS - base_ns:
+        raise InputError(path, "timestamps plus baseTimeNanoseconds go beyond 2^62 ns")
     ts += base_ns
     return ts, np.frombuffer(r.pop("dur"), np.int64).copy()
 

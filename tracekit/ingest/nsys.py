@@ -22,6 +22,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,8 +91,10 @@ class _Rows:
 
 def open_db(path: Path) -> sqlite3.Connection:
     """Open read-only and immutable, the way nsys's own report scripts do."""
+    # The path goes into a URI: quote it, or "#", "?" and "%" in a file name would cut or change it.
+    uri = "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+        con = sqlite3.connect(uri, uri=True)
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return con
     except sqlite3.DatabaseError as e:

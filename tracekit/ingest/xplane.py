@@ -34,6 +34,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message, message_fa
 from tracekit.errors import InputError
 from tracekit.ingest import columns, links
 from tracekit.ingest.columns import TraceMeta
+from tracekit.ingest.files import regular_file
 from tracekit.schema import KIND_CODES
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -150,6 +151,7 @@ def read(path: Path) -> pa.Table:
     files = find_files(path)
     spaces = []
     for f in files:
+        regular_file(f)
         data = f.read_bytes()
         if not data:
             raise InputError(f, "the file is empty")

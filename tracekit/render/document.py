@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracekit.text import visible  # noqa: F401  (renderers import it from here)
+
 # Column formats: how a cell is shown. Values stay raw numbers (ns, counts) until rendering.
 FORMATS = ("text", "ns", "count", "pct", "float", "raw")  # raw: preformatted, right-aligned
 

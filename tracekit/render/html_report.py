@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Callable
 
-from tracekit.render.document import Chart, Document, format_cell
+from tracekit.render.document import Chart, Document, format_cell, visible
 from tracekit.render.json_report import _clean
 
 MAX_ROWS = 300
@@ -32,7 +32,7 @@ svg text{font:11px system-ui,sans-serif;fill:#333}
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(visible(str(text)), quote=True)
 
 
 def _svg_stacked(chart: Chart) -> str:
@@ -152,7 +152,9 @@ class HtmlRenderer:
                     body.append(f'<p class="s">({len(t.rows) - MAX_ROWS:,} more rows in the JSON report)</p>')
                 if t.note:
                     body.append(f'<p class="s">{_e(t.note)}</p>')
+        # "<" as \u003c: a name holding "</script>" cannot end the data block and start markup.
         data = json.dumps(_clean(document.data), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        data = data.replace("<", "\\u003c")
         data = data.replace("</", "<\\/")  # keep the JSON from closing its script element
         return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                 "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"

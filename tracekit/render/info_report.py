@@ -6,10 +6,10 @@ import dataclasses
 import json
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from tracekit.analyze.summary import TraceInfo
+from tracekit.render.terminal_report import escape
 
 
 def _ms(ns: int) -> str:

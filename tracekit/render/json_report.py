@@ -9,6 +9,7 @@ from typing import Any
 from tracekit.render.document import Document
 
 REPORT_SCHEMA_VERSION = "1.0"
+_C1 = {c: f"\\u{c:04x}" for c in range(0x80, 0xA0)}
 
 
 def _clean(value: Any) -> Any:
@@ -30,4 +31,6 @@ class JsonRenderer:
     def render(self, document: Document) -> str:
         body = {"report_schema_version": REPORT_SCHEMA_VERSION, "report": document.kind, "title": document.title,
                 **_clean(document.data)}
-        return json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+        # json escapes C0 controls; C1 controls (U+0080-U+009F, e.g. the one-byte CSI) are escaped here too.
+        text = json.dumps(body, indent=1, sort_keys=True, ensure_ascii=False)
+        return text.translate(_C1) + "\n"

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from tracekit.render.document import Document, format_cell
+from tracekit.render.document import Document, format_cell, visible
 
 MAX_ROWS = 200
 
 
 def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    """Pipes, backslashes and angle brackets escaped; control characters (newlines too) made visible."""
+    return visible(text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;"))
 
 
 class MarkdownRenderer:

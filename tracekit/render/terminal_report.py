@@ -7,10 +7,16 @@ import os
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as escape_markup
 from rich.table import Table as RichTable
 
-from tracekit.render.document import Document, format_cell
+from tracekit.render.document import Document, format_cell, visible
+
+
+def escape(text: str) -> str:
+    """Names are data: no Rich markup and no terminal control sequences get through."""
+    return escape_markup(visible(text))
+
 
 MAX_ROWS = 25
 

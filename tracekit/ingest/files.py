@@ -1,0 +1,62 @@
+"""Reading input files safely: regular files only, bounded decompression."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import zlib
+from pathlib import Path
+
+from tracekit.errors import InputError
+
+# A gzip trace may expand at most this many times its compressed size (JSON traces expand 5-30x;
+# a run of zeros or spaces, 1000x). TRACEKIT_MAX_GZIP_RATIO changes it.
+MAX_GZIP_RATIO = 200
+# Below this many decompressed bytes the ratio is not checked (tiny files have odd ratios).
+GZIP_RATIO_FLOOR = 64 << 20
+CHUNK = 16 << 20
+
+
+def regular_file(path: Path) -> None:
+    """Raise InputError unless ``path`` is a regular file: a FIFO, socket or device would block or
+    never end, so tracekit refuses to read one."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(path, "no such file or directory") from None
+    except OSError as e:
+        raise InputError(path, f"cannot read ({e.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise InputError(path, "is a directory, not a trace file")
+    if not stat.S_ISREG(mode):
+        what = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+        raise InputError(path, f"is {what}, not a regular file: save the trace to a file first")
+
+
+
+
+def gunzip(path: Path) -> bytes:
+    """The decompressed bytes of a gzip trace, read in chunks with two guards: JSON text never holds a
+    NUL byte (a gzip bomb of zeros stops at its first chunk), and the output may not exceed
+    ``MAX_GZIP_RATIO`` times the compressed size."""
+    ratio = float(os.environ.get("TRACEKIT_MAX_GZIP_RATIO") or MAX_GZIP_RATIO)
+    limit = max(int(ratio * os.path.getsize(path)), GZIP_RATIO_FLOOR)
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        with gzip.open(path, "rb") as f:
+            while chunk := f.read(CHUNK):
+                nul = chunk.find(b"\0")
+                if nul >= 0:
+                    raise InputError(path, f"NUL byte at decompressed byte {total + nul:,}: not JSON text "
+                                           "(binary data or padding after the document)")
+                total += len(chunk)
+                if total > limit:
+                    raise InputError(path, f"decompresses to more than {limit:,} bytes ({ratio:g}x its size): a "
+                                           "gzip bomb? Set TRACEKIT_MAX_GZIP_RATIO to allow more")
+                chunks.append(chunk)
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(path, f"corrupt gzip data ({e})") from None
+    return b"".join(chunks)
