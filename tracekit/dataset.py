@@ -10,16 +10,25 @@ Each partition is one trace's event table exactly as ``tracekit ingest`` writes 
 metadata and all), written atomically; its index line is appended only after, by the one
 process that coordinates (workers never touch the index). A file whose content hash is already
 in the index is skipped, so ingesting a growing directory again only reads the new files.
+
+Concurrency and kills: an ingest holds an exclusive lock on ``DATASET/_tracekit_dataset.lock`` (``flock``,
+released by the OS if the process dies) from reading the index to appending to it, so two
+ingests into one dataset run one after the other and never add a trace twice. A process killed
+mid-append leaves at most a torn last line (no newline): readers ignore it and the next ingest
+cuts it off before appending. A process killed before its append leaves partitions that are not
+in the index; the next ingest writes them again. Either way a re-run completes the dataset with
+nothing lost and nothing duplicated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +39,7 @@ from tracekit import schema
 from tracekit.errors import InputError, UsageError
 
 INDEX_NAME = "_tracekit_dataset.jsonl"
+LOCK_NAME = "_tracekit_dataset.lock"
 RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 TRACE_SUFFIXES = (".json", ".json.gz", ".xplane.pb", ".sqlite", ".nsys-rep", ".qdrep", ".parquet")
 
@@ -56,18 +66,40 @@ def is_dataset(path: str | Path) -> bool:
 
 
 def read_index(directory: str | Path) -> list[Entry]:
+    """The dataset's entries in index order; a torn last line (a killed append) is ignored, and a trace
+    listed twice counts once."""
     path = Path(directory) / INDEX_NAME
     if not path.exists():
         return []
-    entries = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    entries.append(Entry(**{k: v for k, v in json.loads(line).items() if k != "ingested_at"}))
-                except (ValueError, TypeError) as e:
-                    raise InputError(path, f"line {number} is not a dataset index entry ({e})") from None
-    return entries
+    entries: dict[str, Entry] = {}
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    complete = lines[:-1]  # the part after the last newline is empty, or a torn append
+    for number, line in enumerate(complete, 1):
+        if line.strip():
+            try:
+                entry = Entry(**{k: v for k, v in json.loads(line).items() if k != "ingested_at"})
+            except (ValueError, TypeError) as e:
+                raise InputError(path, f"line {number} is not a dataset index entry ({e})") from None
+            entries.setdefault(entry.sha256, entry)
+    return list(entries.values())
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Hold the dataset's exclusive lock (blocking until another ingest is done)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / LOCK_NAME, "a+b") as handle:
+        try:
+            import fcntl
+        except ImportError:  # no flock (Windows): one ingest at a time is then the user's to ensure
+            yield
+            return
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _hash_task(path: str) -> str:
@@ -151,13 +183,26 @@ def ingest(inputs: Sequence[str | Path], directory: str | Path, run: str | None 
         run: the ``run`` partition value (default: each input's own name).
         engine: ``local`` (this process) or ``dask`` (see ``tracekit.engine``).
     """
-    from tracekit.engine import session
-
     out = Path(directory)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: exists and is not a directory")
-    if out.exists() and any(out.iterdir()) and not is_dataset(out):
+    if out.exists() and not _dataset_shaped(out):
         raise UsageError(f"{out}: not empty and not a tracekit dataset (no {INDEX_NAME})")
+    with _locked(out):
+        return _ingest_locked(inputs, out, run, engine, scheduler)
+
+
+def _dataset_shaped(directory: Path) -> bool:
+    """Empty, or holding only what ingests write: the index, the lock and partition folders (an ingest
+    that is running, or was killed before its first index line, has partitions but no index yet)."""
+    return all(p.name in (INDEX_NAME, LOCK_NAME) or (p.is_dir() and p.name.startswith("source="))
+               for p in directory.iterdir())
+
+
+def _ingest_locked(inputs: Sequence[str | Path], out: Path, run: str | None, engine: str,
+                   scheduler: str | None) -> IngestResult:
+    from tracekit.engine import session
+
     known = {e.sha256: e for e in read_index(out)}
     found = [(trace, run or Path(item).name.split(".")[0]) for item in inputs for trace in find_traces([item])]
     with session(engine, scheduler) as mapper:
@@ -187,8 +232,15 @@ def ingest(inputs: Sequence[str | Path], directory: str | Path, run: str | None 
 
 
 def _append_index(directory: Path, entries: Iterable[Entry]) -> None:
+    """Append entries (under the lock), first cutting off a torn last line left by a killed append."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with open(directory / INDEX_NAME, "a", encoding="utf-8") as f:
+    path = directory / INDEX_NAME
+    if path.exists():
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with open(path, "r+b") as f:
+                f.truncate(data.rfind(b"\n") + 1)
+    with open(path, "a", encoding="utf-8") as f:
         for e in entries:
             f.write(json.dumps({**e.as_dict(), "ingested_at": now}, sort_keys=True) + "\n")
         f.flush()

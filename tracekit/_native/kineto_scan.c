@@ -42,6 +42,7 @@ static int buf_reserve(Buf *b, size_t extra) {
     b->data = d; b->cap = cap; return 0;
 }
 static int buf_put(Buf *b, const void *src, size_t n) {
+    if (n == 0) return 0;  /* src may be NULL then, and memcpy(NULL, NULL, 0) is undefined */
     if (buf_reserve(b, n)) return -1;
     memcpy(b->data + b->len, src, n); b->len += n; return 0;
 }
