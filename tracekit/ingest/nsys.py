@@ -95,10 +95,14 @@ def open_db(path: Path) -> sqlite3.Connection:
     uri = "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
     try:
         con = sqlite3.connect(uri, uri=True)
+        # Names are bytes from the profiled program (NVTX, kernel names): invalid UTF-8 is shown, not fatal.
+        con.text_factory = lambda raw: raw.decode("utf-8", "replace")
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return con
     except sqlite3.DatabaseError as e:
         raise InputError(path, f"corrupt SQLite database ({e})") from None
+    except UnicodeDecodeError:  # SQLite's own error message held bytes of the corrupt file
+        raise InputError(path, "corrupt SQLite database (unreadable header or schema)") from None
 
 
 def tables(con: sqlite3.Connection) -> set[str]:
