@@ -13,11 +13,31 @@ The Python API mirrors the CLI::
 from __future__ import annotations
 
 from tracekit._version import __version__
-from tracekit.analyze.summary import TraceInfo, info  # noqa: E402
-from tracekit.api import compare, launch, overhead, ranges, render, report  # noqa: E402
-from tracekit.errors import InputError, TracekitError  # noqa: E402
-from tracekit.ingest import load  # noqa: E402
-from tracekit.study import Study, analyze_study, run_study  # noqa: E402
+
+# The API loads on first use: `tracekit --version` and the CLI's argument parsing stay fast.
+_LAZY = {
+    "TraceInfo": "tracekit.analyze.summary", "info": "tracekit.analyze.summary",
+    "compare": "tracekit.api", "launch": "tracekit.api", "overhead": "tracekit.api", "ranges": "tracekit.api",
+    "render": "tracekit.api", "report": "tracekit.api",
+    "InputError": "tracekit.errors", "TracekitError": "tracekit.errors",
+    "load": "tracekit.ingest",
+    "Study": "tracekit.study", "analyze_study": "tracekit.study", "run_study": "tracekit.study",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = ["InputError", "Study", "TraceInfo", "TracekitError", "__version__", "analyze_study", "compare", "info",
            "launch", "load", "overhead", "ranges", "render", "report", "run_study"]

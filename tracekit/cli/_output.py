@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracekit.atomic import write_text_atomic
 from tracekit.errors import OutputError
-from tracekit.render import pick
-from tracekit.render.document import Document
-from tracekit.render.terminal_report import TerminalRenderer
+
+if TYPE_CHECKING:
+    from tracekit.render.document import Document
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +30,9 @@ def add_step_arguments(parser: argparse.ArgumentParser) -> None:
 
 def emit(document: Document, args: argparse.Namespace) -> None:
     """Render and write to -o atomically (refusing to overwrite without --force), or to stdout."""
+    from tracekit.render import pick
+    from tracekit.render.terminal_report import TerminalRenderer
+
     output = Path(args.output) if args.output else None
     renderer = pick(args.format, output)
     if output is None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import re
 
-from tracekit import api
-from tracekit.analyze.compare import EXIT_COMPARE_FAILED
 from tracekit.cli._output import add_output_arguments, add_step_arguments, emit
 from tracekit.errors import UsageError
 
@@ -41,6 +39,9 @@ class CompareCommand:
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracekit import api
+        from tracekit.analyze.compare import EXIT_COMPARE_FAILED
+
         result = api.compare(args.traces, labels=args.label, fail_if=args.fail_if, skip_steps=args.skip_steps,
                              keep_all_steps=args.keep_all_steps, step_times=parse_step_times(args.step_time))
         emit(api.document(result), args)

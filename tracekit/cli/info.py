@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tracekit.analyze.summary import info
-from tracekit.ingest import load
-from tracekit.render import info_report
-
 
 class InfoCommand:
     name = "info"
@@ -19,6 +15,10 @@ class InfoCommand:
         parser.add_argument("-f", "--format", choices=("terminal", "json"), default="terminal", help="output format")
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracekit.analyze.summary import info
+        from tracekit.ingest import load
+        from tracekit.render import info_report
+
         summary = info(load(args.trace))
         if args.format == "json":
             sys.stdout.write(info_report.to_json(summary) + "\n")

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from tracekit.errors import UsageError
-from tracekit.ingest import load, parquet
 
 
 class IngestCommand:
@@ -27,6 +26,8 @@ class IngestCommand:
         parser.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracekit.ingest import load, parquet
+
         out = Path(args.output)
         if out.suffix == ".parquet":
             if len(args.traces) > 1:

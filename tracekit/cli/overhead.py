@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from tracekit import api
 from tracekit.cli._output import add_output_arguments, emit
 
 
@@ -18,5 +17,7 @@ class OverheadCommand:
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracekit import api
+
         emit(api.document(api.overhead(args.collections)), args)
         return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from tracekit import api
 from tracekit.cli._output import add_output_arguments, add_step_arguments, emit
 
 
@@ -28,6 +27,7 @@ class ReportCommand:
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from tracekit import api
         from tracekit.dataset import is_dataset
 
         if is_dataset(args.trace):

@@ -19,6 +19,15 @@ from tracekit.ingest.links import Links
 KIND_DICTIONARY = pa.array(list(schema.KINDS), pa.string())
 
 
+def _numpy_dtype(t: pa.DataType) -> np.dtype:
+    """The numpy dtype of an integer Arrow type (pyarrow's to_pandas_dtype would import pandas: slow start-up)."""
+    if pa.types.is_signed_integer(t):
+        return np.dtype(f"int{t.bit_width}")
+    if pa.types.is_unsigned_integer(t):
+        return np.dtype(f"uint{t.bit_width}")
+    return np.dtype(t.to_pandas_dtype())
+
+
 def file_sha256(path: Path) -> str:
     """sha256 of a file's bytes, streamed."""
     h = hashlib.sha256()
@@ -49,7 +58,7 @@ def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.D
         codes = remap[np.where(codes < 0, len(values), codes)]
         values = list(first)
     mask = codes < 0
-    idx = pa.array(np.where(mask, 0, codes).astype(index_type.to_pandas_dtype()), index_type, mask=mask if mask.any() else None)
+    idx = pa.array(np.where(mask, 0, codes).astype(_numpy_dtype(index_type)), index_type, mask=mask if mask.any() else None)
     vals = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
     return pa.DictionaryArray.from_arrays(idx, vals)
 
@@ -57,7 +66,7 @@ def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.D
 def nullable(values: np.ndarray, null: np.ndarray | int, dtype: pa.DataType) -> pa.Array:
     """Arrow array from numpy values where ``values == null`` (or a boolean mask) marks nulls."""
     mask = null if isinstance(null, np.ndarray) and null.dtype == bool else values == null
-    return pa.array(values.astype(dtype.to_pandas_dtype(), copy=False), dtype, mask=mask if mask.any() else None)
+    return pa.array(values.astype(_numpy_dtype(dtype), copy=False), dtype, mask=mask if mask.any() else None)
 
 
 def json_args(offsets: np.ndarray, data: bytes | pa.Buffer) -> pa.Array:

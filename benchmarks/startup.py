@@ -1,0 +1,42 @@
+"""Start-up: `tracekit --version` and `tracekit info` on a small trace, against a bare Python start.
+
+    python benchmarks/startup.py
+
+Medians of 7 runs each, in one run: the bare interpreter (`python -c pass`) is the reference, so
+the printed ratio is what tracekit adds on this machine. Targets (issue 20): under 0.3 s each.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = REPO / "tests" / "data" / "jax" / "scan_rnn.xplane.pb"  # 533 events, in the repo
+RUNS = 7
+
+
+def wall(cmd: list[str]) -> float:
+    times = []
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> int:
+    bare = wall([sys.executable, "-c", "pass"])
+    print(f"python -c pass (reference): {bare:.3f} s")
+    for label, cmd in (("tracekit --version", ["--version"]), (f"tracekit info {SMALL.name}", ["info", str(SMALL)])):
+        t = wall([sys.executable, "-m", "tracekit", *cmd])
+        print(f"{label}: {t:.3f} s ({t / bare:.1f}x the bare interpreter; target 0.3 s: "
+              f"{'met' if t < 0.3 else 'not met'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
