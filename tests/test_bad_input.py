@@ -168,7 +168,7 @@ def test_ingest_with_one_bad_file_names_it_and_keeps_the_good_one(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[0].startswith(f"tracekit: error: {bad}: ") and "Traceback" not in proc.stderr
     parts = sorted(p.name for p in out.rglob("*") if p.is_file())
-    assert parts == ["_tracekit_dataset.jsonl", "part-0.parquet"]  # the good trace, complete; nothing half-written
+    assert parts == ["_tracekit_dataset.jsonl", "_tracekit_dataset.lock", "part-0.parquet"]  # the good trace, complete; nothing half-written
 
 
 @pytest.mark.skipif(shutil.which("nsys") is not None, reason="nsys is installed: reports are exported, not refused")

@@ -4,6 +4,7 @@ Layout (hive partitioning, so DuckDB and pyarrow.dataset see source, run, rank a
 columns without them being stored in the files)::
 
     DATASET/_tracekit_dataset.jsonl        one line per ingested trace (the index)
+    DATASET/_tracekit_dataset.lock         the ingest lock (stays: removing a flock file would race)
     DATASET/source=torch/run=train/rank=3/trace=1a2b3c4d5e6f7a8b/part-0.parquet
 
 Each partition is one trace's event table exactly as ``tracekit ingest`` writes it (schema,
