@@ -57,6 +57,7 @@ class TopOps:
     shapes_recorded: bool
     remedies: list[str] = field(default_factory=list)
     waiting: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["name", "calls", "self_ns", "covered"]))
+    threads: int = 1  # host threads the ops ran on: with several, shares of the window can add to over 100%
 
     def describe_waiting(self) -> list[str]:
         return [f"{short_name(w.name)} ({w.self_ns / 1e6:,.1f} ms self time) runs {w.covered:.0%} of its time while "
@@ -93,7 +94,8 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     })
     out["mean_ns"] = out.self_ns / out.calls
     out["share"] = out.self_ns / window if window else 0.0
-    result = TopOps(out.reset_index(drop=True), window, bool((shapes != "").any()))
+    result = TopOps(out.reset_index(drop=True), window, bool((shapes != "").any()),
+                    threads=int(np.unique(frame.thread_key[rows]).size))
     waits = waits.sort_values("self_ns", ascending=False)
     result.waiting = pd.DataFrame({"name": [frame.names[c] if c >= 0 else "" for c in waits.code],
                                    "calls": waits.calls.to_numpy(np.int64), "self_ns": waits.self_ns.to_numpy(np.int64),

@@ -60,6 +60,8 @@ CATEGORY_KINDS = {
 # Kinds whose pid is a device: GPU activities and the user ranges mirrored on the GPU timeline.
 GPU_CATEGORY_KINDS = {*schema.GPU_ACTIVITY_KINDS, "gpu_user_range"}
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+
+
 def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
     """Read a Kineto trace file into the event table.
 

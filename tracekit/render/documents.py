@@ -165,7 +165,9 @@ def steps_data(st: StepStats) -> dict:
 def top_ops_section(t: TopOps) -> Section:
     s = Section("Top ops (self time)")
     where = "the steps used" if t.window_ns else "the trace"
-    s.sentences.append(f"Share: of {where} ({t.window_ns / 1e6:,.3f} ms). " + (
+    threads = (f" Ops ran on {t.threads} threads, so their shares can add up to more than 100%."
+               if t.threads > 1 else "")
+    s.sentences.append(f"Share: of {where} ({t.window_ns / 1e6:,.3f} ms).{threads} " + (
         "Shapes are the ops' input dims." if t.shapes_recorded else
         "No input shapes recorded (torch.profiler(record_shapes=True) records them)."))
     shapes = [Column("input shapes")] if t.shapes_recorded else []
