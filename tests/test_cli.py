@@ -81,3 +81,16 @@ def test_piped_output_width_follows_columns(columns, widest, capsys, monkeypatch
 def test_every_report_command_takes_short_f(capsys):
     assert main(["info", str(SAMPLES[0]), "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["events"] > 0
+
+
+def test_running_out_of_memory_is_a_one_line_error(monkeypatch, capsys, tmp_path):
+    """A trace too big for the machine: the CLI says so in one line instead of a MemoryError traceback."""
+    import tracekit.api
+
+    def too_big(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(tracekit.api, "report", too_big)
+    assert main(["report", str(tmp_path / "any.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tracekit: error: out of memory")

@@ -66,6 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         sys.stderr.write(f"tracekit: error: {e.one_line()}\n")
         return e.exit_code
+    except MemoryError:
+        if args.debug:
+            raise
+        sys.stderr.write("tracekit: error: out of memory: the input is larger than this machine can analyze at once "
+                         "(split it, or ingest it on a machine with more memory)\n")
+        return 1
     except KeyboardInterrupt:
         sys.stderr.write("tracekit: interrupted\n")
         return 130

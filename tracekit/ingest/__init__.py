@@ -101,7 +101,7 @@ def load(path: str | Path) -> pa.Table:
     fmt = detect(p)
     try:
         return _read(p, fmt)
-    except (TracekitError, MemoryError, KeyboardInterrupt):
+    except (TracekitError, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - any other failure is still this file's content, in one line
         raise InputError(p, f"cannot be read as {fmt}: {type(e).__name__}: {str(e)[:200]}") from None
