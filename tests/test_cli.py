@@ -94,3 +94,13 @@ def test_running_out_of_memory_is_a_one_line_error(monkeypatch, capsys, tmp_path
     assert main(["report", str(tmp_path / "any.json")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tracekit: error: out of memory")
+
+
+def test_the_api_names_survive_lazy_loading():
+    """tracekit.render is both a subpackage and a function: loading the renderers must not hide the function."""
+    import tracekit
+    import tracekit.api  # noqa: F401
+    import tracekit.render.html_report  # noqa: F401
+
+    assert callable(tracekit.render) and callable(tracekit.report) and callable(tracekit.load)
+    assert set(tracekit.__all__) <= set(dir(tracekit))
