@@ -99,6 +99,31 @@ def test_tf_traces_stay_tf():
         assert tracekit.info(tracekit.load(SHARED / name)).source == "tf"
 
 
+@needs_shared
+def test_an_nsys_trace_gets_the_remedies_of_the_framework_its_kernels_name():
+    """nsys does not say which framework ran: a Keras program's kernels are tensorflow::/Eigen::, and it must
+    not be told to use torch.compile; kernels of no known namespace get framework-neutral remedies."""
+    keras = tracekit.launch(SHARED / "nsys" / "keras_tf_darknet53_nsys2023.4.sqlite").result
+    assert any(e.startswith("framework: TensorFlow") for e in keras.evidence)
+    assert any("tf.function(jit_compile=True)" in r for r in keras.remedies)
+    assert not any("torch.compile" in r for r in keras.remedies)
+    neutral = judge(Evidence(source="", has_ops=True, has_gpu=True, idle_share=0.9, kernels=10, launch_p50_ns=9,
+                             kernel_p50_ns=1))[2]
+    assert any("torch.compile, tf.function(jit_compile=True), jax.jit" in r for r in neutral)
+
+
+@needs_shared
+def test_mixed_precision_is_suggested_only_to_fp32_math():
+    """A TensorRT fp16 network (f16f16 xmma kernels) is GPU-bound in convolutions, like a volta_sgemm fp32
+    model; only the fp32 one is told to use mixed precision."""
+    fp16 = tracekit.launch(SHARED / "nsys" / "memfusion_dl_nsys2023.1.sqlite").result
+    fp32 = tracekit.launch(SHARED / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz").result
+    assert fp16.verdict == fp32.verdict == "GPU-bound"
+    assert verdicts.MIXED_PRECISION_REMEDY not in fp16.remedies
+    assert any("already runs in 16 bits or fewer" in e for e in fp16.evidence)
+    assert verdicts.MIXED_PRECISION_REMEDY in fp32.remedies
+
+
 tf = pytest.importorskip("tensorflow")
 
 
@@ -149,3 +174,4 @@ def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):
 def test_a_keras_rnn_cell_gets_the_layer_remedy_for_its_device(keras_logdirs):
     r = tracekit.launch(keras_logdirs["cell"]).result
     assert verdicts.TF_CELL_CPU_REMEDY in r.remedies and verdicts.KERAS_CPU_LOOP_REMEDY not in r.remedies
+

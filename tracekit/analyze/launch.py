@@ -259,7 +259,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     figures, and apply the rules."""
     bd = r.breakdown
     assert bd is not None
-    e = verdicts.Evidence(source=_source(table), has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
+    source = _source(table)
+    framework = source if source in ("torch", "tf", "jax") else _framework_from_kernels(frame, r.evidence)
+    e = verdicts.Evidence(source=framework, has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
     if e.source == "jax":
         e.jit_calls_per_step = _jit_calls_per_step(frame)
@@ -326,6 +328,10 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     busy = bd.gpu_classes[bd.gpu_classes.view == "kernel"].groupby("class")["exclusive_ns"].sum()
     if len(busy):
         e.top_gpu_class, e.top_gpu_class_share = str(busy.idxmax()), float(busy.max() / max(busy.sum(), 1))
+    e.low_precision_share = _low_precision_share(frame)
+    if e.low_precision_share >= verdicts.LOW_PRECISION_MOSTLY:
+        ev.append(f"{e.low_precision_share:.0%} of GEMM/convolution/attention kernel time already runs in 16 bits or "
+                  f"fewer (kernel names)")
     gap_total = int(r.gaps.dur_ns.sum()) if len(r.gaps) else 0
     if not gap_total:
         return
@@ -343,6 +349,45 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     if loading[0].size:
         g_start = r.gaps.start_ns.to_numpy(np.int64)
         e.load_gap_share = intervals.overlap_total(*loading, g_start, g_start + r.gaps.dur_ns.to_numpy(np.int64)) / gap_total
+
+
+# Kernel names that say 16-bit or narrower math: cuBLAS/cuDNN/CUTLASS tile names (h884, h1688, f16f16,
+# bf16, e4m3), template arguments (__half, half_t, bfloat16), TensorRT and xmma fp16 kernels.
+_LOW_PRECISION = re.compile(r"f16|fp16|bf16|half|h884|h1688|h16816|hmma|e4m3|e5m2|fp8|int8|i8i8", re.IGNORECASE)
+
+
+def _low_precision_share(frame: Frame) -> float:
+    """Share of GEMM/conv/attention/RNN kernel time spent in kernels named for 16-bit or narrower math."""
+    from tracekit.analyze.classify import classify_rows
+
+    classes = classify_rows(frame)
+    kernels = frame.rows("gpu_kernel")
+    math = [KERNEL_CLASSES.index(c) for c in verdicts.MATH_CLASSES]
+    rows = kernels[np.isin(classes.kernel[kernels], math)]
+    total = int(frame.dur[rows].sum())
+    if not total:
+        return 0.0
+    low = np.array([bool(_LOW_PRECISION.search(n)) for n in frame.names] + [False])
+    return float(frame.dur[rows][low[frame.name_code[rows]]].sum()) / total
+
+
+# Kernel namespaces that name the framework which launched them (an nsys trace does not say it).
+_TORCH_KERNELS = re.compile(r"\bat::|\bc10::")
+_TF_KERNELS = re.compile(r"\btensorflow::|\bEigen::")
+
+
+def _framework_from_kernels(frame: Frame, evidence: list[str]) -> str:
+    """torch or tf when the kernels' namespaces say so and do not disagree; "" when unknown."""
+    kernels = frame.rows("gpu_kernel")
+    codes, counts = np.unique(frame.name_code[kernels], return_counts=True)
+    torch_n = sum(int(n) for c, n in zip(codes, counts, strict=True) if c >= 0 and _TORCH_KERNELS.search(frame.names[c]))
+    tf_n = sum(int(n) for c, n in zip(codes, counts, strict=True) if c >= 0 and _TF_KERNELS.search(frame.names[c]))
+    if bool(torch_n) == bool(tf_n):
+        return ""
+    framework, count = ("torch", torch_n) if torch_n else ("tf", tf_n)
+    evidence.append(f"framework: {'PyTorch' if framework == 'torch' else 'TensorFlow'}, from the namespaces of "
+                    f"{count:,} of {kernels.size:,} kernels (the trace does not name it)")
+    return framework
 
 
 def _jit_calls_per_step(frame: Frame) -> float:

@@ -24,6 +24,8 @@ COPY_SHARE = 0.5          # host copying during this much of the GPU's idle time
 LAUNCH_GAP_SHARE = 0.5    # launch calls during this much of the GPU's idle time
 SYNC_SHARE = 0.3          # sync waits during this much of the idle time or of the host's busy time
 GRAPHED_MOSTLY = 0.9      # kernels replayed from graph launches: nothing left to capture
+LOW_PRECISION_MOSTLY = 0.5  # math kernel time already in fp16/bf16/fp8: no mixed-precision remedy
+MATH_CLASSES = ("gemm", "rnn", "convolution", "attention")
 
 VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loading-bound", "CPU/framework-bound",
             "CPU compute-bound", "host-idle gaps", "undetermined")
@@ -39,7 +41,7 @@ FUSED = "fused"                              # one op for all timesteps (cuDNN, 
 class Evidence:
     """What ``launch()`` measured, as the rules read it. Shares in 0..1; times in ns."""
 
-    source: str = ""           # torch, tf, jax, nsys, ...
+    source: str = ""           # the framework: torch, tf or jax; "" when the trace does not say (nsys)
     has_ops: bool = False      # framework ops recorded
     has_gpu: bool = False      # GPU activity recorded
     # CPU-only traces
@@ -60,6 +62,7 @@ class Evidence:
     graphed_share: float = 0.0  # kernels replayed from CUDA/HIP graph launches
     top_gpu_class: str = ""
     top_gpu_class_share: float = 0.0
+    low_precision_share: float = 0.0  # of GEMM/conv/attention/RNN kernel time, kernels named for 16 bits or fewer
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
 
@@ -125,6 +128,14 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     if e.source == "jax":
         return ["the step is already one jitted call: cut XLA's per-iteration loop overhead with "
                 "lax.scan(..., unroll=k) or fuse more work per iteration"]
+    if e.source not in ("torch", ""):
+        return []
+    if e.source == "" and launch_bound:  # the framework is unknown (an nsys trace of unnamed kernels)
+        return ["capture the repeated kernel sequence in a CUDA graph and fuse small kernels with the framework's "
+                "compiler (torch.compile, tf.function(jit_compile=True), jax.jit)"]
+    if e.source == "":
+        return ["cut per-op dispatch with the framework's compiler (torch.compile, tf.function(jit_compile=True), "
+                "jax.jit)"]
     if launch_bound and e.graphed_share:
         return (["capture the part of the step still launched kernel by kernel in the CUDA graph too"]
                 if e.graphed_share < GRAPHED_MOSTLY else [])
@@ -171,8 +182,8 @@ RULES: tuple[Rule, ...] = (
          lambda e: [*recurrent_remedies(e), CPU_COMPUTE_REMEDY], "CPU-only: most step time is inside compute ops"),
     Rule("GPU-bound", lambda e: not _gap(e),
          lambda e: f"largest GPU class: {e.top_gpu_class or 'other'} ({e.top_gpu_class_share:.0%} of busy time)",
-         lambda e: ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in ("gemm", "rnn", "convolution", "attention")
-                    else []) + [GPU_BOUND_REMEDY],
+         lambda e: ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in MATH_CLASSES
+                    and e.low_precision_share < LOW_PRECISION_MOSTLY else []) + [GPU_BOUND_REMEDY],
          "the GPU idles less than idle_threshold (30%) of its span"),
     Rule("data-loading-bound", lambda e: e.load_gap_share >= DATA_LOADING_SHARE,
          lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_gap_share:.0%} of the GPU's "
