@@ -358,9 +358,7 @@ _LOW_PRECISION = re.compile(r"f16|fp16|bf16|half|h884|h1688|h16816|hmma|e4m3|e5m
 
 def _low_precision_share(frame: Frame) -> float:
     """Share of GEMM/conv/attention/RNN kernel time spent in kernels named for 16-bit or narrower math."""
-    from tracekit.analyze.classify import classify_rows
-
-    classes = classify_rows(frame)
+    classes = classify_rows(frame)  # cached on the frame: launch() classified it already
     kernels = frame.rows("gpu_kernel")
     math = [KERNEL_CLASSES.index(c) for c in verdicts.MATH_CLASSES]
     rows = kernels[np.isin(classes.kernel[kernels], math)]
