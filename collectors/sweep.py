@@ -85,6 +85,11 @@ PRESETS: dict[str, Preset] = {
         grids=_one_at_a_time({"hidden": 256, "batch": 16, "timesteps": 20},
                              {"hidden": (128, 256), "batch": (16, 64), "timesteps": (10, 20)}),
         lm=LMConfig(), warmup=3, repeats=10, lm_repeats=3, profiled_steps=3),
+    "hidden": Preset(
+        name="hidden", description="hidden 128-1024 at batch 64, 100 timesteps: cuDNN's algorithm boundary near "
+        "hidden 192 and the cuBLAS-vs-cuDNN gap at large hidden (for a GPU)",
+        grids=({"hidden": (128, 192, 256, 512, 1024), "batch": (64,), "timesteps": (100,)},),
+        lm=LMConfig(), warmup=3, repeats=10, lm_repeats=3, profiled_steps=3),
     "paper": Preset(
         name="paper", description="the studies' grid: hidden 128-1024 x batch 16-256 x timesteps 50-1000 (for a GPU)",
         grids=({"hidden": (128, 256, 512, 1024), "batch": (16, 64, 256), "timesteps": (50, 200, 1000)},),

@@ -96,6 +96,13 @@ inline std::string device_name() {
   return prop.name;
 }
 
+inline int compute_capability_major() {
+  int device = 0, major = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major;
+}
+
 // One manifest-format JSON line for a CUDA baseline run.
 inline void print_result(const char* variant, const std::string& version, const Options& o, const Config& c,
                          const DeviceTiming& t, const std::string& check, const std::string& extra) {

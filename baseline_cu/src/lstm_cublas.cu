@@ -91,7 +91,7 @@ void run(const lstm::Options& o, const lstm::Config& c, cublasHandle_t handle) {
   int version = 0;
   CUBLAS_CHECK(cublasGetVersion(handle, &version));
   lstm::print_result("cublas_lstm", "cuBLAS " + std::to_string(version), o, c, timing, lstm::check_json(o, p, result),
-                     ", \"kernels_per_step\": 2");
+                     std::string(", \"kernels_per_step\": 2, \"math\": \"") + (o.dtype == "fp16" ? "fp16" : "fp32") + "\"");
 }
 
 }  // namespace
@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
   if (o.dtype != "fp32" && o.dtype != "fp16") lstm::die("--dtype is fp32 or fp16");
   cublasHandle_t handle;
   CUBLAS_CHECK(cublasCreate(&handle));
-  // Default math: fp32 GEMMs in full fp32 (no TF32), like the cuDNN baseline's CUDNN_DEFAULT_MATH.
+  // Default math: fp32 GEMMs in full fp32 (no TF32), like PyTorch's default for matmuls
+  // (torch.backends.cuda.matmul.allow_tf32 = False); the cuDNN baseline may use TF32 (its "math" field).
   CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
   for (const lstm::Config& c : o.configs) {
     if (o.dtype == "fp16") run<__half>(o, c, handle);

@@ -128,7 +128,10 @@ void run(const lstm::Options& o, const lstm::Config& c, cudnnHandle_t handle, cu
   lstm::DeviceTiming timing = lstm::time_forward(forward, o.warmup, o.repeats);
   std::vector<float> result = lstm::download(y.ptr, y.count);
   if (!o.dump_output.empty()) lstm::dump(o.dump_output, result);
-  std::string extra = std::string(", \"algo\": \"") + algo_name(algo) + "\"" + note;
+  // CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for fp32 data on Ampere and later (seen on an
+  // H100: 1.5e-4 off the double reference), as PyTorch's nn.LSTM does (torch.backends.cudnn.allow_tf32).
+  const char* math = type == CUDNN_DATA_HALF ? "fp16" : lstm::compute_capability_major() >= 8 ? "tf32" : "fp32";
+  std::string extra = std::string(", \"algo\": \"") + algo_name(algo) + "\", \"math\": \"" + math + "\"" + note;
   lstm::print_result("cudnn_lstm", "cuDNN " + std::to_string(cudnnGetVersion()), o, c, timing,
                      lstm::check_json(o, p, result), extra);
   cudnnDestroyTensorDescriptor(r.h_desc);

@@ -43,7 +43,8 @@ KERNEL_RULES: list[tuple[str, str, str]] = [
     ("memset", r"^Memset |^\[CUDA memset|^memset", "full"),
     ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|AllReduce|AllGather|ReduceScatter|"
                       r"AllToAll|SendRecv|cross_device_reduce|custom_ar|two_shot|one_shot_all|symm_mem|c10d::", "base"),
-    ("rnn", r"RNN_blockPersist_|elemWiseRNNcell|(LSTM|GRU|RNN)_elementWise_(fp|bp)|GENERIC_elementWise_bp|\bLSTM_|"
+    # cuDNN 9 on Hopper runs the fp16 persistent LSTM as ampere_lstm_tile16<...> after persistRNN_init_*.
+    ("rnn", r"RNN_blockPersist_|persistRNN_|_lstm_tile\d|elemWiseRNNcell|(LSTM|GRU|RNN)_elementWise_(fp|bp)|GENERIC_elementWise_bp|\bLSTM_|"
             r"cudnn::.*\b(rnn|RNN)|\b(lstm|gru)_cell_(forward|backward)\b|initstates|miopen.*(rnn|lstm)|"
             r"LSTMBlockCell|BlockLSTM", "full"),
     ("cast", r"(float16|bfloat16|float8|bfloat16tofloat32|float16tofloat32)_copy_kernel|"

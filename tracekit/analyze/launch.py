@@ -173,18 +173,80 @@ def _pairs(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
     })
 
 
-def _host_unions(frame: Frame, classes, processes: np.ndarray | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Union of host intervals per gap class, over the host threads of ``processes`` (all when None)."""
+def enqueue_calls(frame: Frame, classes) -> np.ndarray:
+    """Host API calls that put work on a GPU queue: kernel and graph launches, and memsets (an async
+    memset is queued like a kernel; only copies move data through the host)."""
     api = classes.api
-    sel = {
-        "launching": api == API_CLASSES.index("launch"),
-        "synchronizing": api == API_CLASSES.index("sync"),
-        "data_transfer": api == API_CLASSES.index("memory"),
-        "framework": frame.mask(*framework_kinds(frame)) | (api == API_CLASSES.index("other")),
-        "python": frame.mask("python_function"),
-    }
+    enqueue = api == API_CLASSES.index("launch")
+    memset_rows = frame.rows("gpu_memset")
+    started = frame.launch_row[memset_rows]
+    enqueue[started[started >= 0]] = True
+    unlinked_memset = [i for i, n in enumerate(frame.names) if _ASYNC_MEMSET.match(n)]
+    enqueue |= (api == API_CLASSES.index("memory")) & np.isin(frame.name_code, unlinked_memset)
+    return enqueue
+
+
+_ASYNC_MEMSET = re.compile(r"cu(da)?Memset\w*Async")
+
+
+@dataclass
+class LaunchLoops:
+    """Framework ops that issue many GPU enqueues per call (cuDNN's RNN launches per-timestep kernels,
+    a compiled graph launches each of its kernels): the host time inside them between enqueues is the
+    library's per-kernel launch work, not framework dispatch."""
+
+    op_rows: np.ndarray          # the op calls, each with at least LAUNCH_LOOP_ENQUEUES enqueues
+    enqueue_share: float         # of all enqueue calls, those issued inside these ops
+    top_op: str = ""             # the op name with the most enqueues inside such calls
+    top_per_call: float = 0.0    # its enqueues per call
+
+
+LAUNCH_LOOP_ENQUEUES = 8
+
+
+def launch_loops(frame: Frame, classes) -> LaunchLoops:
+    """The op calls that issue at least LAUNCH_LOOP_ENQUEUES GPU enqueues each (their innermost
+    enclosing framework op)."""
+    enqueues = np.flatnonzero(enqueue_calls(frame, classes))
+    op_kind = frame.mask("cpu_op")
+    owner = frame.parent[enqueues] if enqueues.size else np.zeros(0, np.int64)
+    for _ in range(64):  # up the nesting to the innermost framework op (depth-bounded)
+        climb = (owner >= 0) & ~op_kind[np.maximum(owner, 0)]
+        if not climb.any():
+            break
+        owner[climb] = frame.parent[owner[climb]]
+    owned = owner[(owner >= 0) & op_kind[np.maximum(owner, 0)]]
+    if not owned.size:
+        return LaunchLoops(np.zeros(0, np.int64), 0.0)
+    ops, per_call = np.unique(owned, return_counts=True)
+    loops = per_call >= LAUNCH_LOOP_ENQUEUES
+    if not loops.any():
+        return LaunchLoops(np.zeros(0, np.int64), 0.0)
+    by_name: dict[int, list[int]] = {}
+    for op, n in zip(ops[loops], per_call[loops], strict=True):
+        by_name.setdefault(int(frame.name_code[op]), []).append(int(n))
+    top = max(by_name, key=lambda c: sum(by_name[c]))
+    return LaunchLoops(ops[loops], float(per_call[loops].sum() / enqueues.size),
+                       frame.names[top] if top >= 0 else "", float(np.mean(by_name[top])))
+
+
+def _host_unions(frame: Frame, classes, processes: np.ndarray | None) -> list[tuple[str, tuple[np.ndarray, np.ndarray]]]:
+    """Union of host intervals per gap class, in priority order, over the host threads of ``processes``
+    (all when None). ``launching`` comes twice: the enqueue calls first; the host time inside ops that
+    loop over enqueues (LaunchLoops) after syncs and copies, which such an op may also make."""
+    api = classes.api
+    loop_ops = np.zeros(len(frame), bool)
+    loop_ops[launch_loops(frame, classes).op_rows] = True
+    sel = [
+        ("launching", enqueue_calls(frame, classes)),
+        ("synchronizing", api == API_CLASSES.index("sync")),
+        ("data_transfer", (api == API_CLASSES.index("memory")) & ~enqueue_calls(frame, classes)),
+        ("launching", loop_ops),
+        ("framework", frame.mask(*framework_kinds(frame)) | (api == API_CLASSES.index("other"))),
+        ("python", frame.mask("python_function")),
+    ]
     mine = np.isin(frame.pid, processes) if processes is not None else np.ones(len(frame), bool)
-    return {k: intervals.union(frame.start[m & mine], frame.end[m & mine]) for k, m in sel.items()}
+    return [(k, intervals.union(frame.start[m & mine], frame.end[m & mine])) for k, m in sel]
 
 
 def _launching_processes(frame: Frame, gpu_rows: np.ndarray) -> np.ndarray | None:
@@ -207,10 +269,10 @@ def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
         covered = np.zeros(g_start.size, np.int64)
         acc_s = np.zeros(0, np.int64)
         acc_e = np.zeros(0, np.int64)
-        for name, (s, e) in _host_unions(frame, classes, _launching_processes(frame, r)).items():
+        for name, (s, e) in _host_unions(frame, classes, _launching_processes(frame, r)):
             acc_s, acc_e = intervals.union(np.concatenate([acc_s, s]), np.concatenate([acc_e, e]))
             now = intervals.overlap_per_interval(g_start, g_end, acc_s, acc_e)
-            out[f"{name}_ns"] = now - covered
+            out[f"{name}_ns"] = out.get(f"{name}_ns", 0) + now - covered
             covered = now
         out["host_idle_ns"] = out["dur_ns"] - covered
         parts.append(pd.DataFrame(out))
@@ -265,6 +327,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
     if e.source == "jax":
         e.jit_calls_per_step = _jit_calls_per_step(frame)
+    if e.source == "torch":
+        e.compiled_calls_per_step = _calls_per_step(frame, _TORCH_COMPILED_CALLS)
     ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
     _describe_ops(r, used)
@@ -325,6 +389,9 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     ev.append(f"{r.short_kernel_share:.0%} of kernels shorter than {r.short_kernel_ns / 1e3:.0f} µs")
     e.launch_p50_ns, e.kernel_p50_ns, e.kernels = r.launch_api.p50_ns, r.kernel.p50_ns, r.kernel.count
     e.graphed_share = _graph_launched_share(frame)
+    loops = launch_loops(frame, classify_rows(frame))
+    e.launch_loop_share = loops.enqueue_share
+    e.launch_loop_op, e.launch_loop_per_call = short_name(loops.top_op), loops.top_per_call
     busy = bd.gpu_classes[bd.gpu_classes.view == "kernel"].groupby("class")["exclusive_ns"].sum()
     if len(busy):
         e.top_gpu_class, e.top_gpu_class_share = str(busy.idxmax()), float(busy.max() / max(busy.sum(), 1))
@@ -352,8 +419,11 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
 
 
 # Kernel names that say 16-bit or narrower math: cuBLAS/cuDNN/CUTLASS tile names (h884, h1688, f16f16,
-# bf16, e4m3), template arguments (__half, half_t, bfloat16), TensorRT and xmma fp16 kernels.
-_LOW_PRECISION = re.compile(r"f16|fp16|bf16|half|h884|h1688|h16816|hmma|e4m3|e5m2|fp8|int8|i8i8", re.IGNORECASE)
+# bf16, e4m3), template arguments (__half, half_t, bfloat16), TensorRT and xmma fp16 kernels, and
+# cuBLAS's Hopper nvjet kernels, whose type field spells A/B/C types a letter each (hsh: fp16 in and
+# out with fp32 accumulate; bsb, bss: bf16; sss and tst are fp32 and tf32).
+_LOW_PRECISION = re.compile(r"f16|fp16|bf16|half|h884|h1688|h16816|hmma|e4m3|e5m2|fp8|int8|i8i8|"
+                            r"nvjet_sm\d+_[a-z]*[hbeq][a-z]*_", re.IGNORECASE)
 
 
 def _low_precision_share(frame: Frame) -> float:
@@ -391,7 +461,17 @@ def _framework_from_kernels(frame: Frame, evidence: list[str]) -> str:
 def _jit_calls_per_step(frame: Frame) -> float:
     """JAX dispatches of jitted functions (``PjitFunction(f)`` host events) per marked step, or in
     the whole trace when no step is marked."""
-    codes = [i for i, n in enumerate(frame.names) if n.startswith(("PjitFunction(", "PmapFunction("))]
+    return _calls_per_step(frame, ("PjitFunction(", "PmapFunction("))
+
+
+# What torch.compile's runtime records for one call of a compiled graph (torch 2.1+, and older).
+_TORCH_COMPILED_CALLS = ("Torch-Compiled Region", "CompiledFunction")
+
+
+def _calls_per_step(frame: Frame, prefixes: tuple[str, ...]) -> float:
+    """Outermost host events named with one of ``prefixes``, per marked step (in the whole trace when
+    no step is marked)."""
+    codes = [i for i, n in enumerate(frame.names) if n.startswith(prefixes)]
     rows = np.flatnonzero(np.isin(frame.name_code, codes))
     parent = frame.parent[rows]
     # The dispatch can appear nested in itself (C++ fast path inside the Python call): count the outermost.

@@ -24,6 +24,7 @@ COPY_SHARE = 0.5          # host copying during this much of the GPU's idle time
 LAUNCH_GAP_SHARE = 0.5    # launch calls during this much of the GPU's idle time
 SYNC_SHARE = 0.3          # sync waits during this much of the idle time or of the host's busy time
 GRAPHED_MOSTLY = 0.9      # kernels replayed from graph launches: nothing left to capture
+LAUNCH_LOOP_MOSTLY = 0.5  # GPU enqueues from inside ops that loop over launches: a library's launch loop
 LOW_PRECISION_MOSTLY = 0.5  # math kernel time already in fp16/bf16/fp8: no mixed-precision remedy
 MATH_CLASSES = ("gemm", "rnn", "convolution", "attention")
 
@@ -60,11 +61,15 @@ class Evidence:
     kernel_p50_ns: float = 0.0
     kernels: int = 0
     graphed_share: float = 0.0  # kernels replayed from CUDA/HIP graph launches
+    launch_loop_share: float = 0.0  # GPU enqueues issued inside ops that issue many per call (a library's loop)
+    launch_loop_op: str = ""        # the op issuing most of them, e.g. aten::_cudnn_rnn
+    launch_loop_per_call: float = 0.0
     top_gpu_class: str = ""
     top_gpu_class_share: float = 0.0
     low_precision_share: float = 0.0  # of GEMM/conv/attention/RNN kernel time, kernels named for 16 bits or fewer
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
+    compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
 
 
 @dataclass(frozen=True)
@@ -136,9 +141,20 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     if e.source == "":
         return ["cut per-op dispatch with the framework's compiler (torch.compile, tf.function(jit_compile=True), "
                 "jax.jit)"]
+    if launch_bound and e.launch_loop_share >= LAUNCH_LOOP_MOSTLY:
+        # The kernels come from inside one library call: nothing to fuse or dispatch less at the framework level.
+        return [f"capture the step in a CUDA graph (torch.cuda.graphs, or torch.compile(mode=\"reduce-overhead\")): "
+                f"replay skips {e.launch_loop_op}'s per-kernel host work"]
+    if e.compiled_calls_per_step > 1:
+        # Already compiled, but the compiled graph is called over and over (a per-timestep loop around it).
+        return [f"the step calls a torch.compile graph {e.compiled_calls_per_step:.0f} times: compile the whole loop "
+                "(the function that iterates, not its body) so one graph covers the step, with "
+                "mode=\"reduce-overhead\" to replay it as a CUDA graph"]
     if launch_bound and e.graphed_share:
         return (["capture the part of the step still launched kernel by kernel in the CUDA graph too"]
                 if e.graphed_share < GRAPHED_MOSTLY else [])
+    if e.compiled_calls_per_step:
+        return ["the step already runs as a torch.compile graph: mode=\"reduce-overhead\" replays it as a CUDA graph"]
     if launch_bound:
         return ["capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs",
                 "fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)"]
@@ -160,6 +176,9 @@ def _launch_bound_says(e: Evidence) -> str:
         text = f"launch calls run during {e.launch_gap_share:.0%} of the GPU's idle time"
     if e.graphed_share:
         text += f"; {e.graphed_share:.0%} of kernels already replay from CUDA/HIP graph launches"
+    if e.launch_loop_share >= LAUNCH_LOOP_MOSTLY:
+        text += (f"; {e.launch_loop_share:.0%} of GPU enqueues come from inside {e.launch_loop_op} "
+                 f"({e.launch_loop_per_call:.0f} per call): the library, not framework dispatch, issues them")
     return text
 
 

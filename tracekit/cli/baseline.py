@@ -16,7 +16,7 @@ class BaselineCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("-o", "--output", metavar="DIR", help="collection directory (manifest.jsonl), resumed if it exists")
         parser.add_argument("--variants", default="all", help="comma-separated: cpu_blas, cudnn_lstm, cublas_lstm, or 'all'")
-        parser.add_argument("--preset", default="quick", help="sweep preset: tiny, quick or paper (default quick)")
+        parser.add_argument("--preset", default="quick", help="sweep preset: tiny, quick, hidden or paper (default quick)")
         parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                             help="auto: cuda when nvidia-smi sees a GPU")
         parser.add_argument("--dtype", default="fp32", help="comma-separated dtypes for the CUDA baselines: fp32, fp16")

@@ -20,7 +20,7 @@ class CollectCommand:
         parser.add_argument("-o", "--output", metavar="DIR",
                             help="collection directory: manifest.jsonl and traces/ (resumed if it exists)")
         parser.add_argument("--variants", default="all", help="comma-separated variant names, or 'all' (see --list)")
-        parser.add_argument("--preset", default="quick", help="sweep preset: tiny, quick or paper (default quick)")
+        parser.add_argument("--preset", default="quick", help="sweep preset: tiny, quick, hidden or paper (default quick)")
         parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                             help="where to run (auto: cuda when available)")
         parser.add_argument("--profiler", default=None,

@@ -18,7 +18,7 @@ class RunCommand:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("-o", "--output", metavar="DIR", default="tracekit-run",
                             help="study directory (default ./tracekit-run); a second run reuses finished configs")
-        parser.add_argument("--preset", default="quick", help="tiny, quick (default; ~5 min on a 2-core CPU) or paper")
+        parser.add_argument("--preset", default="quick", help="tiny, quick (default; ~5 min on a 2-core CPU), hidden or paper")
         parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
         parser.add_argument("--frameworks", default="torch,tf,native", help="comma-separated subset of torch,tf,native")
         parser.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")

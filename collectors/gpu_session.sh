@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# One lent-GPU session in one command (docs/gpu_session.md): install tracekit in place, run the
+# quick study (PyTorch + native baselines) on CUDA, the `hidden` preset for cuDNN's algorithm
+# boundary and the cuBLAS-vs-cuDNN gap, and two Nsight Systems captures; pack everything into
+# $OUT/gpu.tgz (split into 15 MB parts when larger, the device tool's file limit).
+#
+# Every step has its own time limit and the sweeps resume, so a step cut short keeps its finished
+# runs; a second call with the unpacked directory carried as `gpu-work` goes on from there.
+set -u
+OUT=${OUT:-/tmp/gpu-out}
+WORK=${GPU_WORK:-gpu-work}
+mkdir -p "$OUT" "$WORK"
+exec > >(tee "$OUT/session.log") 2>&1
+export PYTHONUNBUFFERED=1
+
+step() {  # step SECONDS NAME COMMAND...: run with a limit, log the outcome, never stop the session
+    local limit=$1 name=$2; shift 2
+    local t0=$SECONDS
+    echo "== $name (limit ${limit}s)"
+    timeout -k 5 "$limit" "$@"
+    echo "== $name: exit $? after $((SECONDS - t0))s"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.get_device_name())"
+NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
+echo "nsys: ${NSYS:-none}"
+
+step 90 install python3 -m pip install -q --no-deps --no-build-isolation -e .
+python3 -m tracekit --version
+
+step "${STUDY_LIMIT:-270}" study python3 -m tracekit run --frameworks torch,native --preset quick --device cuda \
+    -o "$WORK/study" --no-nsys --no-progress
+step 100 hidden-torch python3 -m tracekit collect torch --variants nn_lstm,nn_lstm_amp,lstmcell_loop \
+    --preset hidden --device cuda -o "$WORK/hidden" --no-progress
+step 60 hidden-native python3 -m tracekit baseline --preset hidden --device cuda --dtype fp32,fp16 \
+    -o "$WORK/hidden" --no-progress
+if [ -n "$NSYS" ]; then
+    step 60 nsys python3 -m tracekit collect torch --variants nn_lstm,lstmcell_loop --preset tiny --device cuda \
+        --profiler nsys --nsys "$NSYS" -o "$WORK/nsys" --no-progress
+fi
+
+tar czf "$OUT/gpu.tgz" "$WORK"
+if [ "$(stat -c %s "$OUT/gpu.tgz")" -gt 15000000 ]; then
+    split -b 15000000 -d "$OUT/gpu.tgz" "$OUT/gpu.tgz.part" && rm "$OUT/gpu.tgz"
+fi
+ls -la "$OUT"
+for m in "$WORK"/*/manifest.jsonl; do
+    echo "$m: $(wc -l < "$m") runs, $(grep -c '"error": null' "$m") without error"
+done

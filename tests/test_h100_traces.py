@@ -1,0 +1,92 @@
+"""Facts and verdicts on traces tracekit's own collectors wrote on an H100 (torch 2.11, cuDNN 9,
+CUDA 13; docs/results/h100). Each checks something only a real GPU showed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tracekit.analyze import launch as launch_mod
+from tracekit.analyze.breakdown import breakdown
+from tracekit.analyze.classify import classify_rows
+from tracekit.analyze.frame import frame_of
+from tracekit.ingest import load
+
+H100 = Path(__file__).parent / "data" / "h100"
+
+
+def _trace(variant: str) -> Path:
+    (path,) = H100.glob(f"{variant}-cuda-*.pt.trace.json.gz")
+    return path
+
+
+def _report(variant: str) -> launch_mod.LaunchReport:
+    return launch_mod.launch(load(_trace(variant)))
+
+
+def test_cudnn_per_timestep_kernels_are_a_library_launch_loop_not_framework_dispatch() -> None:
+    # nn.LSTM at hidden 1024: one aten::_cudnn_rnn per step launches a GEMM, a cell kernel and a
+    # memset per timestep. The host time inside it between launches is cuDNN's, not the framework's.
+    r = _report("nn_lstm")
+    assert r.verdict == "launch-bound"
+    text = " ".join(r.evidence)
+    assert "aten::_cudnn_rnn" in text and "the library, not framework dispatch" in text
+    assert any("CUDA graph" in m and "aten::_cudnn_rnn" in m for m in r.remedies)
+    assert not any("TorchScript" in m or "fuse elementwise" in m for m in r.remedies)
+    by = dict(zip(r.gaps_by_host.host_activity, r.gaps_by_host.total_ns, strict=True))
+    assert by["launching"] > 0.7 * sum(by.values())
+
+
+def test_launch_loops_need_many_enqueues_per_call() -> None:
+    # Eager fine-grained ops launch one kernel each: no op is a launch loop.
+    t = load(_trace("custom_eager"))
+    frame = frame_of(t)
+    assert launch_mod.launch_loops(frame, classify_rows(frame)).op_rows.size == 0
+    frame = frame_of(load(_trace("nn_lstm")))
+    loops = launch_mod.launch_loops(frame, classify_rows(frame))
+    assert loops.top_op == "aten::_cudnn_rnn" and loops.top_per_call >= 300 and loops.enqueue_share > 0.9
+
+
+def test_async_memsets_are_enqueues_not_host_copies() -> None:
+    frame = frame_of(load(_trace("nn_lstm")))
+    classes = classify_rows(frame)
+    enqueue = launch_mod.enqueue_calls(frame, classes)
+    memset_launchers = frame.launch_row[frame.rows("gpu_memset")]
+    assert memset_launchers.size > 300 and enqueue[memset_launchers[memset_launchers >= 0]].all()
+
+
+def test_a_compiled_graph_called_per_timestep_is_told_to_compile_the_loop() -> None:
+    r = _report("custom_compile")
+    assert r.verdict == "launch-bound"
+    assert any("calls a torch.compile graph 20 times" in m for m in r.remedies)
+    assert not any("fuse elementwise ops: torch.compile" in m for m in r.remedies)
+    r = _report("custom_compile_cudagraphs")
+    assert any("calls a torch.compile graph 10 times" in m for m in r.remedies)
+
+
+def test_cudnn9_fp16_lstm_kernels_are_rnn_time() -> None:
+    # cuDNN 9 on Hopper runs the fp16 persistent LSTM as ampere_lstm_tile16<...>: rnn, not "other".
+    t = load(_trace("nn_lstm_amp"))
+    bd = breakdown(t)
+    kernel_view = bd.gpu_classes[bd.gpu_classes.view == "kernel"]
+    by_class = dict(zip(kernel_view["class"], kernel_view.exclusive_ns, strict=True))
+    assert by_class.get("rnn", 0) > by_class.get("other", 0)
+    assert by_class.get("rnn", 0) > 0.5 * sum(by_class.values())
+
+
+def test_nvjet_half_gemms_count_as_low_precision() -> None:
+    frame = frame_of(load(_trace("nn_lstm_amp")))
+    names = [n for n in frame.names if n.startswith("nvjet_")]
+    assert names and all(launch_mod._LOW_PRECISION.search(n) for n in names)
+    assert not launch_mod._LOW_PRECISION.search("nvjet_sm90_sss_128x128_64x4_1x2_h_bz_TNT")
+    assert not launch_mod._LOW_PRECISION.search("nvjet_sm90_tst_128x128_64x4_1x2_h_bz_TNT")
+
+
+@pytest.mark.parametrize("variant", ["nn_lstm", "custom_compile", "custom_compile_cudagraphs", "nn_lstm_amp",
+                                     "custom_eager"])
+def test_every_h100_kernel_is_linked_to_its_launch(variant: str) -> None:
+    frame = frame_of(load(_trace(variant)))
+    kernels = frame.rows("gpu_kernel")
+    assert kernels.size and np.all(frame.launch_row[kernels] >= 0)
