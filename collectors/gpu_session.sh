@@ -35,8 +35,28 @@ step 100 hidden-torch python3 -m tracekit collect torch --variants nn_lstm,nn_ls
     --preset hidden --device cuda -o "$WORK/hidden" --no-progress
 step 60 hidden-native python3 -m tracekit baseline --preset hidden --device cuda --dtype fp32,fp16 \
     -o "$WORK/hidden" --no-progress
+# cuDNN's algorithms side by side around the persistent kernel's limit (hidden 192), one JSON line each.
+BUILD=$(python3 -m tracekit baseline --build-only --device cuda 2>/dev/null | tail -1)
+if [ -x "$BUILD/lstm_cudnn" ]; then
+    export LD_LIBRARY_PATH=$(python3 -c "from tracekit.collectors.native import library_path; print(library_path())")
+    : > "$WORK/cudnn_algos.jsonl"
+    for dtype in fp32 fp16; do
+        for algo in standard persist_small_h persist; do
+            for h in 128 192 256 512; do
+                timeout 30 "$BUILD/lstm_cudnn" --config $h,64,100 --dtype $dtype --algo $algo --warmup 5 --repeats 30 \
+                    >> "$WORK/cudnn_algos.jsonl" 2>> "$WORK/cudnn_algos.err"
+            done
+        done
+    done
+    echo "== cudnn algorithms: $(wc -l < "$WORK/cudnn_algos.jsonl") runs"
+fi
 if [ -n "$NSYS" ]; then
-    step 60 nsys python3 -m tracekit collect torch --variants nn_lstm,lstmcell_loop --preset tiny --device cuda \
+    # Where does the target-only nsys stall? A bare capture of a few matrix products first.
+    mkdir -p "$WORK/nsys-probe"
+    step 90 nsys-probe "$NSYS" profile -t cuda,nvtx --force-overwrite=true -o "$WORK/nsys-probe/matmul" \
+        python3 -c "import torch; x = torch.randn(1024, 1024, device='cuda'); [x @ x for _ in range(20)]; torch.cuda.synchronize()"
+    ls -la "$WORK/nsys-probe"
+    step 60 nsys python3 -m tracekit collect torch --variants nn_lstm --preset tiny --device cuda \
         --profiler nsys --nsys "$NSYS" -o "$WORK/nsys" --no-progress
 fi
 
@@ -45,6 +65,9 @@ if [ "$(stat -c %s "$OUT/gpu.tgz")" -gt 15000000 ]; then
     split -b 15000000 -d "$OUT/gpu.tgz" "$OUT/gpu.tgz.part" && rm "$OUT/gpu.tgz"
 fi
 ls -la "$OUT"
-for m in "$WORK"/*/manifest.jsonl; do
-    echo "$m: $(wc -l < "$m") runs, $(grep -c '"error": null' "$m") without error"
-done
+python3 - "$WORK" <<'PY'
+import json, pathlib, sys
+for m in sorted(pathlib.Path(sys.argv[1]).glob("*/manifest.jsonl")):
+    rows = [json.loads(line) for line in m.read_text().splitlines() if line.strip()]
+    print(f"{m}: {len(rows)} runs, {sum(r.get('error') is None for r in rows)} without error")
+PY
