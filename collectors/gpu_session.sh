@@ -37,7 +37,7 @@ step 60 hidden-native python3 -m tracekit baseline --preset hidden --device cuda
     -o "$WORK/hidden" --no-progress
 # cuDNN's algorithms side by side around the persistent kernel's limit (hidden 192), one JSON line each.
 BUILD=$(python3 -m tracekit baseline --build-only --device cuda 2>/dev/null | tail -1)
-if [ -x "$BUILD/lstm_cudnn" ]; then
+if [ -x "$BUILD/lstm_cudnn" ] && [ ! -s "$WORK/cudnn_algos.jsonl" ]; then
     export LD_LIBRARY_PATH=$(python3 -c "from tracekit.collectors.native import library_path; print(library_path())")
     : > "$WORK/cudnn_algos.jsonl"
     for dtype in fp32 fp16; do
@@ -51,14 +51,27 @@ if [ -x "$BUILD/lstm_cudnn" ]; then
     echo "== cudnn algorithms: $(wc -l < "$WORK/cudnn_algos.jsonl") runs"
 fi
 if [ -n "$NSYS" ]; then
-    # Where does the target-only nsys stall? A bare capture of a few matrix products first.
+    # A bare capture of a few matrix products first, watched: the target-only nsys has been seen
+    # streaming its .qdstrm without end in a VM (1.9 GB in 95 s with CPU sampling on).
     mkdir -p "$WORK/nsys-probe"
-    step 90 nsys-probe "$NSYS" profile -t cuda,nvtx --force-overwrite=true -o "$WORK/nsys-probe/matmul" \
-        python3 -c "import torch; x = torch.randn(1024, 1024, device='cuda'); [x @ x for _ in range(20)]; torch.cuda.synchronize()"
-    ls -la "$WORK/nsys-probe"
-    step 60 nsys python3 -m tracekit collect torch --variants nn_lstm --preset tiny --device cuda \
-        --profiler nsys --nsys "$NSYS" -o "$WORK/nsys" --no-progress
+    ("$NSYS" profile --sample=none --cpuctxsw=none -t cuda,nvtx --force-overwrite=true -o "$WORK/nsys-probe/matmul" \
+        python3 -c "import torch; x = torch.randn(1024, 1024, device='cuda'); [x @ x for _ in range(20)]; torch.cuda.synchronize()" \
+        > "$WORK/nsys-probe/log" 2>&1; echo "nsys exit $?" >> "$WORK/nsys-probe/log") &
+    probe=$!
+    for i in $(seq 60); do
+        sleep 1
+        kill -0 $probe 2>/dev/null || break
+        if [ "$(du -sm "$WORK/nsys-probe" | cut -f1)" -gt 200 ]; then echo "nsys probe: over 200 MB after ${i}s"; break; fi
+    done
+    pkill -f "nsys profile" ; sleep 2; pkill -9 -f nsys
+    ls -la "$WORK/nsys-probe"; cat "$WORK/nsys-probe/log"
+    if grep -q "nsys exit 0" "$WORK/nsys-probe/log"; then
+        step 90 nsys python3 -m tracekit collect torch --variants nn_lstm --preset tiny --device cuda \
+            --profiler nsys --nsys "$NSYS" -o "$WORK/nsys" --no-progress
+    fi
 fi
+# Nothing large comes back (the device tool returns 8 files of 15 MB at most).
+find "$WORK" -type f -size +30M -print -delete
 
 tar czf "$OUT/gpu.tgz" "$WORK"
 if [ "$(stat -c %s "$OUT/gpu.tgz")" -gt 15000000 ]; then

@@ -68,16 +68,19 @@ def version(nsys: Path) -> str:
 
 
 def profile_command(nsys: Path, base: Path, command: Sequence[str], gpu: bool) -> list[str]:
-    """``nsys profile`` for one run. On CPU: NVTX and OS runtime only, no sampling (needs no perf access).
+    """``nsys profile`` for one run. On CPU: NVTX and OS runtime only. No sampling (needs no perf access).
 
     On GPU, ``--cuda-graph-trace=node`` keeps every kernel of a CUDA graph (torch.compile's
     reduce-overhead mode) instead of one graph-level row.
     """
-    args = [str(nsys), "profile", "--force-overwrite=true", "-o", str(base)]
+    # No CPU sampling or context-switch tracing anywhere: tracekit reads neither, and in a VM without
+    # perf events (an H100 under Firecracker) the target nsys kept streaming a .qdstrm (1.9 GB in
+    # 95 s) after a 2-second program had ended.
+    args = [str(nsys), "profile", "--force-overwrite=true", "-o", str(base), "--sample=none", "--cpuctxsw=none"]
     if gpu:
         args += ["-t", GPU_TRACE, "--cuda-graph-trace=node"]
     else:
-        args += ["-t", CPU_TRACE, "--sample=none", "--cpuctxsw=none"]
+        args += ["-t", CPU_TRACE]
     return args + list(command)
 
 
