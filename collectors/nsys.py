@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -150,12 +151,44 @@ def import_qdstrm(qdstrm: Path, importer: Path | None) -> Path:
         raise NsysError(f"{qdstrm}: nsys wrote a .qdstrm but no QdstrmImporter was found to convert it; "
                         f"copy it to a machine with one (collectors/get_nsys.sh provides it) and run "
                         f"`python -m tracekit.collectors.nsys import {qdstrm.name}`")
+    written_by, importer_version = stream_version(qdstrm), _release(_version_text(importer))
+    if written_by and importer_version and _release(written_by) != importer_version:
+        # An importer reads only its own release's streams (2023.4 fails on a 2025.3 stream with
+        # "Data member TimestampType was not initialized").
+        raise NsysError(f"{qdstrm}: written by Nsight Systems {written_by}, but the QdstrmImporter found is "
+                        f"{importer_version}: import it with the QdstrmImporter of the same release "
+                        f"(set TRACEKIT_QDSTRM_IMPORTER)")
     run = subprocess.run([str(importer), "-i", str(qdstrm)], capture_output=True, text=True)
     rep = qdstrm.with_suffix(".nsys-rep")
     if run.returncode != 0 or not rep.exists():
         raise NsysError(f"{qdstrm}: QdstrmImporter failed ({run.returncode}): {_tail(run.stdout + run.stderr)}")
     qdstrm.unlink()
     return rep
+
+
+_STREAM_VERSION = re.compile(rb"NVIDIA Nsight Systems Stream (\d+\.\d+(?:\.\d+)*)")
+_VERSION = re.compile(r"(\d{4}\.\d+(?:\.\d+)*)")
+
+
+def stream_version(qdstrm: Path) -> str | None:
+    """The Nsight Systems release that wrote a ``.qdstrm``, from its header ("...Stream 2025.3.1.0")."""
+    with qdstrm.open("rb") as f:
+        found = _STREAM_VERSION.search(f.read(4096))
+    return found.group(1).decode() if found else None
+
+
+def _version_text(program: Path) -> str:
+    try:
+        out = subprocess.run([str(program), "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout + out.stderr
+
+
+def _release(text: str) -> str | None:
+    """Year.major of a Nsight Systems version string ("2023.4.4.54-..." -> "2023.4")."""
+    found = _VERSION.search(text)
+    return ".".join(found.group(1).split(".")[:2]) if found else None
 
 
 def export_sqlite(rep: Path, nsys: Path | None = None) -> Path:

@@ -78,3 +78,21 @@ def test_qdstrm_without_importer_explains_what_to_do(tmp_path):
     stream.write_bytes(b"x")
     with pytest.raises(nsys.NsysError, match="python -m tracekit.collectors.nsys import run.qdstrm"):
         nsys.import_qdstrm(stream, None)
+
+
+H100_STREAM = Path(__file__).parent / "data" / "h100" / "matmul-nsys2025.3-head.qdstrm"
+
+
+def test_a_stream_from_another_nsys_release_is_named_before_the_importer_fails(tmp_path):
+    # The first 4 KB of a .qdstrm that the nsys 2025.3 bundled with Nsight Compute wrote on an H100.
+    assert nsys.stream_version(H100_STREAM) == "2025.3.1.0"
+    exe = _nsys_or_skip()
+    importer = nsys.find_importer(exe)
+    assert importer is not None
+    if nsys._release(nsys._version_text(importer)) == "2025.3":
+        pytest.skip("this QdstrmImporter is 2025.3 itself")
+    stream = tmp_path / "matmul.qdstrm"
+    stream.write_bytes(H100_STREAM.read_bytes())
+    with pytest.raises(nsys.NsysError, match=r"written by Nsight Systems 2025\.3\.1\.0, but the QdstrmImporter found is"):
+        nsys.import_qdstrm(stream, importer)
+    assert stream.exists()  # not deleted: it can still be imported elsewhere

@@ -3,6 +3,7 @@ CUDA 13; docs/results/h100). Each checks something only a real GPU showed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -90,3 +91,30 @@ def test_every_h100_kernel_is_linked_to_its_launch(variant: str) -> None:
     frame = frame_of(load(_trace(variant)))
     kernels = frame.rows("gpu_kernel")
     assert kernels.size and np.all(frame.launch_row[kernels] >= 0)
+
+
+RESULTS = Path(__file__).parents[1] / "docs" / "results" / "h100"
+
+
+def _manifest_rows(name: str) -> list[dict]:
+    """The latest row per run of a manifest brought back from the H100 (a failed run re-run later)."""
+    latest = {}
+    for line in (RESULTS / name).read_text().splitlines():
+        row = json.loads(line)
+        latest[row["run_id"]] = row
+    return list(latest.values())
+
+
+def test_comparisons_pair_runs_of_the_same_dtype() -> None:
+    # The hidden sweep ran native cuDNN at fp32 and fp16; nn.LSTM (fp32) must meet native fp32 only.
+    from tracekit.analyze.overhead import overhead
+    from tracekit.analyze.published import _ratio
+
+    rows = _manifest_rows("hidden-manifest.jsonl")
+    pairs = overhead(rows, {}).pairs.set_index(["a", "b"])
+    torch_vs_native = pairs.loc[("native/cudnn_lstm", "torch/nn_lstm")]
+    assert torch_vs_native.configs == 5 and 1.1 < torch_vs_native.geomean_ratio < 1.6
+    assert pairs.loc[("native/cudnn_lstm", "native/cublas_lstm")].configs == 10  # fp32 and fp16, each with its own
+    assert pairs.loc[("torch/nn_lstm", "torch/nn_lstm_amp")].configs == 5  # AMP against fp32: one dtype a side
+    ratio, configs = _ratio(rows, "torch/nn_lstm", "native/cudnn_lstm", "cuda")
+    assert configs == 5 and ratio == pytest.approx(torch_vs_native.geomean_ratio)

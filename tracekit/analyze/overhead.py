@@ -158,20 +158,34 @@ def decompose(table: pa.Table, time_ns: float, baseline_ns: float) -> dict[str, 
     return parts
 
 
+def _matched_times(a: Mapping[tuple, Mapping[str, float]], b: Mapping[tuple, Mapping[str, float]]) -> list[tuple[float, float]]:
+    """(time of A, time of B) per common shape and dtype. Runs of different dtypes pair only when each
+    side ran one dtype at that shape (AMP against fp32 is a pair; native fp16 against nn.LSTM fp32 is
+    not, when native fp32 ran too)."""
+    pairs = []
+    for shape in sorted(set(a) & set(b)):
+        same = sorted(set(a[shape]) & set(b[shape]))
+        if same:
+            pairs += [(a[shape][d], b[shape][d]) for d in same]
+        elif len(a[shape]) == 1 and len(b[shape]) == 1:
+            pairs.append((next(iter(a[shape].values())), next(iter(b[shape].values()))))
+    return pairs
+
+
 def _pairs(runs: Mapping[tuple, Mapping[str, Any]]) -> pd.DataFrame:
-    by_name: dict[str, dict[tuple, float]] = {}
+    by_name: dict[str, dict[tuple, dict[str, float]]] = {}  # name -> (device, shape) -> dtype -> time
     for k, row in runs.items():
         t = run_time_ns(row)
         if t:
-            by_name.setdefault(k[0], {})[k[2:]] = t  # shape and device; dtype folded (AMP vs fp32 is a pair)
+            by_name.setdefault(k[0], {}).setdefault(k[2:], {})[k[1]] = t
     records = []
     for a, b in PAIRS:
-        common = sorted(set(by_name.get(a, {})) & set(by_name.get(b, {})))
-        if not common:
+        matched = _matched_times(by_name.get(a, {}), by_name.get(b, {}))
+        if not matched:
             continue
-        diffs = [(by_name[b][c] - by_name[a][c]) / by_name[a][c] for c in common]
-        ratios = [by_name[b][c] / by_name[a][c] for c in common]
-        records.append({"a": a, "b": b, "configs": len(common), "mean_diff_pct": 100 * sum(diffs) / len(diffs),
+        diffs = [(tb - ta) / ta for ta, tb in matched]
+        ratios = [tb / ta for ta, tb in matched]
+        records.append({"a": a, "b": b, "configs": len(matched), "mean_diff_pct": 100 * sum(diffs) / len(diffs),
                         "mean_abs_pct": 100 * sum(abs(d) for d in diffs) / len(diffs),
                         "geomean_ratio": math.exp(sum(math.log(r) for r in ratios) / len(ratios))})
     return pd.DataFrame.from_records(records, columns=["a", "b", "configs", "mean_diff_pct", "mean_abs_pct", "geomean_ratio"])
