@@ -24,12 +24,25 @@ class Command(Protocol):
 
 
 def _commands() -> list[Command]:
-    from tracekit.cli import baseline, collect, compare, info, ingest, launch, overhead, ranges, report, run, sql
+    from tracekit.cli import (
+        baseline,
+        collect,
+        compare,
+        export,
+        info,
+        ingest,
+        launch,
+        overhead,
+        ranges,
+        report,
+        run,
+        sql,
+    )
 
     return [ingest.IngestCommand(), info.InfoCommand(), report.ReportCommand(), launch.LaunchCommand(),
             ranges.RangesCommand(), compare.CompareCommand(), collect.CollectCommand(),
             baseline.BaselineCommand(), overhead.OverheadCommand(), run.RunCommand(),
-            sql.SqlCommand()]
+            sql.SqlCommand(), export.ExportCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

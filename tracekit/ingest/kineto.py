@@ -56,6 +56,9 @@ CATEGORY_KINDS = {
     "trace": "trace_span",
     "overhead": "overhead",
     "cpu_instant_event": "marker",
+    # tracekit's export (tracekit.export.kineto_json) for kinds Kineto has no category for.
+    "gpu_library_api": "gpu_library_api",
+    "gpu_graph": "gpu_graph",
 }
 # Kinds whose pid is a device: GPU activities and the user ranges mirrored on the GPU timeline.
 GPU_CATEGORY_KINDS = {*schema.GPU_ACTIVITY_KINDS, "gpu_user_range"}
@@ -368,9 +371,12 @@ def _meta(path: Path, header: dict, fmt: str) -> TraceMeta:
     if versions:
         profiler += " (" + ", ".join(f"{k}={v}" for k, v in versions.items()) + ")"
     base = header.get("baseTimeNanoseconds")
-    extra = {k: v for k, v in header.items() if k not in ("deviceProperties", "computeProperties")}
+    extra = {k: v for k, v in header.items() if k not in ("deviceProperties", "computeProperties", "tracekitSource")}
+    # A tracekit export of an nsys or XSpace trace says where it came from: the framework inference
+    # (and so the remedies) must not take it for a PyTorch trace.
+    source = header.get("tracekitSource")
     return TraceMeta(
-        source="torch",
+        source=source if source in schema.SOURCES else "torch",
         source_file=path.name,
         source_sha256=columns.file_sha256(path),
         source_format=fmt,

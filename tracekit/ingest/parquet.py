@@ -12,8 +12,8 @@ from tracekit.atomic import atomic_path
 from tracekit.errors import InputError, OutputError
 
 
-def read(path: Path) -> pa.Table:
-    """Read a Parquet file written by ``tracekit ingest``; refuses other Parquet files."""
+def open_checked(path: Path) -> pq.ParquetFile:
+    """The Parquet file, opened without reading its rows, once it is known to be tracekit's own."""
     try:
         pf = pq.ParquetFile(path)
         meta = pf.schema_arrow.metadata or {}
@@ -25,6 +25,12 @@ def read(path: Path) -> pa.Table:
     major = version.decode().split(".")[0]
     if major != schema.SCHEMA_VERSION.split(".")[0]:
         raise InputError(path, f"written with tracekit schema {version.decode()}, this tracekit reads {schema.SCHEMA_VERSION}")
+    return pf
+
+
+def read(path: Path) -> pa.Table:
+    """Read a Parquet file written by ``tracekit ingest``; refuses other Parquet files."""
+    pf = open_checked(path)
     try:
         return pf.read()
     except (pa.ArrowException, OSError) as e:
