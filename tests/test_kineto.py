@@ -140,3 +140,17 @@ def test_profiler_steps_written_as_operators_by_torch_1_9_are_steps(tmp_path):
     assert old_info.steps == new_info.steps and len(new_info.steps) == 5
     steps = tracekit.load(old)["step"].to_pylist()
     assert steps == tracekit.load(src)["step"].to_pylist()
+
+
+@needs_shared
+def test_devices_listed_as_compute_properties_by_torch_1_8_are_read(tmp_path):
+    """PyTorch 1.8-1.9's Kineto named the device list "computeProperties" (later "deviceProperties").
+    A real trace rewritten in that one key must list the same GPUs."""
+    src = TRACES / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    assert doc.get("deviceProperties")
+    doc["computeProperties"] = doc.pop("deviceProperties")
+    old = tmp_path / "torch18.json"
+    old.write_text(json.dumps(doc))
+    new_info, old_info = tracekit.info(tracekit.load(src)), tracekit.info(tracekit.load(old))
+    assert old_info.devices == new_info.devices and old_info.devices
