@@ -173,6 +173,9 @@ def test_annotate_draws_tracekit_findings_on_the_timeline(tmp_path: Path) -> Non
     assert min(depth) >= 0 and depth[-1] == 0
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert {e["args"]["tracekit class"] for e in kernels} >= {"gemm", "rnn"}
+    path = [e for e in ours if e.get("cat") == "tracekit_critical_path"]
+    assert path and {e["tid"] for e in path} == {"critical path (ProfilerStep#1)"}
+    assert any(e["args"]["event"] == "aten::_cudnn_rnn" for e in path)
     assert load(out).num_rows > len(kernels)
 
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 from tracekit.analyze.breakdown import Breakdown, breakdown
 from tracekit.analyze.compare import Comparison
 from tracekit.analyze.compare import compare as _compare
+from tracekit.analyze.critical_path import CriticalPath
 from tracekit.analyze.launch import LaunchReport
 from tracekit.analyze.launch import launch as _launch
 from tracekit.analyze.overhead import OverheadReport, decomposable
@@ -57,6 +58,13 @@ class Ranges:
     name: str
     table: pa.Table
     result: RangesReport
+
+
+@dataclass
+class CriticalPathResult:
+    name: str
+    table: pa.Table
+    result: CriticalPath
 
 
 @dataclass
@@ -100,6 +108,15 @@ def ranges(trace: Trace) -> Ranges:
     return Ranges(name, table, _ranges(table))
 
 
+def critical_path(trace: Trace, range_name: str | None = None, instance: int = 0) -> CriticalPathResult:
+    """The critical path of one step (the first by default) or of a named range's instance, and what
+    bounds it (``tracekit.analyze.critical_path``)."""
+    from tracekit.analyze.critical_path import critical_path as _critical_path
+
+    name, table = _table(trace)
+    return CriticalPathResult(name, table, _critical_path(table, range_name, instance))
+
+
 def compare(traces: list[Trace], labels: list[str] | None = None, fail_if: list[str] | None = None,
             skip_steps: int = 0, keep_all_steps: bool = False, step_times: dict[str, float] | None = None) -> Compare:
     """Compare traces against the first (see ``tracekit.analyze.compare`` for ``fail_if``); per-step
@@ -138,7 +155,7 @@ def overhead(collections: list[str | Path]) -> Overhead:
     return Overhead([str(c) for c in collections], _overhead(rows, tables))
 
 
-def document(result: Report | Launch | Ranges | Compare | Overhead) -> Document:
+def document(result: Report | Launch | Ranges | Compare | Overhead | CriticalPathResult) -> Document:
     """The document a result renders as."""
     if isinstance(result, Report):
         return documents.report_document(result.name, documents.facts(result.table, result.name), result.breakdown, result.launch)
@@ -148,6 +165,8 @@ def document(result: Report | Launch | Ranges | Compare | Overhead) -> Document:
         return documents.ranges_document(result.name, documents.facts(result.table, result.name), result.result)
     if isinstance(result, Compare):
         return documents.compare_document(result.names, result.result)
+    if isinstance(result, CriticalPathResult):
+        return documents.critical_path_document(result.name, documents.facts(result.table, result.name), result.result)
     if isinstance(result, Overhead):
         from tracekit.render.overhead_document import overhead_document
 
@@ -155,7 +174,7 @@ def document(result: Report | Launch | Ranges | Compare | Overhead) -> Document:
     raise UsageError(f"cannot render {type(result).__name__}")
 
 
-def render(result: Report | Launch | Ranges | Compare | Overhead, fmt: str = "terminal") -> str:
+def render(result: Report | Launch | Ranges | Compare | Overhead | CriticalPathResult, fmt: str = "terminal") -> str:
     """Text of a result in one format: terminal, markdown, json or html."""
     table = renderers()
     if fmt not in table:

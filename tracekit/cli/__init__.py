@@ -28,6 +28,7 @@ def _commands() -> list[Command]:
         baseline,
         collect,
         compare,
+        critical_path,
         export,
         info,
         ingest,
@@ -42,7 +43,7 @@ def _commands() -> list[Command]:
     return [ingest.IngestCommand(), info.InfoCommand(), report.ReportCommand(), launch.LaunchCommand(),
             ranges.RangesCommand(), compare.CompareCommand(), collect.CollectCommand(),
             baseline.BaselineCommand(), overhead.OverheadCommand(), run.RunCommand(),
-            sql.SqlCommand(), export.ExportCommand()]
+            sql.SqlCommand(), export.ExportCommand(), critical_path.CriticalPathCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

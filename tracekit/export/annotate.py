@@ -8,7 +8,8 @@
   launched and not yet finished) and, per marked step, the share of the step's host time outside
   compute ops (dispatch).
 
-The critical path is not drawn yet: it comes with ``tracekit critical-path``.
+- the critical path of the first step (``tracekit critical-path``) as slices on its own track, each
+  named by what bounds it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,27 @@ def overlay_events(table: pa.Table) -> tuple[list[dict[str, Any]], pa.Table]:
                        "tid": f"GPU {gap.device_id} idle gaps", "ts": _us(int(gap.start_ns) - base),
                        "dur": _us(int(gap.dur_ns)), "args": {f"{k} ns": v for k, v in host.items()}})
     events += _utilization(frame, base) + _launch_queue(frame, base) + _dispatch_per_step(report, base)
+    events += _critical_path(table, base)
     return events, _with_classes(table, frame)
+
+
+def _critical_path(table: pa.Table, base: int) -> list[dict[str, Any]]:
+    """The first step's critical path (the whole trace's when none is marked) as slices on its own
+    track, one per weighted edge, named by what bounds it."""
+    from tracekit.analyze.critical_path import critical_path
+    from tracekit.errors import TracekitError
+
+    try:
+        cp = critical_path(table)
+    except TracekitError:
+        return []
+    out = []
+    for edge in cp.edges.itertuples():
+        out.append({"ph": "X", "cat": "tracekit_critical_path", "name": f"{edge.category}: {edge.name}"[:200],
+                    "pid": TRACK, "tid": f"critical path ({cp.window['name']})",
+                    "ts": _us(int(edge.start_ns) - base), "dur": _us(int(edge.weight_ns)),
+                    "args": {"bound by": edge.category, "event": edge.name}})
+    return out
 
 
 def _us(ns: int) -> float:

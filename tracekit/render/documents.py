@@ -13,6 +13,8 @@ from tracekit.analyze.breakdown import HOST_CLASSES, Breakdown
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, short_name
 from tracekit.analyze.compare import Comparison
 from tracekit.analyze.cpu_partition import PARTS
+from tracekit.analyze.critical_path import CATEGORIES as PATH_CATEGORIES
+from tracekit.analyze.critical_path import CriticalPath
 from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
 from tracekit.analyze.ranges import RangesReport
 from tracekit.analyze.steps import StepStats
@@ -346,3 +348,36 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
             "findings": cmp.findings, "checks": [{"expression": x.expression, "label": x.label, "baseline": x.baseline, "value": x.value, "failed": x.failed}
                        for x in cmp.checks], "failed": cmp.failed}
     return Document("tracekit compare: " + " vs ".join(cmp.labels), "compare", facts, sections, data)
+
+
+PATH_LABELS = {"cpu_bound": "CPU-bound (framework / Python / host calls)", "data_loading": "data loading",
+               "gpu_kernel_launch_overhead": "kernel launch overhead", "gpu_kernel_kernel_overhead": "kernel-kernel overhead",
+               "gpu_compute_bound": "GPU compute", "gpu_communication_bound": "GPU communication"}
+
+
+def critical_path_document(name: str, facts: list[tuple[str, str]], cp: CriticalPath) -> Document:
+    window = cp.window
+    where = f"{window['name']}" + (f" (instance {window['instance']})" if window.get("instance") else "")
+    head = Section("Critical path", [
+        f"Window: {where}. The longest chain of dependent work through it is {format_cell(cp.total_ns, 'ns')} "
+        f"({cp.nodes:,} nodes, {cp.graph_edges:,} edges in the dependency graph).",
+        "Edges between top-level host calls and waits inside blocking calls weigh nothing (HTA's rules): the path "
+        "is the work, not the gaps."])
+    bound = max(PATH_CATEGORIES, key=lambda c: cp.shares[c]) if cp.total_ns else ""
+    if bound:
+        head.sentences.append(f"Bound by: {PATH_LABELS[bound]}, {cp.shares[bound]:.1f}% of the path.")
+    head.tables.append(Table("What the path is made of", [Column("bound by"), Column("share", "pct"), Column("time", "ns")],
+                             [[PATH_LABELS[c], cp.shares[c] / 100, cp.shares[c] / 100 * cp.total_ns]
+                              for c in PATH_CATEGORIES]))
+    head.charts.append(Chart("stacked", "Critical path by what bounds it", [where],
+                             [PATH_LABELS[c] for c in PATH_CATEGORIES],
+                             [[cp.shares[c] / 100 * cp.total_ns / 1e6 for c in PATH_CATEGORIES]]))
+    top = Section("Top events on the path")
+    top.tables.append(Table("", [Column("event"), Column("bound by"), Column("time on path", "ns"), Column("share", "pct")],
+                            [[short_name(r.name), PATH_LABELS.get(r.category, r.category), r.weight_ns, r.share / 100]
+                             for r in cp.top.itertuples()]))
+    data = {"window": window, "path_ns": cp.total_ns, "nodes": cp.nodes, "edges": cp.graph_edges,
+            "shares_pct": {c: round(cp.shares[c], 4) for c in PATH_CATEGORIES},
+            "top": [{"name": r.name, "category": r.category, "weight_ns": int(r.weight_ns), "share_pct": round(r.share, 4)}
+                    for r in cp.top.itertuples()]}
+    return Document(f"tracekit critical-path: {name}", "critical-path", facts, [head, top], data)

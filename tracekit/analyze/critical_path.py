@@ -1,0 +1,350 @@
+"""The critical path of a step or a range: the longest chain of dependent work, and what bounds it.
+
+A dependency graph over the event table, with the semantics of HTA's critical path analysis
+(``hta/analyzers/critical_path_analysis.py``) so the two can be checked against each other, built
+with numpy and a topological pass instead of networkx:
+
+- nodes: the start and end of each host op and CUDA runtime/driver call that starts inside the
+  window with a duration, and of each GPU kernel, copy or set whose launch call does;
+- host edges, per thread in call-stack (DFS) order: consecutive nodes are joined; the weight is the
+  time between them, except between top-level calls (a dependency of weight 0: time between
+  top-level ops is not work) and into the end of a blocking sync call (the wait is the GPU's);
+- GPU edges: each activity's own duration; a launch-delay edge from its launch call's start when
+  the stream was idle at launch, else a kernel-kernel edge from the previous activity on the
+  stream (gaps under 1.5 ms, as HTA);
+- sync edges (weight 0): the last GPU activity that ended before a blocking call returned, into
+  that call's end.
+
+The longest path by weight is the critical path; each edge on it is CPU-bound (host op time),
+launch overhead, kernel-kernel overhead, GPU compute, GPU communication or data loading.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from tracekit.analyze.classify import KERNEL_CLASSES, classify_rows
+from tracekit.analyze.frame import Frame, frame_of
+from tracekit.errors import UsageError
+from tracekit.schema import KINDS as KIND_DESCRIPTIONS
+
+KINDS = list(KIND_DESCRIPTIONS)
+
+KERNEL_KERNEL_DELAY_NS = 1_500_000  # HTA's threshold: longer gaps are not a kernel-kernel dependency
+BLOCKING_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
+                  "cudaMemcpy", "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize",
+                  "hipEventSynchronize", "hipMemcpy", "hipMemcpyAsync", "cuStreamSynchronize", "cuCtxSynchronize")
+DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|IteratorGetNext|dataloader", re.IGNORECASE)
+
+# Edge types and what they bound.
+OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = range(5)
+CATEGORIES = ("cpu_bound", "data_loading", "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead",
+              "gpu_compute_bound", "gpu_communication_bound")
+HOST_KINDS = ("cpu_op", "runtime_api", "driver_api")
+GPU_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset")
+
+
+@dataclass
+class CriticalPath:
+    """Result of ``critical_path()``. Times in ns.
+
+    window: what was analysed (the range or step name, its instance, start and end).
+    shares: percent of the path's weight per category (``CATEGORIES``), adding up to 100.
+    edges: one row per weighted edge on the path, in order: row (the event), name, kind,
+        category, start_ns (where the edge begins), weight_ns.
+    top: the events with the most path time: name, category, weight_ns, share (percent).
+    """
+
+    window: dict[str, object]
+    total_ns: int
+    shares: dict[str, float]
+    edges: pd.DataFrame
+    top: pd.DataFrame
+    nodes: int
+    graph_edges: int
+
+
+def critical_path(table: pa.Table, range_name: str | None = None, instance: int = 0) -> CriticalPath:
+    """The critical path of the ``instance``-th range named ``range_name`` (a user range or step),
+    or of the first step when no name is given, or of the whole trace when no step is marked."""
+    frame = frame_of(table)
+    start, end, window = _window(frame, range_name, instance)
+    classes = classify_rows(frame)
+    host = _host_rows(frame, start, end)
+    gpu = _gpu_rows(frame, host)
+    events = np.concatenate([host, gpu])
+    if not events.size:
+        raise UsageError(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it")
+    graph = _Graph(frame, events)
+    _host_edges(graph, frame, host)
+    waits, event_syncs = _event_waits(frame, gpu, graph)
+    _gpu_edges(graph, frame, gpu, waits)
+    _sync_edges(graph, frame, host, gpu)
+    for kernel, call in event_syncs:
+        graph.add(graph.end(kernel), graph.end(call), SYNC, -1)
+    path = graph.longest_path()
+    return _summarize(frame, classes, graph, path, window)
+
+
+def _window(frame: Frame, range_name: str | None, instance: int) -> tuple[int, int, dict[str, object]]:
+    if range_name is None:
+        steps = frame.rows("step")
+        if not steps.size:
+            return int(frame.start.min()), int(frame.end.max()), {"name": "whole trace", "instance": 0}
+        rows = steps[np.argsort(frame.start[steps], kind="stable")]
+        label = "first step"
+    else:
+        codes = [i for i, n in enumerate(frame.names) if n == range_name]
+        rows = np.flatnonzero(np.isin(frame.name_code, codes) & frame.mask("user_range", "step", "cpu_op"))
+        rows = rows[np.argsort(frame.start[rows], kind="stable")]
+        label = range_name
+        if not rows.size:
+            raise UsageError(f"no range named {range_name!r} in the trace (tracekit ranges lists them)")
+    if not 0 <= instance < rows.size:
+        raise UsageError(f"{label}: instance {instance} asked, the trace has {rows.size} (0 to {rows.size - 1})")
+    row = rows[instance]
+    name = frame.names[frame.name_code[row]] if frame.name_code[row] >= 0 else ""
+    return int(frame.start[row]), int(frame.end[row]), {"name": name, "instance": instance,
+                                                        "start_ns": int(frame.start[row]), "end_ns": int(frame.end[row])}
+
+
+def _host_rows(frame: Frame, start: int, end: int) -> np.ndarray:
+    rows = frame.rows(*HOST_KINDS)
+    keep = (frame.start[rows] >= start) & (frame.start[rows] <= end) & (frame.dur[rows] > 0)
+    return rows[keep]
+
+
+def _gpu_rows(frame: Frame, host: np.ndarray) -> np.ndarray:
+    """GPU activities whose launch call is among the window's host rows."""
+    rows = frame.rows(*GPU_KINDS)
+    selected = np.zeros(len(frame), bool)
+    selected[host] = True
+    launcher = frame.launch_row[rows]
+    return rows[(launcher >= 0) & selected[np.maximum(launcher, 0)]]
+
+
+class _Graph:
+    """Nodes 2k (start) and 2k+1 (end) of the k-th event; edges as parallel lists."""
+
+    def __init__(self, frame: Frame, events: np.ndarray) -> None:
+        self.events = events
+        self.index = {int(r): k for k, r in enumerate(events)}
+        self.ts = np.empty(2 * events.size, np.int64)
+        self.ts[0::2] = frame.start[events]
+        self.ts[1::2] = frame.end[events]
+        self.src: list[int] = []
+        self.dst: list[int] = []
+        self.kind: list[int] = []
+        self.event: list[int] = []  # the event an edge's time belongs to (-1: none)
+
+    def start(self, row: int) -> int:
+        return 2 * self.index[row]
+
+    def end(self, row: int) -> int:
+        return 2 * self.index[row] + 1
+
+    def add(self, src: int, dst: int, kind: int, event: int) -> None:
+        if src != dst:
+            self.src.append(src)
+            self.dst.append(dst)
+            self.kind.append(kind)
+            self.event.append(event)
+
+    def weights(self) -> np.ndarray:
+        src, dst, kind = np.array(self.src, np.int64), np.array(self.dst, np.int64), np.array(self.kind)
+        w = np.maximum(self.ts[dst] - self.ts[src], 0)  # ns rounding can put a child's end past its parent's
+        w[(kind == DEPENDENCY) | (kind == SYNC)] = 0
+        return w
+
+    def longest_path(self) -> list[int]:
+        """Edge indices of the longest path (Kahn's topological order, then back-tracking)."""
+        n = self.ts.size
+        src, dst = np.array(self.src, np.int64), np.array(self.dst, np.int64)
+        w = self.weights()
+        self.w = w
+        out: list[list[int]] = [[] for _ in range(n)]
+        for e, s in enumerate(src.tolist()):
+            out[s].append(e)
+        indegree = np.bincount(dst, minlength=n)
+        dist = np.zeros(n, np.int64)
+        via = np.full(n, -1, np.int64)
+        queue = deque(np.flatnonzero(indegree == 0).tolist())
+        dst_list, w_list = dst.tolist(), w.tolist()
+        seen = 0
+        while queue:
+            u = queue.popleft()
+            seen += 1
+            du = int(dist[u])
+            for e in out[u]:
+                v = dst_list[e]
+                if du + w_list[e] > dist[v] or via[v] < 0 and du + w_list[e] == dist[v] == 0:
+                    dist[v], via[v] = du + w_list[e], e
+                indegree[v] -= 1
+                if indegree[v] == 0:
+                    queue.append(v)
+        if seen != n:
+            raise UsageError("the dependency graph has a cycle (overlapping events on one thread?)")
+        node = int(np.argmax(dist))
+        path: list[int] = []
+        while via[node] >= 0:
+            path.append(int(via[node]))
+            node = int(src[via[node]])
+        return path[::-1]
+
+
+def _host_edges(g: _Graph, frame: Frame, host: np.ndarray) -> None:
+    """Per host thread, the call stack walked depth-first: each node joined to the next."""
+    blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
+    thread = frame.thread_key[host]
+    for key in np.unique(thread):
+        rows = host[thread == key]
+        rows = rows[np.lexsort((-frame.end[rows], frame.start[rows]))]  # parents before their children
+        stack: list[int] = []
+        last: int | None = None
+        for row in rows.tolist():
+            while stack and frame.end[stack[-1]] <= frame.start[row]:
+                done = stack.pop()
+                last = _exit(g, frame, done, last, blocking)
+            node = g.start(row)
+            if last is not None:
+                g.add(last, node, OPERATOR if stack else DEPENDENCY, stack[-1] if stack else -1)
+            last = node
+            stack.append(row)
+        while stack:
+            last = _exit(g, frame, stack.pop(), last, blocking)
+
+
+def _exit(g: _Graph, frame: Frame, row: int, last: int | None, blocking: set[int]) -> int:
+    node = g.end(row)
+    if last is not None:
+        # Into a blocking call's end: weight 0, the wait is accounted for by the GPU's sync edge.
+        g.add(last, node, SYNC if int(frame.name_code[row]) in blocking else OPERATOR, row)
+    return node
+
+
+def _event_waits(frame: Frame, gpu: np.ndarray, g: _Graph) -> tuple[dict[int, int], list[tuple[int, int]]]:
+    """CUDA-event dependencies from Kineto's sync records (``wait_on_cuda_event_record_corr_id``):
+    a stream waiting on an event (cudaStreamWaitEvent: the next activity launched on the waiting
+    stream depends on the last one launched on the recording stream before cudaEventRecord), and a
+    host waiting on one (cudaEventSynchronize). Returns ({dest GPU row: source GPU row}, [(source
+    GPU row, host call row)]), within the graph."""
+    syncs = frame.rows("gpu_sync")
+    if not syncs.size or not gpu.size:
+        return {}, []
+    corr = frame.table.column("correlation_id").fill_null(-1).to_numpy()
+    host_by_corr = {int(corr[r]): int(r) for r in frame.rows("runtime_api", "driver_api") if corr[r] >= 0}
+    args = frame.table.column("args").cast(pa.large_string()).take(pa.array(syncs)).to_pylist()
+    in_graph = set(gpu.tolist())
+    waits: dict[int, int] = {}
+    host_waits: list[tuple[int, int]] = []
+    for row, text in zip(syncs.tolist(), args, strict=True):
+        if not text or "wait_on_cuda_event_record_corr_id" not in text:
+            continue
+        info = json.loads(text)
+        record = host_by_corr.get(int(info["wait_on_cuda_event_record_corr_id"]))
+        src_stream = info.get("wait_on_stream")
+        if record is None or src_stream is None:
+            continue
+        on_src = gpu[(frame.stream[gpu] == int(src_stream)) & (frame.device[gpu] == frame.device[row])]
+        before = on_src[frame.start[frame.launch_row[on_src]] < frame.start[record]]
+        if not before.size:
+            continue
+        source = int(before[np.argmax(frame.start[frame.launch_row[before]])])
+        caller = int(frame.launch_row[row])
+        if caller < 0 or caller not in g.index:
+            continue
+        if frame.name(row) == "Stream Wait Event":
+            on_dst = gpu[(frame.stream[gpu] == frame.stream[row]) & (frame.device[gpu] == frame.device[row])]
+            after = on_dst[frame.start[frame.launch_row[on_dst]] > frame.start[caller]]
+            if after.size:
+                dest = int(after[np.argmin(frame.start[frame.launch_row[after]])])
+                if source in in_graph and dest in in_graph:
+                    waits[dest] = source
+        elif source in in_graph:
+            host_waits.append((source, caller))  # Event Sync: the host call returns after the event
+    return waits, host_waits
+
+
+def _gpu_edges(g: _Graph, frame: Frame, gpu: np.ndarray, waits: dict[int, int]) -> None:
+    key = frame.device[gpu].astype(np.int64) * (1 << 40) + frame.stream[gpu]
+    for stream in np.unique(key):
+        rows = gpu[key == stream]
+        rows = rows[np.argsort(frame.start[rows], kind="stable")]
+        launched = frame.start[frame.launch_row[rows]]
+        previous: int | None = None
+        for i, row in enumerate(rows.tolist()):
+            g.add(g.start(row), g.end(row), OPERATOR, row)
+            launch = int(frame.launch_row[row])
+            # A launch delay only when the stream's queue held nothing else (HTA's queue-length rule):
+            # the previous activity had finished before this launch, and the next one was launched
+            # after this one started.
+            # A cross-stream wait (cudaStreamWaitEvent) is its own zero-weight edge; the launch or
+            # kernel-kernel edge is kept only if the awaited work finished before it.
+            source = waits.get(row)
+            if source is not None:
+                g.add(g.end(source), g.start(row), SYNC, -1)
+            idle_before = previous is None or frame.end[previous] < frame.start[launch]
+            alone = i + 1 == rows.size or launched[i + 1] >= frame.start[row]
+            if idle_before and alone and (source is None or frame.end[source] < frame.start[launch]):
+                g.add(g.start(launch), g.start(row), LAUNCH, row)
+            elif (previous is not None and frame.start[row] - frame.end[previous] < KERNEL_KERNEL_DELAY_NS
+                  and (source is None or frame.end[source] < frame.end[previous])):
+                g.add(g.end(previous), g.start(row), KERNEL_KERNEL, row)
+            previous = row
+
+
+def _sync_edges(g: _Graph, frame: Frame, host: np.ndarray, gpu: np.ndarray) -> None:
+    """A blocking call waits for the last GPU activity that finished before it returned."""
+    if not gpu.size:
+        return
+    blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
+    calls = host[np.isin(frame.name_code[host], list(blocking))]
+    order = gpu[np.argsort(frame.end[gpu], kind="stable")]
+    ends = frame.end[order]
+    for call in calls.tolist():
+        i = int(np.searchsorted(ends, frame.end[call], side="right")) - 1
+        while i >= 0 and frame.start[frame.launch_row[order[i]]] >= frame.start[call] and \
+                frame.launch_row[order[i]] != call:
+            i -= 1  # launched after the call began: not what it waited for
+        if i >= 0:
+            g.add(g.end(int(order[i])), g.end(call), SYNC, -1)
+
+
+def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[str, object]) -> CriticalPath:
+    gpu_kinds = frame.mask(*GPU_KINDS)
+    comm = KERNEL_CLASSES.index("communication")
+    records = []
+    for e in path:
+        weight = int(g.w[e])
+        if weight <= 0:
+            continue
+        kind, row = g.kind[e], g.event[e]
+        name = frame.name(row) if row >= 0 else ""
+        if kind == LAUNCH:
+            category = "gpu_kernel_launch_overhead"
+        elif kind == KERNEL_KERNEL:
+            category = "gpu_kernel_kernel_overhead"
+        elif row >= 0 and gpu_kinds[row]:
+            category = "gpu_communication_bound" if classes.kernel[row] == comm else "gpu_compute_bound"
+        elif DATA_LOADING.search(name):
+            category = "data_loading"
+        else:
+            category = "cpu_bound"
+        records.append({"row": row, "name": name, "kind": KINDS[int(frame.kind[row])] if row >= 0 else "",
+                        "category": category, "start_ns": int(g.ts[g.src[e]]), "weight_ns": weight})
+    edges = pd.DataFrame.from_records(records, columns=["row", "name", "kind", "category", "start_ns", "weight_ns"])
+    total = int(edges.weight_ns.sum()) if len(edges) else 0
+    by = edges.groupby("category").weight_ns.sum() if len(edges) else pd.Series(dtype=float)
+    shares = {c: (100 * float(by.get(c, 0)) / total if total else 0.0) for c in CATEGORIES}
+    top = (edges.groupby(["name", "category"], as_index=False).weight_ns.sum()
+           .sort_values("weight_ns", ascending=False).head(15).reset_index(drop=True)) if len(edges) else \
+        pd.DataFrame(columns=["name", "category", "weight_ns"])
+    top["share"] = 100 * top.weight_ns / total if total else 0.0
+    return CriticalPath(window, total, shares, edges, top, int(g.ts.size), len(g.src))
