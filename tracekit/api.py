@@ -28,6 +28,7 @@ from tracekit.analyze.overhead import OverheadReport, decomposable
 from tracekit.analyze.overhead import overhead as _overhead
 from tracekit.analyze.ranges import RangesReport
 from tracekit.analyze.ranges import ranges as _ranges
+from tracekit.analyze.whatif import WhatIf
 from tracekit.errors import UsageError
 from tracekit.ingest import load
 from tracekit.render import documents, renderers
@@ -65,6 +66,13 @@ class CriticalPathResult:
     name: str
     table: pa.Table
     result: CriticalPath
+
+
+@dataclass
+class WhatIfResult:
+    name: str
+    table: pa.Table
+    result: WhatIf
 
 
 @dataclass
@@ -117,6 +125,15 @@ def critical_path(trace: Trace, range_name: str | None = None, instance: int = 0
     return CriticalPathResult(name, table, _critical_path(table, range_name, instance))
 
 
+def whatif(trace: Trace, range_name: str | None = None, instance: int = 0) -> WhatIfResult:
+    """The step (or range instance) replayed under each what-if scenario, ranked by predicted saving
+    (``tracekit.analyze.whatif``)."""
+    from tracekit.analyze.whatif import whatif as _whatif
+
+    name, table = _table(trace)
+    return WhatIfResult(name, table, _whatif(table, range_name, instance))
+
+
 def compare(traces: list[Trace], labels: list[str] | None = None, fail_if: list[str] | None = None,
             skip_steps: int = 0, keep_all_steps: bool = False, step_times: dict[str, float] | None = None) -> Compare:
     """Compare traces against the first (see ``tracekit.analyze.compare`` for ``fail_if``); per-step
@@ -155,7 +172,7 @@ def overhead(collections: list[str | Path]) -> Overhead:
     return Overhead([str(c) for c in collections], _overhead(rows, tables))
 
 
-def document(result: Report | Launch | Ranges | Compare | Overhead | CriticalPathResult) -> Document:
+def document(result: Report | Launch | Ranges | Compare | Overhead | CriticalPathResult | WhatIfResult) -> Document:
     """The document a result renders as."""
     if isinstance(result, Report):
         return documents.report_document(result.name, documents.facts(result.table, result.name), result.breakdown, result.launch)
@@ -165,6 +182,8 @@ def document(result: Report | Launch | Ranges | Compare | Overhead | CriticalPat
         return documents.ranges_document(result.name, documents.facts(result.table, result.name), result.result)
     if isinstance(result, Compare):
         return documents.compare_document(result.names, result.result)
+    if isinstance(result, WhatIfResult):
+        return documents.whatif_document(result.name, documents.facts(result.table, result.name), result.result)
     if isinstance(result, CriticalPathResult):
         return documents.critical_path_document(result.name, documents.facts(result.table, result.name), result.result)
     if isinstance(result, Overhead):
@@ -174,7 +193,7 @@ def document(result: Report | Launch | Ranges | Compare | Overhead | CriticalPat
     raise UsageError(f"cannot render {type(result).__name__}")
 
 
-def render(result: Report | Launch | Ranges | Compare | Overhead | CriticalPathResult, fmt: str = "terminal") -> str:
+def render(result: Report | Launch | Ranges | Compare | Overhead | CriticalPathResult | WhatIfResult, fmt: str = "terminal") -> str:
     """Text of a result in one format: terminal, markdown, json or html."""
     table = renderers()
     if fmt not in table:

@@ -38,12 +38,13 @@ def _commands() -> list[Command]:
         report,
         run,
         sql,
+        whatif,
     )
 
     return [ingest.IngestCommand(), info.InfoCommand(), report.ReportCommand(), launch.LaunchCommand(),
             ranges.RangesCommand(), compare.CompareCommand(), collect.CollectCommand(),
             baseline.BaselineCommand(), overhead.OverheadCommand(), run.RunCommand(),
-            sql.SqlCommand(), export.ExportCommand(), critical_path.CriticalPathCommand()]
+            sql.SqlCommand(), export.ExportCommand(), critical_path.CriticalPathCommand(), whatif.WhatIfCommand()]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -19,6 +19,7 @@ from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
 from tracekit.analyze.ranges import RangesReport
 from tracekit.analyze.steps import StepStats
 from tracekit.analyze.top_ops import TopOps
+from tracekit.analyze.whatif import WhatIf
 from tracekit.render.document import Chart, Column, Document, Section, Table, format_cell
 
 MAX_STEP_BARS = 60
@@ -381,3 +382,25 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
             "top": [{"name": r.name, "category": r.category, "weight_ns": int(r.weight_ns), "share_pct": round(r.share, 4)}
                     for r in cp.top.itertuples()]}
     return Document(f"tracekit critical-path: {name}", "critical-path", facts, [head, top], data)
+
+
+def whatif_document(name: str, facts: list[tuple[str, str]], w: WhatIf) -> Document:
+    where = f"{w.window['name']}" + (f" (instance {w.window['instance']})" if w.window.get("instance") else "")
+    head = Section("What if", [
+        f"Window: {where}, measured {format_cell(w.measured_step_ns, 'ns')}; replaying the trace unchanged gives "
+        f"{format_cell(w.replayed_step_ns, 'ns')} (the replay's own error: "
+        f"{(w.replayed_step_ns / w.measured_step_ns - 1) * 100 if w.measured_step_ns else 0:+.1f}%).",
+        "Each scenario replays the step with changed costs; predictions are for the profiled step (scale by "
+        "unprofiled / profiled step time for the real one). Ranked by predicted saving."])
+    head.tables.append(Table("", [Column("scenario"), Column("predicted step", "ns"), Column("saving", "ns"),
+                                  Column("saving %", "pct"), Column("assumptions")],
+                             [[s.name, s.predicted_step_ns, s.saving_ns,
+                               s.saving_ns / w.replayed_step_ns if w.replayed_step_ns else 0.0, s.assumptions]
+                              for s in w.scenarios]))
+    if w.scenarios:
+        head.charts.append(Chart("stacked", "Predicted step time per scenario", ["replayed", *[s.name for s in w.scenarios]],
+                                 ["step"], [[w.replayed_step_ns / 1e6], *[[s.predicted_step_ns / 1e6] for s in w.scenarios]]))
+    data = {"window": w.window, "measured_step_ns": w.measured_step_ns, "replayed_step_ns": w.replayed_step_ns,
+            "scenarios": [{"scenario": s.name, "predicted_step_ns": s.predicted_step_ns, "saving_ns": s.saving_ns,
+                           "assumptions": s.assumptions} for s in w.scenarios]}
+    return Document(f"tracekit whatif: {name}", "whatif", facts, [head], data)

@@ -1,0 +1,97 @@
+"""What-if predictions against the optimization really applied, on the collectors' variant pairs.
+
+    python benchmarks/whatif_validation.py [--dir DIR] [--gpu-dir DIR ...]
+
+Each pair is the same LSTM (weights, shapes) written two ways; the scenario applied to the first
+variant's trace predicts the second's step time:
+
+    CPU: lstmcell_loop -> nn_lstm (fused-rnn), custom_eager -> custom_compile (fuse-elementwise),
+         keras_eager -> keras_lstm (no-dispatch)
+    GPU: custom_eager -> custom_compile_cudagraphs (cuda-graphs), nn_lstm -> nn_lstm_amp (amp),
+         lstmcell_loop -> nn_lstm (fused-rnn), custom_eager -> custom_compile (fuse-elementwise)
+
+Prediction for B = A's unprofiled step time x (scenario's replayed step / unchanged replay of A's
+trace); measured = B's unprofiled step time; error = predicted / measured - 1 (goal: within +-25%).
+Without --dir the CPU pairs are collected first (quick preset, real torch.profiler and TF profiler
+runs, about a minute on 2 cores); --gpu-dir reads GPU collections (collectors/gpu_session.sh output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CPU_PAIRS = [("torch", "lstmcell_loop", "nn_lstm", "fused-rnn"), ("torch", "custom_eager", "custom_compile", "fuse-elementwise"),
+             ("tf", "keras_eager", "keras_lstm", "no-dispatch")]
+GPU_PAIRS = [("torch", "custom_eager", "custom_compile_cudagraphs", "cuda-graphs"), ("torch", "nn_lstm", "nn_lstm_amp", "amp"),
+             ("torch", "lstmcell_loop", "nn_lstm", "fused-rnn"), ("torch", "custom_eager", "custom_compile", "fuse-elementwise")]
+
+
+def collect(out: Path) -> None:
+    for framework, variants in (("torch", "lstmcell_loop,nn_lstm,custom_eager,custom_compile"), ("tf", "keras_eager,keras_lstm")):
+        subprocess.run([sys.executable, "-m", "tracekit", "collect", framework, "--variants", variants, "--preset", "quick",
+                        "--device", "cpu", "-o", str(out / framework), "--no-progress"], check=True,
+                       stdout=subprocess.DEVNULL)
+
+
+def validate(directory: Path, pairs: list[tuple[str, str, str, str]]) -> list[dict]:
+    from tracekit.analyze.overhead import run_time_ns
+    from tracekit.analyze.whatif import whatif
+    from tracekit.ingest import load
+    from tracekit.manifest import read_manifest
+
+    results = []
+    for manifest_dir in sorted({p.parent for p in directory.rglob("manifest.jsonl")}):
+        m = read_manifest(manifest_dir)
+        rows = [r for r in m.latest().values() if r["status"] == "ok" and r.get("profiler") in ("torch", "tf")]
+        by = {(r["framework"], r["variant"], r["dtype"] if r["variant"] != "nn_lstm_amp" else "any",
+               json.dumps(r["config"], sort_keys=True)): r for r in rows}
+        for framework, a, b, scenario in pairs:
+            for (fw, variant, _dtype, config), row in sorted(by.items()):
+                if fw != framework or variant != a:
+                    continue
+                other = next((r for (f2, v2, _, c2), r in by.items() if f2 == fw and v2 == b and c2 == config), None)
+                if other is None or not row.get("traces"):
+                    continue
+                w = whatif(load(m.trace_paths(row)[0]))
+                found = {s.name: s for s in w.scenarios}.get(scenario)
+                a_ns, b_ns = run_time_ns(row), run_time_ns(other)
+                if found is None or not a_ns or not b_ns or not w.replayed_step_ns:
+                    continue
+                predicted = a_ns * found.predicted_step_ns / w.replayed_step_ns
+                c = json.loads(config)
+                results.append({"device": row["device"], "pair": f"{a} -> {b}", "scenario": scenario,
+                                "shape": f"h{c['hidden']} b{c['batch']} t{c['timesteps']}", "a_ms": a_ns / 1e6,
+                                "predicted_ms": predicted / 1e6, "measured_ms": b_ns / 1e6,
+                                "error": predicted / b_ns - 1, "replay_error": w.replayed_step_ns / w.measured_step_ns - 1})
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, help="CPU collections to reuse (torch/ and tf/ under it)")
+    parser.add_argument("--gpu-dir", type=Path, action="append", default=[], help="GPU collection directory")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu_dir = args.dir or Path(tmp)
+        if args.dir is None:
+            collect(cpu_dir)
+        results = validate(cpu_dir, CPU_PAIRS)
+        for gpu_dir in args.gpu_dir:
+            results += validate(gpu_dir, GPU_PAIRS)
+    print(f"{'device':<6} {'pair':<40} {'scenario':<17} {'shape':<14} {'A ms':>8} {'pred ms':>8} {'meas ms':>8} "
+          f"{'error':>7} {'replay':>7}")
+    for r in results:
+        print(f"{r['device']:<6} {r['pair']:<40} {r['scenario']:<17} {r['shape']:<14} {r['a_ms']:>8.3f} "
+              f"{r['predicted_ms']:>8.3f} {r['measured_ms']:>8.3f} {r['error']:>+7.0%} {r['replay_error']:>+7.1%}")
+    within = sum(abs(r["error"]) <= 0.25 for r in results)
+    print(f"\n{within} of {len(results)} predictions within +-25% of the measured step time")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""tracekit whatif: the step replayed with changed costs, checked against the optimization applied."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, needs_shared
+
+from tracekit.analyze.overhead import run_time_ns
+from tracekit.analyze.whatif import whatif
+from tracekit.cli import main
+from tracekit.ingest import load
+
+H100 = Path(__file__).parent / "data" / "h100"
+RESULTS = Path(__file__).parents[1] / "docs" / "results" / "h100"
+
+
+def _unprofiled_ms(variant: str, shape: str) -> float:
+    """The unprofiled median step of a run of the H100 quick study (docs/results/h100)."""
+    rows = [json.loads(line) for line in (RESULTS / "quick-manifest.jsonl").read_text().splitlines()]
+    (row,) = [r for r in rows if r["variant"] == variant and shape in r["run_id"] and r["status"] == "ok"]
+    time_ns = run_time_ns(row)  # the step time every comparison uses
+    assert time_ns
+    return time_ns / 1e6
+
+
+def _trace(variant: str) -> Path:
+    (path,) = H100.glob(f"{variant}-cuda-*.pt.trace.json.gz")
+    return path
+
+
+def test_replaying_the_unchanged_step_gives_its_measured_time() -> None:
+    for variant in ("custom_eager", "lstmcell_loop", "custom_compile"):
+        w = whatif(load(_trace(variant)))
+        assert abs(w.replayed_step_ns / w.measured_step_ns - 1) < 0.02, variant
+
+
+@pytest.mark.parametrize("a, b, scenario, shape", [
+    ("custom_eager", "custom_compile_cudagraphs", "cuda-graphs", "b16-h256-i256-l1-t10"),
+    ("custom_eager", "custom_compile", "fuse-elementwise", "b16-h256-i256-l1-t10"),
+])
+def test_prediction_is_within_25_percent_of_the_optimization_applied(a: str, b: str, scenario: str, shape: str) -> None:
+    """H100: the scenario on A's trace against B measured on the same weights and shape."""
+    w = whatif(load(_trace(a)))
+    found = {s.name: s for s in w.scenarios}[scenario]
+    predicted = _unprofiled_ms(a, shape) * found.predicted_step_ns / w.replayed_step_ns
+    assert abs(predicted / _unprofiled_ms(b, shape) - 1) <= 0.25
+
+
+def test_scenarios_apply_only_where_their_evidence_is() -> None:
+    loop = {s.name for s in whatif(load(_trace("lstmcell_loop"))).scenarios}
+    fused = {s.name for s in whatif(load(_trace("nn_lstm"))).scenarios}
+    assert "fused-rnn" in loop and "fused-rnn" not in fused  # no cell loop to fuse in nn.LSTM
+    w = whatif(load(_trace("custom_eager")))
+    assert [s.saving_ns for s in w.scenarios] == sorted((s.saving_ns for s in w.scenarios), reverse=True)
+    assert all(s.predicted_step_ns <= w.replayed_step_ns for s in w.scenarios if s.name in ("no-dispatch", "cuda-graphs"))
+
+
+@needs_shared
+@pytest.mark.parametrize("rel", ["nsys/keras_tf_darknet53_nsys2023.4.sqlite",
+                                 "xprof/tf_bert_8xV100_gpu_multi_worker.xplane.pb",
+                                 "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"])
+def test_whatif_runs_on_every_format(rel: str, tmp_path: Path) -> None:
+    out = tmp_path / "w.json"
+    assert main(["whatif", str(TRACES / rel), "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["scenarios"] and data["replayed_step_ns"] > 0
+    for s in data["scenarios"]:
+        assert set(s) == {"scenario", "predicted_step_ns", "saving_ns", "assumptions"}
+        assert s["predicted_step_ns"] + s["saving_ns"] == data["replayed_step_ns"]
+
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "empty.json"
+    bad.write_text("")
+    assert main(["whatif", str(bad)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "empty.json" in err

@@ -1,0 +1,411 @@
+"""What-if: replay one step with changed costs and predict its time (Daydream-style, on one trace).
+
+The step's thread is cut into *segments*, the stretches between consecutive start/end points of its
+events in call-stack order, each owned by the innermost event open during it:
+
+- ``dispatch``: no op open (framework / Python time between top-level ops), or inside a non-compute
+  op, a user range or a Python function (time outside the ops it calls);
+- ``compute:<class>``: inside a compute op (GEMM, RNN, elementwise, cast, reduction, ...);
+- ``launch``: inside a kernel-launch call; ``sync``: inside a blocking call (cudaDeviceSynchronize,
+  cudaStreamSynchronize, cudaMemcpy, ...), where the replay waits for the GPU work it awaited;
+- ``api``: inside other runtime calls.
+
+The replay walks the segments with their (changed) durations; a launch call puts its GPU work on
+its stream, which starts at the later of the stream being free and the launch plus the trace's own
+launch latency; a blocking call ends no earlier than the GPU work launched before it. The step ends
+when both the host and the GPU are done. Replaying the unchanged trace reproduces the measured step
+(the report says how closely); each scenario's prediction is that replay with its changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
+from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows
+from tracekit.analyze.critical_path import BLOCKING_CALLS
+from tracekit.analyze.frame import Frame, frame_of
+from tracekit.analyze.launch import RNN_CELL_OPS
+from tracekit.errors import UsageError
+
+GPU_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset")
+HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
+FUSIBLE = ("elementwise", "cast")
+HALF_PRECISION_SPEEDUP = 2.0  # GEMM/conv on tensor cores at 16 bits against TF32/FP32 (conservative)
+
+
+@dataclass
+class Segment:
+    dur: int
+    kind: str           # dispatch, compute:<class>, launch, sync, api
+    owner: int          # the innermost open event (-1: none)
+    top: int            # the top-level op it belongs to (-1: between top-level ops)
+    launches: list[int] = field(default_factory=list)  # GPU rows whose launch call starts at this segment's end
+
+
+@dataclass
+class Scenario:
+    name: str
+    predicted_step_ns: int
+    saving_ns: int
+    assumptions: str
+
+
+@dataclass
+class WhatIf:
+    """Result of ``whatif()``: the step, the unchanged replay, and the scenarios ranked by saving."""
+
+    window: dict[str, object]
+    measured_step_ns: int
+    replayed_step_ns: int
+    scenarios: list[Scenario]
+
+
+@dataclass
+class _Step:
+    frame: Frame
+    start: int
+    end: int
+    segments: list[Segment]
+    gpu: np.ndarray            # GPU rows launched from the step's thread in the window, in start order
+    launch_latency: int        # ns from a launch call's start to its kernel's start on an idle stream (p10)
+    op_class: dict[int, str]   # top-level op row -> class
+    gpu_class: np.ndarray      # kernel class name per gpu row (aligned with ``gpu``)
+    op_floor: int = 0          # the framework's fixed cost inside every compute op (see _work_scale)
+    work_scale: dict[int, float] = field(default_factory=dict)  # compute op -> share of its time that is work
+
+
+def whatif(table: pa.Table, range_name: str | None = None, instance: int = 0) -> WhatIf:
+    """Predict the step (or range instance) under each applicable scenario."""
+    from tracekit.analyze.critical_path import _window
+
+    frame = frame_of(table)
+    start, end, window = _window(frame, range_name, instance)
+    step = _step(frame, start, end, window)
+    baseline = _replay(step)
+    scenarios = []
+    for name, change in _SCENARIOS.items():
+        result = change(step)
+        if result is None:
+            continue
+        predicted, assumptions = result
+        scenarios.append(Scenario(name, predicted, baseline - predicted, assumptions))
+    scenarios.sort(key=lambda s: -s.saving_ns)
+    return WhatIf(window, end - start, baseline, scenarios)
+
+
+def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Step:
+    classes = classify_rows(frame)
+    host = frame.rows(*HOST_KINDS)
+    host = host[(frame.start[host] >= start) & (frame.end[host] <= end) & (frame.dur[host] > 0)]
+    if not host.size:
+        raise UsageError(f"{window['name']}: no host events inside it to replay")
+    # The driving thread: the one with the most time in top-level events (the step marker's thread).
+    keys = frame.thread_key[host]
+    busy = {int(k): int(frame.dur[host[keys == k]].sum()) for k in np.unique(keys)}
+    thread = max(busy, key=lambda k: busy[k])
+    rows = host[keys == thread]
+    rows = rows[np.lexsort((-frame.end[rows], frame.start[rows]))]
+    rows = rows[~((frame.start[rows] == start) & (frame.end[rows] == end))]  # the window's own range
+    gpu_all = frame.rows(*GPU_KINDS)
+    launcher = frame.launch_row[gpu_all]
+    on_thread = np.zeros(len(frame), bool)
+    on_thread[rows] = True
+    gpu = gpu_all[(launcher >= 0) & on_thread[np.maximum(launcher, 0)]]
+    gpu = gpu[np.argsort(frame.start[gpu], kind="stable")]
+    launched_by: dict[int, list[int]] = {}
+    for g in gpu.tolist():
+        launched_by.setdefault(int(frame.launch_row[g]), []).append(g)
+    blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
+    kinds = _segment_kinds(frame, classes, rows, blocking)
+    segments = _segments(frame, rows, kinds, start, end, launched_by)
+    delays = frame.start[gpu] - frame.start[frame.launch_row[gpu]]
+    latency = int(np.percentile(delays, 10)) if delays.size else 0
+    op_class = {int(r): _class_of_top(frame, classes, r, rows) for r in rows.tolist()}
+    gpu_class = np.array([KERNEL_CLASSES[c] if c >= 0 else "other" for c in classes.kernel[gpu]], dtype=object)
+    step = _Step(frame, start, end, segments, gpu, max(latency, 0), op_class, gpu_class)
+    step.op_floor, step.work_scale = _work_scale(segments)
+    # An op that launches GPU work does its arithmetic there: its host time is all overhead.
+    for r in {int(x) for x in frame.launch_row[gpu].tolist()}:
+        for op in _enclosing_ops(frame, r, rows):
+            step.work_scale[op] = 0.0
+    return step
+
+
+def _enclosing_ops(frame: Frame, row: int, rows: np.ndarray) -> list[int]:
+    """The framework ops around a host event (by nesting), innermost first."""
+    out = []
+    parent = int(frame.parent[row])
+    op = frame.mask("cpu_op")
+    while parent >= 0:
+        if op[parent]:
+            out.append(parent)
+        parent = int(frame.parent[parent])
+    return out
+
+
+def _work_scale(segments: list[Segment]) -> tuple[int, dict[int, float]]:
+    """Every framework op pays a fixed cost before its arithmetic (argument checks, allocation,
+    kernel selection: ~2-5 µs in PyTorch eager, tens of µs in TF eager). Its size is read off the
+    trace: the 10th percentile of the compute ops' times, the smallest ops being nearly all
+    overhead. A compiled or fused version keeps only the rest of each op's time (its work)."""
+    per_op: dict[int, int] = {}
+    for seg in segments:
+        if seg.kind.startswith("compute") and seg.owner >= 0:
+            per_op[seg.owner] = per_op.get(seg.owner, 0) + seg.dur
+    if not per_op:
+        return 0, {}
+    floor = int(np.percentile(list(per_op.values()), 10))
+    return floor, {op: max(t - floor, 0) / t if t else 0.0 for op, t in per_op.items()}
+
+
+def _work(step: _Step, seg: Segment) -> int:
+    """A compute segment's work, without the op's share of the framework's fixed cost."""
+    return int(seg.dur * step.work_scale.get(seg.owner, 1.0))
+
+
+def _segment_kinds(frame: Frame, classes, rows: np.ndarray, blocking: set[int]) -> dict[int, str]:
+    out = {}
+    launch, sync = API_CLASSES.index("launch"), API_CLASSES.index("sync")
+    compute = {OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES}
+    op_kind = frame.mask("cpu_op")
+    api_kind = frame.mask("runtime_api", "driver_api")
+    for r in rows.tolist():
+        if api_kind[r]:
+            if int(frame.name_code[r]) in blocking or classes.api[r] == sync:
+                out[r] = "sync"
+            elif classes.api[r] == launch:
+                out[r] = "launch"
+            else:
+                out[r] = "api"
+        elif op_kind[r] and int(classes.op[r]) in compute:
+            out[r] = f"compute:{OP_CLASSES[int(classes.op[r])]}"
+        else:
+            out[r] = "dispatch"
+    return out
+
+
+def _segments(frame: Frame, rows: np.ndarray, kinds: dict[int, str], start: int, end: int,
+              launched_by: dict[int, list[int]]) -> list[Segment]:
+    """The thread's time from ``start`` to ``end`` cut at every start and end of its events (rows in
+    call-stack order: by start, parents first)."""
+    segments: list[Segment] = []
+    stack: list[int] = []
+    t = start
+
+    op = frame.mask("cpu_op")
+
+    def cut(at: int) -> Segment:
+        nonlocal t
+        owner = stack[-1] if stack else -1
+        # The top-level op: the outermost framework op open (user ranges around ops do not count).
+        top = next((r for r in stack if op[r]), -1)
+        seg = Segment(max(at - t, 0), kinds.get(owner, "dispatch"), owner, top)
+        segments.append(seg)
+        t = max(t, at)
+        return seg
+
+    def close_until(limit: int) -> None:
+        while stack and frame.end[stack[-1]] <= limit:
+            cut(int(frame.end[stack[-1]]))
+            stack.pop()
+
+    for r in rows.tolist():
+        close_until(int(frame.start[r]))
+        cut(int(frame.start[r])).launches = launched_by.get(r, [])
+        stack.append(r)
+    close_until(end)
+    cut(end)
+    return segments
+
+
+def _class_of_top(frame: Frame, classes, row: int, rows: np.ndarray) -> str:
+    c = int(classes.op[row]) if frame.mask("cpu_op")[row] else -1
+    return OP_CLASSES[c] if c >= 0 else "other"
+
+
+def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | None = None,
+            wait: bool = True) -> int:
+    """Simulated step time. ``host_scale(segment) -> ns`` and ``gpu_dur(i) -> ns`` change costs."""
+    f = step.frame
+    latency = step.launch_latency if launch_latency is None else launch_latency
+    t = step.start
+    stream_free: dict[tuple[int, int], int] = {}
+    gpu_end: dict[int, int] = {}
+    index = {int(g): i for i, g in enumerate(step.gpu.tolist())}
+    last_gpu_end = step.start
+    for seg in step.segments:
+        dur = seg.dur if host_scale is None else host_scale(seg)
+        if seg.kind == "sync" and wait and seg.owner >= 0 and dur > 0:
+            # A blocking call returns when the GPU work launched before it is done.
+            t = max(t + dur, last_gpu_end) if gpu_end else t + dur
+        else:
+            t += dur
+        for g in seg.launches:
+            i = index[g]
+            key = (int(f.device[g]), int(f.stream[g]))
+            d = int(f.dur[g]) if gpu_dur is None else gpu_dur(i)
+            begin = max(stream_free.get(key, 0), t + latency)
+            stream_free[key] = begin + d
+            gpu_end[g] = begin + d
+            last_gpu_end = max(last_gpu_end, begin + d)
+    return int(max(t, last_gpu_end) - step.start)
+
+
+def _no_dispatch(step: _Step) -> tuple[int, str] | None:
+    saved = sum(s.dur for s in step.segments if s.kind == "dispatch")
+    if not saved:
+        return None
+    def host(seg: Segment) -> int:
+        if seg.kind == "dispatch":
+            return 0
+        return _work(step, seg) if seg.kind.startswith("compute") else seg.dur
+
+    predicted = _replay(step, host_scale=host)
+    return predicted, (f"framework and Python time outside compute ops goes to 0, and so does each compute op's fixed "
+                       f"cost ({step.op_floor / 1e3:.1f} µs, the trace's 10th-percentile op time) (a compiled graph: "
+                       "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged")
+
+
+def _cuda_graphs(step: _Step) -> tuple[int, str] | None:
+    if not step.gpu.size:
+        return None
+    launches = [s for s in step.segments if s.kind == "launch"]
+    if len(launches) < 2:
+        return None
+    one = int(np.median([s.dur for s in launches]))
+    first = launches[0]
+    predicted = _replay(step, host_scale=lambda s: (one if s is first else 0) if s.kind == "launch" else s.dur,
+                        launch_latency=min(step.launch_latency, 2_000))
+    return predicted, (f"the step's {len(launches)} launch calls become one graph launch ({one / 1e3:.1f} µs, "
+                       "their median); kernels start back to back (launch latency at most 2 µs)")
+
+
+def _fuse_elementwise(step: _Step) -> tuple[int, str] | None:
+    """Runs of consecutive elementwise/cast top-level ops become one op costing the run's longest
+    compute (one pass over memory); on the GPU, runs of such kernels on a stream become one kernel."""
+    tops: list[int] = []
+    for s in step.segments:
+        if s.top >= 0 and (not tops or tops[-1] != s.top):
+            tops.append(s.top)
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for top in tops:
+        if step.op_class.get(top) in FUSIBLE:
+            current.append(top)
+        else:
+            if len(current) > 1:
+                runs.append(current)
+            current = []
+    if len(current) > 1:
+        runs.append(current)
+    if not runs:
+        return None
+    keep: dict[int, int] = {}  # top-level op -> the run's op that stays (the others cost nothing)
+    for run in runs:
+        compute = {top: sum(s.dur for s in step.segments if s.top == top and s.kind.startswith("compute"))
+                   for top in run}
+        longest = max(run, key=lambda t: compute[t])
+        for top in run:
+            keep[top] = longest
+    in_run = set(keep)
+
+    def host(seg: Segment) -> int:
+        if seg.top in in_run and keep[seg.top] != seg.top:
+            return 0  # fused away: its dispatch, compute and launches
+        return seg.dur
+
+    gpu_fused = _fused_gpu_runs(step)
+    predicted = _replay(step, host_scale=host, gpu_dur=lambda i: gpu_fused.get(i, int(step.frame.dur[step.gpu[i]])))
+    n = sum(len(r) for r in runs)
+    return predicted, (f"{len(runs)} run(s) of {n} elementwise/cast ops become one op each, costing the run's "
+                       "longest compute (one pass over memory); their other ops' dispatch, compute and launches go "
+                       "to 0")
+
+
+def _fused_gpu_runs(step: _Step) -> dict[int, int]:
+    """GPU: consecutive elementwise/cast kernels on a stream -> the longest keeps its time, others 0."""
+    out: dict[int, int] = {}
+    f = step.frame
+    key = f.device[step.gpu].astype(np.int64) * (1 << 40) + f.stream[step.gpu]
+    for stream in np.unique(key):
+        idx = np.flatnonzero(key == stream)
+        run: list[int] = []
+        for i in [*idx.tolist(), -1]:
+            if i >= 0 and step.gpu_class[i] in FUSIBLE:
+                run.append(i)
+                continue
+            if len(run) > 1:
+                longest = max(run, key=lambda j: int(f.dur[step.gpu[j]]))
+                for j in run:
+                    out[j] = int(f.dur[step.gpu[j]]) if j == longest else 0
+            run = []
+    return out
+
+
+def _fused_rnn(step: _Step) -> tuple[int, str] | None:
+    """A per-timestep cell loop becomes one fused RNN op: the cells' GEMM and elementwise compute,
+    without the per-timestep dispatch and launches."""
+    f = step.frame
+    cell_codes = {i for i, n in enumerate(f.names) if n in RNN_CELL_OPS}
+    cells = {s.top for s in step.segments if s.top >= 0 and int(f.name_code[s.top]) in cell_codes}
+    if not cells:
+        return None
+
+    def host(seg: Segment) -> int:
+        if seg.top in cells:
+            return _work(step, seg) if seg.kind.startswith("compute") else 0
+        return seg.dur
+
+    predicted = _replay(step, host_scale=host, launch_latency=0)
+    return predicted, (f"{len(cells)} cell calls become one fused RNN op: the work of their GEMM and elementwise ops is "
+                       f"kept; their dispatch, launch calls and each op's fixed cost ({step.op_floor / 1e3:.1f} µs) go "
+                       "to 0")
+
+
+def _amp(step: _Step) -> tuple[int, str] | None:
+    if not step.gpu.size:
+        return None
+    math = {i for i, c in enumerate(step.gpu_class.tolist()) if c in ("gemm", "convolution")}
+    if not math:
+        return None
+    cast = [int(step.frame.dur[g]) for g, c in zip(step.gpu.tolist(), step.gpu_class.tolist(), strict=True)
+            if c in ("elementwise", "cast")]
+    cast_ns = int(np.median(cast)) if cast else 2_000
+
+    def gpu(i: int) -> int:
+        d = int(step.frame.dur[step.gpu[i]])
+        return int(d / HALF_PRECISION_SPEEDUP) + cast_ns if i in math else d
+
+    # Autocast casts each math op's inputs (activation and weight: two casts), and a cast is an op:
+    # the host pays an op's fixed cost and a launch for each, once per op, not per kernel.
+    launch_ns = int(np.median([s.dur for s in step.segments if s.kind == "launch"] or [0]))
+    index = {int(g): i for i, g in enumerate(step.gpu.tolist())}
+    extra = 2 * (step.op_floor + launch_ns)
+    charged: set[int] = set()
+
+    def host(seg: Segment) -> int:
+        if seg.top >= 0 and seg.top not in charged and any(index[g] in math for g in seg.launches):
+            charged.add(seg.top)
+            return seg.dur + extra
+        return seg.dur
+
+    predicted = _replay(step, host_scale=host, gpu_dur=gpu)
+    return predicted, (f"{len(math)} GEMM/convolution kernels run at twice the rate (16-bit tensor cores), each with "
+                       f"a cast kernel added ({cast_ns / 1e3:.1f} µs, the trace's median elementwise kernel); each op "
+                       f"launching them casts two inputs on the host ({extra / 1e3:.1f} µs: two ops' fixed cost and "
+                       "launch)")
+
+
+def _no_sync(step: _Step) -> tuple[int, str] | None:
+    if not any(s.kind == "sync" and s.dur for s in step.segments):
+        return None
+    predicted = _replay(step, host_scale=lambda s: 0 if s.kind == "sync" else s.dur, wait=False)
+    return predicted, "blocking calls (synchronizations, blocking copies) return at once; the GPU work is unchanged"
+
+
+_SCENARIOS = {"no-dispatch": _no_dispatch, "cuda-graphs": _cuda_graphs, "fuse-elementwise": _fuse_elementwise,
+              "fused-rnn": _fused_rnn, "amp": _amp, "no-sync": _no_sync}
