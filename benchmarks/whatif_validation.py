@@ -35,7 +35,7 @@ def collect(out: Path) -> None:
     for framework, variants in (("torch", "lstmcell_loop,nn_lstm,custom_eager,custom_compile"), ("tf", "keras_eager,keras_lstm")):
         subprocess.run([sys.executable, "-m", "tracekit", "collect", framework, "--variants", variants, "--preset", "quick",
                         "--device", "cpu", "-o", str(out / framework), "--no-progress"], check=True,
-                       stdout=subprocess.DEVNULL)
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def validate(directory: Path, pairs: list[tuple[str, str, str, str]]) -> list[dict]:
