@@ -4,6 +4,7 @@ Rules (every import counts, at module level or inside a function):
 * ``tracekit.ingest`` imports only ``schema``, ``errors``, ``_native``, ``_version``, ``atomic`` and itself;
 * ``tracekit.analyze`` never imports ``render``, ``cli`` or ``collectors``;
 * ``tracekit.render`` never imports ``cli`` or ``collectors``;
+* ``tracekit.export`` (writers of the table for other tools) never imports ``render``, ``cli`` or ``collectors``;
 * no library module imports ``cli``;
 * the library never imports ``tracekit.collectors`` at module level (the frameworks load only when a
   collector runs).
@@ -63,6 +64,9 @@ def _violations(package: Path = PACKAGE) -> list[str]:
                 problems.append(f"{module} imports {target}: analyses are pure and render nothing")
             if _within(module, "tracekit.render") and any(_within(target, f"tracekit.{p}") for p in ("cli", "collectors")):
                 problems.append(f"{module} imports {target}: renderers do not call the CLI")
+            if _within(module, "tracekit.export") and any(
+                    _within(target, f"tracekit.{p}") for p in ("cli", "collectors", "render")):
+                problems.append(f"{module} imports {target}: exporters write the table, not reports")
             if not (_within(module, "tracekit.cli") or module == "tracekit.__main__") and _within(target, "tracekit.cli"):
                 problems.append(f"{module} imports {target}: the library never calls its CLI")
             if module_level and _within(target, "tracekit.collectors") and not _within(module, "tracekit.cli"):
