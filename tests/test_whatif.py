@@ -78,3 +78,13 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys) -> None:
     assert main(["whatif", str(bad)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "empty.json" in err
+
+
+def test_report_remedies_are_ordered_by_predicted_saving() -> None:
+    from tracekit.analyze.launch import launch
+
+    r = launch(load(_trace("custom_eager")))
+    line = next(e for e in r.evidence if e.startswith("remedies ordered by predicted saving"))
+    assert "fuse-elementwise 33%" in line and "cuda-graphs 24%" in line
+    assert r.remedies[0].startswith("fuse elementwise") and "CUDA graph" in r.remedies[1]
+    assert r.remedies[-1].startswith("use larger batches")  # not costed: kept, after the costed ones

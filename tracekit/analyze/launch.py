@@ -345,6 +345,41 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)
     r.remedies.extend(remedies)
+    if len(r.remedies) >= 2:
+        _rank_by_predicted_saving(r, frame)
+
+
+# Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
+_REMEDY_SCENARIOS = (("CUDA graph", "cuda-graphs"), ("fuse elementwise", "fuse-elementwise"),
+                     ("fused recurrent layer", "fused-rnn"), ("keras.layers.LSTM", "fused-rnn"),
+                     ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),
+                     ("torch.compile", "no-dispatch"), ("TorchScript", "no-dispatch"), ("jit_compile", "no-dispatch"),
+                     ("jax.jit", "no-dispatch"), ("compiler", "no-dispatch"), ("XLA", "no-dispatch"))
+WHATIF_MAX_EVENTS = 200_000  # the replay walks the step's events in Python: bounded for huge traces
+
+
+def _rank_by_predicted_saving(r: LaunchReport, frame: Frame) -> None:
+    """Order the remedies by what ``tracekit whatif`` predicts each saves on the first step (those it
+    cannot cost keep their order, after the costed ones), and say the predictions."""
+    from tracekit.analyze.whatif import whatif
+    from tracekit.errors import TracekitError
+
+    if len(frame) > WHATIF_MAX_EVENTS:
+        return
+    try:
+        w = whatif(frame.table)
+    except TracekitError:
+        return
+    saving = {s.name: s.saving_ns / w.replayed_step_ns for s in w.scenarios if w.replayed_step_ns}
+    scenario = [next((sc for key, sc in _REMEDY_SCENARIOS if key in remedy), None) for remedy in r.remedies]
+    costed = [saving.get(sc) if sc else None for sc in scenario]
+    if not any(c is not None for c in costed):
+        return
+    order = sorted(range(len(r.remedies)), key=lambda i: (costed[i] is None, -(costed[i] or 0.0), i))
+    r.remedies = [r.remedies[i] for i in order]
+    named = sorted({(sc, saving[sc]) for sc in scenario if sc in saving}, key=lambda x: -x[1])
+    r.evidence.append(f"remedies ordered by predicted saving on {w.window['name']} (tracekit whatif): "
+                      + ", ".join(f"{sc} {share:.0%}" for sc, share in named))
 
 
 def _describe_ops(r: LaunchReport, used: list[int] | None) -> None:

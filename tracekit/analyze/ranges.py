@@ -45,36 +45,21 @@ def ranges(table: pa.Table) -> RangesReport:
     parent_range = nearest_ancestor(frame.parent, rows, is_range)
     depth = _range_depth(parent_range, rows)
 
-    # (range, gpu activity) pairs through every enclosing range of each launch call.
+    # Each range's GPU activities: those whose launch call lies in the range's subtree of the row tree.
     gpu_rows = frame.rows(*GPU_BUSY_KINDS)
     gpu_rows = gpu_rows[frame.launch_row[gpu_rows] >= 0]
-    launch = frame.launch_row[gpu_rows]
-    pair_range, pair_gpu = [], []
-    cur = frame.parent[launch].copy()
-    alive = np.arange(gpu_rows.size)
-    while alive.size:
-        alive = alive[cur[alive] >= 0]
-        hit = alive[is_range[cur[alive]]]
-        pair_range.append(cur[hit])
-        pair_gpu.append(gpu_rows[hit])
-        cur[alive] = frame.parent[cur[alive]]
-    pr = np.concatenate(pair_range) if pair_range else np.zeros(0, np.int64)
-    pg = np.concatenate(pair_gpu) if pair_gpu else np.zeros(0, np.int64)
+    proj = _projection(frame.parent, frame.depth, rows, frame.launch_row[gpu_rows], frame.start[gpu_rows],
+                       frame.end[gpu_rows])
 
     inst = pd.DataFrame({
         "row": rows, "name": [frame.names[c] if c >= 0 else "" for c in frame.name_code[rows]],
         "depth": depth, "pid": frame.pid[rows], "tid": frame.tid[rows], "start_ns": frame.start[rows],
         "dur_ns": frame.dur[rows], "parent": parent_range,
     })
-    if pr.size:
-        proj = pd.DataFrame({"row": pr, "s": frame.start[pg], "e": frame.end[pg], "d": frame.dur[pg]})
-        agg = proj.groupby("row").agg(proj_start_ns=("s", "min"), proj_end=("e", "max"), gpu_ops=("d", "size"),
-                                      gpu_busy_ns=("d", "sum"))
-        agg["proj_dur_ns"] = agg.pop("proj_end") - agg["proj_start_ns"]
-        inst = inst.merge(agg, left_on="row", right_index=True, how="left")
-    else:
-        for c in ("proj_start_ns", "gpu_ops", "gpu_busy_ns", "proj_dur_ns"):
-            inst[c] = np.nan
+    inst["gpu_ops"], inst["gpu_busy_ns"] = proj["gpu_ops"], proj["gpu_busy_ns"]
+    has = proj["gpu_ops"] > 0
+    inst["proj_start_ns"] = np.where(has, proj["first_start"], np.nan)
+    inst["proj_dur_ns"] = np.where(has, proj["last_end"] - proj["first_start"], np.nan)
     inst["gpu_ops"] = inst["gpu_ops"].fillna(0).astype(np.int64)
     inst["gpu_busy_ns"] = inst["gpu_busy_ns"].fillna(0).astype(np.int64)
     summary = (inst.groupby("name", sort=False)
@@ -85,6 +70,77 @@ def ranges(table: pa.Table) -> RangesReport:
                .sort_values("total_ns", ascending=False, kind="stable").reset_index())
     summary["proj_total_ns"] = summary["proj_total_ns"].astype(np.int64)
     return RangesReport(instances=inst, summary=summary)
+
+
+def subtree_intervals(parent: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pre-order position ``tin`` and subtree size of every row of the row forest (``depth``: each
+    row's nesting depth, as the table stores it): row A encloses row B (is an ancestor or B itself)
+    iff ``tin[A] <= tin[B] < tin[A] + size[A]``. O(n log n), one pass per depth level."""
+    n = parent.size
+    size = np.ones(n, np.int64)
+    tin = np.zeros(n, np.int64)
+    if not n:
+        return tin, size
+    by_depth = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
+    levels = [by_depth[bounds[d]:bounds[d + 1]] for d in range(int(depth.max()) + 1)]
+    for at in reversed(levels[1:]):  # subtree sizes, deepest first
+        np.add.at(size, parent[at], size[at])
+    # Offset of each row among its siblings (in row order): the sizes of the siblings before it.
+    order = np.lexsort((np.arange(n), parent))
+    sib_parent, sib_size = parent[order], size[order]
+    cumulative = np.cumsum(sib_size) - sib_size
+    first = np.r_[True, sib_parent[1:] != sib_parent[:-1]]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    offset = np.empty(n, np.int64)
+    offset[order] = cumulative - cumulative[group_start]
+    tin[levels[0]] = offset[levels[0]]
+    for at in levels[1:]:
+        tin[at] = tin[parent[at]] + 1 + offset[at]
+    return tin, size
+
+
+def _projection(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, launch: np.ndarray, start: np.ndarray,
+                end: np.ndarray) -> dict[str, np.ndarray]:
+    """Per range: how many GPU activities its launch calls started, their summed time, first start
+    and last end. The activities sorted by their launch call's pre-order position make each range's
+    share one contiguous slice: counts and sums from prefix sums, first/last from sparse tables."""
+    n = ranges.size
+    out = {"gpu_ops": np.zeros(n, np.int64), "gpu_busy_ns": np.zeros(n, np.int64),
+           "first_start": np.zeros(n, np.int64), "last_end": np.zeros(n, np.int64)}
+    if not n or not launch.size:
+        return out
+    tin, size = subtree_intervals(parent, depth)
+    key = tin[launch]
+    order = np.argsort(key, kind="stable")
+    key, start, end = key[order], start[order], end[order]
+    lo = np.searchsorted(key, tin[ranges], side="left")
+    hi = np.searchsorted(key, tin[ranges] + size[ranges], side="left")
+    busy = np.r_[0, np.cumsum(end - start)]
+    out["gpu_ops"] = hi - lo
+    out["gpu_busy_ns"] = busy[hi] - busy[lo]
+    has = hi > lo
+    out["first_start"][has] = _range_query(start, lo[has], hi[has], np.minimum)
+    out["last_end"][has] = _range_query(end, lo[has], hi[has], np.maximum)
+    return out
+
+
+def _range_query(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, op: np.ufunc) -> np.ndarray:
+    """``op`` over values[lo:hi] for every (lo, hi), hi > lo, with a sparse table."""
+    table = [values]
+    width = 1
+    while 2 * width <= values.size:
+        prev = table[-1]
+        table.append(op(prev[:-width], prev[width:]))
+        width *= 2
+    length = hi - lo
+    level = np.floor(np.log2(length)).astype(np.int64)
+    result = np.empty(lo.size, values.dtype)
+    for k in np.unique(level):
+        sel = level == k
+        t = table[k]
+        result[sel] = op(t[lo[sel]], t[hi[sel] - (1 << k)])
+    return result
 
 
 def _range_depth(parent_range: np.ndarray, rows: np.ndarray) -> np.ndarray:
