@@ -238,10 +238,17 @@ def _event_waits(frame: Frame, gpu: np.ndarray, g: _Graph) -> tuple[dict[int, in
     syncs = frame.rows("gpu_sync")
     if not syncs.size or not gpu.size:
         return {}, []
+    launched_empty = np.zeros(0, np.int64)
     corr = frame.table.column("correlation_id").fill_null(-1).to_numpy()
     host_by_corr = {int(corr[r]): int(r) for r in frame.rows("runtime_api", "driver_api") if corr[r] >= 0}
     args = frame.table.column("args").cast(pa.large_string()).take(pa.array(syncs)).to_pylist()
     in_graph = set(gpu.tolist())
+    # GPU activities per (device, stream), ordered by when their launch call started.
+    per_stream: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for key in {(int(d), int(s)) for d, s in zip(frame.device[gpu], frame.stream[gpu], strict=True)}:
+        on = gpu[(frame.device[gpu] == key[0]) & (frame.stream[gpu] == key[1])]
+        order = np.argsort(frame.start[frame.launch_row[on]], kind="stable")
+        per_stream[key] = (on[order], frame.start[frame.launch_row[on[order]]])
     waits: dict[int, int] = {}
     host_waits: list[tuple[int, int]] = []
     for row, text in zip(syncs.tolist(), args, strict=True):
@@ -250,21 +257,20 @@ def _event_waits(frame: Frame, gpu: np.ndarray, g: _Graph) -> tuple[dict[int, in
         info = json.loads(text)
         record = host_by_corr.get(int(info["wait_on_cuda_event_record_corr_id"]))
         src_stream = info.get("wait_on_stream")
-        if record is None or src_stream is None:
-            continue
-        on_src = gpu[(frame.stream[gpu] == int(src_stream)) & (frame.device[gpu] == frame.device[row])]
-        before = on_src[frame.start[frame.launch_row[on_src]] < frame.start[record]]
-        if not before.size:
-            continue
-        source = int(before[np.argmax(frame.start[frame.launch_row[before]])])
         caller = int(frame.launch_row[row])
-        if caller < 0 or caller not in g.index:
+        if record is None or src_stream is None or caller < 0 or caller not in g.index:
             continue
+        src_rows, src_launched = per_stream.get((int(frame.device[row]), int(src_stream)), (gpu[:0], launched_empty))
+        i = int(np.searchsorted(src_launched, frame.start[record], side="left")) - 1
+        if i < 0:
+            continue
+        source = int(src_rows[i])  # the last launched on the recording stream before cudaEventRecord
         if frame.name(row) == "Stream Wait Event":
-            on_dst = gpu[(frame.stream[gpu] == frame.stream[row]) & (frame.device[gpu] == frame.device[row])]
-            after = on_dst[frame.start[frame.launch_row[on_dst]] > frame.start[caller]]
-            if after.size:
-                dest = int(after[np.argmin(frame.start[frame.launch_row[after]])])
+            dst_rows, dst_launched = per_stream.get((int(frame.device[row]), int(frame.stream[row])),
+                                                    (gpu[:0], launched_empty))
+            j = int(np.searchsorted(dst_launched, frame.start[caller], side="right"))
+            if j < dst_rows.size:
+                dest = int(dst_rows[j])  # the first launched on the waiting stream after cudaStreamWaitEvent
                 if source in in_graph and dest in in_graph:
                     waits[dest] = source
         elif source in in_graph:

@@ -124,22 +124,24 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     segments = _segments(frame, rows, kinds, start, end, launched_by)
     delays = frame.start[gpu] - frame.start[frame.launch_row[gpu]]
     latency = int(np.percentile(delays, 10)) if delays.size else 0
-    op_class = {int(r): _class_of_top(frame, classes, r, rows) for r in rows.tolist()}
+    is_op = frame.mask("cpu_op")
+    op_class = {r: OP_CLASSES[int(classes.op[r])] if is_op[r] and classes.op[r] >= 0 else "other"
+                for r in rows.tolist()}
     gpu_class = np.array([KERNEL_CLASSES[c] if c >= 0 else "other" for c in classes.kernel[gpu]], dtype=object)
     step = _Step(frame, start, end, segments, gpu, max(latency, 0), op_class, gpu_class)
     step.op_floor, step.work_scale = _work_scale(segments)
     # An op that launches GPU work does its arithmetic there: its host time is all overhead.
+    is_op = frame.mask("cpu_op")
     for r in {int(x) for x in frame.launch_row[gpu].tolist()}:
-        for op in _enclosing_ops(frame, r, rows):
+        for op in _enclosing_ops(frame, r, is_op):
             step.work_scale[op] = 0.0
     return step
 
 
-def _enclosing_ops(frame: Frame, row: int, rows: np.ndarray) -> list[int]:
-    """The framework ops around a host event (by nesting), innermost first."""
+def _enclosing_ops(frame: Frame, row: int, op: np.ndarray) -> list[int]:
+    """The framework ops (``op``: the cpu_op mask) around a host event, innermost first."""
     out = []
     parent = int(frame.parent[row])
-    op = frame.mask("cpu_op")
     while parent >= 0:
         if op[parent]:
             out.append(parent)
@@ -220,11 +222,6 @@ def _segments(frame: Frame, rows: np.ndarray, kinds: dict[int, str], start: int,
     close_until(end)
     cut(end)
     return segments
-
-
-def _class_of_top(frame: Frame, classes, row: int, rows: np.ndarray) -> str:
-    c = int(classes.op[row]) if frame.mask("cpu_op")[row] else -1
-    return OP_CLASSES[c] if c >= 0 else "other"
 
 
 def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | None = None,
