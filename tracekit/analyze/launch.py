@@ -379,7 +379,7 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame) -> None:
     r.remedies = [r.remedies[i] for i in order]
     named = sorted({(sc, saving[sc]) for sc in scenario if sc in saving}, key=lambda x: -x[1])
     r.evidence.append(f"remedies ordered by predicted saving on {w.window['name']} (tracekit whatif): "
-                      + ", ".join(f"{sc} {share:.0%}" for sc, share in named))
+                      + ", ".join(f"{sc} {share:.1%}" if share < 0.1 else f"{sc} {share:.0%}" for sc, share in named))
 
 
 def _describe_ops(r: LaunchReport, used: list[int] | None) -> None:

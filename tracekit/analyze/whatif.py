@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows
 from tracekit.analyze.critical_path import BLOCKING_CALLS
@@ -44,6 +45,8 @@ class Segment:
     owner: int          # the innermost open event (-1: none)
     top: int            # the top-level op it belongs to (-1: between top-level ops)
     launches: list[int] = field(default_factory=list)  # GPU rows whose launch call starts at this segment's end
+    start: int = 0      # where it begins on the trace's timeline
+    covered: int = 0    # dispatch time during which other threads ran compute ops (a wait, not overhead)
 
 
 @dataclass
@@ -103,10 +106,12 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     host = host[(frame.start[host] >= start) & (frame.end[host] <= end) & (frame.dur[host] > 0)]
     if not host.size:
         raise UsageError(f"{window['name']}: no host events inside it to replay")
-    # The driving thread: the one with the most time in top-level events (the step marker's thread).
+    # The driving thread: the one that launches the most GPU work, else the busiest (the step's thread).
     keys = frame.thread_key[host]
-    busy = {int(k): int(frame.dur[host[keys == k]].sum()) for k in np.unique(keys)}
+    launches = frame.mask("runtime_api", "driver_api")[host] & np.isin(host, frame.launch_row[frame.rows(*GPU_KINDS)])
+    busy = {int(k): (int(launches[keys == k].sum()), int(frame.dur[host[keys == k]].sum())) for k in np.unique(keys)}
     thread = max(busy, key=lambda k: busy[k])
+    others = host[(keys != thread) & frame.mask("cpu_op")[host]]
     rows = host[keys == thread]
     rows = rows[np.lexsort((-frame.end[rows], frame.start[rows]))]
     rows = rows[~((frame.start[rows] == start) & (frame.end[rows] == end))]  # the window's own range
@@ -122,6 +127,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
     kinds = _segment_kinds(frame, classes, rows, blocking)
     segments = _segments(frame, rows, kinds, start, end, launched_by)
+    _mark_waits(frame, classes, segments, others)
     delays = frame.start[gpu] - frame.start[frame.launch_row[gpu]]
     latency = int(np.percentile(delays, 10)) if delays.size else 0
     is_op = frame.mask("cpu_op")
@@ -147,6 +153,20 @@ def _enclosing_ops(frame: Frame, row: int, op: np.ndarray) -> list[int]:
             out.append(parent)
         parent = int(frame.parent[parent])
     return out
+
+
+def _mark_waits(frame: Frame, classes, segments: list[Segment], others: np.ndarray) -> None:
+    """Dispatch time on the driving thread while other threads run compute ops (TF's executor
+    threads, a DataLoader) is the step waiting for that work: no scenario removes it."""
+    compute = np.isin(classes.op[others], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
+    busy_s, busy_e = intervals.union(frame.start[others[compute]], frame.end[others[compute]])
+    if not busy_s.size:
+        return
+    dispatch = [seg for seg in segments if seg.kind == "dispatch" and seg.dur]
+    starts = np.array([seg.start for seg in dispatch], np.int64)
+    ends = starts + np.array([seg.dur for seg in dispatch], np.int64)
+    for seg, overlap in zip(dispatch, intervals.overlap_per_interval(starts, ends, busy_s, busy_e).tolist(), strict=True):
+        seg.covered = int(overlap)
 
 
 def _work_scale(segments: list[Segment]) -> tuple[int, dict[int, float]]:
@@ -205,7 +225,7 @@ def _segments(frame: Frame, rows: np.ndarray, kinds: dict[int, str], start: int,
         owner = stack[-1] if stack else -1
         # The top-level op: the outermost framework op open (user ranges around ops do not count).
         top = next((r for r in stack if op[r]), -1)
-        seg = Segment(max(at - t, 0), kinds.get(owner, "dispatch"), owner, top)
+        seg = Segment(max(at - t, 0), kinds.get(owner, "dispatch"), owner, top, start=t)
         segments.append(seg)
         t = max(t, at)
         return seg
@@ -253,16 +273,18 @@ def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | No
 
 
 def _no_dispatch(step: _Step) -> tuple[int, str] | None:
-    saved = sum(s.dur for s in step.segments if s.kind == "dispatch")
+    saved = sum(s.dur - s.covered for s in step.segments if s.kind == "dispatch")
     if not saved:
         return None
+
     def host(seg: Segment) -> int:
         if seg.kind == "dispatch":
-            return 0
+            return seg.covered  # waiting for other threads' compute stays
         return _work(step, seg) if seg.kind.startswith("compute") else seg.dur
 
     predicted = _replay(step, host_scale=host)
-    return predicted, (f"framework and Python time outside compute ops goes to 0, and so does each compute op's fixed "
+    return predicted, (f"framework and Python time outside compute ops (except waits for other threads' compute) goes "
+                       f"to 0, and so does each compute op's fixed "
                        f"cost ({step.op_floor / 1e3:.1f} µs, the trace's 10th-percentile op time) (a compiled graph: "
                        "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged")
 
@@ -354,7 +376,7 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
 
     def host(seg: Segment) -> int:
         if seg.top in cells:
-            return _work(step, seg) if seg.kind.startswith("compute") else 0
+            return _work(step, seg) if seg.kind.startswith("compute") else seg.covered
         return seg.dur
 
     predicted = _replay(step, host_scale=host, launch_latency=0)
