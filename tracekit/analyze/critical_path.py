@@ -75,7 +75,7 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     """The critical path of the ``instance``-th range named ``range_name`` (a user range or step),
     or of the first step when no name is given, or of the whole trace when no step is marked."""
     frame = frame_of(table)
-    start, end, window = _window(frame, range_name, instance)
+    start, end, window = step_window(frame, range_name, instance)
     classes = classify_rows(frame)
     host = _host_rows(frame, start, end)
     gpu = _gpu_rows(frame, host)
@@ -93,7 +93,9 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     return _summarize(frame, classes, graph, path, window)
 
 
-def _window(frame: Frame, range_name: str | None, instance: int) -> tuple[int, int, dict[str, object]]:
+def step_window(frame: Frame, range_name: str | None, instance: int) -> tuple[int, int, dict[str, object]]:
+    """(start, end, description) of the ``instance``-th range named ``range_name``, or of the first
+    step (the whole trace when no step is marked)."""
     if range_name is None:
         steps = frame.rows("step")
         if not steps.size:

@@ -27,7 +27,7 @@ import pyarrow as pa
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows
-from tracekit.analyze.critical_path import BLOCKING_CALLS
+from tracekit.analyze.critical_path import BLOCKING_CALLS, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import RNN_CELL_OPS
 from tracekit.errors import UsageError
@@ -83,10 +83,8 @@ class _Step:
 
 def whatif(table: pa.Table, range_name: str | None = None, instance: int = 0) -> WhatIf:
     """Predict the step (or range instance) under each applicable scenario."""
-    from tracekit.analyze.critical_path import _window
-
     frame = frame_of(table)
-    start, end, window = _window(frame, range_name, instance)
+    start, end, window = step_window(frame, range_name, instance)
     step = _step(frame, start, end, window)
     baseline = _replay(step)
     scenarios = []
