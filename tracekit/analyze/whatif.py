@@ -27,12 +27,11 @@ import pyarrow as pa
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows
-from tracekit.analyze.critical_path import BLOCKING_CALLS, step_window
+from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import RNN_CELL_OPS
 from tracekit.errors import UsageError
 
-GPU_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset")
 HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
 FUSIBLE = ("elementwise", "cast")
 HALF_PRECISION_SPEEDUP = 2.0  # GEMM/conv on tensor cores at 16 bits against TF32/FP32 (conservative)
