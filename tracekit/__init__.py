@@ -20,7 +20,7 @@ from tracekit._version import __version__
 _LAZY = {
     "TraceInfo": "tracekit.analyze.summary", "info": "tracekit.analyze.summary",
     "compare": "tracekit.api", "launch": "tracekit.api", "overhead": "tracekit.api", "ranges": "tracekit.api",
-    "report": "tracekit.api",
+    "report": "tracekit.api", "critical_path": "tracekit.api", "whatif": "tracekit.api",
     "InputError": "tracekit.errors", "TracekitError": "tracekit.errors",
     "load": "tracekit.ingest",
     "Study": "tracekit.study", "analyze_study": "tracekit.study", "run_study": "tracekit.study",
@@ -54,5 +54,5 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = ["InputError", "Study", "TraceInfo", "TracekitError", "__version__", "analyze_study", "compare", "info",
-           "launch", "load", "overhead", "ranges", "render", "report", "run_study"]
+__all__ = ["InputError", "Study", "TraceInfo", "TracekitError", "__version__", "analyze_study", "compare",
+           "critical_path", "info", "launch", "load", "overhead", "ranges", "render", "report", "run_study", "whatif"]
