@@ -57,8 +57,8 @@ def _critical_path(table: pa.Table, base: int) -> list[dict[str, Any]]:
 
     try:
         cp = critical_path(table)
-    except TracekitError:
-        return []
+    except (TracekitError, ValueError, IndexError, KeyError):
+        return []  # the other overlays still go out
     out = []
     for edge in cp.edges.itertuples():
         out.append({"ph": "X", "cat": "tracekit_critical_path", "name": f"{edge.category}: {edge.name}"[:200],
