@@ -184,13 +184,19 @@ HTA_EXPORT_REF = json.loads((Path(__file__).parent / "oracles" / "hta_export_0.6
 
 def _merged_gpu_shares(t: pa.Table) -> tuple[float, float, float]:
     """Idle, compute and non-compute percent of the GPU span with every device on one timeline, as
-    HTA's temporal breakdown merges a rank's GPUs; sync records count as GPU time, as in HTA."""
+    HTA's temporal breakdown merges a rank's GPUs; sync records count as GPU time, as in HTA.
+    With two steps or more, HTA keeps only the work launched before the last step starts."""
     from tracekit.analyze import intervals
     from tracekit.analyze.classify import KERNEL_CLASSES, classify_rows
     from tracekit.analyze.frame import frame_of
 
     frame = frame_of(t)
     rows = frame.rows("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_sync")
+    steps = frame.rows("step")
+    if steps.size >= 2:
+        launched = np.where(frame.launch_row[rows] >= 0, frame.start[np.maximum(frame.launch_row[rows], 0)],
+                            frame.start[rows])
+        rows = rows[launched < frame.start[steps].max()]
     span = int(frame.end[rows].max() - frame.start[rows].min())
     busy_s, busy_e = intervals.union(frame.start[rows], frame.end[rows])
     classes = classify_rows(frame).kernel[rows]

@@ -1,5 +1,7 @@
-"""Range GPU projection in O(n log n) (pre-order intervals of the row tree) gives what walking every
-launch call's enclosing ranges gives, on every real trace."""
+"""Range GPU projection in O(n log n) (pre-order intervals of the row tree, sorted keys) gives what
+the direct definitions give, on every real trace: walking every launch call's enclosing ranges;
+a step's GPU activities by their step; a TF/JAX range that launched nothing, its process's launches
+during it."""
 
 from __future__ import annotations
 
@@ -7,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ids, needs_shared, shared_files
+from conftest import SHARED, ids, needs_shared, shared_files
 
+from tracekit import schema
 from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
 from tracekit.analyze.ranges import RANGE_KINDS, ranges, subtree_intervals
 from tracekit.ingest import load
@@ -32,6 +35,21 @@ def _walked(table) -> dict[int, tuple[int, int, int, int]]:
                 a[2] = min(a[2], int(frame.start[g]))
                 a[3] = max(a[3], int(frame.end[g]))
             node = int(frame.parent[node])
+    step_kind = schema.KIND_CODES["step"]
+    cross_thread = (table.schema.metadata or {}).get(schema.META_SOURCE.encode(), b"").decode() in ("tf", "jax")
+    for node in frame.rows(*RANGE_KINDS).tolist():
+        if frame.kind[node] == step_kind:
+            mine = [g for g in frame.rows(*GPU_BUSY_KINDS).tolist() if frame.launch_row[g] >= 0
+                    and frame.step[g] == frame.step[node] and frame.pid[frame.launch_row[g]] == frame.pid[node]]
+        elif cross_thread and node not in out:
+            mine = [g for g in frame.rows(*GPU_BUSY_KINDS).tolist() if frame.launch_row[g] >= 0
+                    and frame.pid[frame.launch_row[g]] == frame.pid[node]
+                    and frame.start[node] <= frame.start[frame.launch_row[g]] < frame.end[node]]
+        else:
+            continue
+        out.pop(node, None)
+        if mine:
+            out[node] = [len(mine), int(frame.dur[mine].sum()), int(frame.start[mine].min()), int(frame.end[mine].max())]
     return {k: (v[0], v[1], v[2], v[3] - v[2]) for k, v in out.items()}
 
 
@@ -72,3 +90,19 @@ def test_subtree_intervals_say_who_encloses_whom() -> None:
         for a in rng.choice(len(frame), 50, replace=False).tolist():
             inside = tin[a] <= tin[b] < tin[a] + size[a]
             assert inside == (a in ancestors or a == b)
+
+
+@needs_shared
+def test_tf_derived_steps_project_onto_their_gpus_work():
+    """TF 2.3/2.4 mark steps only on the device ``Steps`` lines; each step's projection is the work
+    its executor threads launched (none of it is under the synthesized step row)."""
+    table = load(SHARED / "traces" / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb")
+    inst = ranges(table).instances.sort_values("start_ns")
+    assert inst.name.tolist() == ["Step 0", "Step 1"]
+    assert inst.gpu_ops.tolist() == [688, 688]  # each GPU's kernels and copies in its step
+    frame = frame_of(table)
+    for r in inst.itertuples():
+        gpu = frame.rows(*GPU_BUSY_KINDS)
+        gpu = gpu[frame.step[gpu] == frame.step[r.row]]
+        assert np.unique(frame.device[gpu]).size == 1
+        assert r.proj_start_ns >= r.start_ns and r.proj_start_ns + r.proj_dur_ns <= r.start_ns + r.dur_ns

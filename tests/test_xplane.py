@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pyarrow as pa
@@ -38,6 +39,7 @@ def tf_decode(path):
 def test_events_and_timings_equal_independent_decode(path):
     want = tf_decode(path)
     t = tracekit.load(path)
+    t = t.filter(pc.not_equal(pc.cast(t["category"], pa.string()), "Steps/derived"))  # made here, not decoded
     got = list(zip(t["process_name"].to_pylist(), t["thread_name"].to_pylist(), t["name"].to_pylist(),
                    t["start_ns"].to_pylist(), t["dur_ns"].to_pylist(), strict=True))
     assert got == want
@@ -92,3 +94,27 @@ def test_info_counts_every_host_thread_of_an_xspace_trace():
     t = tracekit.load(TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_fn.xplane.pb")
     host = t.filter(pc.is_valid(t["tid"]))
     assert tracekit.info(t).threads == len(set(host["thread_name"].to_pylist())) == 5
+
+
+@needs_shared
+def test_tf24_steps_come_from_the_device_steps_lines():
+    """TF 2.3/2.4 write no host step marker: the derived ``Steps`` lines (one event per device and
+    step, ``group_id`` 0 on both GPUs here, 650 ms apart) become steps. Disjoint windows of one group
+    are two executions, so the steps are numbered in time order and the group id is kept."""
+    t = tracekit.load(TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb")
+    assert tracekit.info(t).steps == [0, 1]
+    kinds = t["kind"].to_pylist()
+    steps = [i for i, k in enumerate(kinds) if k == "step"]
+    assert [json.loads(t["args"][i].as_py())["group_id"] for i in steps] == [0, 0]
+    device_steps = t.filter(pc.equal(t["thread_name"], "Steps"))
+    derived = device_steps.filter(pc.equal(pc.cast(device_steps["kind"], pa.string()), "gpu_user_range"))
+    starts = t["start_ns"].to_pylist()
+    ends = [s + d for s, d in zip(starts, t["dur_ns"].to_pylist(), strict=True)]
+    for i, (d_start, d_dur) in zip(steps, sorted(zip(derived["start_ns"].to_pylist(), derived["dur_ns"].to_pylist(),
+                                                      strict=True)), strict=True):
+        assert starts[i] <= d_start and ends[i] == d_start + d_dur  # reaches back to the first launch
+        assert d_start - starts[i] < 1_000_000
+    # Every GPU activity in a step window belongs to that step, through its launch call.
+    report = tracekit.launch(t).result
+    assert report.steps is not None and len(report.steps.steps) == 2
+    assert 19e6 < report.steps.median_ns < 22e6

@@ -6,6 +6,15 @@ enclosing range of the launch call), however late the GPU runs them. Projected s
 first start / last end of those activities; gpu_ops = the number of those activities (a CUDA/HIP
 graph launch is one correlation id for every kernel it replays, so ids would undercount). Ranges whose
 launches produced no GPU work have no projection (NaN).
+
+Two kinds of range reach GPU work that other threads launch, and are projected by other evidence:
+
+* a **step** projects onto every GPU activity of that step (launched by any thread of its process:
+  PyTorch's autograd thread launches the backward pass outside ``ProfilerStep#N``'s subtree);
+* a **TensorFlow/JAX range** whose own subtree launched nothing projects onto the activities launched
+  by its process's other threads during the range: their runtimes execute ops on executor threads
+  (``tf_Compute``, ``tf_gpu_private``) while the thread that opened the range waits. Elsewhere a
+  range without launches of its own (a DataLoader thread's) keeps no projection.
 """
 
 from __future__ import annotations
@@ -16,10 +25,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, frame_of
+from tracekit import schema
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.ingest.links import nearest_ancestor
 
 RANGE_KINDS = ("user_range", "step")
+CROSS_THREAD_SOURCES = ("tf", "jax")  # runtimes that run a range's ops on executor threads
 
 
 @dataclass
@@ -50,6 +61,9 @@ def ranges(table: pa.Table) -> RangesReport:
     gpu_rows = gpu_rows[frame.launch_row[gpu_rows] >= 0]
     proj = _projection(frame.parent, frame.depth, rows, frame.launch_row[gpu_rows], frame.start[gpu_rows],
                        frame.end[gpu_rows])
+    _project_steps(frame, rows, gpu_rows, proj)
+    if _source(table) in CROSS_THREAD_SOURCES:
+        _project_across_threads(frame, rows, gpu_rows, proj)
 
     inst = pd.DataFrame({
         "row": rows, "name": [frame.names[c] if c >= 0 else "" for c in frame.name_code[rows]],
@@ -70,6 +84,54 @@ def ranges(table: pa.Table) -> RangesReport:
                .sort_values("total_ns", ascending=False, kind="stable").reset_index())
     summary["proj_total_ns"] = summary["proj_total_ns"].astype(np.int64)
     return RangesReport(instances=inst, summary=summary)
+
+
+def _source(table: pa.Table) -> str:
+    return (table.schema.metadata or {}).get(schema.META_SOURCE.encode(), b"").decode()
+
+
+def _project_steps(frame: Frame, rows: np.ndarray, gpu_rows: np.ndarray, proj: dict[str, np.ndarray]) -> None:
+    """Step rows: the GPU activities of their step, launched by any thread of their process."""
+    steps = np.flatnonzero(frame.kind[rows] == schema.KIND_CODES["step"])
+    if not steps.size or not gpu_rows.size:
+        return
+    launch = frame.launch_row[gpu_rows]
+    _by_key(np.stack([frame.pid[launch], frame.step[gpu_rows]]), frame.start[gpu_rows], frame.end[gpu_rows],
+            np.stack([frame.pid[rows[steps]], frame.step[rows[steps]]]), None, steps, proj)
+
+
+def _project_across_threads(frame: Frame, rows: np.ndarray, gpu_rows: np.ndarray, proj: dict[str, np.ndarray]) -> None:
+    """Ranges that launched nothing themselves: the activities their process launched during them."""
+    idle = np.flatnonzero((proj["gpu_ops"] == 0) & (frame.kind[rows] != schema.KIND_CODES["step"]))
+    if not idle.size or not gpu_rows.size:
+        return
+    launch = frame.launch_row[gpu_rows]
+    r = rows[idle]
+    _by_key(np.stack([frame.pid[launch], frame.start[launch]]), frame.start[gpu_rows], frame.end[gpu_rows],
+            np.stack([frame.pid[r], frame.start[r]]), np.stack([frame.pid[r], frame.end[r]]), idle, proj)
+
+
+def _by_key(gpu_key: np.ndarray, start: np.ndarray, end: np.ndarray, lo_key: np.ndarray, hi_key: np.ndarray | None,
+            targets: np.ndarray, proj: dict[str, np.ndarray]) -> None:
+    """Project ``targets`` onto the GPU activities whose (process, key) lies in [lo_key, hi_key)
+    (``hi_key`` None: equals ``lo_key``). Sorted by (process, key), each target's share is one
+    contiguous slice, summed and searched as in ``_projection``."""
+    order = np.lexsort((gpu_key[1], gpu_key[0]))
+    pid, key, start, end = gpu_key[0][order], gpu_key[1][order], start[order], end[order]
+    lo = np.empty(targets.size, np.int64)
+    hi = np.empty(targets.size, np.int64)
+    for p in np.unique(lo_key[0]):
+        sel = lo_key[0] == p
+        a, b = np.searchsorted(pid, p, "left"), np.searchsorted(pid, p, "right")
+        lo[sel] = a + np.searchsorted(key[a:b], lo_key[1][sel], "left")
+        hi[sel] = a + (np.searchsorted(key[a:b], lo_key[1][sel], "right") if hi_key is None
+                       else np.searchsorted(key[a:b], hi_key[1][sel], "left"))
+    busy = np.r_[0, np.cumsum(end - start)]
+    has = hi > lo
+    proj["gpu_ops"][targets] = hi - lo
+    proj["gpu_busy_ns"][targets] = busy[hi] - busy[lo]
+    proj["first_start"][targets[has]] = _range_query(start, lo[has], hi[has], np.minimum)
+    proj["last_end"][targets[has]] = _range_query(end, lo[has], hi[has], np.maximum)
 
 
 def subtree_intervals(parent: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -23,14 +23,15 @@ import sqlite3
 import subprocess
 import tempfile
 import urllib.parse
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from tracekit import schema
 from tracekit.errors import InputError
 from tracekit.ingest import columns, links
 from tracekit.ingest.columns import TraceMeta
@@ -52,41 +53,89 @@ NVTX_DOMAIN_CREATE = 75
 STEP_RANGE = re.compile(r"^(?:[^:]+:)?(?:ProfilerStep|step)#(\d+)$")
 
 
+# Rows are fetched in blocks of this many, so Python holds one block of row tuples at a time.
+FETCH_ROWS = 1 << 16
+HOST_BITS = 0xFFFFFFFFFF000000  # globalTid without its tid bits: (host, pid)
+
+
 @dataclass
-class _Rows:
-    """Columns accumulated from the tables, as Python lists (SQLite yields rows anyway)."""
+class _Block:
+    """One nsys table's rows as columns. SQL computes every value; Python loops over distinct
+    names (and NVTX domain rows), never over all rows."""
 
-    kind: list[int]
-    category: list[str]
-    name: list[str]
-    start: list[int]
-    dur: list[int | None]
-    gtid: list[int]        # globalTid (host rows) or globalPid (GPU rows)
-    gpu: list[bool]
-    device: list[int]
-    stream: list[int]
-    corr: list[int]
-    nvtx_domain: list[int]
-    grid: list[tuple[int, int, int] | None]
-    block: list[tuple[int, int, int] | None]
-    regs: list[int | None]
-    shm: list[int | None]
-    nbytes: list[int | None]
-    args: list[dict[str, Any] | None]
+    category: str
+    kind: np.ndarray           # int8 kind codes
+    name: pa.DictionaryArray
+    start: np.ndarray
+    dur: np.ndarray            # -1 where dur_missing
+    dur_missing: np.ndarray
+    gtid: np.ndarray           # globalTid (host rows) or globalPid (GPU rows)
+    gpu: bool
+    args: pa.Array             # large_string JSON, null when the row has no other columns
+    device: np.ndarray | None = None
+    stream: np.ndarray | None = None
+    corr: np.ndarray | None = None
+    step: np.ndarray | None = None
+    grid: list[np.ndarray] | None = None   # x, y, z; -1 where unknown
+    block: list[np.ndarray] | None = None
+    optional: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # column: (values, null mask)
 
-    @classmethod
-    def empty(cls) -> _Rows:
-        return cls(*([] for _ in range(17)))  # type: ignore[arg-type]
+    def __len__(self) -> int:
+        return int(self.start.size)
 
-    def add(self, kind: str, category: str, name: str, start: int, dur: int | None, gtid: int, gpu: bool,
-            device: int = -1, stream: int = -1, corr: int = -1, domain: int = -1, grid: tuple[int, int, int] | None = None,
-            block: tuple[int, int, int] | None = None, regs: int | None = None, shm: int | None = None,
-            nbytes: int | None = None, args: dict[str, Any] | None = None) -> None:
-        self.kind.append(KIND_CODES[kind]); self.category.append(category); self.name.append(name)  # noqa: E702
-        self.start.append(start); self.dur.append(dur); self.gtid.append(gtid); self.gpu.append(gpu)  # noqa: E702
-        self.device.append(device); self.stream.append(stream); self.corr.append(corr)  # noqa: E702
-        self.nvtx_domain.append(domain); self.grid.append(grid); self.block.append(block)  # noqa: E702
-        self.regs.append(regs); self.shm.append(shm); self.nbytes.append(nbytes); self.args.append(args)  # noqa: E702
+
+def _dictionary(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), pa.array(values, pa.string()))
+
+
+def _names_of_ids(ids: np.ndarray, strings: dict[int, str], name_of: Callable[[str], str] | None = None) -> tuple[np.ndarray, list[str]]:
+    """Per-row codes and the distinct names of StringIds ids (-1 or unknown: "")."""
+    distinct, codes = np.unique(ids, return_inverse=True)
+    values = [strings.get(int(i), "") for i in distinct]
+    return codes.reshape(-1), [name_of(v) for v in values] if name_of else values
+
+
+def _sql_value(column: str) -> str:
+    """A column as a JSON-able SQL value: blobs (which json_object refuses) as hex text."""
+    return f"CASE typeof(\"{column}\") WHEN 'blob' THEN hex(\"{column}\") ELSE \"{column}\" END"
+
+
+def _args_sql(columns: list[str], used: set[str], string_ids: tuple[str, ...] = (),
+              extra: tuple[tuple[str, str], ...] = ()) -> str:
+    """SQL for the row's other columns as a JSON object in column order, nulls left out (SQL NULL
+    when nothing is left): json_patch drops members whose value is null."""
+    pairs = []
+    for c in columns:
+        if c in used:
+            continue
+        value = (f'coalesce((SELECT value FROM StringIds WHERE id = "{c}"), "{c}")' if c in string_ids
+                 else _sql_value(c))
+        pairs.append(f"'{c}', {value}")
+    pairs += [f"'{k}', {v}" for k, v in extra]
+    if not pairs:
+        return "NULL"
+    doc = "'{}'"
+    for i in range(0, len(pairs), 40):  # SQLite caps a function's arguments (127 in older builds)
+        doc = f"json_patch({doc}, json_object({', '.join(pairs[i:i + 40])}))"
+    return f"NULLIF({doc}, '{{}}')"
+
+
+def _fetch(con: sqlite3.Connection, sql: str, n_int: int, n_obj: int = 0) -> tuple[list[np.ndarray], list[list[Any]], pa.Array]:
+    """Run ``sql`` (n_int integer columns, n_obj other columns, then the args JSON) block by block."""
+    ints: list[list[np.ndarray]] = [[] for _ in range(n_int)]
+    objs: list[list[Any]] = [[] for _ in range(n_obj)]
+    args: list[pa.Array] = []
+    cur = con.execute(sql)
+    while rows := cur.fetchmany(FETCH_ROWS):
+        cols = list(zip(*rows, strict=True))
+        del rows
+        for i in range(n_int):
+            ints[i].append(np.array(cols[i], np.int64))
+        for j in range(n_obj):
+            objs[j].extend(cols[n_int + j])
+        args.append(pa.array(cols[-1], pa.large_string()))
+    merged = [np.concatenate(parts) if parts else np.zeros(0, np.int64) for parts in ints]
+    return merged, objs, pa.concat_arrays(args) if args else pa.array([], pa.large_string())
 
 
 def open_db(path: Path) -> sqlite3.Connection:
@@ -155,15 +204,12 @@ def read(path: Path, display_path: Path | None = None) -> pa.Table:
         if "StringIds" not in have or (meta_table is None and not any(t.startswith(("CUPTI_", "NVTX_")) for t in have)):
             raise InputError(shown, "SQLite database, but not an Nsight Systems export (no StringIds / META_DATA_EXPORT tables)")
         strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
-        rows = _Rows.empty()
-        _read_kernels(con, have, strings, rows)
-        _read_memory_ops(con, have, strings, rows)
-        _read_runtime(con, have, strings, rows)
-        _read_nvtx(con, have, strings, rows)
-        _read_simple(con, have, strings, rows)
+        blocks = [b for b in (_read_kernels(con, have, strings), *_read_memory_ops(con, have),
+                              _read_runtime(con, have, strings), _read_nvtx(con, have), *_read_simple(con, have, strings))
+                  if b is not None and len(b)]
         meta = _meta(con, have, meta_table, shown, path)
         names = _thread_names(con, have, strings)
-        return _to_table(rows, meta, names)
+        return _to_table(blocks, meta, names)
     except sqlite3.DatabaseError as e:
         raise InputError(shown, f"corrupt or unreadable nsys export ({e})") from None
     except (TypeError, ValueError, OverflowError, KeyError, pa.ArrowException) as e:
@@ -173,61 +219,79 @@ def read(path: Path, display_path: Path | None = None) -> pa.Table:
         con.close()
 
 
-def _int(v: Any, default: int = -1) -> int:
-    return int(v) if isinstance(v, int) else default
+def _column(present: set[str], name: str) -> str:
+    return f'"{name}"' if name in present else "NULL"
 
 
-def _read_kernels(con: sqlite3.Connection, have: set[str], strings: dict[int, str], rows: _Rows) -> None:
+def _dims(present: set[str], prefix: str) -> list[str]:
+    """x, y, z of a launch dimension; all -1 when any of the three is unknown."""
+    xyz = [_column(present, f"{prefix}{a}") for a in "XYZ"]
+    unknown = " OR ".join(f"{c} IS NULL" for c in xyz)
+    return [f"CASE WHEN {unknown} THEN -1 ELSE {c} END" for c in xyz]
+
+
+KERNEL_USED = {"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName", "gridX", "gridY",
+               "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory", "dynamicSharedMemory"}
+
+
+def _read_kernels(con: sqlite3.Connection, have: set[str], strings: dict[int, str]) -> _Block | None:
     table = "CUPTI_ACTIVITY_KIND_KERNEL"
     if table not in have:
-        return
-    cols, cur = _select(con, table)
-    for r in cur:
-        d = dict(zip(cols, r, strict=True))
-        start, end = d.pop("start"), d.pop("end")
-        name = strings.get(d["demangledName"], "") if d.get("demangledName") is not None else ""
-        for k in ("shortName", "mangledName"):
-            if d.get(k) is not None:
-                d[k] = strings.get(d[k], d[k])
-        d.pop("demangledName", None)
-        grid = (d.pop("gridX", None), d.pop("gridY", None), d.pop("gridZ", None))
-        block = (d.pop("blockX", None), d.pop("blockY", None), d.pop("blockZ", None))
-        ss, ds = d.pop("staticSharedMemory", None), d.pop("dynamicSharedMemory", None)
-        rows.add("gpu_kernel", table, name, start, end - start, _int(d.pop("globalPid", None), 0), True,
-                 _int(d.pop("deviceId", None)), _int(d.pop("streamId", None)), _int(d.pop("correlationId", None)),
-                 grid=grid if None not in grid else None, block=block if None not in block else None,
-                 regs=d.pop("registersPerThread", None),
-                 shm=(ss or 0) + (ds or 0) if ss is not None or ds is not None else None,
-                 args={k: v for k, v in d.items() if v is not None} or None)
+        return None
+    cols = table_columns(con, table)
+    c = set(cols)
+    shared = [_column(c, "staticSharedMemory"), _column(c, "dynamicSharedMemory")]
+    regs = _column(c, "registersPerThread")
+    sql = (f'SELECT start, "end" - start, coalesce({_column(c, "deviceId")}, -1), coalesce({_column(c, "streamId")}, -1), '
+           f'coalesce({_column(c, "correlationId")}, -1), coalesce({_column(c, "globalPid")}, 0), '
+           f'coalesce({_column(c, "demangledName")}, -1), {", ".join(_dims(c, "grid") + _dims(c, "block"))}, '
+           f'coalesce({regs}, -1), {regs} IS NULL, coalesce({shared[0]}, 0) + coalesce({shared[1]}, 0), '
+           f'{shared[0]} IS NULL AND {shared[1]} IS NULL, '
+           f'{_args_sql(cols, KERNEL_USED, string_ids=("shortName", "mangledName"))} FROM "{table}"')
+    (start, dur, device, stream, corr, gpid, name_id, gx, gy, gz, bx, by, bz, regs_v, regs_null, shm, shm_null), _, args = \
+        _fetch(con, sql, 17)
+    codes, values = _names_of_ids(name_id, strings)
+    return _Block(table, np.full(start.size, KIND_CODES["gpu_kernel"], np.int8), _dictionary(codes, values), start, dur,
+                  np.zeros(start.size, bool), gpid, True, args, device=device, stream=stream, corr=corr,
+                  grid=[gx, gy, gz], block=[bx, by, bz],
+                  optional={"registers_per_thread": (regs_v, regs_null.astype(bool)),
+                            "shared_memory_bytes": (shm, shm_null.astype(bool))})
 
 
-def _read_memory_ops(con: sqlite3.Connection, have: set[str], strings: dict[int, str], rows: _Rows) -> None:
+def _read_memory_ops(con: sqlite3.Connection, have: set[str]) -> list[_Block]:
     copy_kinds = _enum(con, have, "ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS)
     sync_types = _enum(con, have, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES)
     specs = (
-        ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy"),
-        ("CUPTI_ACTIVITY_KIND_MEMSET", "gpu_memset"),
-        ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "gpu_sync"),
-        ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "gpu_graph"),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy", "copyKind", lambda v: f"[CUDA memcpy {copy_kinds.get(v, 'Unknown')}]"),
+        ("CUPTI_ACTIVITY_KIND_MEMSET", "gpu_memset", None, lambda v: "[CUDA memset]"),
+        ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "gpu_sync", "syncType",
+         lambda v: f"[CUDA {sync_types.get(v, 'synchronization')}]"),
+        ("CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "gpu_graph", "graphId", None),
     )
-    for table, kind in specs:
+    blocks = []
+    for table, kind, name_column, name_of in specs:
         if table not in have:
             continue
-        cols, cur = _select(con, table)
-        for r in cur:
-            d = dict(zip(cols, r, strict=True))
-            start, end = d.pop("start"), d.pop("end")
-            if kind == "gpu_memcpy":
-                name = f"[CUDA memcpy {copy_kinds.get(_id(d.get('copyKind')), 'Unknown')}]"
-            elif kind == "gpu_memset":
-                name = "[CUDA memset]"
-            elif kind == "gpu_sync":
-                name = f"[CUDA {sync_types.get(_id(d.get('syncType')), 'synchronization')}]"
-            else:
-                name = f"[CUDA graph {d.get('graphId', '')}]"
-            rows.add(kind, table, name, start, end - start, _int(d.pop("globalPid", None), 0), True,
-                     _int(d.pop("deviceId", None)), _int(d.pop("streamId", None)), _int(d.pop("correlationId", None)),
-                     nbytes=d.pop("bytes", None), args={k: v for k, v in d.items() if v is not None} or None)
+        cols = table_columns(con, table)
+        c = set(cols)
+        used = {"start", "end", "globalPid", "deviceId", "streamId", "correlationId", "bytes"}
+        nbytes = _column(c, "bytes")
+        sql = (f'SELECT start, "end" - start, coalesce({_column(c, "deviceId")}, -1), '
+               f'coalesce({_column(c, "streamId")}, -1), coalesce({_column(c, "correlationId")}, -1), '
+               f'coalesce({_column(c, "globalPid")}, 0), coalesce({nbytes}, -1), {nbytes} IS NULL, '
+               f'{_column(c, name_column) if name_column else "NULL"}, {_args_sql(cols, used)} FROM "{table}"')
+        (start, dur, device, stream, corr, gpid, nbytes_v, nbytes_null), (labels,), args = _fetch(con, sql, 8, 1)
+        if name_of is None:  # a graph's id, as text ("None" when unknown); no column: ""
+            names = pa.array([f"[CUDA graph {v if name_column in c else ''}]" for v in labels], pa.string())
+            name = names.dictionary_encode()
+        else:
+            ids = np.array([-1 if v is None else int(v) for v in labels], np.int64) if labels else np.zeros(0, np.int64)
+            distinct, codes = np.unique(ids, return_inverse=True)
+            name = _dictionary(codes.reshape(-1), [name_of(int(v)) for v in distinct])
+        blocks.append(_Block(table, np.full(start.size, KIND_CODES[kind], np.int8), name, start, dur,
+                             np.zeros(start.size, bool), gpid, True, args, device=device, stream=stream, corr=corr,
+                             optional={"bytes": (nbytes_v, nbytes_null.astype(bool))}))
+    return blocks
 
 
 def api_display_name(raw: str) -> str:
@@ -237,83 +301,92 @@ def api_display_name(raw: str) -> str:
     return raw[:-6] if len(raw) >= 6 and raw[-6:-4] == "_v" else raw
 
 
-def _read_runtime(con: sqlite3.Connection, have: set[str], strings: dict[int, str], rows: _Rows) -> None:
+def _read_runtime(con: sqlite3.Connection, have: set[str], strings: dict[int, str]) -> _Block | None:
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if table not in have:
-        return
-    cols, cur = _select(con, table)
-    for r in cur:
-        d = dict(zip(cols, r, strict=True))
-        start, end = d.pop("start"), d.pop("end")
-        raw = strings.get(d.pop("nameId", None), "")
-        name = api_display_name(raw)
-        kind = "driver_api" if name.startswith("cu") and not name.startswith("cuda") else "runtime_api"
-        if raw != name:
-            d["name_raw"] = raw
-        rows.add(kind, table, name, start, end - start, _int(d.pop("globalTid", None), 0), False,
-                 corr=_int(d.pop("correlationId", None)), args={k: v for k, v in d.items() if v is not None} or None)
+        return None
+    cols = table_columns(con, table)
+    c = set(cols)
+    raw = f'(SELECT value FROM StringIds WHERE id = {_column(c, "nameId")})'
+    name_raw = f"CASE WHEN length({raw}) >= 6 AND substr({raw}, -6, 2) = '_v' THEN {raw} END"  # as api_display_name
+    sql = (f'SELECT start, "end" - start, coalesce({_column(c, "globalTid")}, 0), '
+           f'coalesce({_column(c, "correlationId")}, -1), coalesce({_column(c, "nameId")}, -1), '
+           f'{_args_sql(cols, {"start", "end", "nameId", "globalTid", "correlationId"}, extra=(("name_raw", name_raw),))} '
+           f'FROM "{table}"')
+    (start, dur, gtid, corr, name_id), _, args = _fetch(con, sql, 5)
+    codes, values = _names_of_ids(name_id, strings, api_display_name)
+    driver = np.array([v.startswith("cu") and not v.startswith("cuda") for v in values], bool)
+    kind = np.where(driver[codes], KIND_CODES["driver_api"], KIND_CODES["runtime_api"]).astype(np.int8)
+    return _Block(table, kind, _dictionary(codes, values), start, dur, np.zeros(start.size, bool), gtid, False, args,
+                  corr=corr)
 
 
-def _id(value: Any) -> int:
-    """A nullable integer id as a dict key (-1 for NULL, which no table uses)."""
-    return -1 if value is None else int(value)
+NVTX_USED = {"eventType", "start", "end", "textId", "text", "globalTid"}
 
 
-def _read_nvtx(con: sqlite3.Connection, have: set[str], strings: dict[int, str], rows: _Rows) -> None:
+def _read_nvtx(con: sqlite3.Connection, have: set[str]) -> _Block | None:
     table = "NVTX_EVENTS"
     if table not in have:
-        return
-    cols, cur = _select(con, table)
-    records = [dict(zip(cols, r, strict=True)) for r in cur]
-    # Domain names per (process, domainId), from the NvtxDomainCreate rows.
+        return None
+    cols = table_columns(con, table)
+    c = set(cols)
+    etype, end, text, domain_id = (_column(c, n) for n in ("eventType", "end", "text", "domainId"))
+    ranges = ", ".join(str(t) for t in NVTX_PUSHPOP + NVTX_STARTEND)
+    style = (f"CASE WHEN {etype} IN ({', '.join(map(str, NVTX_PUSHPOP))}) THEN 'PushPop' "
+             f"WHEN {etype} IN ({', '.join(map(str, NVTX_STARTEND))}) THEN 'StartEnd' END")
+    # Domain names per (process, domainId), from the first NvtxDomainCreate row of each.
     domains: dict[tuple[int, int], str] = {}
-    for d in records:
-        if d.get("eventType") == NVTX_DOMAIN_CREATE and d.get("domainId") is not None:
-            key = ((d.get("globalTid") or 0) & 0xFFFFFFFFFF000000, d["domainId"])
-            if key not in domains:
-                domains[key] = d.get("text") or strings.get(_id(d.get("textId")), "") or ""
-    for d in records:
-        etype = d.pop("eventType", None)
-        start, end = d.pop("start"), d.pop("end", None)
-        text_id = d.pop("textId", None)
-        text = strings.get(text_id) if text_id is not None else None
-        if text is None:
-            text = d.get("text") or ""
-        d.pop("text", None)
-        gtid = _int(d.pop("globalTid", None), 0)
-        domain_id = d.get("domainId")
-        domain = domains.get((gtid & 0xFFFFFFFFFF000000, domain_id)) if domain_id else None
-        if etype in NVTX_PUSHPOP or etype in NVTX_STARTEND:
-            name = f"{domain}:{text}" if domain else text
-            kind = "step" if STEP_RANGE.match(name) else "user_range"
-            d["style"] = "PushPop" if etype in NVTX_PUSHPOP else "StartEnd"
-        elif etype == NVTX_MARK:
-            kind, name = "marker", (f"{domain}:{text}" if domain else text)
-        else:
-            kind, name = "metadata", text
-        d["eventType"] = etype
-        dur = end - start if end is not None else (0 if kind in ("marker", "metadata") else None)
-        rows.add(kind, table, name, start, dur, gtid, False, domain=_int(domain_id),
-                 args={k: v for k, v in d.items() if v is not None} or None)
+    if "domainId" in c:
+        for gtid, did, name in con.execute(
+                f'SELECT coalesce({_column(c, "globalTid")}, 0), domainId, coalesce(nullif({text}, \'\'), '
+                f'(SELECT value FROM StringIds WHERE id = {_column(c, "textId")}), \'\') FROM "{table}" '
+                f'WHERE {etype} = {NVTX_DOMAIN_CREATE} AND domainId IS NOT NULL'):
+            domains.setdefault((int(gtid) & HOST_BITS, int(did)), name)
+    sql = (f'SELECT start, coalesce({end} - start, CASE WHEN {etype} IN ({ranges}) THEN -1 ELSE 0 END), '
+           f'{end} IS NULL AND {etype} IN ({ranges}), coalesce({_column(c, "globalTid")}, 0), coalesce({etype}, -1), '
+           f'coalesce({domain_id}, 0), '
+           f'coalesce((SELECT value FROM StringIds WHERE id = {_column(c, "textId")}), {text}, \'\'), '
+           f'{_args_sql(cols, NVTX_USED, extra=(("style", style), ("eventType", etype)))} FROM "{table}"')
+    (start, dur, dur_missing, gtid, event, did), (texts,), args = _fetch(con, sql, 6, 1)
+    is_range = np.isin(event, NVTX_PUSHPOP + NVTX_STARTEND)
+    named = is_range | (event == NVTX_MARK)
+    names = list(texts)
+    for i in np.flatnonzero(named & (did != 0)).tolist():  # only rows in a named domain pay a Python step
+        domain = domains.get((int(gtid[i]) & HOST_BITS, int(did[i])))
+        if domain:
+            names[i] = f"{domain}:{names[i]}"
+    name = pa.array(names, pa.string()).dictionary_encode()
+    step_of_value = np.array([int(m.group(1)) if (m := STEP_RANGE.match(v)) else -1 for v in name.dictionary.to_pylist()]
+                             or [-1], np.int64)
+    codes = name.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(name) else np.zeros(0, np.int64)
+    step = np.where(is_range, step_of_value[codes] if codes.size else codes, -1)
+    kind = np.select([is_range & (step >= 0), is_range, event == NVTX_MARK],
+                     [KIND_CODES["step"], KIND_CODES["user_range"], KIND_CODES["marker"]], KIND_CODES["metadata"])
+    return _Block(table, kind.astype(np.int8), name, start, dur, dur_missing.astype(bool), gtid, False, args, step=step)
 
 
-def _read_simple(con: sqlite3.Connection, have: set[str], strings: dict[int, str], rows: _Rows) -> None:
+def _read_simple(con: sqlite3.Connection, have: set[str], strings: dict[int, str]) -> list[_Block]:
     """Host-side tables with (start, end, globalTid, nameId)."""
     specs = (("CUDNN_EVENTS", "gpu_library_api"), ("CUBLAS_EVENTS", "gpu_library_api"),
              ("PROFILER_OVERHEAD", "overhead"), ("CUDA_GRAPH_EVENTS", "other"), ("CUDA_GRAPH_NODE_EVENTS", "other"),
              ("OSRT_API", "other"))
+    blocks = []
     for table, kind in specs:
         if table not in have:
             continue
-        cols, cur = _select(con, table)
-        if "start" not in cols:
+        cols = table_columns(con, table)
+        c = set(cols)
+        if "start" not in c:
             continue
-        for r in cur:
-            d = dict(zip(cols, r, strict=True))
-            start, end = d.pop("start"), d.pop("end", None)
-            name = strings.get(d.pop("nameId", None), "") if "nameId" in d else ""
-            rows.add(kind, table, name, start, (end - start) if end is not None else None,
-                     _int(d.pop("globalTid", None), 0), False, args={k: v for k, v in d.items() if v is not None} or None)
+        end = _column(c, "end")
+        sql = (f'SELECT start, coalesce({end} - start, -1), {end} IS NULL, coalesce({_column(c, "globalTid")}, 0), '
+               f'coalesce({_column(c, "nameId")}, -1), {_args_sql(cols, {"start", "end", "nameId", "globalTid"})} '
+               f'FROM "{table}"')
+        (start, dur, dur_missing, gtid, name_id), _, args = _fetch(con, sql, 5)
+        codes, values = _names_of_ids(name_id, strings)
+        blocks.append(_Block(table, np.full(start.size, KIND_CODES[kind], np.int8), _dictionary(codes, values), start,
+                             dur, dur_missing.astype(bool), gtid, False, args))
+    return blocks
 
 
 def _thread_names(con: sqlite3.Connection, have: set[str], strings: dict[int, str]) -> tuple[dict[int, str], dict[int, str]]:
@@ -352,55 +425,74 @@ def _meta(con: sqlite3.Connection, have: set[str], meta_table: str | None, shown
     )
 
 
-def _to_table(rows: _Rows, meta: TraceMeta, names: tuple[dict[int, str], dict[int, str]]) -> pa.Table:
-    n = len(rows.kind)
-    kind = np.array(rows.kind, np.int8)
-    start = np.array(rows.start, np.int64)
-    dur_missing = np.array([d is None for d in rows.dur], bool)
-    dur = np.array([d if d is not None else -1 for d in rows.dur], np.int64)
-    gtid = np.array(rows.gtid, np.uint64).astype(np.int64) if n else np.zeros(0, np.int64)
-    gpu = np.array(rows.gpu, bool)
+def _to_table(blocks: list[_Block], meta: TraceMeta, names: tuple[dict[int, str], dict[int, str]]) -> pa.Table:
+    n = sum(len(b) for b in blocks)
+
+    def cat(get: Callable[[_Block], np.ndarray | None], fill: int = -1, dtype: type = np.int64) -> np.ndarray:
+        parts = [v if (v := get(b)) is not None else np.full(len(b), fill, dtype) for b in blocks]
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+
+    kind = cat(lambda b: b.kind, dtype=np.int8)
+    start = cat(lambda b: b.start)
+    dur = cat(lambda b: b.dur)
+    dur_missing = cat(lambda b: b.dur_missing, 0, bool)
+    gtid = cat(lambda b: b.gtid)
+    gpu = cat(lambda b: np.full(len(b), b.gpu), 0, bool)
     pid = (gtid >> 24) & 0xFFFFFF
     tid = gtid & 0xFFFFFF
-    device = np.array(rows.device, np.int64)
-    stream = np.array(rows.stream, np.int64)
-    corr = np.array(rows.corr, np.int64)
+    device = cat(lambda b: b.device)
+    stream = cat(lambda b: b.stream)
+    corr = cat(lambda b: b.corr)
     # Nesting groups: host rows per globalTid; GPU rows per (device, stream), kept apart by sign.
     group = np.where(gpu, -((device + 2) << 32 | (stream & 0xFFFFFFFF)), gtid)
-    step_numbers = np.full(n, -1, np.int64)
-    for row in np.flatnonzero(kind == KIND_CODES["step"]):
-        step_numbers[row] = int(STEP_RANGE.match(rows.name[row]).group(1))  # type: ignore[union-attr]
-    row_links = links.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, step_numbers,
-                        process=pid)
+    row_links = links.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, cat(lambda b: b.step),
+                           process=pid)
     threads, procs = names
-    thread_name = [None if g else threads.get(t) for g, t in zip(rows.gpu, rows.gtid, strict=True)]
-    thread_name = [f"stream {s}" if g else t for g, s, t in zip(rows.gpu, rows.stream, thread_name, strict=True)]
-    process_name = [procs.get(int(p)) for p in pid]
+    # Thread names: a host row's thread, a GPU row's stream; looked up once per distinct key.
+    thread_key = np.where(gpu, stream, gtid)
+    thread_codes = np.full(n, -1, np.int64)
+    thread_values: dict[str, int] = {}
+    for on_gpu in (False, True):
+        sel = np.flatnonzero(gpu == on_gpu)
+        distinct, inverse = np.unique(thread_key[sel], return_inverse=True)
+        labels = [f"stream {k}" if on_gpu else threads.get(int(k)) for k in distinct.tolist()]
+        code = np.array([-1 if v is None else thread_values.setdefault(v, len(thread_values)) for v in labels] or [-1])
+        thread_codes[sel] = code[inverse.reshape(-1)]
+    distinct_pid, pid_inverse = np.unique(pid, return_inverse=True)
+    proc_labels = [procs.get(int(p)) for p in distinct_pid.tolist()]
+    proc_values: dict[str, int] = {}
+    proc_code = np.array([-1 if v is None else proc_values.setdefault(v, len(proc_values)) for v in proc_labels] or [-1])
 
-    def triple(values: list[tuple[int, int, int] | None], i: int) -> pa.Array:
-        return columns.nullable(np.array([v[i] if v else -1 for v in values], np.int64), -1, pa.int32())
+    def optional(column: str, dtype: pa.DataType) -> pa.Array:
+        values = cat(lambda b: b.optional[column][0] if column in b.optional else None)
+        missing = cat(lambda b: b.optional[column][1] if column in b.optional else None, 1, bool)
+        return pa.array(values, dtype, mask=missing if missing.any() else None)
 
-    def opt(values: list[int | None], dtype: pa.DataType) -> pa.Array:
-        return pa.array(values, dtype)
+    def dims(attr: str, i: int) -> pa.Array:
+        return columns.nullable(cat(lambda b: getattr(b, attr)[i] if getattr(b, attr) else None), -1, pa.int32())
 
+    categories = [b.category for b in blocks]
     cols = {
         "kind": columns.dictionary(kind, columns.KIND_DICTIONARY, pa.int8()),
-        "category": pa.array(rows.category, pa.string()).dictionary_encode(),
-        "name": pa.array(rows.name, pa.string()).dictionary_encode(),
+        "category": columns.dictionary(np.repeat(np.arange(len(blocks)), [len(b) for b in blocks]), categories),
+        "name": (pa.chunked_array([b.name for b in blocks], pa.dictionary(pa.int32(), pa.string()))
+                 .unify_dictionaries().combine_chunks()) if blocks else pa.array([], pa.string()).dictionary_encode(),
         "pid": columns.nullable(np.where(gpu, -1, pid), -1, pa.int64()),
         "tid": columns.nullable(np.where(gpu, -1, tid), -1, pa.int64()),
-        "process_name": pa.array(process_name, pa.string()).dictionary_encode(),
-        "thread_name": pa.array(thread_name, pa.string()).dictionary_encode(),
+        "process_name": columns.dictionary(proc_code[pid_inverse.reshape(-1)] if n else np.zeros(0, np.int64),
+                                           list(proc_values)),
+        "thread_name": columns.dictionary(thread_codes, list(thread_values)),
         "device_id": columns.nullable(device, -1, pa.int32()),
         "stream_id": columns.nullable(stream, -1, pa.int64()),
         "start_ns": pa.array(start, pa.int64()),
         "dur_ns": columns.nullable(dur, dur_missing, pa.int64()),
         "correlation_id": columns.nullable(corr, -1, pa.int64()),
-        "grid_x": triple(rows.grid, 0), "grid_y": triple(rows.grid, 1), "grid_z": triple(rows.grid, 2),
-        "block_x": triple(rows.block, 0), "block_y": triple(rows.block, 1), "block_z": triple(rows.block, 2),
-        "registers_per_thread": opt(rows.regs, pa.int32()),
-        "shared_memory_bytes": opt(rows.shm, pa.int64()),
-        "bytes": opt(rows.nbytes, pa.int64()),
-        "args": columns.json_args_from_objects(rows.args),
+        "grid_x": dims("grid", 0), "grid_y": dims("grid", 1), "grid_z": dims("grid", 2),
+        "block_x": dims("block", 0), "block_y": dims("block", 1), "block_z": dims("block", 2),
+        "registers_per_thread": optional("registers_per_thread", pa.int32()),
+        "shared_memory_bytes": optional("shared_memory_bytes", pa.int64()),
+        "bytes": optional("bytes", pa.int64()),
+        "args": pa.ExtensionArray.from_storage(schema.ARGS_TYPE, pa.concat_arrays([b.args for b in blocks])
+                                               if blocks else pa.array([], pa.large_string())),
     }
     return columns.assemble(n, cols, meta, row_links)

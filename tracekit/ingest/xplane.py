@@ -278,6 +278,8 @@ def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
             capture_start = profile_start
         for plane in xs.planes:
             _read_plane(plane, host, profile_start, rows, device_info)
+    if KIND_CODES["step"] not in rows.kinds:
+        _add_derived_steps(rows)
     return _assemble(path, rows, len(spaces), TraceMeta(
         source=_framework(rows.names), source_file=path.name, source_sha256=sha, source_format=fmt,
         capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra))
@@ -341,6 +343,74 @@ def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_i
             if ev.WhichOneof("data") == "num_occurrences":
                 stats["@num_occurrences"] = ev.num_occurrences
             rows.args.append(stats or None)
+
+
+def _add_derived_steps(rows: _Rows) -> None:
+    """Step rows from the device ``Steps`` lines, for captures without TraceMe step markers.
+
+    TF 2.3/2.4 mark no step on the host; its profiler grouped events by ``group_id`` and wrote one
+    ``Steps`` event per device and step. Each becomes a host step row reaching back to the first
+    launch onto that device within the step (the host's lead), since steps hold host rows. The same
+    group on several devices is one step only where their windows overlap (data-parallel replicas
+    run together); groups repeated at disjoint times are separate executions, so then every step is
+    numbered in time order and the profiler's group id kept in args.
+    """
+    step_rows = [i for i, (line, kind) in enumerate(zip(rows.lines, rows.kinds, strict=True))
+                 if line == "Steps" and kind == KIND_CODES["gpu_user_range"]]
+    if not step_rows:
+        return
+    windows = []  # (start, end, group, host, device)
+    for i in step_rows:
+        args = rows.args[i] or {}
+        group = args.get("group_id")
+        if not isinstance(group, int):
+            group = int(rows.names[i]) if rows.names[i].lstrip("-").isdigit() else -1
+        start, end = rows.starts[i], rows.starts[i] + rows.durs[i]
+        windows.append([_launch_lead(rows, rows.hosts[i], rows.devices[i], start, end), end, group,
+                        rows.hosts[i], rows.devices[i]])
+    # One step per group and host where device windows overlap; a disjoint repeat is a new step.
+    windows.sort(key=lambda w: (w[3], w[2], w[0]))
+    steps: list[list[Any]] = []  # [start, end, group, host, devices]
+    for start, end, group, host, device in windows:
+        last = steps[-1] if steps else None
+        if last and last[2] == group and last[3] == host and start < last[1]:
+            last[1] = max(last[1], end)
+            last[4].append(device)
+        else:
+            steps.append([start, end, group, host, [device]])
+    groups = [(s[3], s[2]) for s in steps]
+    renumber = len(set(groups)) < len(groups) or any(g < 0 for _, g in groups)
+    steps.sort(key=lambda s: s[0])
+    for number, (start, end, group, host, devices) in enumerate(steps):
+        step = number if renumber else group
+        rows.starts.append(start)
+        rows.durs.append(end - start)
+        rows.kinds.append(KIND_CODES["step"])
+        rows.names.append(f"Step {step}")
+        rows.categories.append("Steps/derived")
+        rows.lines_read += 1
+        rows.groups.append(rows.lines_read)
+        rows.hosts.append(host)
+        rows.tids.append(-1)
+        rows.devices.append(-1)
+        rows.streams.append(-1)
+        rows.planes.append("/host:CPU")
+        rows.lines.append("Steps")
+        rows.correlation.append(-1)
+        rows.step_num.append(step)
+        for values in rows.kernel.values():
+            values.append(-1)
+        rows.args.append({"group_id": group, "devices": sorted(devices), "derived_from": "device Steps lines"})
+
+
+def _launch_lead(rows: _Rows, host: int, device: int, start: int, end: int) -> int:
+    """Start of the earliest launch call whose GPU work on ``device`` runs in [start, end); else start."""
+    gpu = {KIND_CODES[k] for k in ("gpu_kernel", "gpu_memcpy", "gpu_memset")}
+    launched = {c for c, k, d, h, s in zip(rows.correlation, rows.kinds, rows.devices, rows.hosts, rows.starts, strict=True)
+                if c >= 0 and k in gpu and d == device and h == host and start <= s < end}
+    calls = [s for c, k, h, s in zip(rows.correlation, rows.kinds, rows.hosts, rows.starts, strict=True)
+             if c in launched and h == host and k in (KIND_CODES["runtime_api"], KIND_CODES["driver_api"])]
+    return min([start, *calls])
 
 
 def _add_kernel_details(kernel: dict[str, list[int]], stats: dict[str, Any], kind: str) -> None:
