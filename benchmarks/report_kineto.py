@@ -6,6 +6,7 @@ Each contender runs in a fresh child process (best of --repeat); times exclude i
 and imports. Printed, all measured in this run:
   report from the Parquet file (load + breakdown + launch verdict + JSON render)   target < 1 s
   report from the raw trace / ingest time of the same trace                         target < 1.5
+  HTML page size of report, launch and ranges (from the Parquet file)               target < 2 MB each
 For reference (not run here): HTA 0.5's get_temporal_breakdown + get_gpu_kernel_breakdown +
 get_cuda_kernel_launch_stats take ~2.2 s on such a file, after a 23.7 s load.
 """
@@ -64,6 +65,12 @@ def main() -> int:
     print(f"report from Parquet            : {from_pq['seconds']:.2f} s (of which load {from_pq['load_seconds']:.2f} s)  (target < 1 s)")
     print(f"report from raw trace          : {from_raw['seconds']:.2f} s")
     print(f"ratio  report from raw / ingest = {from_raw['seconds'] / ingest['seconds']:.2f}  (target < 1.5)")
+    for command in ("report", "launch", "ranges"):
+        page = pq_file.with_name(f"{command}.html")
+        subprocess.run([sys.executable, "-m", "tracekit", command, str(pq_file), "-f", "html", "-o", str(page)],
+                       check=True, capture_output=True)
+        print(f"{command} -f html page         : {page.stat().st_size / 1e6:.2f} MB  (target < 2 MB)")
+        page.unlink()
     if tmp:
         tmp.cleanup()
     return 0

@@ -251,3 +251,28 @@ def test_a_range_counts_every_kernel_its_cuda_graph_launches_replay():
     graph = [i for i, n in enumerate(frame.names) if n == "cudaGraphLaunch"]
     replayed = np.isin(frame.name_code[launch[inside]], graph).sum()
     assert replayed >= 315  # one graph launch, hundreds of kernels: each one counts
+
+
+@needs_shared
+def test_html_page_keeps_its_embedded_data_within_a_budget():
+    """A page's embedded data is cut to its budget (lists keep their first entries, and say how long
+    they were), stays valid JSON, and the page says so; under the budget it is left whole. HTA's
+    trace_diff trace has 1.9 MB of launch gaps alone (a million-event trace: ~100 MB)."""
+    import json as json_module
+    import re
+
+    from tracekit.render import html_report
+    from tracekit.render.json_report import _clean
+
+    result = api.launch(TRACES / "hta" / "trace_diff" / "test" / "test.json.gz")
+    full = _clean(api.document(result).data)
+    assert len(json_module.dumps(full)) > html_report.MAX_DATA_BYTES
+    page = api.render(result, "html")
+    assert len(page) < 2_000_000 and "cut to fit it" in page
+    embedded = json_module.loads(re.search(r'id="tracekit-data">(.*)</script>', page).group(1))
+    assert embedded["truncated"] == {"gaps": len(full["gaps"])} and embedded["verdict"] == full["verdict"]
+    text, what = html_report.embedded_data(full, budget=20_000)
+    data = json_module.loads(text)
+    assert len(text) <= 20_000 and what and data["truncated"]["gaps"] == len(full["gaps"])
+    assert data["gaps"] == full["gaps"][:len(data["gaps"])]
+    assert html_report.embedded_data({"a": list(range(10))}, budget=20_000) == ('{"a":[0,1,2,3,4,5,6,7,8,9]}', "")

@@ -2,7 +2,9 @@
 
 Byte-identical for the same input (no timestamps, sorted JSON, fixed palette). The document's
 data is embedded once as ``<script type="application/json">`` for anyone who wants the numbers.
-Tables are capped at ``MAX_ROWS`` rows to keep the page small; the JSON report has them all.
+Tables are capped at ``MAX_ROWS`` rows, and the embedded data at ``MAX_DATA_BYTES`` (long lists keep
+their first entries, long strings their start), so a page stays small whatever the trace: a
+million-event trace's page is the size of a small one's. The JSON report (``-f json``) has everything.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import html
 import json
 import math
 from collections.abc import Callable
+from typing import Any
 
 from tracekit.render.document import Chart, Document, format_cell, visible
 from tracekit.render.json_report import _clean
 
 MAX_ROWS = 300
+MAX_DATA_BYTES = 1_000_000  # embedded data; with the tables and charts a page stays under ~2 MB
+MAX_STRING = 2_000
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac", "#86bcb6", "#d37295"]
 CSS = """
@@ -124,6 +129,46 @@ def _svg_line(chart: Chart) -> str:
             f'{"".join(parts)}</figure>')
 
 
+def _dumps(data: object) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def embedded_data(data: dict[str, Any], budget: int = MAX_DATA_BYTES) -> tuple[str, str]:
+    """The document data as JSON within ``budget`` bytes, and what was cut ("" when nothing).
+
+    Lists longer than a limit keep their first entries, strings
+    their first ``MAX_STRING`` characters; the limit shrinks until the text fits. Each cut list's
+    full length is recorded under ``"truncated"``, so a reader of the page knows it has a prefix.
+    """
+    text = _dumps(data)
+    limit = 1000
+    while len(text) > budget and limit >= 1:
+        cut: dict[str, int] = {}
+        trimmed = _trim(data, limit, "", cut)
+        assert isinstance(trimmed, dict)
+        text = _dumps({**trimmed, "truncated": cut})
+        if len(text) <= budget:
+            lists = f"{len(cut)} list(s) keep their first {limit:,} entries" if cut else "long strings are shortened"
+            return text, lists
+        limit //= 4
+    if len(text) > budget:
+        return _dumps({"truncated": "the data does not fit the page"}), "the data does not fit the page"
+    return text, ""
+
+
+def _trim(value: object, limit: int, path: str, cut: dict[str, int]) -> object:
+    if isinstance(value, dict):
+        return {k: _trim(v, limit, f"{path}.{k}" if path else str(k), cut) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) > limit:
+            cut[path] = len(value)
+            value = value[:limit]
+        return [_trim(v, limit, f"{path}[]", cut) for v in value]
+    if isinstance(value, str) and len(value) > MAX_STRING:
+        return value[:MAX_STRING] + "…"
+    return value
+
+
 _CHARTS = {"stacked": _svg_stacked, "histogram": _svg_histogram, "line": _svg_line}
 
 
@@ -152,8 +197,11 @@ class HtmlRenderer:
                     body.append(f'<p class="s">({len(t.rows) - MAX_ROWS:,} more rows in the JSON report)</p>')
                 if t.note:
                     body.append(f'<p class="s">{_e(t.note)}</p>')
+        data, trimmed = embedded_data(_clean(document.data))
+        if trimmed:
+            body.append(f'<p class="s">The data embedded in this page is cut to fit it: {_e(trimmed)}. '
+                        "The JSON report (-f json) has all of it.</p>")
         # "<" as \u003c: a name holding "</script>" cannot end the data block and start markup.
-        data = json.dumps(_clean(document.data), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         data = data.replace("<", "\\u003c")
         data = data.replace("</", "<\\/")  # keep the JSON from closing its script element
         return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
