@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-TRACES = REPO.parent / "shared" / "traces" / "nsys"
+TRACES = Path(os.environ.get("TRACEKIT_SHARED", REPO.parent / "shared")) / "traces" / "nsys"
 CACHED_NSYS = Path.home() / ".cache/tracekit/nsys/root/usr/lib/x86_64-linux-gnu/nsight-systems/target-linux-x64/nsys"
 REPLICATED_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                      "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS",
@@ -50,7 +50,7 @@ def replicate(sample: Path, copies: int, out: Path) -> dict[str, int]:
     con = sqlite3.connect(out)
     have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     present = [t for t in REPLICATED_TABLES if t in have]
-    lo, hi = con.execute(" UNION ALL ".join(f'SELECT min(start), max(coalesce("end", start)) FROM "{t}"' for t in present)
+    lo, hi = con.execute(" UNION ALL ".join(f'SELECT min(start) AS a, max(coalesce("end", start)) AS b FROM "{t}"' for t in present)
                          .join(["SELECT min(a), max(b) FROM (", ")"])).fetchone()
     span = int(hi - lo) + 1
     corr_step = 1 + max(con.execute(f'SELECT coalesce(max(correlationId), 0) FROM "{t}"').fetchone()[0]
@@ -112,12 +112,12 @@ def main() -> int:
             counts = replicate(TRACES / sample, copies, db)
             size = db.stat().st_size
             out = Path(tmp) / f"{name}.md"
-            tk_wall, tk_peak = measure([*tracekit, command, str(db), "-f", "markdown", "-o", str(out)])
+            tk_wall, tk_peak = measure([*tracekit, command, str(db), "-f", "markdown", "-o", str(out), "--force"])
             rows = "/".join(f"{counts.get(t, 0):,}" for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
                                                              "NVTX_EVENTS"))
             line = f"{name:<13} {rows:>26} {size / 1e6:>6.0f} | {tk_wall:>10.2f} {tk_peak / 1e6:>8.0f} | "
             if args.nsys:
-                ns_wall, ns_peak = measure([args.nsys, "stats", "-q", "-r", report, "-f", "csv", "--force-export", "false",
+                ns_wall, ns_peak = measure([args.nsys, "stats", "-q", "-r", report, "-f", "csv", "--force-export", "false", "--force-overwrite", "true",
                                             "-o", str(Path(tmp) / name), str(db)])
                 line += f"{ns_wall:>7.2f} {ns_peak / 1e6:>8.0f} | {tk_wall / ns_wall:>10.2f} {tk_peak / size:>9.2f}"
             else:

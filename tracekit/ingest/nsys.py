@@ -17,6 +17,7 @@ globalTid: bits 0-23 tid, 24-47 pid, 48-63 host; a GPU row's globalPid has the t
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sqlite3
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracekit import schema
 from tracekit.errors import InputError
@@ -95,37 +97,36 @@ def _names_of_ids(ids: np.ndarray, strings: dict[int, str], name_of: Callable[[s
     return codes.reshape(-1), [name_of(v) for v in values] if name_of else values
 
 
-def _sql_value(column: str) -> str:
-    """A column as a JSON-able SQL value: blobs (which json_object refuses) as hex text."""
-    return f"CASE typeof(\"{column}\") WHEN 'blob' THEN hex(\"{column}\") ELSE \"{column}\" END"
+@dataclass
+class _Args:
+    """The columns a table's rows keep in ``args`` (those the schema has no column for), in column
+    order, then any extra keys: their JSON keys and SQL expressions."""
+
+    keys: list[str]
+    sql: list[str]
+    # Keys holding integer ids, written through a function of the id (JSON text, None: left out),
+    # called once per distinct id: StringIds references, for one.
+    by_id: dict[str, Callable[[int], str | None]]
 
 
-def _args_sql(columns: list[str], used: set[str], string_ids: tuple[str, ...] = (),
-              extra: tuple[tuple[str, str], ...] = ()) -> str:
-    """SQL for the row's other columns as a JSON object in column order, nulls left out (SQL NULL
-    when nothing is left): json_patch drops members whose value is null."""
-    pairs = []
-    for c in columns:
-        if c in used:
-            continue
-        value = (f'coalesce((SELECT value FROM StringIds WHERE id = "{c}"), "{c}")' if c in string_ids
-                 else _sql_value(c))
-        pairs.append(f"'{c}', {value}")
-    pairs += [f"'{k}', {v}" for k, v in extra]
-    if not pairs:
-        return "NULL"
-    doc = "'{}'"
-    for i in range(0, len(pairs), 40):  # SQLite caps a function's arguments (127 in older builds)
-        doc = f"json_patch({doc}, json_object({', '.join(pairs[i:i + 40])}))"
-    return f"NULLIF({doc}, '{{}}')"
+def _args(columns: list[str], used: set[str], extra: tuple[tuple[str, str], ...] = (),
+          by_id: dict[str, Callable[[int], str | None]] | None = None) -> _Args:
+    keys = [c for c in columns if c not in used]
+    return _Args(keys + [k for k, _ in extra], [f'"{c}"' for c in keys] + [v for _, v in extra], by_id or {})
 
 
-def _fetch(con: sqlite3.Connection, sql: str, n_int: int, n_obj: int = 0) -> tuple[list[np.ndarray], list[list[Any]], pa.Array]:
-    """Run ``sql`` (n_int integer columns, n_obj other columns, then the args JSON) block by block."""
+def _string_or_id(strings: dict[int, str]) -> Callable[[int], str | None]:
+    """A StringIds reference as its string; an unknown id as the number."""
+    return lambda v: json.dumps(strings[v]) if v in strings else str(v)
+
+
+def _fetch(con: sqlite3.Connection, sql: str, n_int: int, n_obj: int, args: _Args) -> tuple[list[np.ndarray], list[list[Any]], pa.Array]:
+    """Run ``sql`` (n_int integer columns, n_obj other columns, then ``args``' columns) block by
+    block: the integers as numpy arrays, the others as lists, and the args column as JSON text."""
     ints: list[list[np.ndarray]] = [[] for _ in range(n_int)]
     objs: list[list[Any]] = [[] for _ in range(n_obj)]
-    args: list[pa.Array] = []
-    cur = con.execute(sql)
+    texts: list[pa.Array] = []
+    cur = con.execute(sql.replace("@ARGS@", ", ".join(args.sql) or "NULL"))
     while rows := cur.fetchmany(FETCH_ROWS):
         cols = list(zip(*rows, strict=True))
         del rows
@@ -133,9 +134,45 @@ def _fetch(con: sqlite3.Connection, sql: str, n_int: int, n_obj: int = 0) -> tup
             ints[i].append(np.array(cols[i], np.int64))
         for j in range(n_obj):
             objs[j].extend(cols[n_int + j])
-        args.append(pa.array(cols[-1], pa.large_string()))
+        texts.append(_json_objects(cols[n_int + n_obj:], args))
     merged = [np.concatenate(parts) if parts else np.zeros(0, np.int64) for parts in ints]
-    return merged, objs, pa.concat_arrays(args) if args else pa.array([], pa.large_string())
+    return merged, objs, pa.concat_arrays(texts) if texts else pa.array([], pa.large_string())
+
+
+def _json_objects(values: list[tuple[Any, ...]], args: _Args) -> pa.Array:
+    """One JSON object per row from the args columns' values, nulls left out (null when nothing is
+    left), written as ``json.dumps(separators=(",", ":"))`` would: Arrow joins the pieces."""
+    n = len(values[0]) if values else 0
+    pieces = []
+    for key, column in zip(args.keys, values, strict=False):
+        text = _json_values(column, args.by_id.get(key))
+        if text.null_count < n:
+            piece = pc.binary_join_element_wise(pa.scalar("," + json.dumps(key) + ":"), text, "")
+            pieces.append(pc.fill_null(piece, ""))
+    if not pieces:
+        return pa.nulls(n, pa.large_string())
+    joined = pc.binary_join_element_wise(*pieces, "") if len(pieces) > 1 else pieces[0]
+    wrapped = pc.binary_join_element_wise("{", pc.utf8_slice_codeunits(joined, 1), "}", "")
+    return pc.if_else(pc.equal(joined, ""), pa.scalar(None, pa.string()), wrapped).cast(pa.large_string())
+
+
+def _json_values(column: tuple[Any, ...], by_id: Callable[[int], str | None] | None) -> pa.Array:
+    """Each value's JSON text (null for NULL). Integers and text are converted by Arrow (text through
+    its distinct values); anything else (reals, blobs, mixed types in a damaged file) by json.dumps."""
+    try:
+        arr = pa.array(column)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        arr = None
+    if arr is not None and pa.types.is_null(arr.type):
+        return pa.nulls(len(column), pa.string())
+    if arr is not None and pa.types.is_integer(arr.type) and by_id is None:
+        return pc.cast(arr, pa.string())
+    if arr is not None and (pa.types.is_integer(arr.type) or pa.types.is_string(arr.type)):
+        encoded = arr.dictionary_encode()
+        distinct = encoded.dictionary.to_pylist()
+        texts = [by_id(v) for v in distinct] if by_id and pa.types.is_integer(arr.type) else [json.dumps(v) for v in distinct]
+        return pc.take(pa.array(texts, pa.string()), encoded.indices)
+    return pa.array([None if v is None else json.dumps(v, default=str) for v in column], pa.string())
 
 
 def open_db(path: Path) -> sqlite3.Connection:
@@ -247,9 +284,9 @@ def _read_kernels(con: sqlite3.Connection, have: set[str], strings: dict[int, st
            f'coalesce({_column(c, "demangledName")}, -1), {", ".join(_dims(c, "grid") + _dims(c, "block"))}, '
            f'coalesce({regs}, -1), {regs} IS NULL, coalesce({shared[0]}, 0) + coalesce({shared[1]}, 0), '
            f'{shared[0]} IS NULL AND {shared[1]} IS NULL, '
-           f'{_args_sql(cols, KERNEL_USED, string_ids=("shortName", "mangledName"))} FROM "{table}"')
+           f'@ARGS@ FROM "{table}"')
     (start, dur, device, stream, corr, gpid, name_id, gx, gy, gz, bx, by, bz, regs_v, regs_null, shm, shm_null), _, args = \
-        _fetch(con, sql, 17)
+        _fetch(con, sql, 17, 0, _args(cols, KERNEL_USED, by_id={k: _string_or_id(strings) for k in ("shortName", "mangledName")}))
     codes, values = _names_of_ids(name_id, strings)
     return _Block(table, np.full(start.size, KIND_CODES["gpu_kernel"], np.int8), _dictionary(codes, values), start, dur,
                   np.zeros(start.size, bool), gpid, True, args, device=device, stream=stream, corr=corr,
@@ -279,8 +316,9 @@ def _read_memory_ops(con: sqlite3.Connection, have: set[str]) -> list[_Block]:
         sql = (f'SELECT start, "end" - start, coalesce({_column(c, "deviceId")}, -1), '
                f'coalesce({_column(c, "streamId")}, -1), coalesce({_column(c, "correlationId")}, -1), '
                f'coalesce({_column(c, "globalPid")}, 0), coalesce({nbytes}, -1), {nbytes} IS NULL, '
-               f'{_column(c, name_column) if name_column else "NULL"}, {_args_sql(cols, used)} FROM "{table}"')
-        (start, dur, device, stream, corr, gpid, nbytes_v, nbytes_null), (labels,), args = _fetch(con, sql, 8, 1)
+               f'{_column(c, name_column) if name_column else "NULL"}, @ARGS@ FROM "{table}"')
+        (start, dur, device, stream, corr, gpid, nbytes_v, nbytes_null), (labels,), args = _fetch(
+            con, sql, 8, 1, _args(cols, used))
         if name_of is None:  # a graph's id, as text ("None" when unknown); no column: ""
             names = pa.array([f"[CUDA graph {v if name_column in c else ''}]" for v in labels], pa.string())
             name = names.dictionary_encode()
@@ -307,13 +345,17 @@ def _read_runtime(con: sqlite3.Connection, have: set[str], strings: dict[int, st
         return None
     cols = table_columns(con, table)
     c = set(cols)
-    raw = f'(SELECT value FROM StringIds WHERE id = {_column(c, "nameId")})'
-    name_raw = f"CASE WHEN length({raw}) >= 6 AND substr({raw}, -6, 2) = '_v' THEN {raw} END"  # as api_display_name
+
+    def name_raw(name_id: int) -> str | None:  # the versioned name, where the shown one drops it
+        raw = strings.get(name_id, "")
+        return json.dumps(raw) if api_display_name(raw) != raw else None
+
     sql = (f'SELECT start, "end" - start, coalesce({_column(c, "globalTid")}, 0), '
            f'coalesce({_column(c, "correlationId")}, -1), coalesce({_column(c, "nameId")}, -1), '
-           f'{_args_sql(cols, {"start", "end", "nameId", "globalTid", "correlationId"}, extra=(("name_raw", name_raw),))} '
-           f'FROM "{table}"')
-    (start, dur, gtid, corr, name_id), _, args = _fetch(con, sql, 5)
+           f'@ARGS@ FROM "{table}"')
+    (start, dur, gtid, corr, name_id), _, args = _fetch(
+        con, sql, 5, 0, _args(cols, {"start", "end", "nameId", "globalTid", "correlationId"},
+                              extra=(("name_raw", _column(c, "nameId")),), by_id={"name_raw": name_raw}))
     codes, values = _names_of_ids(name_id, strings, api_display_name)
     driver = np.array([v.startswith("cu") and not v.startswith("cuda") for v in values], bool)
     kind = np.where(driver[codes], KIND_CODES["driver_api"], KIND_CODES["runtime_api"]).astype(np.int8)
@@ -346,8 +388,9 @@ def _read_nvtx(con: sqlite3.Connection, have: set[str]) -> _Block | None:
            f'{end} IS NULL AND {etype} IN ({ranges}), coalesce({_column(c, "globalTid")}, 0), coalesce({etype}, -1), '
            f'coalesce({domain_id}, 0), '
            f'coalesce((SELECT value FROM StringIds WHERE id = {_column(c, "textId")}), {text}, \'\'), '
-           f'{_args_sql(cols, NVTX_USED, extra=(("style", style), ("eventType", etype)))} FROM "{table}"')
-    (start, dur, dur_missing, gtid, event, did), (texts,), args = _fetch(con, sql, 6, 1)
+           f'@ARGS@ FROM "{table}"')
+    (start, dur, dur_missing, gtid, event, did), (texts,), args = _fetch(
+        con, sql, 6, 1, _args(cols, NVTX_USED, extra=(("style", style), ("eventType", etype))))
     is_range = np.isin(event, NVTX_PUSHPOP + NVTX_STARTEND)
     named = is_range | (event == NVTX_MARK)
     names = list(texts)
@@ -380,9 +423,9 @@ def _read_simple(con: sqlite3.Connection, have: set[str], strings: dict[int, str
             continue
         end = _column(c, "end")
         sql = (f'SELECT start, coalesce({end} - start, -1), {end} IS NULL, coalesce({_column(c, "globalTid")}, 0), '
-               f'coalesce({_column(c, "nameId")}, -1), {_args_sql(cols, {"start", "end", "nameId", "globalTid"})} '
-               f'FROM "{table}"')
-        (start, dur, dur_missing, gtid, name_id), _, args = _fetch(con, sql, 5)
+               f'coalesce({_column(c, "nameId")}, -1), @ARGS@ FROM "{table}"')
+        (start, dur, dur_missing, gtid, name_id), _, args = _fetch(
+            con, sql, 5, 0, _args(cols, {"start", "end", "nameId", "globalTid"}))
         codes, values = _names_of_ids(name_id, strings)
         blocks.append(_Block(table, np.full(start.size, KIND_CODES[kind], np.int8), _dictionary(codes, values), start,
                              dur, dur_missing.astype(bool), gtid, False, args))
