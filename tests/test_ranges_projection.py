@@ -106,3 +106,30 @@ def test_tf_derived_steps_project_onto_their_gpus_work():
         gpu = gpu[frame.step[gpu] == frame.step[r.row]]
         assert np.unique(frame.device[gpu]).size == 1
         assert r.proj_start_ns >= r.start_ns and r.proj_start_ns + r.proj_dur_ns <= r.start_ns + r.dur_ns
+
+
+@needs_shared
+def test_a_tf_range_that_launched_nothing_projects_onto_its_executor_threads_launches():
+    """TF runs a range's ops on executor threads: a TraceMe range on the Python thread launches
+    nothing itself. Here a range over step 0's window is added to the real BERT trace on its python3
+    thread; it projects onto what the tf_gpu_private threads launched during it. The same range in a
+    PyTorch trace (a DataLoader thread's, say) keeps no projection."""
+    import pyarrow as pa
+
+    table = load(SHARED / "traces" / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb")
+    frame = frame_of(table)
+    step0 = int(frame.rows("step")[0])
+    python_row = next(i for i in range(len(frame)) if table["thread_name"][i].as_py() == "python3")
+    added = table.slice(python_row, 1).to_pylist()[0]
+    added.update(kind="user_range", name="train_step", start_ns=int(frame.start[step0]), dur_ns=int(frame.dur[step0]),
+                 parent=None, depth=0, step=None, launch_row=None, op_row=None, args=None, correlation_id=None)
+    with_range = pa.concat_tables([table, pa.Table.from_pylist([added], schema=table.schema)])
+    inst = ranges(with_range).instances
+    mine = inst[inst.name == "train_step"].iloc[0]
+    launched = frame.launch_row[frame.rows(*GPU_BUSY_KINDS)]
+    launched = launched[launched >= 0]
+    inside = (frame.start[launched] >= frame.start[step0]) & (frame.start[launched] < frame.end[step0])
+    assert mine.gpu_ops == inside.sum() > 600
+    torch_like = with_range.replace_schema_metadata({**with_range.schema.metadata, schema.META_SOURCE.encode(): b"torch"})
+    inst = ranges(torch_like).instances
+    assert inst[inst.name == "train_step"].iloc[0].gpu_ops == 0
