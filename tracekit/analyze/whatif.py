@@ -34,6 +34,7 @@ from tracekit.errors import UsageError
 
 HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
 FUSIBLE = ("elementwise", "cast")
+FUSED_RNN_MATH = ("gemm", "rnn", "convolution")  # a fused RNN op still does these in full
 HALF_PRECISION_SPEEDUP = 2.0  # GEMM/conv on tensor cores at 16 bits against TF32/FP32 (conservative)
 
 
@@ -363,23 +364,37 @@ def _fused_gpu_runs(step: _Step) -> dict[int, int]:
 
 
 def _fused_rnn(step: _Step) -> tuple[int, str] | None:
-    """A per-timestep cell loop becomes one fused RNN op: the cells' GEMM and elementwise compute,
-    without the per-timestep dispatch and launches."""
+    """A per-timestep cell loop becomes one fused RNN op (cuDNN, oneDNN): each cell keeps its GEMM
+    work and one pointwise pass (its longest pointwise op: the fused kernel computes the gates in one
+    pass over them), without the per-timestep dispatch, launches, views and copies."""
     f = step.frame
     cell_codes = {i for i, n in enumerate(f.names) if n in RNN_CELL_OPS}
     cells = {s.top for s in step.segments if s.top >= 0 and int(f.name_code[s.top]) in cell_codes}
     if not cells:
         return None
+    pointwise: dict[tuple[int, int], int] = {}  # (cell, op) -> its pointwise work
+    for seg in step.segments:
+        if seg.top in cells and seg.kind.startswith("compute:") and seg.kind[8:] not in FUSED_RNN_MATH:
+            key = (seg.top, seg.owner)
+            pointwise[key] = pointwise.get(key, 0) + _work(step, seg)
+    kept = {}  # cell -> the pointwise op whose pass stays
+    for (cell, op), work in pointwise.items():
+        if cell not in kept or work > pointwise[(cell, kept[cell])]:
+            kept[cell] = op
 
     def host(seg: Segment) -> int:
-        if seg.top in cells:
-            return _work(step, seg) if seg.kind.startswith("compute") else seg.covered
-        return seg.dur
+        if seg.top not in cells:
+            return seg.dur
+        if not seg.kind.startswith("compute:"):
+            return seg.covered
+        if seg.kind[8:] in FUSED_RNN_MATH or kept.get(seg.top) == seg.owner:
+            return _work(step, seg)
+        return 0
 
     predicted = _replay(step, host_scale=host, launch_latency=0)
-    return predicted, (f"{len(cells)} cell calls become one fused RNN op: the work of their GEMM and elementwise ops is "
-                       f"kept; their dispatch, launch calls and each op's fixed cost ({step.op_floor / 1e3:.1f} µs) go "
-                       "to 0")
+    return predicted, (f"{len(cells)} cell calls become one fused RNN op: their GEMM work is kept, and one pointwise "
+                       f"pass per cell (its longest pointwise op); their dispatch, launch calls, other pointwise ops "
+                       f"and each op's fixed cost ({step.op_floor / 1e3:.1f} µs) go to 0")
 
 
 def _amp(step: _Step) -> tuple[int, str] | None:
