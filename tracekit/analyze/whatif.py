@@ -377,7 +377,7 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
         if seg.top in cells and seg.kind.startswith("compute:") and seg.kind[8:] not in FUSED_RNN_MATH:
             key = (seg.top, seg.owner)
             pointwise[key] = pointwise.get(key, 0) + _work(step, seg)
-    kept = {}  # cell -> the pointwise op whose pass stays
+    kept: dict[int, int] = {}  # cell -> the pointwise op whose pass stays
     for (cell, op), work in pointwise.items():
         if cell not in kept or work > pointwise[(cell, kept[cell])]:
             kept[cell] = op
