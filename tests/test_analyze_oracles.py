@@ -182,17 +182,18 @@ def test_gemm_heavy_trace_is_gpu_bound():
 
 
 @needs_shared
-def test_gpu_idle_with_an_idle_host_is_not_blamed_on_launches_or_the_framework():
-    """BERT on 8 V100s (TF): the host recorded nothing during 98% of the GPU's idle time, so neither a
-    launch- nor a framework-bound verdict (with its XLA remedy) would fit the evidence."""
+def test_gpu_idle_outside_the_steps_is_not_judged():
+    """BERT on 8 V100s (TF 2.4): the GPUs idle 95% of the 2.6 s capture, with no host event during
+    that idle time, but the two steps (from the device Steps lines) keep their GPU 72% busy. The
+    verdict reads the steps: GPU-bound, not launch- or framework-bound (with an XLA remedy), and
+    not "host-idle gaps" for time outside the loop."""
     r = launch(table(TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb"))
-    assert r.verdict == "host-idle gaps"
+    assert r.verdict == "GPU-bound"
     assert not any("XLA" in x or "CUDA graph" in x for x in r.remedies)
-    assert any("host idle" in e for e in r.evidence)
-    # Steps come from the device Steps lines (TF 2.4 marks none on the host): ops are counted per step.
+    whole = r.breakdown.gpu[r.breakdown.gpu.step == -1]
+    assert whole.idle_ns.sum() / whole.span_ns.sum() > 0.9 > 0.3 > r.idle_share
     assert r.steps is not None and len(r.steps.steps) == 2 and any("ops per step" in e for e in r.evidence)
-    # Three active GPUs: their spans add up to device time, which the evidence must not call one span.
-    assert r.gpu_devices == 3 and any("GPUs idle" in e and "3 GPUs' spans added" in e for e in r.evidence)
+    assert any("GPUs idle" in e and "in the 2 step(s) used (2 GPUs' spans added)" in e for e in r.evidence)
 
 
 def test_a_trace_without_ops_or_kernels_gets_no_bound_verdict(tmp_path):

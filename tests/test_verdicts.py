@@ -40,7 +40,7 @@ REAL = [
     ("xprof/cpu_tf2.21/lstm_keras_eager.xplane.pb", "CPU/framework-bound", "outside any compute op"),
     ("xprof/cpu_tf2.21/lstm_raw_blocklstm_fn.xplane.pb", "CPU compute-bound", "top ops by self time"),
     ("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "GPU-bound", "largest GPU class"),
-    ("xprof/tf_bert_8xV100_gpu_multi_worker.xplane.pb", "host-idle gaps", "no host event runs during"),
+    ("nsys/abacus_pytorch_cnn_titanrtx_nsys2023.4.sqlite", "host-idle gaps", "no host event runs during"),
     ("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", "copy-bound", "host copies run"),
     ("nsys/nvfuser_launch1000_v100_nsys2023.4.sqlite", "launch-bound", "the host cannot issue kernels as fast"),
     ("nsys/dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite", "CPU/framework-bound", "host was mostly framework"),

@@ -94,13 +94,15 @@ class LaunchReport:
     steps: StepStats | None = None
     top_ops: TopOps | None = None
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
+    judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
     @property
     def span_words(self) -> str:
         """The GPU span in words: one device's span, or several devices' summed device time."""
+        where = f" in the {self.judged_steps} step(s) used" if self.judged_steps else ""
         if self.gpu_devices > 1:
-            return f"{self.gpu_span_ns / 1e6:,.3f} ms of device time ({self.gpu_devices} GPUs' spans added)"
-        return f"{self.gpu_span_ns / 1e6:,.3f} ms span"
+            return f"{self.gpu_span_ns / 1e6:,.3f} ms of device time{where} ({self.gpu_devices} GPUs' spans added)"
+        return f"{self.gpu_span_ns / 1e6:,.3f} ms span{where}"
 
     @property
     def idle_share(self) -> float:
@@ -127,9 +129,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
     gpu_rows = frame.rows(*GPU_BUSY_KINDS)
     pairs = _pairs(frame, classes, gpu_rows)
     gaps = _gaps(frame, classes, gpu_rows)
-    gaps_by_host = (gaps.groupby("attributed", sort=False).agg(gaps=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
-                    .reindex(list(GAP_HOST_CLASSES)).fillna(0).astype(np.int64).reset_index()
-                    .rename(columns={"attributed": "host_activity"}))
+    gaps_by_host = _gaps_by_host(gaps)
     launch_mask = classes.api == API_CLASSES.index("launch")
     api_d = Distribution.of(frame.dur[launch_mask])
     kern_rows = frame.rows("gpu_kernel")
@@ -305,15 +305,34 @@ def _source(table: pa.Table) -> str:
     return meta.get(schema.META_SOURCE.encode(), b"").decode()
 
 
+def _gaps_by_host(gaps: pd.DataFrame) -> pd.DataFrame:
+    return (gaps.groupby("attributed", sort=False).agg(gaps=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
+            .reindex(list(GAP_HOST_CLASSES)).fillna(0).astype(np.int64).reset_index()
+            .rename(columns={"attributed": "host_activity"}))
+
+
 def _judge_on_used_steps(r: LaunchReport) -> None:
-    """When warm-up or outlier steps are left out, the GPU span and idle time (and so the verdict)
-    are those of the steps used; the whole-trace figures stay in the breakdown."""
+    """Where steps are marked, the GPU span, idle time and gaps the verdict reads are those of the
+    steps used (warm-up and outliers left out); time outside the steps (set-up, the profiler's
+    window before and after) is not the loop being judged. The whole-trace figures stay in the
+    breakdown."""
     bd, st = r.breakdown, r.steps
-    if bd is None or st is None or st.left_out.empty or not r.has_gpu:
+    if bd is None or st is None or st.steps.empty or not r.has_gpu:
         return
-    rows = bd.gpu[bd.gpu.step.isin(st.used_step_numbers())]
-    if len(rows):
-        r.gpu_span_ns, r.gpu_idle_ns = int(rows.span_ns.sum()), int(rows.idle_ns.sum())
+    used = st.steps[st.steps.used].sort_values("start_ns")
+    rows = bd.gpu[bd.gpu.step.isin(used.step)]
+    if not len(rows) or not int(rows.span_ns.sum()):
+        return
+    r.gpu_span_ns, r.gpu_idle_ns = int(rows.span_ns.sum()), int(rows.idle_ns.sum())
+    r.judged_steps = len(used)
+    r.gpu_devices = int(rows.device_id.nunique())
+    lo = used.start_ns.to_numpy(np.int64)
+    hi = lo + used.dur_ns.to_numpy(np.int64)
+    start = r.gaps.start_ns.to_numpy(np.int64)
+    i = np.searchsorted(lo, start, side="right") - 1
+    inside = (i >= 0) & (start < hi[np.maximum(i, 0)])
+    r.gaps = r.gaps[inside].reset_index(drop=True)
+    r.gaps_by_host = _gaps_by_host(r.gaps)
 
 
 def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table) -> None:
