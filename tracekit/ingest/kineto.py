@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import mmap
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -73,20 +74,24 @@ def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
         raw: already-decompressed bytes of a gzip file, if the caller has them.
         gz: whether ``path`` is gzip-compressed.
     """
-    if gz:
-        if raw is None:
-            raw = gunzip(path)
-        return _from_buffer(path, raw, release=False, fmt="kineto-json-gz")
-    with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        if size == 0:
-            raise InputError(path, "the file is empty")
-        # The scanner copies what it keeps, so the mapping can close as soon as it returns.
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return _from_buffer(path, mm, release=True, fmt="kineto-json")
+    # The file's sha256 (the trace id) is computed on a second core while the scanner, which
+    # releases the GIL, reads the events: hashlib releases it too.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        sha = pool.submit(columns.file_sha256, path)
+        if gz:
+            if raw is None:
+                raw = gunzip(path)
+            return _from_buffer(path, raw, release=False, fmt="kineto-json-gz", sha=sha)
+        with open(path, "rb") as f:
+            size = f.seek(0, 2)
+            if size == 0:
+                raise InputError(path, "the file is empty")
+            # The scanner copies what it keeps, so the mapping can close as soon as it returns.
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=sha)
 
 
-def _from_buffer(path: Path, buf: bytes | mmap.mmap, release: bool, fmt: str) -> pa.Table:
+def _from_buffer(path: Path, buf: bytes | mmap.mmap, release: bool, fmt: str, sha: Future[str]) -> pa.Table:
     try:
         r = _native.scanner.scan(buf, release)
     except ValueError as e:
@@ -97,7 +102,7 @@ def _from_buffer(path: Path, buf: bytes | mmap.mmap, release: bool, fmt: str) ->
         items = [(json.loads(bytes(buf[k0:k1])), json.loads(bytes(buf[v0:v1]))) for k0, k1, v0, v1 in r["header"]]
     if not r["found_events"]:
         raise InputError(path, _not_a_trace_reason([k for k, _ in items]))
-    return _to_table(path, r, dict(items), fmt)
+    return _to_table(path, r, dict(items), fmt, sha.result())
 
 
 def _not_a_trace_reason(keys: list[str]) -> str:
@@ -180,7 +185,7 @@ MISSING_32 = np.iinfo(np.int32).min  # and for int32 fields
 _NO_DURATION_PHASES = [ord(c) for c in "iIMsftCR"]
 
 
-def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
+def _to_table(path: Path, r: dict, header: dict, fmt: str, sha256: str) -> pa.Table:
     """The event table from the scanner's buffers ``r``. The buffers are immutable bytes: what must
     change is copied, and each raw buffer is dropped as soon as it is consumed (a million-row trace
     has many 8 MB columns)."""
@@ -217,7 +222,7 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str) -> pa.Table:
     # Host groups carry the process in their high bits: steps hold only their own process's rows.
     row_links = links.link(kind_links, ts, dur, group, np.frombuffer(r["correlation"], np.int64), np.zeros(1, np.int64),
                            np.frombuffer(r["external_id"], np.int64), step_numbers, process=group >> 32)
-    table = columns.assemble(n, cols, _meta(path, header, fmt), row_links)
+    table = columns.assemble(n, cols, _meta(path, header, fmt, sha256), row_links)
     return table if keep.all() else _drop_rows(table, keep)
 
 
@@ -362,7 +367,7 @@ def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_la
     return process, columns.dictionary(codes, ["" if lab is None else lab for lab in labels])
 
 
-def _meta(path: Path, header: dict, fmt: str) -> TraceMeta:
+def _meta(path: Path, header: dict, fmt: str, sha256: str) -> TraceMeta:
     # PyTorch 1.8-1.9's Kineto named the list "computeProperties".
     listed = header.get("deviceProperties") or header.get("computeProperties") or []
     devices = [d for d in listed if isinstance(d, dict)] if isinstance(listed, list) else []
@@ -378,7 +383,7 @@ def _meta(path: Path, header: dict, fmt: str) -> TraceMeta:
     return TraceMeta(
         source=source if source in schema.SOURCES else "torch",
         source_file=path.name,
-        source_sha256=columns.file_sha256(path),
+        source_sha256=sha256,
         source_format=fmt,
         capture_start_ns=int(base) if isinstance(base, int) else None,
         profiler_version=profiler,
