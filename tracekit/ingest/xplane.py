@@ -359,15 +359,15 @@ def _add_derived_steps(rows: _Rows) -> None:
                  if line == "Steps" and kind == KIND_CODES["gpu_user_range"]]
     if not step_rows:
         return
+    leads = _launch_leads(rows, [(rows.hosts[i], rows.devices[i], rows.starts[i], rows.starts[i] + rows.durs[i])
+                                 for i in step_rows])
     windows = []  # (start, end, group, host, device)
-    for i in step_rows:
+    for i, lead in zip(step_rows, leads, strict=True):
         args = rows.args[i] or {}
         group = args.get("group_id")
         if not isinstance(group, int):
             group = int(rows.names[i]) if rows.names[i].lstrip("-").isdigit() else -1
-        start, end = rows.starts[i], rows.starts[i] + rows.durs[i]
-        windows.append([_launch_lead(rows, rows.hosts[i], rows.devices[i], start, end), end, group,
-                        rows.hosts[i], rows.devices[i]])
+        windows.append([lead, rows.starts[i] + rows.durs[i], group, rows.hosts[i], rows.devices[i]])
     # One step per group and host where device windows overlap; a disjoint repeat is a new step.
     windows.sort(key=lambda w: (w[3], w[2], w[0]))
     steps: list[list[Any]] = []  # [start, end, group, host, devices]
@@ -403,14 +403,33 @@ def _add_derived_steps(rows: _Rows) -> None:
         rows.args.append({"group_id": group, "devices": sorted(devices), "derived_from": "device Steps lines"})
 
 
-def _launch_lead(rows: _Rows, host: int, device: int, start: int, end: int) -> int:
-    """Start of the earliest launch call whose GPU work on ``device`` runs in [start, end); else start."""
-    gpu = {KIND_CODES[k] for k in ("gpu_kernel", "gpu_memcpy", "gpu_memset")}
-    launched = {c for c, k, d, h, s in zip(rows.correlation, rows.kinds, rows.devices, rows.hosts, rows.starts, strict=True)
-                if c >= 0 and k in gpu and d == device and h == host and start <= s < end}
-    calls = [s for c, k, h, s in zip(rows.correlation, rows.kinds, rows.hosts, rows.starts, strict=True)
-             if c in launched and h == host and k in (KIND_CODES["runtime_api"], KIND_CODES["driver_api"])]
-    return min([start, *calls])
+def _launch_leads(rows: _Rows, windows: list[tuple[int, int, int, int]]) -> list[int]:
+    """For each (host, device, start, end) window: the start of the earliest launch call whose GPU
+    work on that device runs in [start, end), or ``start`` when none does. One pass over the rows
+    in numpy, then one vectorized selection per window."""
+    kinds = np.array(rows.kinds, np.int8)
+    corr = np.array(rows.correlation, np.int64)
+    hosts = np.array(rows.hosts, np.int64)
+    starts = np.array(rows.starts, np.int64)
+    devices = np.array(rows.devices, np.int64)
+    gpu = np.isin(kinds, [KIND_CODES[k] for k in ("gpu_kernel", "gpu_memcpy", "gpu_memset")]) & (corr >= 0)
+    calls = np.isin(kinds, [KIND_CODES["runtime_api"], KIND_CODES["driver_api"]]) & (corr >= 0)
+    call_key = (hosts[calls] << 40) ^ corr[calls]
+    order = np.argsort(call_key, kind="stable")
+    call_key, call_start = call_key[order], starts[calls][order]
+    g = np.flatnonzero(gpu)
+    lead = np.full(g.size, np.iinfo(np.int64).max, np.int64)
+    if call_key.size:
+        key = (hosts[g] << 40) ^ corr[g]
+        pos = np.minimum(np.searchsorted(call_key, key), call_key.size - 1)
+        hit = call_key[pos] == key
+        lead[hit] = call_start[pos[hit]]
+    out = []
+    g_host, g_device, g_start = hosts[g], devices[g], starts[g]
+    for host, device, start, end in windows:
+        inside = lead[(g_host == host) & (g_device == device) & (g_start >= start) & (g_start < end)]
+        out.append(int(min(start, inside.min())) if inside.size else start)
+    return out
 
 
 def _add_kernel_details(kernel: dict[str, list[int]], stats: dict[str, Any], kind: str) -> None:
