@@ -414,16 +414,10 @@ def _launch_leads(rows: _Rows, windows: list[tuple[int, int, int, int]]) -> list
     devices = np.array(rows.devices, np.int64)
     gpu = np.isin(kinds, [KIND_CODES[k] for k in ("gpu_kernel", "gpu_memcpy", "gpu_memset")]) & (corr >= 0)
     calls = np.isin(kinds, [KIND_CODES["runtime_api"], KIND_CODES["driver_api"]]) & (corr >= 0)
-    call_key = (hosts[calls] << 40) ^ corr[calls]
-    order = np.argsort(call_key, kind="stable")
-    call_key, call_start = call_key[order], starts[calls][order]
     g = np.flatnonzero(gpu)
-    lead = np.full(g.size, np.iinfo(np.int64).max, np.int64)
-    if call_key.size:
-        key = (hosts[g] << 40) ^ corr[g]
-        pos = np.minimum(np.searchsorted(call_key, key), call_key.size - 1)
-        hit = call_key[pos] == key
-        lead[hit] = call_start[pos[hit]]
+    call_rows = np.flatnonzero(calls)
+    call = links.first_match((hosts[call_rows] << 40) ^ corr[call_rows], call_rows, (hosts[g] << 40) ^ corr[g])
+    lead = np.where(call >= 0, starts[np.maximum(call, 0)], np.iinfo(np.int64).max)
     out = []
     g_host, g_device, g_start = hosts[g], devices[g], starts[g]
     for host, device, start, end in windows:
