@@ -11,7 +11,8 @@ setup(
         Extension(
             "tracekit._native._kineto_scan",
             sources=["tracekit/_native/kineto_scan.c"],
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-unused-function"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-unused-function", "-pthread"],
+            extra_link_args=["-pthread"],
             optional=True,
         )
     ]

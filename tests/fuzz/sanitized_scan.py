@@ -7,8 +7,9 @@ directory, then runs N inputs (default 20,000) through its ``scan`` in a child P
 runtime preloaded. Inputs are slices of real Kineto traces from ../shared/traces, re-wrapped as
 documents and mutated with structure-aware mutations: numbers at and beyond the int64 limits,
 truncation, unicode escapes (lone surrogates, \\u0000, bad hex), deep nesting, duplicate keys, byte
-flips. A sanitizer report aborts the child (non-zero exit, the report on stderr); any exception
-other than ValueError is counted as a failure. Prints one summary line; exits 1 on any failure.
+flips. Each input is scanned on one thread and again cut into 64-byte parts on three threads, which
+must give the same columns or the same error. A sanitizer report aborts the child (non-zero exit,
+the report on stderr); any exception other than ValueError, or a difference, is counted as a failure. Prints one summary line; exits 1 on any failure.
 ``tests/test_sanitized_scanner.py`` runs it in CI; ``benchmarks/fuzz_long.py`` runs it longer.
 """
 
@@ -47,7 +48,7 @@ def build(directory: Path) -> Path:
     if cc is None:
         raise RuntimeError("no C compiler")
     out = directory / ("_kineto_scan" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
-    cmd = [cc, "-shared", "-fPIC", "-O1", "-g", "-std=c11", "-fno-omit-frame-pointer",
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-g", "-std=c11", "-pthread", "-fno-omit-frame-pointer",
            "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
            f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -114,6 +115,15 @@ def mutate(doc: str, rng: random.Random) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+def outcome(scanner: object, data: bytes, *threads_and_part: int) -> dict | str:
+    """What scan() gives, with column buffers as bytes, or its ValueError as text."""
+    try:
+        r = scanner.scan(data, False, *threads_and_part)  # type: ignore[attr-defined]
+    except ValueError as e:
+        return f"ValueError: {e}"
+    return {k: v if isinstance(v, (int, list)) else bytes(memoryview(v)) for k, v in r.items()}
+
+
 CHILD = r"""
 import importlib.util, random, sys
 sys.path.insert(0, sys.argv[3])
@@ -128,9 +138,13 @@ failures = rejected = 0
 for i in range(n):
     data = harness.mutate(rng.choice(docs), rng) if i % 10 else rng.choice(docs).encode()
     try:
-        scanner.scan(data, False)
-    except ValueError:
-        rejected += 1
+        serial = harness.outcome(scanner, data)
+        # The same input cut into parts of 64 bytes on 3 threads: the same columns or the same error.
+        parallel = harness.outcome(scanner, data, 3, 64)
+        if isinstance(serial, str):
+            rejected += 1
+        if parallel != serial:
+            raise AssertionError("3 threads gave another result than 1: " + str(parallel)[:200])
     except Exception as e:
         failures += 1
         if failures <= 5:

@@ -25,3 +25,15 @@ def _load() -> tuple[ModuleType, str]:
 
 
 scanner, BACKEND = _load()
+
+
+def scan_threads() -> int:
+    """Threads the C scanner may use on one file: the cores this process may run on, or
+    ``TRACEKIT_THREADS`` when set (1 parses serially)."""
+    override = os.environ.get("TRACEKIT_THREADS", "")
+    if override.isdigit() and int(override) > 0:
+        return int(override)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

@@ -23,6 +23,10 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <unistd.h>
 
 #define MISSING64 INT64_MIN
@@ -32,8 +36,7 @@
 /* ---------- growable byte buffer ---------- */
 typedef struct { char *data; size_t len, cap; } Buf;
 
-static int buf_reserve(Buf *b, size_t extra) {
-    if (b->len + extra <= b->cap) return 0;
+static int buf_grow(Buf *b, size_t extra) {
     size_t cap = b->cap ? b->cap : 4096;
     /* 1.5x growth: doubling left up to half of every column buffer unused at the peak. */
     while (cap < b->len + extra) cap += cap / 2;
@@ -41,17 +44,24 @@ static int buf_reserve(Buf *b, size_t extra) {
     if (!d) return -1;  /* may run without the GIL: the caller reports MemoryError */
     b->data = d; b->cap = cap; return 0;
 }
-static int buf_put(Buf *b, const void *src, size_t n) {
+/* The fast paths are inline: most puts are a few bytes into a buffer with room. */
+static inline int buf_reserve(Buf *b, size_t extra) {
+    return b->len + extra <= b->cap ? 0 : buf_grow(b, extra);
+}
+static inline int buf_put(Buf *b, const void *src, size_t n) {
     if (n == 0) return 0;  /* src may be NULL then, and memcpy(NULL, NULL, 0) is undefined */
     if (buf_reserve(b, n)) return -1;
     memcpy(b->data + b->len, src, n); b->len += n; return 0;
 }
-static int buf_byte(Buf *b, char c) { return buf_put(b, &c, 1); }
-static int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
-static int buf_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
+static inline int buf_byte(Buf *b, char c) {
+    if (buf_reserve(b, 1)) return -1;
+    b->data[b->len++] = c; return 0;
+}
+static inline int buf_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
+static inline int buf_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
 static void buf_free(Buf *b) { free(b->data); b->data = NULL; b->len = b->cap = 0; }
 
-/* ---------- string interning (open addressing, FNV-1a) ---------- */
+/* ---------- string interning (open addressing, a word-at-a-time multiplicative hash) ---------- */
 typedef struct {
     Buf pool;            /* concatenated values */
     Buf offsets;         /* int64 start of each value in pool; n+1 entries once finished */
@@ -60,9 +70,20 @@ typedef struct {
     size_t nslots, count;
 } Interner;
 
-static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
+/* Eight bytes per step: kernel names run to hundreds of bytes, and a byte-wise hash was a tenth
+ * of the scan. Only equality matters here (collisions are compared byte by byte). */
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w; memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL; h ^= h >> 32;
+    }
+    if (i < n) {
+        uint64_t w = 0; memcpy(&w, s + i, n - i);
+        h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL; h ^= h >> 29;
+    }
+    h *= 0xFF51AFD7ED558CCDULL; h ^= h >> 33;
     return h;
 }
 static int64_t *intern_offsets(Interner *t) { return (int64_t *)t->offsets.data; }
@@ -85,7 +106,7 @@ static int interner_grow(Interner *t) {
 
 static int32_t intern(Interner *t, const char *s, size_t n) {
     if (t->count * 2 >= t->nslots && interner_grow(t)) return -1;
-    uint64_t h = fnv1a(s, n);
+    uint64_t h = hash_bytes(s, n);
     size_t j = h & (t->nslots - 1);
     int64_t *off = intern_offsets(t);
     while (t->slots[j]) {
@@ -113,9 +134,12 @@ typedef struct {
     const char *err;      /* static message */
     const char *err_at;
     Buf scratch;          /* decoded string */
+    Buf argkey, argsbuf;  /* an args key, an event's kept args: reused, not allocated per event */
     int release;          /* madvise(DONTNEED) pages already parsed (read-only file mappings) */
     size_t released;
 } P;
+
+static void p_free(P *s) { buf_free(&s->scratch); buf_free(&s->argkey); buf_free(&s->argsbuf); }
 
 static int fail(P *s, const char *msg, const char *at) {
     if (!s->err) { s->err = msg; s->err_at = at; }
@@ -132,11 +156,13 @@ static int expect(P *s, char c) {
     s->p++; return 0;
 }
 
-static void maybe_release(P *s) {
+/* Drop the mapped file pages already parsed, every 4 MiB (and all of them when `all`): with
+ * several threads each holds its own unreleased stretch, so the stretch is kept short. */
+static void release_parsed(P *s, int all) {
     if (!s->release) return;
     size_t done = (size_t)(s->p - s->base);
-    const size_t chunk = 16u << 20;
-    if (done - s->released < chunk) return;
+    const size_t chunk = 4u << 20;
+    if (!all && done - s->released < chunk) return;
     long page = sysconf(_SC_PAGESIZE);
     uintptr_t from = ((uintptr_t)s->base + s->released + page - 1) & ~(uintptr_t)(page - 1);
     uintptr_t to = ((uintptr_t)s->base + done) & ~(uintptr_t)(page - 1);
@@ -229,7 +255,21 @@ static int parse_string(P *s, Buf *raw, Buf *dec) {
             run = s->p;
             continue;
         }
-        if (c < 0x80) { s->p++; continue; }
+        if (c < 0x80) {
+            s->p++;
+#ifdef __SSE2__
+            /* Skip 16 bytes at a time while none is a quote, a backslash, a control or non-ASCII byte. */
+            while (s->end - s->p >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)s->p);
+                __m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                           _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));  /* signed: bytes >= 0x80 count too */
+                int mask = _mm_movemask_epi8(bad);
+                if (mask) { s->p += __builtin_ctz((unsigned)mask); break; }
+                s->p += 16;
+            }
+#endif
+            continue;
+        }
         int n = utf8_len((const unsigned char *)s->p, (const unsigned char *)s->end);
         if (!n) return fail(s, "invalid UTF-8 inside a string", s->p);
         s->p += n;
@@ -450,15 +490,15 @@ static int parse_args(P *s, Buf *out, int *nout, int64_t v64[N_I64], int32_t v32
     s->p++;
     skip_ws(s);
     if (!at_end(s) && *s->p == '}') { s->p++; return 0; }
-    Buf key = {0};
+    Buf *key = &s->argkey;
     for (;;) {
         skip_ws(s);
-        key.len = 0;
-        if (parse_string(s, &key, NULL)) { buf_free(&key); return -1; }
-        if (expect(s, ':')) { buf_free(&key); return -1; }
+        key->len = 0;
+        if (parse_string(s, key, NULL)) return -1;
+        if (expect(s, ':')) return -1;
         skip_ws(s);
         int64_t *slot64 = NULL; int32_t *slot32 = NULL; int triple = -1;
-        const char *k = key.data; size_t kn = key.len;
+        const char *k = key->data; size_t kn = key->len;
         if (key_is(k, kn, "External id") || key_is(k, kn, "external id")) slot64 = &v64[C_EXT];
         else if (key_is(k, kn, "correlation")) slot64 = &v64[C_CORR];
         else if (key_is(k, kn, "stream")) slot64 = &v64[C_STREAM];
@@ -482,20 +522,18 @@ static int parse_args(P *s, Buf *out, int *nout, int64_t v64[N_I64], int32_t v32
             consumed = int_triple(s, t);
             if (consumed) { v32[triple] = t[0]; v32[triple + 1] = t[1]; v32[triple + 2] = t[2]; }
         }
-        if (consumed < 0) { buf_free(&key); return -1; }
+        if (consumed < 0) return -1;
         if (!consumed) {
-            if (*nout && buf_byte(out, ',')) { buf_free(&key); return -1; }
-            if (buf_put(out, key.data, key.len) || buf_byte(out, ':') || value(s, out, 2)) { buf_free(&key); return -1; }
+            if (*nout && buf_byte(out, ',')) return -1;
+            if (buf_put(out, key->data, key->len) || buf_byte(out, ':') || value(s, out, 2)) return -1;
             (*nout)++;
         }
         skip_ws(s);
-        if (at_end(s)) { buf_free(&key); return fail(s, "unexpected end of file (truncated JSON)", s->p); }
+        if (at_end(s)) return fail(s, "unexpected end of file (truncated JSON)", s->p);
         if (*s->p == ',') { s->p++; continue; }
         if (*s->p == '}') { s->p++; break; }
-        buf_free(&key);
         return fail(s, "expected ',' or '}'", s->p);
     }
-    buf_free(&key);
     return 0;
 }
 
@@ -539,7 +577,8 @@ static int parse_event(P *s, Cols *c, Buf *extra, Buf *key) {
     extra->len = 0;
     int nextra = 0;
     if (buf_byte(extra, '{')) return -1;
-    Buf argsbuf = {0};
+    Buf *argsbuf = &s->argsbuf;
+    argsbuf->len = 0;
     int nargs = 0, has_args = 0;
     skip_ws(s);
     if (!at_end(s) && *s->p == '}') { s->p++; goto done; }
@@ -582,7 +621,7 @@ static int parse_event(P *s, Cols *c, Buf *extra, Buf *key) {
             /* flow id promoted */
         } else if (key_is(k, kn, "args") && !has_args) {
             has_args = 1;
-            if (parse_args(s, &argsbuf, &nargs, v64, v32)) goto error;
+            if (parse_args(s, argsbuf, &nargs, v64, v32)) goto error;
         } else {
             if (s->err) goto error;
             if (nextra && buf_byte(extra, ',')) goto error;
@@ -604,7 +643,7 @@ done:
     for (int i = 0; i < N_I32; i++) if (buf_i32(&c->i32[i], v32[i])) goto error;
     if (nargs || nextra) {
         if (buf_byte(&c->args, '{')) goto error;
-        if (nargs && buf_put(&c->args, argsbuf.data, argsbuf.len)) goto error;
+        if (nargs && buf_put(&c->args, argsbuf->data, argsbuf->len)) goto error;
         if (nextra) {
             if (nargs && buf_byte(&c->args, ',')) goto error;
             if (buf_put(&c->args, extra->data + 1, extra->len - 1)) goto error;
@@ -613,37 +652,258 @@ done:
     }
     if (buf_i64(&c->args_off, (int64_t)c->args.len)) goto error;
     c->n++;
-    buf_free(&argsbuf);
     return 0;
 error:
-    buf_free(&argsbuf);
     return -1;
 }
 
-static int parse_events_array(P *s, Cols *c) {
+/*
+ * Parse events from s->p (the first byte of an event) up to the array's closing ']' (returns 0)
+ * or, when stop is not NULL, until the next event would start at or after stop: returns 1 when
+ * it starts exactly at stop, 2 when past it (stop was not an event boundary). -1 on error.
+ */
+static int parse_events_from(P *s, Cols *c, const char *stop) {
     Buf extra = {0}, key = {0};
-    if (expect(s, '[')) return -1;
-    skip_ws(s);
-    if (!at_end(s) && *s->p == ']') { s->p++; return 0; }
+    int rc;
     for (;;) {
-        if (parse_event(s, c, &extra, &key)) { buf_free(&extra); buf_free(&key); return -1; }
-        maybe_release(s);
+        if (parse_event(s, c, &extra, &key)) { rc = -1; break; }
+        release_parsed(s, 0);
         skip_ws(s);
-        if (at_end(s)) { buf_free(&extra); buf_free(&key); return fail(s, "unexpected end of file inside traceEvents (truncated JSON)", s->p); }
-        if (*s->p == ',') { s->p++; continue; }
-        if (*s->p == ']') { s->p++; break; }
-        buf_free(&extra); buf_free(&key);
-        return fail(s, "expected ',' or ']' between trace events", s->p);
+        if (at_end(s)) { rc = fail(s, "unexpected end of file inside traceEvents (truncated JSON)", s->p); break; }
+        if (*s->p == ',') {
+            s->p++;
+            skip_ws(s);
+            if (stop && s->p >= stop) { rc = s->p == stop ? 1 : 2; break; }
+            continue;
+        }
+        if (*s->p == ']') { s->p++; rc = 0; break; }
+        rc = fail(s, "expected ',' or ']' between trace events", s->p); break;
     }
+    release_parsed(s, 1);
     buf_free(&extra); buf_free(&key);
+    return rc;
+}
+
+/* ---------- several threads over one events array ---------- */
+/*
+ * A big array is cut into parts at likely event starts ('{' after "}," and before a key) and each
+ * part is parsed on its own thread into its own columns. A cut is only a guess (the bytes could
+ * sit inside a string): it is trusted once the part before it, itself trusted, ends exactly there.
+ * Where the chain breaks, the parts up to the break are kept and the rest is parsed on one thread,
+ * so the result, errors included, is the same as a serial parse.
+ */
+#define MAX_THREADS 64
+#define PARTS_PER_THREAD 4
+
+typedef struct {
+    P *s;            /* parser state: the caller's for part 0, own_s for the others */
+    Cols *c;
+    P own_s;
+    Cols own_c;
+    const char *stop;
+    int rc;
+} Part;
+
+/* Parts are handed out in order to whichever thread is free, so a slow core or a dense stretch
+ * of the file does not leave the other threads waiting (there are more parts than threads). */
+typedef struct {
+    Part *parts;
+    int nparts;
+    int next;        /* the next part to take (atomic) */
+} Queue;
+
+static int is_ws(char ch) { return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t'; }
+
+/* The first likely event start in [from, limit), or NULL. */
+static const char *event_start_after(const char *from, const char *limit, const char *floor) {
+    for (const char *q = from; q < limit; q++) {
+        q = memchr(q, '{', (size_t)(limit - q));
+        if (!q) return NULL;
+        const char *b = q - 1;
+        while (b > floor && is_ws(*b)) b--;
+        if (b <= floor || *b != ',') continue;
+        b--;
+        while (b > floor && is_ws(*b)) b--;
+        if (b <= floor || *b != '}') continue;
+        const char *f = q + 1;
+        while (f < limit && is_ws(*f)) f++;
+        if (f < limit && *f == '"') return q;
+    }
+    return NULL;
+}
+
+static void *worker_main(void *arg) {
+    Queue *q = arg;
+    for (;;) {
+        int j = __atomic_fetch_add(&q->next, 1, __ATOMIC_RELAXED);
+        if (j >= q->nparts) return NULL;
+        Part *pt = &q->parts[j];
+        pt->rc = parse_events_from(pt->s, pt->c, pt->stop);
+    }
+}
+
+/* Append src's rows to dst (codes re-interned, args offsets shifted); src is freed. */
+static int intern_merge(Interner *dst, Interner *src, int32_t **map) {
+    *map = malloc((src->count ? src->count : 1) * sizeof(int32_t));
+    if (!*map) return -1;
+    int64_t *off = intern_offsets(src);
+    for (size_t i = 0; i < src->count; i++) {
+        int64_t a = off[i], b = i + 1 < src->count ? off[i + 1] : (int64_t)src->pool.len;
+        int32_t k = intern(dst, src->pool.data + a, (size_t)(b - a));
+        if (k < 0) return -1;
+        (*map)[i] = k;
+    }
+    return 0;
+}
+static int append_codes(Buf *dst, Buf *src, Interner *idst, Interner *isrc) {
+    int32_t *map = NULL;
+    if (intern_merge(idst, isrc, &map) || buf_reserve(dst, src->len)) { free(map); return -1; }
+    const int32_t *from = (const int32_t *)src->data;
+    int32_t *to = (int32_t *)(dst->data + dst->len);
+    size_t n = src->len / sizeof(int32_t);
+    for (size_t i = 0; i < n; i++) to[i] = from[i] < 0 ? from[i] : map[from[i]];
+    dst->len += src->len;
+    free(map); buf_free(src);
+    return 0;
+}
+static int append_buf(Buf *dst, Buf *src) {
+    int rc = buf_put(dst, src->data, src->len);
+    buf_free(src);
+    return rc;
+}
+static int cols_append(Cols *dst, Cols *src) {
+    size_t args_base = dst->args.len;
+    if (append_buf(&dst->ph, &src->ph) || append_buf(&dst->ts, &src->ts) || append_buf(&dst->dur, &src->dur)) return -1;
+    if (append_codes(&dst->cat, &src->cat, &dst->icat, &src->icat) || append_codes(&dst->name, &src->name, &dst->iname, &src->iname) ||
+        append_codes(&dst->pid, &src->pid, &dst->ipid, &src->ipid) || append_codes(&dst->tid, &src->tid, &dst->itid, &src->itid)) return -1;
+    for (int i = 0; i < N_I64; i++) if (append_buf(&dst->i64[i], &src->i64[i])) return -1;
+    for (int i = 0; i < N_I32; i++) if (append_buf(&dst->i32[i], &src->i32[i])) return -1;
+    if (append_buf(&dst->args, &src->args)) return -1;
+    /* src's offsets start with its own 0, which dst already has as its last entry */
+    size_t n = src->args_off.len / sizeof(int64_t);
+    if (n > 1) {
+        if (buf_reserve(&dst->args_off, (n - 1) * sizeof(int64_t))) return -1;
+        const int64_t *from = (const int64_t *)src->args_off.data;
+        int64_t *to = (int64_t *)(dst->args_off.data + dst->args_off.len);
+        for (size_t i = 1; i < n; i++) to[i - 1] = from[i] + (int64_t)args_base;
+        dst->args_off.len += (n - 1) * sizeof(int64_t);
+    }
+    dst->n += src->n;
+    cols_free(src);
     return 0;
 }
 
+/* Parse the events from s->p (an event's first byte) to the closing ']' on up to `threads` threads. */
+static int parse_events_parallel(P *s, Cols *c, int threads, size_t min_part) {
+    size_t left = (size_t)(s->end - s->p);
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    size_t k = (size_t)threads * PARTS_PER_THREAD;
+    if (min_part < 1) min_part = 1;
+    if (k > left / min_part) k = left / min_part;
+    const char *cut[MAX_THREADS * PARTS_PER_THREAD + 1];
+    int nparts = 1;
+    cut[0] = s->p;
+    for (size_t j = 1; j < k; j++) {
+        const char *guess = s->p + left / k * j;
+        if (guess <= cut[nparts - 1]) continue;
+        const char *q = event_start_after(guess, s->end, cut[nparts - 1]);
+        if (q) cut[nparts++] = q;
+    }
+    if (nparts == 1) return parse_events_from(s, c, NULL);
+
+    Part *parts = calloc((size_t)nparts, sizeof(Part));
+    if (!parts) return -1;
+    for (int j = 0; j < nparts; j++) {
+        Part *pt = &parts[j];
+        pt->stop = j + 1 < nparts ? cut[j + 1] : NULL;
+        if (j == 0) { pt->s = s; pt->c = c; continue; }
+        pt->s = &pt->own_s; pt->c = &pt->own_c;
+        pt->own_s.base = s->base; pt->own_s.p = cut[j]; pt->own_s.end = s->end;
+        pt->own_s.release = s->release; pt->own_s.released = (size_t)(cut[j] - s->base);
+        if (buf_i64(&pt->own_c.args_off, 0)) {  /* out of memory */
+            for (int i = 1; i <= j; i++) cols_free(&parts[i].own_c);
+            free(parts);
+            return -1;
+        }
+    }
+    Queue q = {parts, nparts, 0};
+    pthread_t tids[MAX_THREADS];
+    int nthreads = 0;
+    for (int t = 1; t < threads && t < nparts; t++)
+        if (pthread_create(&tids[nthreads], NULL, worker_main, &q) == 0) nthreads++;
+    worker_main(&q);  /* this thread takes parts too, so every part runs even if no thread started */
+    for (int t = 0; t < nthreads; t++) pthread_join(tids[t], NULL);
+
+    /* Walk the chain: part j is trusted while every part before it ended exactly at its cut. */
+    int rc = parts[0].rc;
+    int j = 0;
+    while (rc == 1 && j + 1 < nparts) {
+        j++;
+        if (cols_append(c, &parts[j].own_c)) { rc = -3; break; }
+        s->p = parts[j].own_s.p;
+        rc = parts[j].rc;
+        if (rc == -1) { s->err = parts[j].own_s.err; s->err_at = parts[j].own_s.err_at; }
+    }
+    for (int i = 1; i < nparts; i++) { cols_free(&parts[i].own_c); p_free(&parts[i].own_s); }
+    free(parts);
+    if (rc == -3) { s->err = NULL; return -1; }  /* out of memory */
+    /* rc 2: a cut inside a string; go on serially from the event boundary reached */
+    if (rc == 2) return parse_events_from(s, c, NULL);
+    return rc;
+}
+
+static int parse_events_array(P *s, Cols *c, int threads, size_t min_part) {
+    if (expect(s, '[')) return -1;
+    skip_ws(s);
+    if (!at_end(s) && *s->p == ']') { s->p++; return 0; }
+    return threads > 1 ? parse_events_parallel(s, c, threads, min_part) : parse_events_from(s, c, NULL);
+}
+
 /* ---------- Python glue ---------- */
+/*
+ * A column buffer handed to Python without a copy: a read-only object with the buffer protocol
+ * that owns the malloc'd bytes (numpy.frombuffer and pyarrow.py_buffer keep it alive). Copying
+ * each column into a bytes object touched every page twice; on a VM a fresh page costs µs.
+ */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t len;
+} Block;
+
+static int block_getbuffer(PyObject *o, Py_buffer *view, int flags) {
+    Block *b = (Block *)o;
+    return PyBuffer_FillInfo(view, o, b->data ? b->data : (char *)"", b->len, 1, flags);
+}
+static void block_dealloc(PyObject *o) {
+    free(((Block *)o)->data);
+    Py_TYPE(o)->tp_free(o);
+}
+static Py_ssize_t block_length(PyObject *o) { return ((Block *)o)->len; }
+static PyBufferProcs block_as_buffer = {block_getbuffer, NULL};
+static PySequenceMethods block_as_sequence = {.sq_length = block_length};
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tracekit._native._kineto_scan.Block",
+    .tp_doc = "A column buffer from scan() (read-only, buffer protocol).",
+    .tp_basicsize = sizeof(Block),
+    .tp_dealloc = block_dealloc,
+    .tp_as_buffer = &block_as_buffer,
+    .tp_as_sequence = &block_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+};
+
 static PyObject *bytes_of(Buf *b) {
-    PyObject *o = PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
-    buf_free(b);
-    return o;
+    Block *o = PyObject_New(Block, &BlockType);
+    if (!o) { buf_free(b); return NULL; }
+    char *d = b->data;
+    if (d && b->len < b->cap) {  /* give back the growth slack; shrinking does not move big blocks */
+        char *shrunk = realloc(d, b->len ? b->len : 1);
+        if (shrunk) d = shrunk;
+    }
+    o->data = d; o->len = (Py_ssize_t)b->len;
+    b->data = NULL; b->len = b->cap = 0;
+    return (PyObject *)o;
 }
 static PyObject *values_of(Interner *t) {
     PyObject *list = PyList_New((Py_ssize_t)t->count);
@@ -666,8 +926,9 @@ static int set_item(PyObject *d, const char *k, PyObject *v) {
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
-    int release = 0;
-    if (!PyArg_ParseTuple(args, "y*|p", &view, &release)) return NULL;
+    int release = 0, threads = 1;
+    Py_ssize_t min_part = (Py_ssize_t)4 << 20;  /* smaller parts are not worth a thread; tests lower it */
+    if (!PyArg_ParseTuple(args, "y*|pin", &view, &release, &threads, &min_part)) return NULL;
     P s = {0};
     s.base = s.p = (const char *)view.buf;
     s.end = s.base + view.len;
@@ -684,7 +945,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     /* header spans are turned into Python objects after the GIL is back */
     skip_ws(&s);
     if (!rc && at_end(&s)) { rc = fail(&s, "the file is empty", s.p); }
-    else if (!rc && *s.p == '[') { found = 1; rc = parse_events_array(&s, &c); }
+    else if (!rc && *s.p == '[') { found = 1; rc = parse_events_array(&s, &c, threads, (size_t)(min_part > 0 ? min_part : 1)); }
     else if (!rc && *s.p == '{') {
         s.p++;
         skip_ws(&s);
@@ -697,7 +958,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             skip_ws(&s);
             if (key_is(key.data, key.len, "traceEvents") && !found && !at_end(&s) && *s.p == '[') {
                 found = 1;
-                if (parse_events_array(&s, &c)) { buf_free(&key); rc = -1; break; }
+                if (parse_events_array(&s, &c, threads, (size_t)(min_part > 0 ? min_part : 1))) { buf_free(&key); rc = -1; break; }
             } else {
                 const char *vstart = s.p;
                 if (value(&s, NULL, 1)) { buf_free(&key); rc = -1; break; }
@@ -751,7 +1012,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     for (int i = 0; i < N_I32; i++) if (set_item(result, I32_NAMES[i], bytes_of(&c.i32[i]))) { Py_CLEAR(result); goto out; }
 out:
     buf_free(&spans);
-    buf_free(&s.scratch);
+    p_free(&s);
     cols_free(&c);
     Py_DECREF(header);
     PyBuffer_Release(&view);
@@ -806,9 +1067,12 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "scan(buffer, release_pages=False) -> dict of column buffers"},
+    {"scan", scan, METH_VARARGS, "scan(buffer, release_pages=False, threads=1, min_part_bytes=4 MiB) -> dict of column buffers"},
     {"nest", nest, METH_VARARGS, "nest(group, start, end, order) -> (parent, depth) buffers"},
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tracekit._native._kineto_scan", NULL, -1, methods};
-PyMODINIT_FUNC PyInit__kineto_scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__kineto_scan(void) {
+    if (PyType_Ready(&BlockType) < 0) return NULL;
+    return PyModule_Create(&module);
+}

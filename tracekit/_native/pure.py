@@ -233,8 +233,9 @@ def _decode_error(text: str, e: json.JSONDecodeError) -> ValueError:
     return ValueError(f"{problem} at byte {at}")
 
 
-def scan(buf: Any, release: Any = False) -> dict[str, Any]:
-    """Columns of a Kineto JSON document; see ``kineto_scan.c`` for the returned keys.
+def scan(buf: Any, release: Any = False, threads: int = 1, min_part_bytes: int = 0) -> dict[str, Any]:
+    """Columns of a Kineto JSON document; see ``kineto_scan.c`` for the returned keys. ``threads``
+    and ``min_part_bytes`` are accepted for the C scanner's signature and ignored.
 
     Differs from the C scanner in one key: ``header_items`` holds the other top-level keys as
     decoded (key, value) pairs, and ``header`` (byte spans) is empty.

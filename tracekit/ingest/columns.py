@@ -69,12 +69,13 @@ def nullable(values: np.ndarray, null: np.ndarray | int, dtype: pa.DataType) -> 
     return pa.array(values.astype(_numpy_dtype(dtype), copy=False), dtype, mask=mask if mask.any() else None)
 
 
-def json_args(offsets: np.ndarray, data: bytes | pa.Buffer) -> pa.Array:
-    """The args column from int64 offsets and UTF-8 JSON bytes; empty entries become null."""
+def json_args(offsets: np.ndarray, data: Any) -> pa.Array:
+    """The args column from int64 offsets and UTF-8 JSON bytes (a pa.Buffer or any object with the
+    buffer protocol, kept without a copy); empty entries become null."""
     n = offsets.size - 1
     valid = np.diff(offsets) > 0
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
-    storage = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data) if isinstance(data, bytes) else data, bitmap)
+    storage = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), data if isinstance(data, pa.Buffer) else pa.py_buffer(data), bitmap)
     return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, storage)
 
 

@@ -21,9 +21,11 @@ column buffers directly, or its pure-Python stand-in when the extension was not 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import mmap
 import re
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -74,26 +76,49 @@ def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
         raw: already-decompressed bytes of a gzip file, if the caller has them.
         gz: whether ``path`` is gzip-compressed.
     """
-    # The file's sha256 (the trace id) is computed on a second core while the scanner, which
-    # releases the GIL, reads the events: hashlib releases it too.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        sha = pool.submit(columns.file_sha256, path)
-        if gz:
+    if gz:
+        # The sha256 (the trace id) is of the file as stored, hashed while the scanner reads.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            sha = pool.submit(columns.file_sha256, path)
             if raw is None:
                 raw = gunzip(path)
             return _from_buffer(path, raw, release=False, fmt="kineto-json-gz", sha=sha)
-        with open(path, "rb") as f:
-            size = f.seek(0, 2)
-            if size == 0:
-                raise InputError(path, "the file is empty")
-            # The scanner copies what it keeps, so the mapping can close as soon as it returns.
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=sha)
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        if size == 0:
+            raise InputError(path, "the file is empty")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            # The pool is inside the mapping: it waits for the hash before the mapping closes.
+            stop = threading.Event()
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                sha = pool.submit(_sha256_of_mapping, mm, stop)
+                try:
+                    return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=sha)
+                finally:
+                    stop.set()
+
+
+def _sha256_of_mapping(mm: mmap.mmap, stop: threading.Event) -> str:
+    """sha256 of a mapped file, hashed in place (no read copies), dropping each chunk's pages after
+    it as the scanner does, so that the hash does not hold the whole file in memory."""
+    h = hashlib.sha256()
+    chunk = 16 << 20
+    view = memoryview(mm)
+    try:
+        for start in range(0, len(mm), chunk):
+            if stop.is_set():
+                return ""
+            h.update(view[start:start + chunk])
+            if hasattr(mmap, "MADV_DONTNEED"):
+                mm.madvise(mmap.MADV_DONTNEED, start, min(chunk, len(mm) - start))
+    finally:
+        view.release()
+    return h.hexdigest()
 
 
 def _from_buffer(path: Path, buf: bytes | mmap.mmap, release: bool, fmt: str, sha: Future[str]) -> pa.Table:
     try:
-        r = _native.scanner.scan(buf, release)
+        r = _native.scanner.scan(buf, release, _native.scan_threads())
     except ValueError as e:
         raise InputError(path, f"invalid trace JSON: {e}") from None
     # The C scanner gives byte spans of the other top-level keys; the pure-Python one, decoded pairs.
@@ -144,11 +169,11 @@ def _kinds(ph: np.ndarray, cat: np.ndarray, cat_values: list[str], name: np.ndar
     for code, k in by_ph.items():
         kind[ph == code] = KIND_CODES[k]
     # Uncategorised complete events are host ranges (e.g. hand-written or Perfetto-exported).
-    kind[(cat < 0) & np.isin(ph, [ord("X"), ord("B")])] = KIND_CODES["user_range"]
+    kind[(cat < 0) & links.byte_mask(ph, [ord("X"), ord("B")])] = KIND_CODES["user_range"]
     step_codes = [i for i, v in enumerate(name_values) if STEP_NAME.match(v)]
     if step_codes:
         # torch >= 1.10 writes ProfilerStep#N as user_annotation; torch <= 1.9 as cat "Operator" (a cpu_op).
-        host_range = np.isin(kind, [KIND_CODES["user_range"], KIND_CODES["cpu_op"]])
+        host_range = links.kind_mask(kind, "user_range", "cpu_op")
         kind[np.isin(name, step_codes) & host_range] = KIND_CODES["step"]
     memory_codes = [i for i, v in enumerate(name_values) if v == "[memory]"]
     if memory_codes:
@@ -196,8 +221,8 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str, sha256: str) -> pa.Ta
     ts, dur = _times(path, r, _base_time(path, header))
     kind = _kinds(ph, cat, r["cat_values"], name, r["name_values"])
     keep = _pair_begin_end(ph, pid_c, tid_c, ts, dur)
-    dur[np.isin(ph, _NO_DURATION_PHASES) & (dur == MISSING)] = 0
-    gpu_rows = np.flatnonzero(np.isin(kind, [KIND_CODES[k] for k in GPU_CATEGORY_KINDS]))
+    dur[links.byte_mask(ph, _NO_DURATION_PHASES) & (dur == MISSING)] = 0
+    gpu_rows = np.flatnonzero(links.kind_mask(kind, *GPU_CATEGORY_KINDS))
     pid_num, pid_labels = _pid_values(r["pid_values"])
     tid_num, tid_labels = _pid_values(r["tid_values"])
     # Numeric pid/tid per code, with a trailing -1 for "absent" (code -1 indexes it).
@@ -330,6 +355,7 @@ def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_la
     proc: dict[int, str] = {}
     thread: dict[tuple[int, int], str] = {}
     offsets = np.frombuffer(r["args_offsets"], np.int64)
+    args_data = memoryview(r["args_data"])
     name_values = r["name_values"]
     name = np.frombuffer(r["name"], np.int32)
     for i in np.flatnonzero(ph == ord("M")):
@@ -337,7 +363,7 @@ def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_la
         if meta_name not in ("process_name", "thread_name"):
             continue
         try:
-            label = json.loads(r["args_data"][offsets[i]:offsets[i + 1]] or b"{}").get("name")
+            label = json.loads(bytes(args_data[offsets[i]:offsets[i + 1]]) or b"{}").get("name")
         except (ValueError, AttributeError):
             label = None
         if not isinstance(label, str):
