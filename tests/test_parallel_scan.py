@@ -85,6 +85,16 @@ def test_top_level_keys_after_the_events_array():
 
 
 @needs_shared
+def test_a_bare_events_array():
+    # Chrome's other form: the document is the events array itself.
+    data = json.dumps(json.loads(_seed())["traceEvents"]).encode()
+    serial = _scan(data)
+    assert isinstance(serial, dict) and serial["n"] > 0 and serial["header"] == []
+    for threads, min_part in SPLITS:
+        assert _scan(data, threads, min_part) == serial, (threads, min_part)
+
+
+@needs_shared
 def test_a_broken_file_fails_at_the_same_byte_on_any_number_of_threads():
     data = _seed()
     cuts = [len(data) * k // 23 for k in range(1, 23)]

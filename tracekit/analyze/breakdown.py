@@ -39,7 +39,7 @@ from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
 from tracekit.analyze.cpu_partition import cpu_partition
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.errors import TracekitError
-from tracekit.ingest.links import nearest_ancestor
+from tracekit.ingest.links import byte_mask, nearest_ancestor
 
 COMPUTE_KERNEL_CLASSES = tuple(c for c in KERNEL_CLASSES if c not in ("communication", "memcpy", "memset", "sync"))
 HOST_CLASSES = ("launch", "sync", "memory_api", "other_api", "framework", "python")
@@ -138,7 +138,7 @@ def gpu_split(start: np.ndarray, end: np.ndarray, cls: np.ndarray) -> dict[str, 
     span = int(end.max() - start.min())
     excl = intervals.exclusive_by_priority(start, end, cls, len(KERNEL_CLASSES))
     busy = int(excl.sum())
-    compute_mask = np.isin(cls, [KERNEL_CLASSES.index(c) for c in COMPUTE_KERNEL_CLASSES])
+    compute_mask = byte_mask(cls, [KERNEL_CLASSES.index(c) for c in COMPUTE_KERNEL_CLASSES])
     compute = intervals.total(start[compute_mask], end[compute_mask])
     out = {"span_ns": span, "busy_ns": busy, "idle_ns": span - busy}
     out.update({f"{c}_ns": int(excl[i]) for i, c in enumerate(KERNEL_CLASSES)})

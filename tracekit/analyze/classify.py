@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame
-from tracekit.ingest.links import nearest_ancestor
+from tracekit.ingest.links import byte_mask, nearest_ancestor
 from tracekit.schema import GPU_ACTIVITY_KINDS
 
 # Classes, in the priority order the GPU breakdown uses when kernels overlap (see breakdown.py).
@@ -291,7 +291,7 @@ def _classify_rows(frame: Frame) -> RowClasses:
     cast_op = op == OP_CLASSES.index("cast")
     launched_by = frame.op_row[gpu_rows]
     by_cast = (launched_by >= 0) & cast_op[np.maximum(launched_by, 0)]
-    movable = np.isin(kernel[gpu_rows], [KERNEL_CLASSES.index(c) for c in ("elementwise", "other")])
+    movable = byte_mask(kernel[gpu_rows], [KERNEL_CLASSES.index(c) for c in ("elementwise", "other")])
     kernel[gpu_rows[by_cast & movable]] = KERNEL_CLASSES.index("cast")
 
     op_view = op.copy()

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
+from tracekit.ingest.links import byte_mask
 
 KIND_INDEX = schema.KIND_CODES
 GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
@@ -65,7 +66,7 @@ class Frame:
         return int(self.kind.shape[0])
 
     def mask(self, *kinds: str) -> np.ndarray:
-        return np.isin(self.kind, [KIND_INDEX[k] for k in kinds])
+        return byte_mask(self.kind, [KIND_INDEX[k] for k in kinds])
 
     def rows(self, *kinds: str) -> np.ndarray:
         return np.flatnonzero(self.mask(*kinds))

@@ -28,6 +28,7 @@ from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, top_ops
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
+from tracekit.ingest.links import byte_mask
 
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
 # Whole-sequence RNN ops (PyTorch, TF) and the per-timestep cells a Python or tf.while_loop calls.
@@ -485,7 +486,7 @@ def _low_precision_share(frame: Frame) -> float:
     classes = classify_rows(frame)  # cached on the frame: launch() classified it already
     kernels = frame.rows("gpu_kernel")
     math = [KERNEL_CLASSES.index(c) for c in verdicts.MATH_CLASSES]
-    rows = kernels[np.isin(classes.kernel[kernels], math)]
+    rows = kernels[byte_mask(classes.kernel[kernels], list(math))]
     total = int(frame.dur[rows].sum())
     if not total:
         return 0.0

@@ -31,6 +31,7 @@ from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_windo
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import RNN_CELL_OPS
 from tracekit.errors import UsageError
+from tracekit.ingest.links import byte_mask
 
 HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
 FUSIBLE = ("elementwise", "cast")
@@ -156,7 +157,7 @@ def _enclosing_ops(frame: Frame, row: int, op: np.ndarray) -> list[int]:
 def _mark_waits(frame: Frame, classes, segments: list[Segment], others: np.ndarray) -> None:
     """Dispatch time on the driving thread while other threads run compute ops (TF's executor
     threads, a DataLoader) is the step waiting for that work: no scenario removes it."""
-    compute = np.isin(classes.op[others], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
+    compute = byte_mask(classes.op[others], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
     busy_s, busy_e = intervals.union(frame.start[others[compute]], frame.end[others[compute]])
     if not busy_s.size:
         return
