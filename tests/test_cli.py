@@ -104,3 +104,27 @@ def test_the_api_names_survive_lazy_loading():
 
     assert callable(tracekit.render) and callable(tracekit.report) and callable(tracekit.load)
     assert set(tracekit.__all__) <= set(dir(tracekit))
+
+
+STARTUP_CHILD = """
+import contextlib, io, os, sys
+from tracekit.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    rc = main(["info", sys.argv[1]])
+print(rc, "pandas" in sys.modules, os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.parametrize("trace", ["tests/data/jax/scan_rnn.xplane.pb",
+                                   "tests/data/h100/custom_compile-cuda-fp32-b16-h256-i256-l1-t20.pt.trace.json.gz"])
+def test_info_starts_without_pandas(trace):
+    # pandas is most of `info`'s start-up (0.25 of ~0.5 s); pyarrow's pa.array and pa.scalar import
+    # it on first use, so the ingest and the summary build Arrow arrays from buffers.
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", STARTUP_CHILD, str(repo / trace)], capture_output=True, text=True,
+                         check=True, cwd=repo).stdout.split()
+    # Exit 0, no pandas, and the one-thread OpenBLAS setting was undone after numpy's import.
+    assert out == ["0", "False", "None"]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit import schema
+from tracekit.ingest import columns
 
 
 @dataclass(frozen=True)
@@ -61,15 +63,17 @@ def info(table: pa.Table) -> TraceInfo:
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     kind = table.column("kind")
     counts = {k: 0 for k in schema.KINDS}
-    for row in pc.value_counts(kind.combine_chunks().dictionary_decode() if table.num_rows else pa.array([], pa.string())).to_pylist():
+    for row in pc.value_counts(kind.combine_chunks().dictionary_decode() if table.num_rows else columns.string_array([])).to_pylist():
         counts[row["values"]] = row["counts"]
     counts = {k: v for k, v in counts.items() if v}
-    timed = pc.invert(pc.is_in(pc.cast(kind, pa.string()), pa.array(["metadata", "flow"])))
+    timed = pc.invert(pc.is_in(pc.cast(kind, pa.string()), columns.string_array(["metadata", "flow"])))
     starts = pc.filter(table.column("start_ns"), timed)
-    ends = pc.add(starts, pc.fill_null(pc.filter(table.column("dur_ns"), timed), 0))
+    # Scalars are taken from arrays built from buffers: pa.scalar imports pandas (start-up time).
+    zero = columns.numeric_array(np.zeros(1, np.int64), pa.int64())[0]
+    ends = pc.add(starts, pc.fill_null(pc.filter(table.column("dur_ns"), timed), zero))
     span_start = pc.min(starts).as_py() if len(starts) else None
     span_end = pc.max(ends).as_py() if len(ends) else None
-    gpu = pc.is_in(pc.cast(kind, pa.string()), pa.array(list(schema.GPU_BUSY_KINDS)))
+    gpu = pc.is_in(pc.cast(kind, pa.string()), columns.string_array(list(schema.GPU_BUSY_KINDS)))
     with_corr = pc.and_(gpu, pc.is_valid(table.column("correlation_id")))
     linked = pc.and_(with_corr, pc.is_valid(table.column("launch_row")))
     linked_op = pc.and_(with_corr, pc.is_valid(table.column("op_row")))
@@ -78,9 +82,9 @@ def info(table: pa.Table) -> TraceInfo:
     host = pc.is_valid(table.column("tid"))
     # XSpace has no pid (null): its process is the plane, so the process name stands in for it.
     process = pc.coalesce(pc.cast(table.column("pid"), pa.string()),
-                          pc.cast(table.column("process_name"), pa.string()), pa.scalar(""))
+                          pc.cast(table.column("process_name"), pa.string()), columns.string_array([""])[0])
     threads = len(pc.unique(pc.filter(pc.binary_join_element_wise(
-        process, pc.cast(table.column("tid"), pa.string()), ":"), host)))
+        process, pc.cast(table.column("tid"), pa.string()), columns.string_array([":"])[0]), host)))
     start_meta = meta.get(schema.META_CAPTURE_START_NS, "")
     return TraceInfo(
         source=meta.get(schema.META_SOURCE, "?"),

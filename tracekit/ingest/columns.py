@@ -16,8 +16,6 @@ import pyarrow as pa
 from tracekit import _version, schema
 from tracekit.ingest.links import Links
 
-KIND_DICTIONARY = pa.array(list(schema.KINDS), pa.string())
-
 
 def _numpy_dtype(t: pa.DataType) -> np.dtype:
     """The numpy dtype of an integer Arrow type (pyarrow's to_pandas_dtype would import pandas: slow start-up)."""
@@ -26,6 +24,43 @@ def _numpy_dtype(t: pa.DataType) -> np.dtype:
     if pa.types.is_unsigned_integer(t):
         return np.dtype(f"uint{t.bit_width}")
     return np.dtype(t.to_pandas_dtype())
+
+
+# Arrays are built from their buffers: pyarrow's pa.array imports pandas on its first call, even for
+# numpy input, and that import is most of `tracekit info`'s start-up (0.25 s of ~0.9 s).
+def numeric_array(values: np.ndarray, dtype: pa.DataType, mask: np.ndarray | None = None) -> pa.Array:
+    """Arrow array of a fixed-width type over numpy values (no copy when the dtype already matches);
+    rows where ``mask`` is True are null."""
+    data = np.ascontiguousarray(values, _numpy_dtype(dtype))
+    validity, nulls = None, 0
+    if mask is not None:
+        nulls = int(np.count_nonzero(mask))
+        if nulls:
+            validity = pa.py_buffer(np.packbits(~np.asarray(mask, bool), bitorder="little"))
+    return pa.Array.from_buffers(dtype, data.size, [validity, pa.py_buffer(data)], null_count=nulls)
+
+
+def string_array(values: Sequence[str | None], dtype: pa.DataType | None = None) -> pa.Array:
+    """Arrow string (or large_string) array of Python strings; None is null."""
+    dtype = dtype or pa.string()
+    try:
+        encoded = [b"" if v is None else v.encode("utf-8") for v in values]
+    except UnicodeEncodeError:  # lone surrogates: let pyarrow report them as it always has
+        return pa.array(values, dtype)
+    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    large = pa.types.is_large_string(dtype)
+    if not large and int(lengths.sum()) >= 2**31:
+        return pa.array(values, dtype)
+    offsets = np.zeros(len(encoded) + 1, np.int64 if large else np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    missing = np.fromiter((v is None for v in values), bool, len(encoded))
+    nulls = int(np.count_nonzero(missing))
+    validity = pa.py_buffer(np.packbits(~missing, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(dtype, len(encoded), [validity, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))],
+                                 null_count=nulls)
+
+
+KIND_DICTIONARY = string_array(list(schema.KINDS))
 
 
 def file_sha256(path: Path) -> str:
@@ -58,15 +93,15 @@ def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.D
         codes = remap[np.where(codes < 0, len(values), codes)]
         values = list(first)
     mask = codes < 0
-    idx = pa.array(np.where(mask, 0, codes).astype(_numpy_dtype(index_type)), index_type, mask=mask if mask.any() else None)
-    vals = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+    idx = numeric_array(np.where(mask, 0, codes), index_type, mask)
+    vals = values if isinstance(values, pa.Array) else string_array(values)
     return pa.DictionaryArray.from_arrays(idx, vals)
 
 
 def nullable(values: np.ndarray, null: np.ndarray | int, dtype: pa.DataType) -> pa.Array:
     """Arrow array from numpy values where ``values == null`` (or a boolean mask) marks nulls."""
     mask = null if isinstance(null, np.ndarray) and null.dtype == bool else values == null
-    return pa.array(values.astype(_numpy_dtype(dtype), copy=False), dtype, mask=mask if mask.any() else None)
+    return numeric_array(values, dtype, mask)
 
 
 def json_args(offsets: np.ndarray, data: Any) -> pa.Array:
@@ -82,7 +117,7 @@ def json_args(offsets: np.ndarray, data: Any) -> pa.Array:
 def json_args_from_objects(objs: Sequence[Mapping[str, Any] | None]) -> pa.Array:
     """The args column from Python mappings (used by the XSpace and nsys ingesters)."""
     texts = [json.dumps(o, separators=(",", ":"), default=str) if o else None for o in objs]
-    return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, pa.array(texts, pa.large_string()))
+    return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, string_array(texts, pa.large_string()))
 
 
 @dataclass
@@ -126,7 +161,7 @@ def assemble(n: int, columns: dict[str, pa.Array], meta: TraceMeta, links: Links
     cols["trace_id"] = dictionary(np.zeros(n, np.int32), [meta.trace_id])
     cols["source"] = dictionary(np.zeros(n, np.int8), [meta.source], pa.int8())
     cols["parent"] = nullable(links.parent, -1, pa.int64())
-    cols["depth"] = pa.array(links.depth, pa.int16())
+    cols["depth"] = numeric_array(links.depth, pa.int16())
     cols["step"] = nullable(links.step, -1, pa.int32())
     cols["launch_row"] = nullable(links.launch_row, -1, pa.int64())
     cols["op_row"] = nullable(links.op_row, -1, pa.int64())

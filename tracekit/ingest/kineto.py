@@ -303,7 +303,7 @@ def _columns(r: dict, kind: np.ndarray, cat: np.ndarray, name: np.ndarray, pid: 
         "thread_name": thread_name,
         "device_id": columns.nullable(device, -1, pa.int32()),
         "stream_id": columns.nullable(stream, MISSING, pa.int64()),
-        "start_ns": pa.array(ts, pa.int64()),
+        "start_ns": columns.numeric_array(ts, pa.int64()),
         "dur_ns": columns.nullable(dur, MISSING, pa.int64()),
         "correlation_id": columns.nullable(i64("correlation"), MISSING, pa.int64()),
         "external_id": columns.nullable(i64("external_id"), MISSING, pa.int64()),

@@ -453,15 +453,15 @@ def _assemble(path: Path, rows: _Rows, hosts: int, meta: TraceMeta) -> pa.Table:
                            op_kinds=("cpu_op",), process=host_a if hosts > 1 else None)
     cols: dict[str, pa.Array] = {
         "kind": columns.dictionary(kind_a, columns.KIND_DICTIONARY, pa.int8()),
-        "category": pa.array(rows.categories, pa.string()).dictionary_encode(),
-        "name": pa.array(rows.names, pa.string()).dictionary_encode(),
+        "category": columns.string_array(rows.categories).dictionary_encode(),
+        "name": columns.string_array(rows.names).dictionary_encode(),
         "tid": columns.nullable(np.array(rows.tids, np.int64), -1, pa.int64()),
-        "process_name": pa.array(rows.planes, pa.string()).dictionary_encode(),
-        "thread_name": pa.array(rows.lines, pa.string()).dictionary_encode(),
+        "process_name": columns.string_array(rows.planes).dictionary_encode(),
+        "thread_name": columns.string_array(rows.lines).dictionary_encode(),
         "device_id": columns.nullable(np.array(rows.devices, np.int64), -1, pa.int32()),
         "stream_id": columns.nullable(np.array(rows.streams, np.int64), -1, pa.int64()),
-        "start_ns": pa.array(start_a, pa.int64()),
-        "dur_ns": pa.array(dur_a, pa.int64()),
+        "start_ns": columns.numeric_array(start_a, pa.int64()),
+        "dur_ns": columns.numeric_array(dur_a, pa.int64()),
         "correlation_id": columns.nullable(corr_a, -1, pa.int64()),
         "args": columns.json_args_from_objects(rows.args),
     }
