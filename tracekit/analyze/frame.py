@@ -51,6 +51,8 @@ class Frame:
     end: np.ndarray = field(init=False)
     name_code: np.ndarray = field(init=False)
     names: list[str] = field(init=False)
+    _masks: dict[tuple[str, ...], np.ndarray] = field(init=False, default_factory=dict, repr=False)
+    _rows: dict[tuple[str, ...], np.ndarray] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         t = self.table
@@ -66,10 +68,25 @@ class Frame:
         return int(self.kind.shape[0])
 
     def mask(self, *kinds: str) -> np.ndarray:
-        return byte_mask(self.kind, [KIND_INDEX[k] for k in kinds])
+        """Rows of these kinds, as a read-only boolean array (cached: a report asks for the same
+        masks dozens of times)."""
+        key = tuple(sorted(set(kinds)))
+        found = self._masks.get(key)
+        if found is None:
+            found = byte_mask(self.kind, [KIND_INDEX[k] for k in key])
+            found.flags.writeable = False
+            self._masks[key] = found
+        return found
 
     def rows(self, *kinds: str) -> np.ndarray:
-        return np.flatnonzero(self.mask(*kinds))
+        """Row indices of these kinds, read-only (cached like ``mask``)."""
+        key = tuple(sorted(set(kinds)))
+        found = self._rows.get(key)
+        if found is None:
+            found = np.flatnonzero(self.mask(*key))
+            found.flags.writeable = False
+            self._rows[key] = found
+        return found
 
     def name(self, row: int) -> str:
         code = int(self.name_code[row])
