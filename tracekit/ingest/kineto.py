@@ -68,7 +68,7 @@ GPU_CATEGORY_KINDS = {*schema.GPU_ACTIVITY_KINDS, "gpu_user_range"}
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-def read(path: Path, raw: bytes | None = None, gz: bool = False) -> pa.Table:
+def read(path: Path, raw: bytes | bytearray | None = None, gz: bool = False) -> pa.Table:
     """Read a Kineto trace file into the event table.
 
     Args:
@@ -116,7 +116,7 @@ def _sha256_of_mapping(mm: mmap.mmap, stop: threading.Event) -> str:
     return h.hexdigest()
 
 
-def _from_buffer(path: Path, buf: bytes | mmap.mmap, release: bool, fmt: str, sha: Future[str]) -> pa.Table:
+def _from_buffer(path: Path, buf: bytes | bytearray | mmap.mmap, release: bool, fmt: str, sha: Future[str]) -> pa.Table:
     try:
         r = _native.scanner.scan(buf, release, _native.scan_threads())
     except ValueError as e:
