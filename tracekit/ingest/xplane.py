@@ -22,6 +22,8 @@ timestamp is relative to the session, as in TF ≥ 2.x captures).
 from __future__ import annotations
 
 import base64
+import functools
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -262,8 +264,8 @@ class _Rows:
     lines: list[str] = field(default_factory=list)
     correlation: list[int] = field(default_factory=list)
     step_num: list[int] = field(default_factory=list)
-    kernel: dict[str, list[int]] = field(default_factory=lambda: {c: [] for c in KERNEL_DETAIL_COLUMNS})
-    args: list[dict[str, Any] | None] = field(default_factory=list)
+    kernel: list[tuple[int, ...]] = field(default_factory=list)  # KERNEL_DETAIL_COLUMNS per row
+    args: list[str | None] = field(default_factory=list)  # JSON text
     lines_read: int = 0
 
 
@@ -312,37 +314,68 @@ def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_i
     meta_names = {mid: m.name for mid, m in meta.items()}
     for line in plane.lines:
         rows.lines_read += 1
-        group = rows.lines_read
+        events = line.events
+        n = len(events)
+        if not n:
+            continue
         base_ns = line.timestamp_ns + (profile_start if line.timestamp_ns < RELATIVE_TIMESTAMP_LIMIT else 0)
         base_ps = base_ns * 1000
         derived = line.name in DERIVED_LINES
         category = f"{plane.name}/{re.sub(r'/-?[0-9]+$', '', line.name)}" + ("/derived" if derived else "")
-        for ev in line.events:
-            name = meta_names.get(ev.metadata_id, "")
-            stats = dict(meta_stats.get(ev.metadata_id, {}))
-            for st in ev.stats:
-                stats[stat_names.get(st.metadata_id, str(st.metadata_id))] = _stat_value(st, stat_names)
-            kind = _device_kind(line.name, name) if gpu_match else _host_kind(name, stats)
+        # What is the same for every event of the line goes in once per line.
+        rows.categories += [category] * n
+        rows.groups += [rows.lines_read] * n
+        rows.hosts += [host] * n
+        rows.tids += [-1 if gpu_match else line.id] * n
+        rows.devices += [device] * n
+        rows.streams += [line.id if gpu_match and not derived else -1] * n
+        rows.planes += [plane.name] * n
+        rows.lines += [line.name] * n
+        # An event without stats of its own is its metadata's: read once per metadata id and line.
+        shared: dict[int, tuple[str, int, int, int, tuple[int, ...], str | None]] = {}
+        for ev in events:
             rows.starts.append((base_ps + ev.offset_ps) // 1000)
             rows.durs.append(ev.duration_ps // 1000)
-            rows.kinds.append(KIND_CODES[kind])
+            mid = ev.metadata_id
+            own = ev.stats
+            occurrences = ev.WhichOneof("data") == "num_occurrences"
+            facts = shared.get(mid) if not own and not occurrences else None
+            if facts is None:
+                stats = dict(meta_stats.get(mid, {}))
+                for st in own:
+                    stats[stat_names.get(st.metadata_id, str(st.metadata_id))] = _stat_value(st, stat_names)
+                if occurrences:
+                    stats["@num_occurrences"] = ev.num_occurrences
+                facts = _event_facts(meta_names.get(mid, ""), stats, line.name if gpu_match else None)
+                if not own and not occurrences:
+                    shared[mid] = facts
+            name, kind, corr, step, kernel, args = facts
             rows.names.append(name)
-            rows.categories.append(category)
-            rows.groups.append(group)
-            rows.hosts.append(host)
-            rows.tids.append(-1 if gpu_match else line.id)
-            rows.devices.append(device)
-            rows.streams.append(line.id if gpu_match and not derived else -1)
-            rows.planes.append(plane.name)
-            rows.lines.append(line.name)
-            corr = stats.pop("correlation_id", None)
-            rows.correlation.append(int(corr) if isinstance(corr, int) else -1)
-            sn = stats.get("step_num") if kind == "step" else None
-            rows.step_num.append(int(sn) if isinstance(sn, int) else -1)
-            _add_kernel_details(rows.kernel, stats, kind)
-            if ev.WhichOneof("data") == "num_occurrences":
-                stats["@num_occurrences"] = ev.num_occurrences
-            rows.args.append(stats or None)
+            rows.kinds.append(kind)
+            rows.correlation.append(corr)
+            rows.step_num.append(step)
+            rows.kernel.append(kernel)
+            rows.args.append(args)
+
+
+def _event_facts(name: str, stats: dict[str, Any], device_line: str | None) -> tuple[str, int, int, int, tuple[int, ...], str | None]:
+    """(name, kind code, correlation id, step number, kernel details, args JSON) of an event from its
+    merged stats (metadata's, then its own, then ``@num_occurrences``); ``device_line`` is the line
+    name on a GPU plane, None on the host."""
+    kind = _device_kind(device_line, name) if device_line is not None else _host_kind(name, stats)
+    corr = stats.pop("correlation_id", None)
+    sn = stats.get("step_num") if kind == "step" else None
+    # @num_occurrences was added last; it goes after every stat, as before.
+    occurrences = stats.pop("@num_occurrences", None)
+    kernel = _kernel_row(stats, kind)
+    if occurrences is not None:
+        stats["@num_occurrences"] = occurrences
+    return (name, KIND_CODES[kind], int(corr) if isinstance(corr, int) else -1, int(sn) if isinstance(sn, int) else -1,
+            kernel, _args_text(stats))
+
+
+def _args_text(stats: dict[str, Any]) -> str | None:
+    return columns.ARGS_ENCODER.encode(stats) if stats else None
 
 
 def _add_derived_steps(rows: _Rows) -> None:
@@ -363,7 +396,8 @@ def _add_derived_steps(rows: _Rows) -> None:
                                  for i in step_rows])
     windows = []  # (start, end, group, host, device)
     for i, lead in zip(step_rows, leads, strict=True):
-        args = rows.args[i] or {}
+        text = rows.args[i]
+        args = json.loads(text) if text else {}
         group = args.get("group_id")
         if not isinstance(group, int):
             group = int(rows.names[i]) if rows.names[i].lstrip("-").isdigit() else -1
@@ -398,9 +432,8 @@ def _add_derived_steps(rows: _Rows) -> None:
         rows.lines.append("Steps")
         rows.correlation.append(-1)
         rows.step_num.append(step)
-        for values in rows.kernel.values():
-            values.append(-1)
-        rows.args.append({"group_id": group, "devices": sorted(devices), "derived_from": "device Steps lines"})
+        rows.kernel.append(NO_KERNEL_DETAILS)
+        rows.args.append(_args_text({"group_id": group, "devices": sorted(devices), "derived_from": "device Steps lines"}))
 
 
 def _launch_leads(rows: _Rows, windows: list[tuple[int, int, int, int]]) -> list[int]:
@@ -426,19 +459,30 @@ def _launch_leads(rows: _Rows, windows: list[tuple[int, int, int, int]]) -> list
     return out
 
 
-def _add_kernel_details(kernel: dict[str, list[int]], stats: dict[str, Any], kind: str) -> None:
-    """Launch shape, registers and shared memory from ``kernel_details``; bytes of a memory event."""
-    kd = _kernel_details(stats["kernel_details"]) if isinstance(stats.get("kernel_details"), str) else {}
+NO_KERNEL_DETAILS = (-1,) * len(KERNEL_DETAIL_COLUMNS)
+
+
+def _kernel_row(stats: dict[str, Any], kind: str) -> tuple[int, ...]:
+    """``KERNEL_DETAIL_COLUMNS`` of a row: launch shape, registers and shared memory from
+    ``kernel_details``; bytes of a memory event."""
+    text = stats.get("kernel_details")
+    nbytes = stats.get("bytes_allocated") if kind == "memory" else None
+    nbytes = nbytes if isinstance(nbytes, int) and 0 <= nbytes < 2**63 else -1
+    if not isinstance(text, str):
+        return NO_KERNEL_DETAILS if nbytes == -1 else (*NO_KERNEL_DETAILS[:-1], nbytes)
+    return (*_kernel_details_row(text), nbytes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _kernel_details_row(text: str) -> tuple[int, ...]:
+    """Grid, block, registers and shared memory from a ``kernel_details`` text (the same text repeats
+    for every launch of a kernel)."""
+    kd = _kernel_details(text)
     grid = kd.get("grid", [])
     block = kd.get("block", [])
-    for i, c in enumerate(("grid_x", "grid_y", "grid_z")):
-        kernel[c].append(_small(grid[i:i + 1], 2**31) if len(grid) == 3 else -1)
-    for i, c in enumerate(("block_x", "block_y", "block_z")):
-        kernel[c].append(_small(block[i:i + 1], 2**31) if len(block) == 3 else -1)
-    kernel["registers_per_thread"].append(_small(kd.get("regs"), 2**31))
-    kernel["shared_memory_bytes"].append(_small(kd.get("shm"), 2**63))
-    nbytes = stats.get("bytes_allocated") if kind == "memory" else None
-    kernel["bytes"].append(nbytes if isinstance(nbytes, int) and 0 <= nbytes < 2**63 else -1)
+    return (*[_small(grid[i:i + 1], 2**31) if len(grid) == 3 else -1 for i in range(3)],
+            *[_small(block[i:i + 1], 2**31) if len(block) == 3 else -1 for i in range(3)],
+            _small(kd.get("regs"), 2**31), _small(kd.get("shm"), 2**63))
 
 
 def _assemble(path: Path, rows: _Rows, hosts: int, meta: TraceMeta) -> pa.Table:
@@ -463,9 +507,10 @@ def _assemble(path: Path, rows: _Rows, hosts: int, meta: TraceMeta) -> pa.Table:
         "start_ns": columns.numeric_array(start_a, pa.int64()),
         "dur_ns": columns.numeric_array(dur_a, pa.int64()),
         "correlation_id": columns.nullable(corr_a, -1, pa.int64()),
-        "args": columns.json_args_from_objects(rows.args),
+        "args": columns.json_args_from_texts(rows.args),
     }
-    for c, values in rows.kernel.items():
+    kernel = np.array(rows.kernel, np.int64).reshape(n, len(KERNEL_DETAIL_COLUMNS))
+    for j, c in enumerate(KERNEL_DETAIL_COLUMNS):
         dtype = pa.int64() if c in ("shared_memory_bytes", "bytes") else pa.int32()
-        cols[c] = columns.nullable(np.array(values, np.int64), -1, dtype)
+        cols[c] = columns.nullable(kernel[:, j], -1, dtype)
     return columns.assemble(n, cols, meta, row_links)
