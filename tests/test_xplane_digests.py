@@ -1,5 +1,5 @@
-"""The XSpace reader gives the same table, column by column, as recorded before its event loop was
-rewritten (one tuple per event, per-metadata caches; tracekit 8229af3's reader recorded the digests).
+"""The XSpace reader gives the same table, column by column, as the reader before its event loop was
+rewritten (per-line constants, per-metadata caches): the digests were recorded with that reader (b1ebd8f).
 
 ``tests/data/xplane_table_digests.json`` holds a digest of every column of every shared XSpace
 trace and of the JAX trace in tests/data. Re-record only for an intended change:
