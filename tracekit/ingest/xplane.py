@@ -344,9 +344,8 @@ def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_i
                 stats = dict(meta_stats.get(mid, {}))
                 for st in own:
                     stats[stat_names.get(st.metadata_id, str(st.metadata_id))] = _stat_value(st, stat_names)
-                if occurrences:
-                    stats["@num_occurrences"] = ev.num_occurrences
-                facts = _event_facts(meta_names.get(mid, ""), stats, line.name if gpu_match else None)
+                facts = _event_facts(meta_names.get(mid, ""), stats, line.name if gpu_match else None,
+                                     ev.num_occurrences if occurrences else None)
                 if not own and not occurrences:
                     shared[mid] = facts
             name, kind, corr, step, kernel, args = facts
@@ -358,15 +357,14 @@ def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_i
             rows.args.append(args)
 
 
-def _event_facts(name: str, stats: dict[str, Any], device_line: str | None) -> tuple[str, int, int, int, tuple[int, ...], str | None]:
+def _event_facts(name: str, stats: dict[str, Any], device_line: str | None,
+                 occurrences: int | None) -> tuple[str, int, int, int, tuple[int, ...], str | None]:
     """(name, kind code, correlation id, step number, kernel details, args JSON) of an event from its
-    merged stats (metadata's, then its own, then ``@num_occurrences``); ``device_line`` is the line
-    name on a GPU plane, None on the host."""
+    merged stats (metadata's, then its own); ``device_line`` is the line name on a GPU plane, None on
+    the host; ``occurrences`` (an event that counts repeats instead of having an offset) goes last in args."""
     kind = _device_kind(device_line, name) if device_line is not None else _host_kind(name, stats)
     corr = stats.pop("correlation_id", None)
     sn = stats.get("step_num") if kind == "step" else None
-    # @num_occurrences was added last; it goes after every stat, as before.
-    occurrences = stats.pop("@num_occurrences", None)
     kernel = _kernel_row(stats, kind)
     if occurrences is not None:
         stats["@num_occurrences"] = occurrences
