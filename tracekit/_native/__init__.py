@@ -37,3 +37,48 @@ def scan_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def sqlite_reader() -> ModuleType | None:
+    """The C row walker for SQLite queries (``sqlite_columns.c``), bound to the libsqlite3 that
+    Python's sqlite3 module uses; None where it was not built or no shared libsqlite3 is found (the
+    nsys reader then fetches rows through the sqlite3 module) or ``TRACEKIT_PURE_PYTHON`` is set."""
+    global _sqlite_reader
+    if _sqlite_reader is False:
+        if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0"):
+            return None
+        _sqlite_reader = _load_sqlite_reader()
+    return _sqlite_reader if isinstance(_sqlite_reader, ModuleType) else None
+
+
+_sqlite_reader: ModuleType | None | bool = False
+
+
+def _load_sqlite_reader() -> ModuleType | None:
+    try:
+        from tracekit._native import _sqlite_columns
+    except ImportError:
+        return None
+    for library in _sqlite_libraries():
+        try:
+            _sqlite_columns.load(library)
+            return _sqlite_columns
+        except OSError:
+            continue
+    return None
+
+
+def _sqlite_libraries() -> list[str]:
+    """Where libsqlite3 is: the copy the sqlite3 module loaded (Linux: its mapping in this process),
+    else the one the system's loader finds."""
+    import ctypes.util
+    import sqlite3  # noqa: F401  (loads _sqlite3 and, with it, libsqlite3)
+
+    found = []
+    try:
+        with open("/proc/self/maps") as maps:
+            found = sorted({line.split()[-1] for line in maps if "libsqlite3" in line and "/" in line})
+    except OSError:
+        pass
+    system = ctypes.util.find_library("sqlite3")
+    return found + ([system] if system else [])

@@ -23,17 +23,21 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+import threading
 import urllib.parse
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit import schema
+from tracekit import _native, schema
 from tracekit.errors import InputError
 from tracekit.ingest import columns, links
 from tracekit.ingest.columns import TraceMeta
@@ -97,6 +101,26 @@ def _names_of_ids(ids: np.ndarray, strings: dict[int, str], name_of: Callable[[s
     return codes.reshape(-1), [name_of(v) for v in values] if name_of else values
 
 
+class _IdText:
+    """The JSON text an integer id stands for (a StringIds reference), per distinct id; ``None``
+    leaves the key out. Ids not in the table: their number, or left out."""
+
+    def __init__(self, texts: dict[int, str | None], missing_as_number: bool) -> None:
+        self.texts = texts
+        self.missing_as_number = missing_as_number
+
+    def __call__(self, value: int) -> str | None:
+        if value in self.texts:
+            return self.texts[value]
+        return str(value) if self.missing_as_number else None
+
+    def lookup(self) -> tuple[bytes, list[bytes | None], bool]:
+        """The same as the C row walker takes it: sorted ids, their texts, missing_as_number."""
+        ids = sorted(self.texts)
+        return (np.array(ids, np.int64).tobytes(), [None if (t := self.texts[i]) is None else t.encode() for i in ids],
+                self.missing_as_number)
+
+
 @dataclass
 class _Args:
     """The columns a table's rows keep in ``args`` (those the schema has no column for), in column
@@ -104,29 +128,74 @@ class _Args:
 
     keys: list[str]
     sql: list[str]
-    # Keys holding integer ids, written through a function of the id (JSON text, None: left out),
-    # called once per distinct id: StringIds references, for one.
-    by_id: dict[str, Callable[[int], str | None]]
+    # Keys holding integer ids, written as the JSON text the id stands for.
+    by_id: dict[str, _IdText]
 
 
 def _args(columns: list[str], used: set[str], extra: tuple[tuple[str, str], ...] = (),
-          by_id: dict[str, Callable[[int], str | None]] | None = None) -> _Args:
+          by_id: dict[str, _IdText] | None = None) -> _Args:
     keys = [c for c in columns if c not in used]
     return _Args(keys + [k for k, _ in extra], [f'"{c}"' for c in keys] + [v for _, v in extra], by_id or {})
 
 
-def _string_or_id(strings: dict[int, str]) -> Callable[[int], str | None]:
-    """A StringIds reference as its string; an unknown id as the number."""
-    return lambda v: json.dumps(strings[v]) if v in strings else str(v)
+class _Db:
+    """An open export: a connection per thread (tables are read on several), its URI (the C row
+    walker opens its own) and the walker, None where it is not built."""
+
+    def __init__(self, con: sqlite3.Connection, uri: str, walker: ModuleType | None, strings: dict[int, str]) -> None:
+        self.uri = uri
+        self.walker = walker
+        self.strings = strings
+        self._string_texts: _IdText | None = None
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._local.con = con
+        self._opened: list[sqlite3.Connection] = []
+
+    @property
+    def con(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = _connect(self.uri)
+            self._opened.append(con)
+        return con
+
+    def close(self) -> None:
+        """Close the connections opened for other threads (the caller closes its own)."""
+        for con in self._opened:
+            con.close()
+
+    def string_or_id(self) -> _IdText:
+        """A StringIds reference as its string; an unknown id as the number (built once per file)."""
+        with self._lock:
+            if self._string_texts is None:
+                self._string_texts = _IdText({k: encode_basestring_ascii(v) for k, v in self.strings.items()}, True)
+            return self._string_texts
+
+    def fetch(self, sql: str, n_int: int, n_obj: int, args: _Args) -> tuple[list[np.ndarray], list[list[Any]], pa.Array]:
+        """Run ``sql`` (n_int integer columns, n_obj other columns, then ``args``' columns): the
+        integers as numpy arrays, the others as lists, and the args column as JSON text."""
+        sql = sql.replace("@ARGS@", ", ".join(args.sql) or "NULL")
+        if self.walker is None:
+            return _fetch_rows(self.con, sql, n_int, n_obj, args)
+        # The count sizes the buffers; it costs a few ms where the walk costs seconds.
+        rows_hint = self.con.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0]
+        keys = [(json.dumps(k) + ":").encode() for k in args.keys] if args.sql else []
+        lookups = [args.by_id[k].lookup() if k in args.by_id else None for k in args.keys] if args.sql else []
+        ints, objs, (validity, offsets, data), n = self.walker.read(
+            self.uri, sql, n_int, n_obj + (0 if args.sql else 1), keys, lookups, rows_hint)
+        arrays = [np.frombuffer(b, np.int64) for b in ints]
+        text = pa.Array.from_buffers(pa.large_string(), n, [pa.py_buffer(validity), pa.py_buffer(offsets),
+                                                            pa.py_buffer(data)])
+        return arrays, objs[:n_obj], text
 
 
-def _fetch(con: sqlite3.Connection, sql: str, n_int: int, n_obj: int, args: _Args) -> tuple[list[np.ndarray], list[list[Any]], pa.Array]:
-    """Run ``sql`` (n_int integer columns, n_obj other columns, then ``args``' columns) block by
-    block: the integers as numpy arrays, the others as lists, and the args column as JSON text."""
+def _fetch_rows(con: sqlite3.Connection, sql: str, n_int: int, n_obj: int, args: _Args) -> tuple[list[np.ndarray], list[list[Any]], pa.Array]:
+    """``_Db.fetch`` through the sqlite3 module, block by block (where the C walker is not built)."""
     ints: list[list[np.ndarray]] = [[] for _ in range(n_int)]
     objs: list[list[Any]] = [[] for _ in range(n_obj)]
     texts: list[pa.Array] = []
-    cur = con.execute(sql.replace("@ARGS@", ", ".join(args.sql) or "NULL"))
+    cur = con.execute(sql)
     while rows := cur.fetchmany(FETCH_ROWS):
         cols = list(zip(*rows, strict=True))
         del rows
@@ -156,7 +225,7 @@ def _json_objects(values: list[tuple[Any, ...]], args: _Args) -> pa.Array:
     return pc.if_else(pc.equal(joined, ""), pa.scalar(None, pa.string()), wrapped).cast(pa.large_string())
 
 
-def _json_values(column: tuple[Any, ...], by_id: Callable[[int], str | None] | None) -> pa.Array:
+def _json_values(column: tuple[Any, ...], by_id: _IdText | None) -> pa.Array:
     """Each value's JSON text (null for NULL). Integers and text are converted by Arrow (text through
     its distinct values); anything else (reals, blobs, mixed types in a damaged file) by json.dumps."""
     try:
@@ -175,14 +244,24 @@ def _json_values(column: tuple[Any, ...], by_id: Callable[[int], str | None] | N
     return pa.array([None if v is None else json.dumps(v, default=str) for v in column], pa.string())
 
 
+def db_uri(path: Path) -> str:
+    """The URI that opens ``path`` read-only and immutable, the way nsys's own report scripts do."""
+    # Quoted, or "#", "?" and "%" in a file name would cut or change it.
+    return "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
+
+
+def _connect(uri: str) -> sqlite3.Connection:
+    # check_same_thread off: a reader thread's connection is closed by the thread that started it.
+    con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    # Names are bytes from the profiled program (NVTX, kernel names): invalid UTF-8 is shown, not fatal.
+    con.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    return con
+
+
 def open_db(path: Path) -> sqlite3.Connection:
-    """Open read-only and immutable, the way nsys's own report scripts do."""
-    # The path goes into a URI: quote it, or "#", "?" and "%" in a file name would cut or change it.
-    uri = "file:" + urllib.parse.quote(str(Path(path).resolve())) + "?mode=ro&immutable=1"
+    """Open read-only and immutable (``db_uri``)."""
     try:
-        con = sqlite3.connect(uri, uri=True)
-        # Names are bytes from the profiled program (NVTX, kernel names): invalid UTF-8 is shown, not fatal.
-        con.text_factory = lambda raw: raw.decode("utf-8", "replace")
+        con = _connect(db_uri(path))
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return con
     except sqlite3.DatabaseError as e:
@@ -241,9 +320,11 @@ def read(path: Path, display_path: Path | None = None) -> pa.Table:
         if "StringIds" not in have or (meta_table is None and not any(t.startswith(("CUPTI_", "NVTX_")) for t in have)):
             raise InputError(shown, "SQLite database, but not an Nsight Systems export (no StringIds / META_DATA_EXPORT tables)")
         strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
-        blocks = [b for b in (_read_kernels(con, have, strings), *_read_memory_ops(con, have),
-                              _read_runtime(con, have, strings), _read_nvtx(con, have), *_read_simple(con, have, strings))
-                  if b is not None and len(b)]
+        db = _Db(con, db_uri(path), _native.sqlite_reader(), strings)
+        try:
+            blocks = [b for b in _read_tables(db, have) if b is not None and len(b)]
+        finally:
+            db.close()
         meta = _meta(con, have, meta_table, shown, path)
         names = _thread_names(con, have, strings)
         return _to_table(blocks, meta, names)
@@ -254,6 +335,19 @@ def read(path: Path, display_path: Path | None = None) -> pa.Table:
         raise InputError(shown, f"nsys export with unexpected values ({type(e).__name__}: {e})") from None
     finally:
         con.close()
+
+
+def _read_tables(db: _Db, have: set[str]) -> list[_Block | None]:
+    """Every table's block, in a fixed order. With the C walker, which releases the GIL, tables are
+    read on up to ``TRACEKIT_THREADS`` threads: kernels and API calls are most of a big export."""
+    readers: list[Callable[[], list[_Block | None]]] = [
+        lambda: [_read_kernels(db, have)], lambda: list(_read_memory_ops(db, have)), lambda: [_read_runtime(db, have)],
+        lambda: [_read_nvtx(db, have)], lambda: list(_read_simple(db, have))]
+    threads = min(_native.scan_threads(), len(readers)) if db.walker is not None else 1
+    if threads == 1:
+        return [b for read in readers for b in read()]
+    with ThreadPoolExecutor(threads, thread_name_prefix="tracekit-nsys") as pool:
+        return [b for part in pool.map(lambda read: read(), readers) for b in part]
 
 
 def _column(present: set[str], name: str) -> str:
@@ -271,11 +365,11 @@ KERNEL_USED = {"start", "end", "deviceId", "streamId", "correlationId", "globalP
                "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory", "dynamicSharedMemory"}
 
 
-def _read_kernels(con: sqlite3.Connection, have: set[str], strings: dict[int, str]) -> _Block | None:
+def _read_kernels(db: _Db, have: set[str]) -> _Block | None:
     table = "CUPTI_ACTIVITY_KIND_KERNEL"
     if table not in have:
         return None
-    cols = table_columns(con, table)
+    cols = table_columns(db.con, table)
     c = set(cols)
     shared = [_column(c, "staticSharedMemory"), _column(c, "dynamicSharedMemory")]
     regs = _column(c, "registersPerThread")
@@ -286,8 +380,8 @@ def _read_kernels(con: sqlite3.Connection, have: set[str], strings: dict[int, st
            f'{shared[0]} IS NULL AND {shared[1]} IS NULL, '
            f'@ARGS@ FROM "{table}"')
     (start, dur, device, stream, corr, gpid, name_id, gx, gy, gz, bx, by, bz, regs_v, regs_null, shm, shm_null), _, args = \
-        _fetch(con, sql, 17, 0, _args(cols, KERNEL_USED, by_id={k: _string_or_id(strings) for k in ("shortName", "mangledName")}))
-    codes, values = _names_of_ids(name_id, strings)
+        db.fetch(sql, 17, 0, _args(cols, KERNEL_USED, by_id={k: db.string_or_id() for k in ("shortName", "mangledName")}))
+    codes, values = _names_of_ids(name_id, db.strings)
     return _Block(table, np.full(start.size, KIND_CODES["gpu_kernel"], np.int8), _dictionary(codes, values), start, dur,
                   np.zeros(start.size, bool), gpid, True, args, device=device, stream=stream, corr=corr,
                   grid=[gx, gy, gz], block=[bx, by, bz],
@@ -295,9 +389,9 @@ def _read_kernels(con: sqlite3.Connection, have: set[str], strings: dict[int, st
                             "shared_memory_bytes": (shm, shm_null.astype(bool))})
 
 
-def _read_memory_ops(con: sqlite3.Connection, have: set[str]) -> list[_Block]:
-    copy_kinds = _enum(con, have, "ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS)
-    sync_types = _enum(con, have, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES)
+def _read_memory_ops(db: _Db, have: set[str]) -> list[_Block]:
+    copy_kinds = _enum(db.con, have, "ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS)
+    sync_types = _enum(db.con, have, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES)
     specs = (
         ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy", "copyKind", lambda v: f"[CUDA memcpy {copy_kinds.get(v, 'Unknown')}]"),
         ("CUPTI_ACTIVITY_KIND_MEMSET", "gpu_memset", None, lambda v: "[CUDA memset]"),
@@ -309,7 +403,7 @@ def _read_memory_ops(con: sqlite3.Connection, have: set[str]) -> list[_Block]:
     for table, kind, name_column, name_of in specs:
         if table not in have:
             continue
-        cols = table_columns(con, table)
+        cols = table_columns(db.con, table)
         c = set(cols)
         used = {"start", "end", "globalPid", "deviceId", "streamId", "correlationId", "bytes"}
         nbytes = _column(c, "bytes")
@@ -317,8 +411,8 @@ def _read_memory_ops(con: sqlite3.Connection, have: set[str]) -> list[_Block]:
                f'coalesce({_column(c, "streamId")}, -1), coalesce({_column(c, "correlationId")}, -1), '
                f'coalesce({_column(c, "globalPid")}, 0), coalesce({nbytes}, -1), {nbytes} IS NULL, '
                f'{_column(c, name_column) if name_column else "NULL"}, @ARGS@ FROM "{table}"')
-        (start, dur, device, stream, corr, gpid, nbytes_v, nbytes_null), (labels,), args = _fetch(
-            con, sql, 8, 1, _args(cols, used))
+        (start, dur, device, stream, corr, gpid, nbytes_v, nbytes_null), (labels,), args = db.fetch(
+            sql, 8, 1, _args(cols, used))
         if name_of is None:  # a graph's id, as text ("None" when unknown); no column: ""
             names = pa.array([f"[CUDA graph {v if name_column in c else ''}]" for v in labels], pa.string())
             name = names.dictionary_encode()
@@ -339,24 +433,23 @@ def api_display_name(raw: str) -> str:
     return raw[:-6] if len(raw) >= 6 and raw[-6:-4] == "_v" else raw
 
 
-def _read_runtime(con: sqlite3.Connection, have: set[str], strings: dict[int, str]) -> _Block | None:
+def _read_runtime(db: _Db, have: set[str]) -> _Block | None:
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if table not in have:
         return None
-    cols = table_columns(con, table)
+    cols = table_columns(db.con, table)
     c = set(cols)
-
-    def name_raw(name_id: int) -> str | None:  # the versioned name, where the shown one drops it
-        raw = strings.get(name_id, "")
-        return json.dumps(raw) if api_display_name(raw) != raw else None
+    # The versioned name, where the shown one drops it; other ids leave the key out.
+    name_raw = _IdText({k: encode_basestring_ascii(raw) for k, raw in db.strings.items() if api_display_name(raw) != raw},
+                       False)
 
     sql = (f'SELECT start, "end" - start, coalesce({_column(c, "globalTid")}, 0), '
            f'coalesce({_column(c, "correlationId")}, -1), coalesce({_column(c, "nameId")}, -1), '
            f'@ARGS@ FROM "{table}"')
-    (start, dur, gtid, corr, name_id), _, args = _fetch(
-        con, sql, 5, 0, _args(cols, {"start", "end", "nameId", "globalTid", "correlationId"},
+    (start, dur, gtid, corr, name_id), _, args = db.fetch(
+        sql, 5, 0, _args(cols, {"start", "end", "nameId", "globalTid", "correlationId"},
                               extra=(("name_raw", _column(c, "nameId")),), by_id={"name_raw": name_raw}))
-    codes, values = _names_of_ids(name_id, strings, api_display_name)
+    codes, values = _names_of_ids(name_id, db.strings, api_display_name)
     driver = np.array([v.startswith("cu") and not v.startswith("cuda") for v in values], bool)
     kind = np.where(driver[codes], KIND_CODES["driver_api"], KIND_CODES["runtime_api"]).astype(np.int8)
     return _Block(table, kind, _dictionary(codes, values), start, dur, np.zeros(start.size, bool), gtid, False, args,
@@ -366,11 +459,11 @@ def _read_runtime(con: sqlite3.Connection, have: set[str], strings: dict[int, st
 NVTX_USED = {"eventType", "start", "end", "textId", "text", "globalTid"}
 
 
-def _read_nvtx(con: sqlite3.Connection, have: set[str]) -> _Block | None:
+def _read_nvtx(db: _Db, have: set[str]) -> _Block | None:
     table = "NVTX_EVENTS"
     if table not in have:
         return None
-    cols = table_columns(con, table)
+    cols = table_columns(db.con, table)
     c = set(cols)
     etype, end, text, domain_id = (_column(c, n) for n in ("eventType", "end", "text", "domainId"))
     ranges = ", ".join(str(t) for t in NVTX_PUSHPOP + NVTX_STARTEND)
@@ -379,7 +472,7 @@ def _read_nvtx(con: sqlite3.Connection, have: set[str]) -> _Block | None:
     # Domain names per (process, domainId), from the first NvtxDomainCreate row of each.
     domains: dict[tuple[int, int], str] = {}
     if "domainId" in c:
-        for gtid, did, name in con.execute(
+        for gtid, did, name in db.con.execute(
                 f'SELECT coalesce({_column(c, "globalTid")}, 0), domainId, coalesce(nullif({text}, \'\'), '
                 f'(SELECT value FROM StringIds WHERE id = {_column(c, "textId")}), \'\') FROM "{table}" '
                 f'WHERE {etype} = {NVTX_DOMAIN_CREATE} AND domainId IS NOT NULL'):
@@ -389,8 +482,8 @@ def _read_nvtx(con: sqlite3.Connection, have: set[str]) -> _Block | None:
            f'coalesce({domain_id}, 0), '
            f'coalesce((SELECT value FROM StringIds WHERE id = {_column(c, "textId")}), {text}, \'\'), '
            f'@ARGS@ FROM "{table}"')
-    (start, dur, dur_missing, gtid, event, did), (texts,), args = _fetch(
-        con, sql, 6, 1, _args(cols, NVTX_USED, extra=(("style", style), ("eventType", etype))))
+    (start, dur, dur_missing, gtid, event, did), (texts,), args = db.fetch(
+        sql, 6, 1, _args(cols, NVTX_USED, extra=(("style", style), ("eventType", etype))))
     is_range = np.isin(event, NVTX_PUSHPOP + NVTX_STARTEND)
     named = is_range | (event == NVTX_MARK)
     names = list(texts)
@@ -408,7 +501,7 @@ def _read_nvtx(con: sqlite3.Connection, have: set[str]) -> _Block | None:
     return _Block(table, kind.astype(np.int8), name, start, dur, dur_missing.astype(bool), gtid, False, args, step=step)
 
 
-def _read_simple(con: sqlite3.Connection, have: set[str], strings: dict[int, str]) -> list[_Block]:
+def _read_simple(db: _Db, have: set[str]) -> list[_Block]:
     """Host-side tables with (start, end, globalTid, nameId)."""
     specs = (("CUDNN_EVENTS", "gpu_library_api"), ("CUBLAS_EVENTS", "gpu_library_api"),
              ("PROFILER_OVERHEAD", "overhead"), ("CUDA_GRAPH_EVENTS", "other"), ("CUDA_GRAPH_NODE_EVENTS", "other"),
@@ -417,16 +510,16 @@ def _read_simple(con: sqlite3.Connection, have: set[str], strings: dict[int, str
     for table, kind in specs:
         if table not in have:
             continue
-        cols = table_columns(con, table)
+        cols = table_columns(db.con, table)
         c = set(cols)
         if "start" not in c:
             continue
         end = _column(c, "end")
         sql = (f'SELECT start, coalesce({end} - start, -1), {end} IS NULL, coalesce({_column(c, "globalTid")}, 0), '
                f'coalesce({_column(c, "nameId")}, -1), @ARGS@ FROM "{table}"')
-        (start, dur, dur_missing, gtid, name_id), _, args = _fetch(
-            con, sql, 5, 0, _args(cols, {"start", "end", "nameId", "globalTid"}))
-        codes, values = _names_of_ids(name_id, strings)
+        (start, dur, dur_missing, gtid, name_id), _, args = db.fetch(
+            sql, 5, 0, _args(cols, {"start", "end", "nameId", "globalTid"}))
+        codes, values = _names_of_ids(name_id, db.strings)
         blocks.append(_Block(table, np.full(start.size, KIND_CODES[kind], np.int8), _dictionary(codes, values), start,
                              dur, dur_missing.astype(bool), gtid, False, args))
     return blocks

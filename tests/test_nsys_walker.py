@@ -1,0 +1,98 @@
+"""The C row walker (``tracekit/_native/sqlite_columns.c``) gives the nsys reader the same table,
+byte for byte, as fetching rows through Python's sqlite3 module: on every shared export, on one
+thread and on several, and on a real export edited to hold the values a damaged or unusual file
+can hold (non-ASCII and invalid UTF-8 text, control characters, reals, infinities, blobs, NULLs,
+unknown string ids, a column a third-party tool added)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import SHARED, ids, needs_shared, shared_files
+
+from tracekit import _native
+from tracekit.errors import InputError
+from tracekit.ingest import nsys
+
+SQLITE = shared_files("nsys/*.sqlite")
+SMALL = SHARED / "traces" / "nsys" / "dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite"
+needs_walker = pytest.mark.skipif(_native.sqlite_reader() is None,
+                                  reason="the C row walker is not built or no shared libsqlite3 was found")
+
+
+def _read_through_python(path: Path, monkeypatch: pytest.MonkeyPatch) -> pa.Table:
+    with monkeypatch.context() as m:
+        m.setattr(_native, "sqlite_reader", lambda: None)
+        return nsys.read(path)
+
+
+def _differing_columns(a: pa.Table, b: pa.Table) -> list[str]:
+    assert a.column_names == b.column_names and a.num_rows == b.num_rows
+    return [name for name in a.column_names if not a[name].equals(b[name])]
+
+
+@needs_shared
+@needs_walker
+@pytest.mark.parametrize("threads", ["1", "3"])
+@pytest.mark.parametrize("path", SQLITE, ids=ids(SQLITE))
+def test_walker_matches_the_sqlite3_module(path: Path, threads: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACEKIT_THREADS", threads)
+    walked = nsys.read(path)
+    assert _differing_columns(walked, _read_through_python(path, monkeypatch)) == []
+    assert walked.schema.metadata == _read_through_python(path, monkeypatch).schema.metadata
+
+
+def _edited_export(tmp_path: Path) -> Path:
+    """The small DLProf export with odd values written into its kernel, runtime and NVTX rows."""
+    db = tmp_path / "edited.sqlite"
+    shutil.copyfile(SMALL, db)
+    db.chmod(0o644)
+    con = sqlite3.connect(db)
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN toolNote")  # no type: any value
+    oddities = ["'plain'", "'caf\u00e9 \u2603 \U0001f680'", "CAST(x'41ff42c3' AS TEXT)", "'tab\tquote\"back\\\\ del\x7f'",
+                "char(1, 31, 10, 13, 8, 12)", "1.5", "-0.0", "1e300", "9e999", "-9e999", "x'00ff'", "NULL", "42",
+                "-9223372036854775808"]
+    rowids = [r[0] for r in con.execute("SELECT rowid FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY rowid")]
+    for rowid, value in zip(rowids, oddities * 4, strict=False):
+        con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET toolNote = {value} WHERE rowid = {rowid}")
+    # A kernel whose short name is not in StringIds: the id is kept as a number.
+    con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = 987654321 WHERE rowid = {rowids[-1]}")
+    # The first and last ids of StringIds, the ends of the walker's lookup.
+    con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = (SELECT min(id) FROM StringIds) WHERE rowid = {rowids[-2]}")
+    con.execute(f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = (SELECT max(id) FROM StringIds) WHERE rowid = {rowids[-3]}")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET returnValue = 2.25 WHERE rowid % 7 = 0")
+    con.execute("UPDATE NVTX_EVENTS SET text = CAST(x'6e7674788081' AS TEXT) WHERE rowid % 5 = 0")
+    con.commit()
+    con.close()
+    return db
+
+
+@needs_shared
+@needs_walker
+def test_walker_writes_odd_values_as_json_dumps_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = _edited_export(tmp_path)
+    walked = nsys.read(db)
+    assert _differing_columns(walked, _read_through_python(db, monkeypatch)) == []
+    notes = [a for a in walked["args"].to_pylist() if a and "toolNote" in a]
+    assert any('"toolNote":"caf\\u00e9 \\u2603 \\ud83d\\ude80"' in a for a in notes)
+    assert any('"toolNote":Infinity' in a for a in notes) and any('"toolNote":-0.0' in a for a in notes)
+    assert any('"toolNote":"b\'\\\\x00\\\\xff\'"' in a for a in notes)  # a blob: the text of str(bytes)
+    assert any('"shortName":987654321' in a for a in walked["args"].to_pylist() if a)
+
+
+@needs_shared
+@needs_walker
+def test_text_where_an_integer_belongs_is_one_clear_error(tmp_path: Path) -> None:
+    db = tmp_path / "text-in-start.sqlite"
+    shutil.copyfile(SMALL, db)
+    db.chmod(0o644)
+    con = sqlite3.connect(db)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE rowid = 3")
+    con.commit()
+    con.close()
+    with pytest.raises(InputError, match=r"text-in-start\.sqlite: nsys export with unexpected values .*integer"):
+        nsys.read(db)
