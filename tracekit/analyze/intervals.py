@@ -68,9 +68,13 @@ def exclusive_by_priority(start: np.ndarray, end: np.ndarray, cls: np.ndarray, n
     return out
 
 
-def overlap_per_interval(q_start: np.ndarray, q_end: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """For each query interval, the time covered by the union of the other intervals inside it."""
-    s, e = union(start, end)
+def overlap_per_interval(q_start: np.ndarray, q_end: np.ndarray, start: np.ndarray, end: np.ndarray,
+                         merged: bool = False) -> np.ndarray:
+    """For each query interval, the time covered by the union of the other intervals inside it.
+
+    ``merged``: the other intervals are already disjoint and sorted (``union``'s output).
+    """
+    s, e = (start, end) if merged else union(start, end)
     if s.size == 0:
         return np.zeros(q_start.size, np.int64)
     cum = np.concatenate([[0], np.cumsum(e - s)])

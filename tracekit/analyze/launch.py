@@ -272,7 +272,7 @@ def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
         acc_e = np.zeros(0, np.int64)
         for name, (s, e) in _host_unions(frame, classes, _launching_processes(frame, r)):
             acc_s, acc_e = intervals.union(np.concatenate([acc_s, s]), np.concatenate([acc_e, e]))
-            now = intervals.overlap_per_interval(g_start, g_end, acc_s, acc_e)
+            now = intervals.overlap_per_interval(g_start, g_end, acc_s, acc_e, merged=True)
             out[f"{name}_ns"] = out.get(f"{name}_ns", 0) + now - covered
             covered = now
         out["host_idle_ns"] = out["dur_ns"] - covered

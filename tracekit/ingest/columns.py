@@ -63,6 +63,26 @@ def string_array(values: Sequence[str | None], dtype: pa.DataType | None = None)
 KIND_DICTIONARY = string_array(list(schema.KINDS))
 
 
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` (sorted distinct values, each row's code) for
+    integer columns, without sorting every row: ids in a small range are counted into a table, and
+    other columns are cut into runs of equal values first (a thread's rows share its id)."""
+    values = np.asarray(values).reshape(-1)
+    if values.size == 0:
+        return values.astype(np.int64), np.zeros(0, np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < max(4 * values.size, 1 << 16):
+        present = np.zeros(hi - lo + 1, bool)
+        shifted = values - lo
+        present[shifted] = True
+        distinct = np.flatnonzero(present)
+        code_of = np.cumsum(present, dtype=np.int64) - 1
+        return (distinct + lo).astype(values.dtype, copy=False), code_of[shifted]
+    starts = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
+    distinct, run_codes = np.unique(values[starts], return_inverse=True)
+    return distinct, np.repeat(run_codes.reshape(-1), np.diff(np.append(starts, values.size)))
+
+
 def file_sha256(path: Path) -> str:
     """sha256 of a file's bytes, streamed."""
     h = hashlib.sha256()

@@ -85,20 +85,24 @@ class _Block:
     grid: list[np.ndarray] | None = None   # x, y, z; -1 where unknown
     block: list[np.ndarray] | None = None
     optional: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # column: (values, null mask)
+    rows: int = field(init=False)  # kept apart: _to_table lets the arrays go as it joins them
+
+    def __post_init__(self) -> None:
+        self.rows = int(self.start.size)
 
     def __len__(self) -> int:
-        return int(self.start.size)
+        return self.rows
 
 
 def _dictionary(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)), pa.array(values, pa.string()))
+    return pa.DictionaryArray.from_arrays(columns.numeric_array(codes, pa.int32()), columns.string_array(values))
 
 
 def _names_of_ids(ids: np.ndarray, strings: dict[int, str], name_of: Callable[[str], str] | None = None) -> tuple[np.ndarray, list[str]]:
     """Per-row codes and the distinct names of StringIds ids (-1 or unknown: "")."""
-    distinct, codes = np.unique(ids, return_inverse=True)
+    distinct, codes = columns.factorize(ids)
     values = [strings.get(int(i), "") for i in distinct]
-    return codes.reshape(-1), [name_of(v) for v in values] if name_of else values
+    return codes, [name_of(v) for v in values] if name_of else values
 
 
 class _IdText:
@@ -414,12 +418,12 @@ def _read_memory_ops(db: _Db, have: set[str]) -> list[_Block]:
         (start, dur, device, stream, corr, gpid, nbytes_v, nbytes_null), (labels,), args = db.fetch(
             sql, 8, 1, _args(cols, used))
         if name_of is None:  # a graph's id, as text ("None" when unknown); no column: ""
-            names = pa.array([f"[CUDA graph {v if name_column in c else ''}]" for v in labels], pa.string())
+            names = columns.string_array([f"[CUDA graph {v if name_column in c else ''}]" for v in labels])
             name = names.dictionary_encode()
         else:
             ids = np.array([-1 if v is None else int(v) for v in labels], np.int64) if labels else np.zeros(0, np.int64)
-            distinct, codes = np.unique(ids, return_inverse=True)
-            name = _dictionary(codes.reshape(-1), [name_of(int(v)) for v in distinct])
+            distinct, codes = columns.factorize(ids)
+            name = _dictionary(codes, [name_of(int(v)) for v in distinct])
         blocks.append(_Block(table, np.full(start.size, KIND_CODES[kind], np.int8), name, start, dur,
                              np.zeros(start.size, bool), gpid, True, args, device=device, stream=stream, corr=corr,
                              optional={"bytes": (nbytes_v, nbytes_null.astype(bool))}))
@@ -491,7 +495,7 @@ def _read_nvtx(db: _Db, have: set[str]) -> _Block | None:
         domain = domains.get((int(gtid[i]) & HOST_BITS, int(did[i])))
         if domain:
             names[i] = f"{domain}:{names[i]}"
-    name = pa.array(names, pa.string()).dictionary_encode()
+    name = columns.string_array(names).dictionary_encode()
     step_of_value = np.array([int(m.group(1)) if (m := STEP_RANGE.match(v)) else -1 for v in name.dictionary.to_pylist()]
                              or [-1], np.int64)
     codes = name.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(name) else np.zeros(0, np.int64)
@@ -563,64 +567,80 @@ def _meta(con: sqlite3.Connection, have: set[str], meta_table: str | None, shown
 
 def _to_table(blocks: list[_Block], meta: TraceMeta, names: tuple[dict[int, str], dict[int, str]]) -> pa.Table:
     n = sum(len(b) for b in blocks)
+    sizes = [len(b) for b in blocks]
 
-    def cat(get: Callable[[_Block], np.ndarray | None], fill: int = -1, dtype: type = np.int64) -> np.ndarray:
-        parts = [v if (v := get(b)) is not None else np.full(len(b), fill, dtype) for b in blocks]
-        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+    def cat(field: str, fill: int = -1, dtype: type = np.int64) -> np.ndarray:
+        """One column over all blocks; the blocks' own arrays are let go as they are joined, so a
+        column is not held twice (a few hundred MB on a million-kernel export)."""
+        parts = []
+        for b, size in zip(blocks, sizes, strict=True):
+            v = getattr(b, field)
+            parts.append(v if v is not None else np.full(size, fill, dtype))
+            setattr(b, field, None)
+        joined: np.ndarray = np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)
+        del parts
+        return joined
 
-    kind = cat(lambda b: b.kind, dtype=np.int8)
-    start = cat(lambda b: b.start)
-    dur = cat(lambda b: b.dur)
-    dur_missing = cat(lambda b: b.dur_missing, 0, bool)
-    gtid = cat(lambda b: b.gtid)
-    gpu = cat(lambda b: np.full(len(b), b.gpu), 0, bool)
+    kind = cat("kind", dtype=np.int8)
+    start = cat("start")
+    dur = cat("dur")
+    dur_missing = cat("dur_missing", 0, bool)
+    gtid = cat("gtid")
+    gpu = np.repeat(np.array([b.gpu for b in blocks], bool), sizes)
     pid = (gtid >> 24) & 0xFFFFFF
     tid = gtid & 0xFFFFFF
-    device = cat(lambda b: b.device)
-    stream = cat(lambda b: b.stream)
-    corr = cat(lambda b: b.corr)
+    device = cat("device")
+    stream = cat("stream")
+    corr = cat("corr")
     # Nesting groups: host rows per globalTid; GPU rows per (device, stream), kept apart by sign.
     group = np.where(gpu, -((device + 2) << 32 | (stream & 0xFFFFFFFF)), gtid)
-    row_links = links.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, cat(lambda b: b.step),
+    row_links = links.link(kind, start, np.where(dur_missing, -1, dur), group, corr, pid, None, cat("step"),
                            process=pid)
+    del group
     threads, procs = names
     # Thread names: a host row's thread, a GPU row's stream; looked up once per distinct key.
     thread_key = np.where(gpu, stream, gtid)
+    del gtid
     thread_codes = np.full(n, -1, np.int64)
     thread_values: dict[str, int] = {}
     for on_gpu in (False, True):
         sel = np.flatnonzero(gpu == on_gpu)
-        distinct, inverse = np.unique(thread_key[sel], return_inverse=True)
+        distinct, inverse = columns.factorize(thread_key[sel])
         labels = [f"stream {k}" if on_gpu else threads.get(int(k)) for k in distinct.tolist()]
         code = np.array([-1 if v is None else thread_values.setdefault(v, len(thread_values)) for v in labels] or [-1])
-        thread_codes[sel] = code[inverse.reshape(-1)]
-    distinct_pid, pid_inverse = np.unique(pid, return_inverse=True)
+        thread_codes[sel] = code[inverse]
+    del thread_key
+    distinct_pid, pid_inverse = columns.factorize(pid)
     proc_labels = [procs.get(int(p)) for p in distinct_pid.tolist()]
     proc_values: dict[str, int] = {}
     proc_code = np.array([-1 if v is None else proc_values.setdefault(v, len(proc_values)) for v in proc_labels] or [-1])
 
     def optional(column: str, dtype: pa.DataType) -> pa.Array:
-        values = cat(lambda b: b.optional[column][0] if column in b.optional else None)
-        missing = cat(lambda b: b.optional[column][1] if column in b.optional else None, 1, bool)
-        return pa.array(values, dtype, mask=missing if missing.any() else None)
+        values = np.concatenate([b.optional[column][0] if column in b.optional else np.full(size, -1, np.int64)
+                                 for b, size in zip(blocks, sizes, strict=True)]) if blocks else np.zeros(0, np.int64)
+        missing = np.concatenate([b.optional.pop(column)[1] if column in b.optional else np.ones(size, bool)
+                                  for b, size in zip(blocks, sizes, strict=True)]) if blocks else np.zeros(0, bool)
+        return columns.numeric_array(values, dtype, missing if missing.any() else None)
 
     def dims(attr: str, i: int) -> pa.Array:
-        return columns.nullable(cat(lambda b: getattr(b, attr)[i] if getattr(b, attr) else None), -1, pa.int32())
+        values = np.concatenate([getattr(b, attr)[i] if getattr(b, attr) else np.full(size, -1, np.int64)
+                                 for b, size in zip(blocks, sizes, strict=True)]) if blocks else np.zeros(0, np.int64)
+        return columns.nullable(values, -1, pa.int32())
 
     categories = [b.category for b in blocks]
     cols = {
         "kind": columns.dictionary(kind, columns.KIND_DICTIONARY, pa.int8()),
-        "category": columns.dictionary(np.repeat(np.arange(len(blocks)), [len(b) for b in blocks]), categories),
+        "category": columns.dictionary(np.repeat(np.arange(len(blocks)), sizes), categories),
         "name": (pa.chunked_array([b.name for b in blocks], pa.dictionary(pa.int32(), pa.string()))
-                 .unify_dictionaries().combine_chunks()) if blocks else pa.array([], pa.string()).dictionary_encode(),
+                 .unify_dictionaries().combine_chunks()) if blocks else columns.string_array([]).dictionary_encode(),
         "pid": columns.nullable(np.where(gpu, -1, pid), -1, pa.int64()),
         "tid": columns.nullable(np.where(gpu, -1, tid), -1, pa.int64()),
-        "process_name": columns.dictionary(proc_code[pid_inverse.reshape(-1)] if n else np.zeros(0, np.int64),
+        "process_name": columns.dictionary(proc_code[pid_inverse] if n else np.zeros(0, np.int64),
                                            list(proc_values)),
         "thread_name": columns.dictionary(thread_codes, list(thread_values)),
         "device_id": columns.nullable(device, -1, pa.int32()),
         "stream_id": columns.nullable(stream, -1, pa.int64()),
-        "start_ns": pa.array(start, pa.int64()),
+        "start_ns": columns.numeric_array(start, pa.int64()),
         "dur_ns": columns.nullable(dur, dur_missing, pa.int64()),
         "correlation_id": columns.nullable(corr, -1, pa.int64()),
         "grid_x": dims("grid", 0), "grid_y": dims("grid", 1), "grid_z": dims("grid", 2),
@@ -628,7 +648,8 @@ def _to_table(blocks: list[_Block], meta: TraceMeta, names: tuple[dict[int, str]
         "registers_per_thread": optional("registers_per_thread", pa.int32()),
         "shared_memory_bytes": optional("shared_memory_bytes", pa.int64()),
         "bytes": optional("bytes", pa.int64()),
-        "args": pa.ExtensionArray.from_storage(schema.ARGS_TYPE, pa.concat_arrays([b.args for b in blocks])
-                                               if blocks else pa.array([], pa.large_string())),
+        # One chunk per table: concatenating them would hold the args twice (a third of the table).
+        "args": pa.chunked_array([pa.ExtensionArray.from_storage(schema.ARGS_TYPE, b.args) for b in blocks],
+                                 schema.ARGS_TYPE),
     }
     return columns.assemble(n, cols, meta, row_links)
