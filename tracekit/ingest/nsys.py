@@ -495,10 +495,11 @@ def _read_nvtx(db: _Db, have: set[str]) -> _Block | None:
         domain = domains.get((int(gtid[i]) & HOST_BITS, int(did[i])))
         if domain:
             names[i] = f"{domain}:{names[i]}"
-    name = columns.string_array(names).dictionary_encode()
-    step_of_value = np.array([int(m.group(1)) if (m := STEP_RANGE.match(v)) else -1 for v in name.dictionary.to_pylist()]
-                             or [-1], np.int64)
-    codes = name.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(name) else np.zeros(0, np.int64)
+    # Codes in order of first appearance, as Arrow's dictionary_encode gives them.
+    code_of: dict[str, int] = {}
+    codes = np.fromiter((code_of.setdefault(v, len(code_of)) for v in names), np.int64, len(names))
+    name = _dictionary(codes, list(code_of))
+    step_of_value = np.array([int(m.group(1)) if (m := STEP_RANGE.match(v)) else -1 for v in code_of] or [-1], np.int64)
     step = np.where(is_range, step_of_value[codes] if codes.size else codes, -1)
     kind = np.select([is_range & (step >= 0), is_range, event == NVTX_MARK],
                      [KIND_CODES["step"], KIND_CODES["user_range"], KIND_CODES["marker"]], KIND_CODES["metadata"])
