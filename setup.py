@@ -21,9 +21,17 @@ setup(
         Extension(
             "tracekit._native._sqlite_columns",
             sources=["tracekit/_native/sqlite_columns.c"],
-            depends=["tracekit/_native/buffers.h"],
+            depends=["tracekit/_native/buffers.h", "tracekit/_native/json_text.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-unused-function"],
             libraries=["dl"],
+            optional=True,
+        ),
+        # The XSpace reader's event walker.
+        Extension(
+            "tracekit._native._xplane_events",
+            sources=["tracekit/_native/xplane_events.c"],
+            depends=["tracekit/_native/buffers.h", "tracekit/_native/json_text.h"],
+            extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-Wno-unused-function"],
             optional=True,
         ),
     ]

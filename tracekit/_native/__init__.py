@@ -82,3 +82,15 @@ def _sqlite_libraries() -> list[str]:
         pass
     system = ctypes.util.find_library("sqlite3")
     return found + ([system] if system else [])
+
+
+def xplane_walker() -> ModuleType | None:
+    """The C event walker for XSpace lines (``xplane_events.c``); None where it was not built or
+    ``TRACEKIT_PURE_PYTHON`` is set (the reader then walks events through protobuf's objects)."""
+    if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from tracekit._native import _xplane_events
+    except ImportError:
+        return None
+    return _xplane_events

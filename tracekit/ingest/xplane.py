@@ -25,14 +25,17 @@ import base64
 import functools
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
+from tracekit import _native, schema
 from tracekit.errors import InputError
 from tracekit.ingest import columns, links
 from tracekit.ingest.columns import TraceMeta
@@ -246,27 +249,46 @@ KERNEL_DETAIL_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "bl
                          "shared_memory_bytes", "bytes")
 
 
-@dataclass
-class _Rows:
-    """The table's columns as lists, filled event by event (XSpace nests events in planes and lines)."""
+# The table's columns while planes are read: int64 unless named here; name/category/plane/line
+# hold codes into _Rows.strings.
+_ROW_COLUMNS = ("start", "dur", "kind", "group", "host", "tid", "device", "stream", "correlation", "step_num",
+                "name", "category", "plane", "line")
+_ROW_DTYPES = {"kind": np.int8}
 
-    starts: list[int] = field(default_factory=list)
-    durs: list[int] = field(default_factory=list)
-    kinds: list[int] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    categories: list[str] = field(default_factory=list)
-    groups: list[int] = field(default_factory=list)  # one nesting group per line
-    hosts: list[int] = field(default_factory=list)  # one XSpace per host: correlation ids and steps are per host
-    tids: list[int] = field(default_factory=list)
-    devices: list[int] = field(default_factory=list)
-    streams: list[int] = field(default_factory=list)
-    planes: list[str] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)
-    correlation: list[int] = field(default_factory=list)
-    step_num: list[int] = field(default_factory=list)
-    kernel: list[tuple[int, ...]] = field(default_factory=list)  # KERNEL_DETAIL_COLUMNS per row
-    args: list[str | None] = field(default_factory=list)  # JSON text
-    lines_read: int = 0
+
+class _Rows:
+    """The table's columns as chunks, one per line (XSpace nests events in planes and lines), so a
+    line read in C goes in as arrays."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[str, list[np.ndarray]] = {c: [] for c in _ROW_COLUMNS}
+        self.kernel: list[np.ndarray] = []  # (rows, len(KERNEL_DETAIL_COLUMNS)) per chunk
+        self.args: list[pa.Array] = []      # large_string JSON per chunk
+        self.strings: dict[str, int] = {}
+        self.lines_read = 0
+
+    def code(self, text: str) -> int:
+        return self.strings.setdefault(text, len(self.strings))
+
+    def add(self, n: int, kernel: np.ndarray, args: pa.Array, **values: np.ndarray | int) -> None:
+        """One chunk of ``n`` rows; a column given as an int is that value on every row."""
+        for c in _ROW_COLUMNS:
+            v = values[c]
+            dtype = _ROW_DTYPES.get(c, np.int64)
+            self.chunks[c].append(np.asarray(v, dtype) if isinstance(v, np.ndarray) else np.full(n, v, dtype))
+        self.kernel.append(kernel.reshape(n, len(KERNEL_DETAIL_COLUMNS)))
+        self.args.append(args)
+
+    def finish(self) -> dict[str, np.ndarray]:
+        """Every column joined (the chunks are kept: more rows may follow)."""
+        out = {c: np.concatenate(parts) if parts else np.zeros(0, _ROW_DTYPES.get(c, np.int64))
+               for c, parts in self.chunks.items()}
+        out["kernel"] = (np.concatenate(self.kernel) if self.kernel
+                         else np.zeros((0, len(KERNEL_DETAIL_COLUMNS)), np.int64))
+        return out
+
+    def values(self) -> list[str]:
+        return list(self.strings)
 
 
 def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
@@ -274,16 +296,20 @@ def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
     device_info: list[dict[str, Any]] = []
     extra: dict[str, Any] = {"hostnames": [], "errors": [], "warnings": []}
     capture_start: int | None = None
+    walker = _native.xplane_walker()
     for host, xs in enumerate(spaces):
         profile_start = _read_space_facts(xs, extra)
         if profile_start and (capture_start is None or profile_start < capture_start):
             capture_start = profile_start
         for plane in xs.planes:
-            _read_plane(plane, host, profile_start, rows, device_info)
-    if KIND_CODES["step"] not in rows.kinds:
-        _add_derived_steps(rows)
-    return _assemble(path, rows, len(spaces), TraceMeta(
-        source=_framework(rows.names), source_file=path.name, source_sha256=sha, source_format=fmt,
+            _read_plane(plane, host, profile_start, rows, device_info, walker)
+    cols = rows.finish()
+    if not np.any(cols["kind"] == KIND_CODES["step"]) and _add_derived_steps(rows, cols):
+        cols = rows.finish()
+    values = rows.values()
+    names = [values[i] for i in np.unique(cols["name"]).tolist()]
+    return _assemble(path, cols, rows, len(spaces), TraceMeta(
+        source=_framework(names), source_file=path.name, source_sha256=sha, source_format=fmt,
         capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra))
 
 
@@ -301,7 +327,33 @@ def _read_space_facts(xs: Any, extra: dict[str, Any]) -> int:
     return profile_start
 
 
-def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_info: list[dict[str, Any]]) -> None:
+@dataclass
+class _Plane:
+    """What every line of a plane reads its events with."""
+
+    stat_names: dict[int, str]
+    meta_stats: dict[int, dict[str, Any]]   # metadata id -> its stats (ids with stats only)
+    meta_names: dict[int, str]
+    gpu: bool
+    walker_tables: tuple[Any, ...] | None = None  # stat ids, name indices, names (JSON, UTF-8), specials, metadata with stats
+
+    def tables(self) -> tuple[Any, ...]:
+        """The plane's stat names as the C walker takes them (built on first use)."""
+        if self.walker_tables is None:
+            ids = sorted(self.stat_names)
+            distinct: dict[str, int] = {}
+            name_of = [distinct.setdefault(self.stat_names[i], len(distinct)) for i in ids]
+            specials = tuple(distinct.get(k, -1) for k in ("correlation_id", "step_num", "hlo_op", "kernel_details",
+                                                            "bytes_allocated", "@num_occurrences"))
+            self.walker_tables = (np.array(ids, np.int64).tobytes(), np.array(name_of, np.int32).tobytes(),
+                                  tuple(encode_basestring_ascii(k).encode() for k in distinct),
+                                  tuple(k.encode() for k in distinct), specials,
+                                  np.array(sorted(self.meta_stats), np.int64).tobytes())
+        return self.walker_tables
+
+
+def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_info: list[dict[str, Any]],
+                walker: ModuleType | None) -> None:
     stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
     meta = plane.event_metadata
     gpu_match = GPU_PLANE.match(plane.name)
@@ -309,9 +361,10 @@ def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_i
     if gpu_match:
         device_info.append({"id": device, "name": plane.name, **_plane_stats(plane)})
     # Metadata stats apply to every event of that metadata id: resolve once per id.
-    meta_stats = {mid: {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in m.stats}
-                  for mid, m in meta.items() if m.stats}
-    meta_names = {mid: m.name for mid, m in meta.items()}
+    ctx = _Plane(stat_names,
+                 {mid: {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in m.stats}
+                  for mid, m in meta.items() if m.stats},
+                 {mid: m.name for mid, m in meta.items()}, bool(gpu_match))
     for line in plane.lines:
         rows.lines_read += 1
         events = line.events
@@ -319,42 +372,128 @@ def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_i
         if not n:
             continue
         base_ns = line.timestamp_ns + (profile_start if line.timestamp_ns < RELATIVE_TIMESTAMP_LIMIT else 0)
-        base_ps = base_ns * 1000
         derived = line.name in DERIVED_LINES
         category = f"{plane.name}/{re.sub(r'/-?[0-9]+$', '', line.name)}" + ("/derived" if derived else "")
+        per_row = _walk_line(walker, ctx, line, base_ns, rows) if walker is not None else None
+        if per_row is None:
+            per_row = _read_line(ctx, line, base_ns, rows)
+        kernel, args = per_row.pop("kernel"), per_row.pop("args")
         # What is the same for every event of the line goes in once per line.
-        rows.categories += [category] * n
-        rows.groups += [rows.lines_read] * n
-        rows.hosts += [host] * n
-        rows.tids += [-1 if gpu_match else line.id] * n
-        rows.devices += [device] * n
-        rows.streams += [line.id if gpu_match and not derived else -1] * n
-        rows.planes += [plane.name] * n
-        rows.lines += [line.name] * n
-        # An event without stats of its own is its metadata's: read once per metadata id and line.
-        shared: dict[int, tuple[str, int, int, int, tuple[int, ...], str | None]] = {}
-        for ev in events:
-            rows.starts.append((base_ps + ev.offset_ps) // 1000)
-            rows.durs.append(ev.duration_ps // 1000)
-            mid = ev.metadata_id
-            own = ev.stats
-            occurrences = ev.WhichOneof("data") == "num_occurrences"
-            facts = shared.get(mid) if not own and not occurrences else None
-            if facts is None:
-                stats = dict(meta_stats.get(mid, {}))
-                for st in own:
-                    stats[stat_names.get(st.metadata_id, str(st.metadata_id))] = _stat_value(st, stat_names)
-                facts = _event_facts(meta_names.get(mid, ""), stats, line.name if gpu_match else None,
-                                     ev.num_occurrences if occurrences else None)
-                if not own and not occurrences:
-                    shared[mid] = facts
-            name, kind, corr, step, kernel, args = facts
-            rows.names.append(name)
-            rows.kinds.append(kind)
-            rows.correlation.append(corr)
-            rows.step_num.append(step)
-            rows.kernel.append(kernel)
-            rows.args.append(args)
+        rows.add(n, kernel, args, group=rows.lines_read, host=host, tid=-1 if gpu_match else line.id, device=device,
+                 stream=line.id if gpu_match and not derived else -1, category=rows.code(category),
+                 plane=rows.code(plane.name), line=rows.code(line.name), **per_row)
+
+
+def _read_line(ctx: _Plane, line: Any, base_ns: int, rows: _Rows, only: list[int] | None = None) -> dict[str, Any]:
+    """The per-row columns of a line's events (those at ``only``, when given) through protobuf's
+    Python objects: the reader without the C walker, and its fallback for unusual events."""
+    base_ps = base_ns * 1000
+    device_line = line.name if ctx.gpu else None
+    starts, durs, kinds, codes, corrs, steps, kernels, texts = [], [], [], [], [], [], [], []
+    # An event without stats of its own is its metadata's: read once per metadata id and line.
+    shared: dict[int, tuple[int, int, int, int, tuple[int, ...], str | None]] = {}
+    events = line.events
+    for ev in (events if only is None else (events[i] for i in only)):
+        starts.append((base_ps + ev.offset_ps) // 1000)
+        durs.append(ev.duration_ps // 1000)
+        mid = ev.metadata_id
+        own = ev.stats
+        occurrences = ev.WhichOneof("data") == "num_occurrences"
+        facts = shared.get(mid) if not own and not occurrences else None
+        if facts is None:
+            stats = dict(ctx.meta_stats.get(mid, {}))
+            for st in own:
+                stats[ctx.stat_names.get(st.metadata_id, str(st.metadata_id))] = _stat_value(st, ctx.stat_names)
+            name, *rest = _event_facts(ctx.meta_names.get(mid, ""), stats, device_line,
+                                       ev.num_occurrences if occurrences else None)
+            facts = (rows.code(name), *rest)  # type: ignore[assignment]
+            if not own and not occurrences:
+                shared[mid] = facts  # type: ignore[assignment]
+        code, kind, corr, step, kernel, args = facts  # type: ignore[misc]
+        codes.append(code)
+        kinds.append(kind)
+        corrs.append(corr)
+        steps.append(step)
+        kernels.append(kernel)
+        texts.append(args)
+    n = len(starts)
+    return {"start": np.array(starts, np.int64), "dur": np.array(durs, np.int64), "kind": np.array(kinds, np.int8),
+            "name": np.array(codes, np.int64), "correlation": np.array(corrs, np.int64),
+            "step_num": np.array(steps, np.int64), "kernel": np.array(kernels, np.int64).reshape(n, len(KERNEL_DETAIL_COLUMNS)),
+            "args": columns.string_array(texts, pa.large_string())}
+
+
+def _walk_line(walker: ModuleType, ctx: _Plane, line: Any, base_ns: int, rows: _Rows) -> dict[str, Any] | None:
+    """The per-row columns of a line through the C walker (``xplane_events.c``); None where its bytes
+    do not walk (the Python reader then reads the line)."""
+    try:
+        (start, dur, mid, mode, flags, corr, step, kernel, nbytes, (validity, offsets, data), kernel_texts,
+         n) = walker.walk_line(line.SerializeToString(), base_ns, *ctx.tables())
+    except (ValueError, OverflowError):
+        return None
+    start, dur, mid, corr, step, nbytes = (np.frombuffer(b, np.int64) for b in (start, dur, mid, corr, step, nbytes))
+    mode, flags, kd = np.frombuffer(mode, np.int8), np.frombuffer(flags, np.int8), np.frombuffer(kernel, np.int32)
+    args = pa.Array.from_buffers(pa.large_string(), n, [pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)])
+    kinds = np.zeros(n, np.int8)
+    codes = np.zeros(n, np.int64)
+    corr, step = corr.copy(), step.copy()
+    kernel_rows = np.full((n, len(KERNEL_DETAIL_COLUMNS)), -1, np.int64)
+    device_line = line.name if ctx.gpu else None
+    # Mode 1, read in C: name and kind once per (metadata id, stat names present).
+    read = np.flatnonzero(mode == 1)
+    if read.size:
+        key = mid[read] * 8 + flags[read]
+        distinct, inverse = columns.factorize(key)
+        facts = []
+        for k in distinct.tolist():
+            name = ctx.meta_names.get(k >> 3, "")
+            present = {s for bit, s in ((1, "correlation_id"), (2, "step_num"), (4, "hlo_op")) if k & bit}
+            kind = _device_kind(device_line, name) if device_line is not None else _host_kind(name, present)  # type: ignore[arg-type]
+            facts.append((rows.code(name), KIND_CODES[kind]))
+        table = np.array(facts, np.int64).reshape(-1, 2)
+        codes[read], kinds[read] = table[inverse, 0], table[inverse, 1]
+        step[read] = np.where(kinds[read] == KIND_CODES["step"], step[read], -1)
+        details = np.array([_kernel_details_row(t) for t in kernel_texts], np.int64).reshape(-1, len(KERNEL_DETAIL_COLUMNS) - 1)
+        has = kd[read] >= 0
+        kernel_rows[read[has], :-1] = details[kd[read[has]]]
+        kernel_rows[read, -1] = np.where(kinds[read] == KIND_CODES["memory"], nbytes[read], -1)
+    # Modes 0 (the metadata's facts) and 2 (read through protobuf's objects): their args replace the nulls.
+    rest = np.flatnonzero(mode != 1)
+    if rest.size:
+        texts: list[str | None] = []
+        text_index = np.zeros(rest.size, np.int64)
+        shared = np.flatnonzero(mode[rest] == 0)
+        if shared.size:
+            distinct, inverse = columns.factorize(mid[rest[shared]])
+            first = np.zeros(distinct.size, np.int64)
+            first[inverse] = rest[shared]  # one event of each metadata id (all give the same facts)
+            part = _read_line(ctx, line, base_ns, rows, first.tolist())
+            for name in ("name", "kind", "correlation", "step_num"):
+                target = {"name": codes, "kind": kinds, "correlation": corr, "step_num": step}[name]
+                target[rest[shared]] = part[name][inverse]
+            kernel_rows[rest[shared]] = part["kernel"][inverse]
+            texts += part["args"].to_pylist()
+            text_index[shared] = inverse
+        alone = np.flatnonzero(mode[rest] == 2)
+        if alone.size:
+            part = _read_line(ctx, line, base_ns, rows, rest[alone].tolist())
+            for name, target in (("start", start), ("name", codes), ("kind", kinds), ("correlation", corr),
+                                 ("step_num", step)):
+                if name == "start":
+                    start = start.copy()
+                    start[rest[alone]] = part[name]
+                else:
+                    target[rest[alone]] = part[name]
+            kernel_rows[rest[alone]] = part["kernel"]
+            text_index[alone] = len(texts) + np.arange(alone.size)
+            texts += part["args"].to_pylist()
+        # Row i's text: the C walker's (index i) or, for these rows, one of ``texts`` (after the n).
+        index = np.arange(n, dtype=np.int64)
+        index[rest] = n + text_index
+        args = pa.concat_arrays([args, columns.string_array(texts, pa.large_string())]).take(
+            columns.numeric_array(index, pa.int64()))
+    return {"start": start, "dur": dur, "kind": kinds, "name": codes, "correlation": corr, "step_num": step,
+            "kernel": kernel_rows, "args": args}
 
 
 def _event_facts(name: str, stats: dict[str, Any], device_line: str | None,
@@ -376,7 +515,7 @@ def _args_text(stats: dict[str, Any]) -> str | None:
     return columns.ARGS_ENCODER.encode(stats) if stats else None
 
 
-def _add_derived_steps(rows: _Rows) -> None:
+def _add_derived_steps(rows: _Rows, cols: dict[str, np.ndarray]) -> bool:
     """Step rows from the device ``Steps`` lines, for captures without TraceMe step markers.
 
     TF 2.3/2.4 mark no step on the host; its profiler grouped events by ``group_id`` and wrote one
@@ -386,20 +525,24 @@ def _add_derived_steps(rows: _Rows) -> None:
     run together); groups repeated at disjoint times are separate executions, so then every step is
     numbered in time order and the profiler's group id kept in args.
     """
-    step_rows = [i for i, (line, kind) in enumerate(zip(rows.lines, rows.kinds, strict=True))
-                 if line == "Steps" and kind == KIND_CODES["gpu_user_range"]]
-    if not step_rows:
-        return
-    leads = _launch_leads(rows, [(rows.hosts[i], rows.devices[i], rows.starts[i], rows.starts[i] + rows.durs[i])
-                                 for i in step_rows])
+    steps_line = rows.strings.get("Steps")
+    step_rows = (np.flatnonzero((cols["line"] == steps_line) & (cols["kind"] == KIND_CODES["gpu_user_range"]))
+                 if steps_line is not None else np.zeros(0, np.int64))
+    if not step_rows.size:
+        return False
+    ends = cols["start"] + cols["dur"]
+    leads = _launch_leads(cols, [(int(cols["host"][i]), int(cols["device"][i]), int(cols["start"][i]), int(ends[i]))
+                                 for i in step_rows.tolist()])
+    texts = pa.chunked_array(rows.args, pa.large_string()).take(columns.numeric_array(step_rows, pa.int64())).to_pylist()
+    values = rows.values()
     windows = []  # (start, end, group, host, device)
-    for i, lead in zip(step_rows, leads, strict=True):
-        text = rows.args[i]
+    for i, lead, text in zip(step_rows.tolist(), leads, texts, strict=True):
         args = json.loads(text) if text else {}
         group = args.get("group_id")
         if not isinstance(group, int):
-            group = int(rows.names[i]) if rows.names[i].lstrip("-").isdigit() else -1
-        windows.append([lead, rows.starts[i] + rows.durs[i], group, rows.hosts[i], rows.devices[i]])
+            name = values[int(cols["name"][i])]
+            group = int(name) if name.lstrip("-").isdigit() else -1
+        windows.append([lead, int(ends[i]), group, int(cols["host"][i]), int(cols["device"][i])])
     # One step per group and host where device windows overlap; a disjoint repeat is a new step.
     windows.sort(key=lambda w: (w[3], w[2], w[0]))
     steps: list[list[Any]] = []  # [start, end, group, host, devices]
@@ -413,36 +556,27 @@ def _add_derived_steps(rows: _Rows) -> None:
     groups = [(s[3], s[2]) for s in steps]
     renumber = len(set(groups)) < len(groups) or any(g < 0 for _, g in groups)
     steps.sort(key=lambda s: s[0])
-    for number, (start, end, group, host, devices) in enumerate(steps):
-        step = number if renumber else group
-        rows.starts.append(start)
-        rows.durs.append(end - start)
-        rows.kinds.append(KIND_CODES["step"])
-        rows.names.append(f"Step {step}")
-        rows.categories.append("Steps/derived")
-        rows.lines_read += 1
-        rows.groups.append(rows.lines_read)
-        rows.hosts.append(host)
-        rows.tids.append(-1)
-        rows.devices.append(-1)
-        rows.streams.append(-1)
-        rows.planes.append("/host:CPU")
-        rows.lines.append("Steps")
-        rows.correlation.append(-1)
-        rows.step_num.append(step)
-        rows.kernel.append(NO_KERNEL_DETAILS)
-        rows.args.append(_args_text({"group_id": group, "devices": sorted(devices), "derived_from": "device Steps lines"}))
+    numbers = [number if renumber else group for number, (_, _, group, _, _) in enumerate(steps)]
+    n = len(steps)
+    groups_read = rows.lines_read + 1 + np.arange(n, dtype=np.int64)
+    rows.lines_read += n
+    rows.add(n, np.tile(np.array(NO_KERNEL_DETAILS, np.int64), (n, 1)),
+             columns.string_array([_args_text({"group_id": group, "devices": sorted(devices),
+                                               "derived_from": "device Steps lines"})
+                                   for _, _, group, _, devices in steps], pa.large_string()),
+             start=np.array([st[0] for st in steps], np.int64), dur=np.array([st[1] - st[0] for st in steps], np.int64),
+             kind=KIND_CODES["step"], name=np.array([rows.code(f"Step {k}") for k in numbers], np.int64),
+             category=rows.code("Steps/derived"), group=groups_read, host=np.array([st[3] for st in steps], np.int64),
+             tid=-1, device=-1, stream=-1, plane=rows.code("/host:CPU"), line=rows.code("Steps"), correlation=-1,
+             step_num=np.array(numbers, np.int64))
+    return True
 
 
-def _launch_leads(rows: _Rows, windows: list[tuple[int, int, int, int]]) -> list[int]:
+def _launch_leads(cols: dict[str, np.ndarray], windows: list[tuple[int, int, int, int]]) -> list[int]:
     """For each (host, device, start, end) window: the start of the earliest launch call whose GPU
     work on that device runs in [start, end), or ``start`` when none does. One pass over the rows
     in numpy, then one vectorized selection per window."""
-    kinds = np.array(rows.kinds, np.int8)
-    corr = np.array(rows.correlation, np.int64)
-    hosts = np.array(rows.hosts, np.int64)
-    starts = np.array(rows.starts, np.int64)
-    devices = np.array(rows.devices, np.int64)
+    kinds, corr, hosts, starts, devices = cols["kind"], cols["correlation"], cols["host"], cols["start"], cols["device"]
     gpu = np.isin(kinds, [KIND_CODES[k] for k in ("gpu_kernel", "gpu_memcpy", "gpu_memset")]) & (corr >= 0)
     calls = np.isin(kinds, [KIND_CODES["runtime_api"], KIND_CODES["driver_api"]]) & (corr >= 0)
     g = np.flatnonzero(gpu)
@@ -483,32 +617,39 @@ def _kernel_details_row(text: str) -> tuple[int, ...]:
             _small(kd.get("regs"), 2**31), _small(kd.get("shm"), 2**63))
 
 
-def _assemble(path: Path, rows: _Rows, hosts: int, meta: TraceMeta) -> pa.Table:
-    n = len(rows.starts)
-    kind_a = np.array(rows.kinds, np.int8) if n else np.zeros(0, np.int8)
-    start_a = np.array(rows.starts, np.int64)
-    dur_a = np.array(rows.durs, np.int64)
-    corr_a = np.array(rows.correlation, np.int64)
-    host_a = np.array(rows.hosts, np.int64)
-    row_links = links.link(kind_a, start_a, dur_a, np.array(rows.groups, np.int64), corr_a,
-                           host_a if hosts > 1 else np.zeros(1, np.int64), None, np.array(rows.step_num, np.int64),
+def _in_first_seen_order(codes: np.ndarray, values: list[str]) -> pa.DictionaryArray:
+    """Dictionary column of codes into ``values``, its dictionary the values used in the order
+    they first appear (as Arrow's dictionary_encode of the strings gives it)."""
+    distinct, first = np.unique(codes, return_index=True)
+    order = distinct[np.argsort(first, kind="stable")]
+    remap = np.zeros(len(values) or 1, np.int64)
+    remap[order] = np.arange(order.size)
+    return columns.dictionary(remap[codes], [values[i] for i in order.tolist()])
+
+
+def _assemble(path: Path, cols: dict[str, np.ndarray], rows: _Rows, hosts: int, meta: TraceMeta) -> pa.Table:
+    n = cols["start"].size
+    values = rows.values()
+    host_a = cols["host"]
+    row_links = links.link(cols["kind"], cols["start"], cols["dur"], cols["group"], cols["correlation"],
+                           host_a if hosts > 1 else np.zeros(1, np.int64), None, cols["step_num"],
                            op_kinds=("cpu_op",), process=host_a if hosts > 1 else None)
-    cols: dict[str, pa.Array] = {
-        "kind": columns.dictionary(kind_a, columns.KIND_DICTIONARY, pa.int8()),
-        "category": columns.string_array(rows.categories).dictionary_encode(),
-        "name": columns.string_array(rows.names).dictionary_encode(),
-        "tid": columns.nullable(np.array(rows.tids, np.int64), -1, pa.int64()),
-        "process_name": columns.string_array(rows.planes).dictionary_encode(),
-        "thread_name": columns.string_array(rows.lines).dictionary_encode(),
-        "device_id": columns.nullable(np.array(rows.devices, np.int64), -1, pa.int32()),
-        "stream_id": columns.nullable(np.array(rows.streams, np.int64), -1, pa.int64()),
-        "start_ns": columns.numeric_array(start_a, pa.int64()),
-        "dur_ns": columns.numeric_array(dur_a, pa.int64()),
-        "correlation_id": columns.nullable(corr_a, -1, pa.int64()),
-        "args": columns.json_args_from_texts(rows.args),
+    table: dict[str, Any] = {
+        "kind": columns.dictionary(cols["kind"], columns.KIND_DICTIONARY, pa.int8()),
+        "category": _in_first_seen_order(cols["category"], values),
+        "name": _in_first_seen_order(cols["name"], values),
+        "tid": columns.nullable(cols["tid"], -1, pa.int64()),
+        "process_name": _in_first_seen_order(cols["plane"], values),
+        "thread_name": _in_first_seen_order(cols["line"], values),
+        "device_id": columns.nullable(cols["device"], -1, pa.int32()),
+        "stream_id": columns.nullable(cols["stream"], -1, pa.int64()),
+        "start_ns": columns.numeric_array(cols["start"], pa.int64()),
+        "dur_ns": columns.numeric_array(cols["dur"], pa.int64()),
+        "correlation_id": columns.nullable(cols["correlation"], -1, pa.int64()),
+        "args": pa.chunked_array([pa.ExtensionArray.from_storage(schema.ARGS_TYPE, a) for a in rows.args],
+                                 schema.ARGS_TYPE),
     }
-    kernel = np.array(rows.kernel, np.int64).reshape(n, len(KERNEL_DETAIL_COLUMNS))
     for j, c in enumerate(KERNEL_DETAIL_COLUMNS):
         dtype = pa.int64() if c in ("shared_memory_bytes", "bytes") else pa.int32()
-        cols[c] = columns.nullable(kernel[:, j], -1, dtype)
-    return columns.assemble(n, cols, meta, row_links)
+        table[c] = columns.nullable(np.ascontiguousarray(cols["kernel"][:, j]), -1, dtype)
+    return columns.assemble(n, table, meta, row_links)
