@@ -112,6 +112,7 @@ class _IdText:
     def __init__(self, texts: dict[int, str | None], missing_as_number: bool) -> None:
         self.texts = texts
         self.missing_as_number = missing_as_number
+        self._lookup: tuple[bytes, list[bytes | None], bool] | None = None
 
     def __call__(self, value: int) -> str | None:
         if value in self.texts:
@@ -119,10 +120,13 @@ class _IdText:
         return str(value) if self.missing_as_number else None
 
     def lookup(self) -> tuple[bytes, list[bytes | None], bool]:
-        """The same as the C row walker takes it: sorted ids, their texts, missing_as_number."""
-        ids = sorted(self.texts)
-        return (np.array(ids, np.int64).tobytes(), [None if (t := self.texts[i]) is None else t.encode() for i in ids],
-                self.missing_as_number)
+        """The same as the C row walker takes it: sorted ids, their texts, missing_as_number (built
+        once: a kernel table's short and mangled names share one)."""
+        if self._lookup is None:
+            ids = sorted(self.texts)
+            self._lookup = (np.array(ids, np.int64).tobytes(),
+                            [None if (t := self.texts[i]) is None else t.encode() for i in ids], self.missing_as_number)
+        return self._lookup
 
 
 @dataclass
