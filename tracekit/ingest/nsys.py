@@ -351,7 +351,8 @@ def _read_tables(db: _Db, have: set[str]) -> list[_Block | None]:
     readers: list[Callable[[], list[_Block | None]]] = [
         lambda: [_read_kernels(db, have)], lambda: list(_read_memory_ops(db, have)), lambda: [_read_runtime(db, have)],
         lambda: [_read_nvtx(db, have)], lambda: list(_read_simple(db, have))]
-    threads = min(_native.scan_threads(), len(readers)) if db.walker is not None else 1
+    # sqlite3.threadsafety 0: SQLite built single-threaded, where even separate connections may not run at once.
+    threads = min(_native.scan_threads(), len(readers)) if db.walker is not None and sqlite3.threadsafety else 1
     if threads == 1:
         return [b for read in readers for b in read()]
     with ThreadPoolExecutor(threads, thread_name_prefix="tracekit-nsys") as pool:
