@@ -423,77 +423,76 @@ def _read_line(ctx: _Plane, line: Any, base_ns: int, rows: _Rows, only: list[int
             "args": columns.string_array(texts, pa.large_string())}
 
 
+_PER_ROW = ("start", "dur", "kind", "name", "correlation", "step_num", "kernel")
+
+
 def _walk_line(walker: ModuleType, ctx: _Plane, line: Any, base_ns: int, rows: _Rows) -> dict[str, Any] | None:
     """The per-row columns of a line through the C walker (``xplane_events.c``); None where its bytes
-    do not walk (the Python reader then reads the line)."""
+    do not walk (the Python reader then reads the line). The walker gives each event a mode: 1 read
+    in C; 0 no stats of its own (its metadata's facts, read here once per metadata id); 2 unusual
+    (read here alone)."""
     try:
-        (start, dur, mid, mode, flags, corr, step, kernel, nbytes, (validity, offsets, data), kernel_texts,
+        (start, dur, mid, mode, flags, corr, step, kd, nbytes, (validity, offsets, data), kernel_texts,
          n) = walker.walk_line(line.SerializeToString(), base_ns, *ctx.tables())
     except (ValueError, OverflowError):
         return None
-    start, dur, mid, corr, step, nbytes = (np.frombuffer(b, np.int64) for b in (start, dur, mid, corr, step, nbytes))
-    mode, flags, kd = np.frombuffer(mode, np.int8), np.frombuffer(flags, np.int8), np.frombuffer(kernel, np.int32)
+    mid, nbytes = np.frombuffer(mid, np.int64), np.frombuffer(nbytes, np.int64)
+    mode, flags, kd = np.frombuffer(mode, np.int8), np.frombuffer(flags, np.int8), np.frombuffer(kd, np.int32)
+    out: dict[str, Any] = {
+        "start": np.frombuffer(start, np.int64).copy(), "dur": np.frombuffer(dur, np.int64),
+        "kind": np.zeros(n, np.int8), "name": np.zeros(n, np.int64), "correlation": np.frombuffer(corr, np.int64).copy(),
+        "step_num": np.frombuffer(step, np.int64).copy(), "kernel": np.full((n, len(KERNEL_DETAIL_COLUMNS)), -1, np.int64)}
     args = pa.Array.from_buffers(pa.large_string(), n, [pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)])
-    kinds = np.zeros(n, np.int8)
-    codes = np.zeros(n, np.int64)
-    corr, step = corr.copy(), step.copy()
-    kernel_rows = np.full((n, len(KERNEL_DETAIL_COLUMNS)), -1, np.int64)
-    device_line = line.name if ctx.gpu else None
-    # Mode 1, read in C: name and kind once per (metadata id, stat names present).
-    read = np.flatnonzero(mode == 1)
-    if read.size:
-        key = mid[read] * 8 + flags[read]
-        distinct, inverse = columns.factorize(key)
-        facts = []
-        for k in distinct.tolist():
-            name = ctx.meta_names.get(k >> 3, "")
-            present = {s for bit, s in ((1, "correlation_id"), (2, "step_num"), (4, "hlo_op")) if k & bit}
-            kind = _device_kind(device_line, name) if device_line is not None else _host_kind(name, present)  # type: ignore[arg-type]
-            facts.append((rows.code(name), KIND_CODES[kind]))
-        table = np.array(facts, np.int64).reshape(-1, 2)
-        codes[read], kinds[read] = table[inverse, 0], table[inverse, 1]
-        step[read] = np.where(kinds[read] == KIND_CODES["step"], step[read], -1)
-        details = np.array([_kernel_details_row(t) for t in kernel_texts], np.int64).reshape(-1, len(KERNEL_DETAIL_COLUMNS) - 1)
-        has = kd[read] >= 0
-        kernel_rows[read[has], :-1] = details[kd[read[has]]]
-        kernel_rows[read, -1] = np.where(kinds[read] == KIND_CODES["memory"], nbytes[read], -1)
-    # Modes 0 (the metadata's facts) and 2 (read through protobuf's objects): their args replace the nulls.
-    rest = np.flatnonzero(mode != 1)
-    if rest.size:
-        texts: list[str | None] = []
-        text_index = np.zeros(rest.size, np.int64)
-        shared = np.flatnonzero(mode[rest] == 0)
-        if shared.size:
-            distinct, inverse = columns.factorize(mid[rest[shared]])
-            first = np.zeros(distinct.size, np.int64)
-            first[inverse] = rest[shared]  # one event of each metadata id (all give the same facts)
-            part = _read_line(ctx, line, base_ns, rows, first.tolist())
-            for name in ("name", "kind", "correlation", "step_num"):
-                target = {"name": codes, "kind": kinds, "correlation": corr, "step_num": step}[name]
-                target[rest[shared]] = part[name][inverse]
-            kernel_rows[rest[shared]] = part["kernel"][inverse]
-            texts += part["args"].to_pylist()
-            text_index[shared] = inverse
-        alone = np.flatnonzero(mode[rest] == 2)
-        if alone.size:
-            part = _read_line(ctx, line, base_ns, rows, rest[alone].tolist())
-            for name, target in (("start", start), ("name", codes), ("kind", kinds), ("correlation", corr),
-                                 ("step_num", step)):
-                if name == "start":
-                    start = start.copy()
-                    start[rest[alone]] = part[name]
-                else:
-                    target[rest[alone]] = part[name]
-            kernel_rows[rest[alone]] = part["kernel"]
-            text_index[alone] = len(texts) + np.arange(alone.size)
-            texts += part["args"].to_pylist()
-        # Row i's text: the C walker's (index i) or, for these rows, one of ``texts`` (after the n).
-        index = np.arange(n, dtype=np.int64)
-        index[rest] = n + text_index
+    walked = np.flatnonzero(mode == 1)
+    if walked.size:
+        _walked_facts(out, walked, mid, flags, kd, nbytes, kernel_texts, ctx, line.name, rows)
+    texts: list[str | None] = []  # args of the rows read here; text_index: each row's place in it
+    text_index = np.zeros(n, np.int64)
+    shared = np.flatnonzero(mode == 0)
+    if shared.size:
+        distinct, inverse = columns.factorize(mid[shared])
+        one_each = np.zeros(distinct.size, np.int64)
+        one_each[inverse] = shared
+        part = _read_line(ctx, line, base_ns, rows, one_each.tolist())
+        for c in _PER_ROW[2:]:  # start and duration are the event's own
+            out[c][shared] = part[c][inverse]
+        text_index[shared] = len(texts) + inverse
+        texts += part["args"].to_pylist()
+    alone = np.flatnonzero(mode == 2)
+    if alone.size:
+        part = _read_line(ctx, line, base_ns, rows, alone.tolist())
+        for c in _PER_ROW:
+            out[c] = out[c].copy() if not out[c].flags.writeable else out[c]
+            out[c][alone] = part[c]
+        text_index[alone] = len(texts) + np.arange(alone.size)
+        texts += part["args"].to_pylist()
+    if texts:  # row i's args: the walker's (at i), or for rows read here, texts[text_index[i]] (at n + that)
+        index = np.where(mode == 1, np.arange(n, dtype=np.int64), n + text_index)
         args = pa.concat_arrays([args, columns.string_array(texts, pa.large_string())]).take(
             columns.numeric_array(index, pa.int64()))
-    return {"start": start, "dur": dur, "kind": kinds, "name": codes, "correlation": corr, "step_num": step,
-            "kernel": kernel_rows, "args": args}
+    out["args"] = args
+    return out
+
+
+def _walked_facts(out: dict[str, Any], walked: np.ndarray, mid: np.ndarray, flags: np.ndarray, kd: np.ndarray,
+                  nbytes: np.ndarray, kernel_texts: list[str], ctx: _Plane, line_name: str, rows: _Rows) -> None:
+    """Name, kind, step and kernel columns of the rows the walker read: name and kind once per
+    (metadata id, stat names present), kernel details once per distinct text."""
+    distinct, inverse = columns.factorize(mid[walked] * 8 + flags[walked])
+    facts = []
+    for key in distinct.tolist():
+        name = ctx.meta_names.get(key >> 3, "")
+        present = {s for bit, s in ((1, "correlation_id"), (2, "step_num"), (4, "hlo_op")) if key & bit}
+        kind = _device_kind(line_name, name) if ctx.gpu else _host_kind(name, present)  # type: ignore[arg-type]
+        facts.append((rows.code(name), KIND_CODES[kind]))
+    table = np.array(facts, np.int64).reshape(-1, 2)
+    out["name"][walked], out["kind"][walked] = table[inverse, 0], table[inverse, 1]
+    kinds = out["kind"][walked]
+    out["step_num"][walked] = np.where(kinds == KIND_CODES["step"], out["step_num"][walked], -1)
+    details = np.array([_kernel_details_row(t) for t in kernel_texts], np.int64).reshape(-1, len(KERNEL_DETAIL_COLUMNS) - 1)
+    has = kd[walked] >= 0
+    out["kernel"][walked[has], :-1] = details[kd[walked[has]]]
+    out["kernel"][walked, -1] = np.where(kinds == KIND_CODES["memory"], nbytes[walked], -1)
 
 
 def _event_facts(name: str, stats: dict[str, Any], device_line: str | None,
