@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,3 +22,18 @@ def shared_files(pattern: str) -> list[Path]:
 
 def ids(paths: list[Path]) -> list[str]:
     return [str(p.relative_to(TRACES)) for p in paths]
+
+
+def read_with_walker_off(monkeypatch: pytest.MonkeyPatch, walker: str, read: Callable[[Path], Any], path: Path) -> Any:
+    """``read(path)`` with the C walker ``tracekit._native.<walker>()`` reported absent: the Python path."""
+    from tracekit import _native
+
+    with monkeypatch.context() as m:
+        m.setattr(_native, walker, lambda: None)
+        return read(path)
+
+
+def differing_columns(a: Any, b: Any) -> list[str]:
+    """Names of the columns in which two tables of the same shape differ."""
+    assert a.column_names == b.column_names and a.num_rows == b.num_rows
+    return [name for name in a.column_names if not a[name].equals(b[name])]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import SHARED, ids, needs_shared, shared_files
+from conftest import SHARED, differing_columns, ids, needs_shared, read_with_walker_off, shared_files
 
 from tracekit import _native
 from tracekit.errors import InputError
@@ -25,14 +25,7 @@ needs_walker = pytest.mark.skipif(_native.sqlite_reader() is None,
 
 
 def _read_through_python(path: Path, monkeypatch: pytest.MonkeyPatch) -> pa.Table:
-    with monkeypatch.context() as m:
-        m.setattr(_native, "sqlite_reader", lambda: None)
-        return nsys.read(path)
-
-
-def _differing_columns(a: pa.Table, b: pa.Table) -> list[str]:
-    assert a.column_names == b.column_names and a.num_rows == b.num_rows
-    return [name for name in a.column_names if not a[name].equals(b[name])]
+    return read_with_walker_off(monkeypatch, "sqlite_reader", nsys.read, path)
 
 
 @needs_shared
@@ -42,8 +35,9 @@ def _differing_columns(a: pa.Table, b: pa.Table) -> list[str]:
 def test_walker_matches_the_sqlite3_module(path: Path, threads: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACEKIT_THREADS", threads)
     walked = nsys.read(path)
-    assert _differing_columns(walked, _read_through_python(path, monkeypatch)) == []
-    assert walked.schema.metadata == _read_through_python(path, monkeypatch).schema.metadata
+    python = _read_through_python(path, monkeypatch)
+    assert differing_columns(walked, python) == []
+    assert walked.schema.metadata == python.schema.metadata
 
 
 def _edited_export(tmp_path: Path) -> Path:
@@ -76,7 +70,7 @@ def _edited_export(tmp_path: Path) -> Path:
 def test_walker_writes_odd_values_as_json_dumps_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = _edited_export(tmp_path)
     walked = nsys.read(db)
-    assert _differing_columns(walked, _read_through_python(db, monkeypatch)) == []
+    assert differing_columns(walked, _read_through_python(db, monkeypatch)) == []
     notes = [a for a in walked["args"].to_pylist() if a and "toolNote" in a]
     assert any('"toolNote":"caf\\u00e9 \\u2603 \\ud83d\\ude80"' in a for a in notes)
     assert any('"toolNote":Infinity' in a for a in notes) and any('"toolNote":-0.0' in a for a in notes)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import TRACES, shared_files
+from conftest import TRACES, differing_columns, read_with_walker_off, shared_files
 
 from tracekit import _native
 from tracekit.ingest import xplane
@@ -27,21 +27,14 @@ def _key(path: Path) -> str:
 
 
 def _read_through_python(path: Path, monkeypatch: pytest.MonkeyPatch) -> pa.Table:
-    with monkeypatch.context() as m:
-        m.setattr(_native, "xplane_walker", lambda: None)
-        return xplane.read(path)
-
-
-def _differing_columns(a: pa.Table, b: pa.Table) -> list[str]:
-    assert a.column_names == b.column_names and a.num_rows == b.num_rows
-    return [name for name in a.column_names if not a[name].equals(b[name])]
+    return read_with_walker_off(monkeypatch, "xplane_walker", xplane.read, path)
 
 
 @pytest.mark.parametrize("path", XSPACE, ids=[_key(p) for p in XSPACE])
 def test_walker_matches_the_protobuf_objects(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     walked = xplane.read(path)
     python = _read_through_python(path, monkeypatch)
-    assert _differing_columns(walked, python) == []
+    assert differing_columns(walked, python) == []
     assert walked.schema.metadata == python.schema.metadata
 
 
@@ -105,7 +98,7 @@ def _edited_trace(tmp_path: Path) -> Path:
 def test_walker_writes_odd_events_as_the_python_reader_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = _edited_trace(tmp_path)
     walked = xplane.read(path)
-    assert _differing_columns(walked, _read_through_python(path, monkeypatch)) == []
+    assert differing_columns(walked, _read_through_python(path, monkeypatch)) == []
     odd = walked.filter(pa.compute.equal(walked["name"].cast(pa.string()), "odd_event"))
     args = [a or "" for a in odd["args"].to_pylist()]
     assert any('"note":"caf\\u00e9 \\u2603 \\ud83d\\ude80 \\u0001\\u001f\\u007f\\"\\\\ tab\\t"' in a for a in args)
