@@ -360,11 +360,15 @@ def _read_plane(plane: Any, host: int, profile_start: int, rows: _Rows, device_i
     device = int(gpu_match.group(1)) if gpu_match else -1
     if gpu_match:
         device_info.append({"id": device, "name": plane.name, **_plane_stats(plane)})
-    # Metadata stats apply to every event of that metadata id: resolve once per id.
-    ctx = _Plane(stat_names,
-                 {mid: {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in m.stats}
-                  for mid, m in meta.items() if m.stats},
-                 {mid: m.name for mid, m in meta.items()}, bool(gpu_match))
+    # Metadata stats apply to every event of that metadata id: resolve once per id (one pass over
+    # the map: iterating protobuf's map from Python costs more than what is read).
+    meta_names: dict[int, str] = {}
+    meta_stats: dict[int, dict[str, Any]] = {}
+    for mid, m in meta.items():
+        meta_names[mid] = m.name
+        if m.stats:
+            meta_stats[mid] = {stat_names.get(s.metadata_id, str(s.metadata_id)): _stat_value(s, stat_names) for s in m.stats}
+    ctx = _Plane(stat_names, meta_stats, meta_names, bool(gpu_match))
     for line in plane.lines:
         rows.lines_read += 1
         events = line.events
