@@ -90,3 +90,26 @@ def test_text_where_an_integer_belongs_is_one_clear_error(tmp_path: Path) -> Non
     con.close()
     with pytest.raises(InputError, match=r"text-in-start\.sqlite: nsys export with unexpected values .*integer"):
         nsys.read(db)
+
+
+@needs_shared
+@needs_walker
+def test_a_corrupt_page_reads_as_the_same_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SQLite finds the damage while the walker steps through the kernel table: the walker's error
+    # must read as the sqlite3 module's does.
+    source = SHARED / "traces" / "nsys" / "abacus_pytorch_cnn_titanrtx_nsys2023.4.sqlite"
+    con = sqlite3.connect(source)
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'CUPTI_ACTIVITY_KIND_KERNEL'").fetchone()[0]
+    page_size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    data = bytearray(source.read_bytes())
+    for page in range(root + 5, root + 40):
+        data[(page - 1) * page_size:(page - 1) * page_size + 64] = b"\xff" * 64
+    db = tmp_path / "corrupt.sqlite"
+    db.write_bytes(bytes(data))
+    messages = []
+    for read in (nsys.read, lambda p: _read_through_python(p, monkeypatch)):
+        with pytest.raises(InputError, match=r"corrupt\.sqlite: corrupt or unreadable nsys export \(") as raised:
+            read(db)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]

@@ -184,7 +184,8 @@ static int write_arg(Walk *w, Buf *data, sqlite3_stmt *st, int col, const Lookup
  *   holds their JSON key prefixes ('"name":' as bytes), lookups for each None or
  *   (sorted int64 ids as bytes, list of bytes-or-None, missing_as_number).
  * Returns (ints: list of int64 Blocks, objs: list of lists, args: (validity bitmap, int64 offsets,
- * data) as Blocks, rows). Without object columns the walk runs without the GIL, so the reader
+ * data) as Blocks, rows). Errors: OSError from SQLite itself (a corrupt page, say), ValueError for
+ * a value of the wrong type. Without object columns the walk runs without the GIL, so the reader
  * can walk two tables at once.
  */
 static PyObject *read_query(PyObject *self, PyObject *args) {
@@ -253,7 +254,7 @@ static PyObject *read_query(PyObject *self, PyObject *args) {
         goto done;
     }
     if (api.prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        PyErr_Format(PyExc_ValueError, "%s", api.errmsg(db));
+        PyErr_Format(PyExc_OSError, "%s", api.errmsg(db));  /* SQLite's own error: OSError */
         goto done;
     }
     if (api.column_count(st) != n_int + n_obj + n_args) {
@@ -291,7 +292,7 @@ static PyObject *read_query(PyObject *self, PyObject *args) {
     }
     gil_hold(&w);
     if (rc != SQLITE_DONE) {
-        PyErr_Format(PyExc_ValueError, "%s", api.errmsg(db));
+        PyErr_Format(PyExc_OSError, "%s", api.errmsg(db));  /* SQLite's own error: OSError */
         goto done;
     }
     int_list = PyList_New(n_int);

@@ -190,8 +190,11 @@ class _Db:
         rows_hint = self.con.execute(f"SELECT count(*) FROM ({sql})").fetchone()[0]
         keys = [(json.dumps(k) + ":").encode() for k in args.keys] if args.sql else []
         lookups = [args.by_id[k].lookup() if k in args.by_id else None for k in args.keys] if args.sql else []
-        ints, objs, (validity, offsets, data), n = self.walker.read(
-            self.uri, sql, n_int, n_obj + (0 if args.sql else 1), keys, lookups, rows_hint)
+        try:
+            ints, objs, (validity, offsets, data), n = self.walker.read(
+                self.uri, sql, n_int, n_obj + (0 if args.sql else 1), keys, lookups, rows_hint)
+        except OSError as e:  # SQLite's own error, as the sqlite3 module would raise it
+            raise sqlite3.DatabaseError(str(e)) from None
         arrays = [np.frombuffer(b, np.int64) for b in ints]
         text = pa.Array.from_buffers(pa.large_string(), n, [pa.py_buffer(validity), pa.py_buffer(offsets),
                                                             pa.py_buffer(data)])
