@@ -113,3 +113,37 @@ def test_a_corrupt_page_reads_as_the_same_one_line_error(tmp_path: Path, monkeyp
             read(db)
         messages.append(str(raised.value))
     assert messages[0] == messages[1]
+
+
+TENSORFLOW_CHILD = """
+import sys
+from pathlib import Path
+import tensorflow  # exports its own copy of SQLite's API into the global symbol scope
+from tracekit import _native
+from tracekit.ingest import nsys
+walker = _native.sqlite_reader()
+for name in sys.argv[1:]:
+    walked = nsys.read(Path(name))
+    _native.sqlite_reader = lambda: None
+    python = nsys.read(Path(name))
+    _native.sqlite_reader = lambda: walker
+    assert all(walked[c].equals(python[c]) for c in walked.column_names), name
+print(walker.binding(), len(sys.argv) - 1)
+"""
+
+
+@needs_shared
+@needs_walker
+def test_walker_runs_beside_tensorflows_sqlite() -> None:
+    # `tracekit run` imports TensorFlow, whose library exports a second SQLite; the walker once
+    # called libsqlite3's entry points while their inner calls went to TensorFlow's copy, and
+    # crashed. It now calls one whole SQLite, as the sqlite3 module does.
+    pytest.importorskip("tensorflow")
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", TENSORFLOW_CHILD, *map(str, SQLITE)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    binding, files = proc.stdout.split()
+    assert binding in ("global", "library") and int(files) == len(SQLITE)

@@ -30,7 +30,7 @@ enum { SQLITE_OK = 0, SQLITE_ROW = 100, SQLITE_DONE = 101 };
 enum { SQLITE_INTEGER = 1, SQLITE_FLOAT = 2, SQLITE_TEXT = 3, SQLITE_BLOB = 4, SQLITE_NULL = 5 };
 enum { SQLITE_OPEN_READONLY = 0x1, SQLITE_OPEN_URI = 0x40, SQLITE_OPEN_NOMUTEX = 0x8000 };
 
-static struct {
+typedef struct {
     int (*open_v2)(const char *, sqlite3 **, int, const char *);
     int (*close_v2)(sqlite3 *);
     int (*prepare_v2)(sqlite3 *, const char *, int, sqlite3_stmt **, const char **);
@@ -44,32 +44,71 @@ static struct {
     const void *(*column_blob)(sqlite3_stmt *, int);
     int (*column_bytes)(sqlite3_stmt *, int);
     const char *(*errmsg)(sqlite3 *);
-} api;
-static int api_loaded = 0;
+} Api;
+#define API_FUNCTIONS 13
+static const char *API_NAMES[API_FUNCTIONS] = {
+    "sqlite3_open_v2", "sqlite3_close_v2", "sqlite3_prepare_v2", "sqlite3_step", "sqlite3_finalize",
+    "sqlite3_column_count", "sqlite3_column_type", "sqlite3_column_int64", "sqlite3_column_double",
+    "sqlite3_column_text", "sqlite3_column_blob", "sqlite3_column_bytes", "sqlite3_errmsg"};
+
+/* The functions one read() uses, per thread: resolved at the start of each read (see bind()). */
+static _Thread_local Api api;
+static void *library = NULL;  /* the libsqlite3 Python's sqlite3 module loaded */
+
+enum { BOUND_LIBRARY, BOUND_GLOBAL, BOUND_PARTIAL };
+
+/*
+ * Which SQLite to call. Another copy of SQLite may sit in the process's global symbol scope:
+ * TensorFlow's libtensorflow_cc exports one and is loaded with RTLD_GLOBAL. Calls inside
+ * libsqlite3 then bind to that copy's functions, so libsqlite3's own entry points run half of one
+ * SQLite and half of the other (a crash in `tracekit run`, which imports TensorFlow). Python's
+ * sqlite3 module resolves through the global scope and so runs the other copy whole; so does the
+ * walker: every function from the global scope when all are there, libsqlite3's own when none
+ * is; a partial set cannot be used (the reader then stays in Python).
+ */
+static int bind(Api *out) {
+    void *global[API_FUNCTIONS];
+    int found = 0;
+    for (int i = 0; i < API_FUNCTIONS; i++) found += (global[i] = dlsym(RTLD_DEFAULT, API_NAMES[i])) != NULL;
+    if (found != 0 && found != API_FUNCTIONS) return BOUND_PARTIAL;
+    void **slots[API_FUNCTIONS] = {
+        (void **)&out->open_v2, (void **)&out->close_v2, (void **)&out->prepare_v2, (void **)&out->step,
+        (void **)&out->finalize, (void **)&out->column_count, (void **)&out->column_type,
+        (void **)&out->column_int64, (void **)&out->column_double, (void **)&out->column_text,
+        (void **)&out->column_blob, (void **)&out->column_bytes, (void **)&out->errmsg};
+    for (int i = 0; i < API_FUNCTIONS; i++) *slots[i] = found ? global[i] : dlsym(library, API_NAMES[i]);
+    if (!found) return BOUND_LIBRARY;
+    for (int i = 0; i < API_FUNCTIONS; i++) {
+        if (global[i] != dlsym(library, API_NAMES[i])) return BOUND_GLOBAL;
+    }
+    return BOUND_LIBRARY;  /* the global scope holds libsqlite3 itself */
+}
 
 static PyObject *load(PyObject *self, PyObject *args) {
     const char *path;
     if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) { PyErr_Format(PyExc_OSError, "cannot load %s: %s", path, dlerror()); return NULL; }
-    struct { void **slot; const char *name; } wanted[] = {
-        {(void **)&api.open_v2, "sqlite3_open_v2"}, {(void **)&api.close_v2, "sqlite3_close_v2"},
-        {(void **)&api.prepare_v2, "sqlite3_prepare_v2"}, {(void **)&api.step, "sqlite3_step"},
-        {(void **)&api.finalize, "sqlite3_finalize"}, {(void **)&api.column_count, "sqlite3_column_count"},
-        {(void **)&api.column_type, "sqlite3_column_type"}, {(void **)&api.column_int64, "sqlite3_column_int64"},
-        {(void **)&api.column_double, "sqlite3_column_double"}, {(void **)&api.column_text, "sqlite3_column_text"},
-        {(void **)&api.column_blob, "sqlite3_column_blob"}, {(void **)&api.column_bytes, "sqlite3_column_bytes"},
-        {(void **)&api.errmsg, "sqlite3_errmsg"},
-    };
-    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
-        *wanted[i].slot = dlsym(lib, wanted[i].name);
-        if (!*wanted[i].slot) {
-            PyErr_Format(PyExc_OSError, "%s has no %s", path, wanted[i].name);
+    for (int i = 0; i < API_FUNCTIONS; i++) {
+        if (!dlsym(lib, API_NAMES[i])) {
+            PyErr_Format(PyExc_OSError, "%s has no %s", path, API_NAMES[i]);
             return NULL;
         }
     }
-    api_loaded = 1;
+    library = lib;
     Py_RETURN_NONE;
+}
+
+/* binding() -> "library" (the sqlite3 module's libsqlite3), "global" (another copy, whole, that
+   shadows it: safe on one thread only, its build unknown) or "partial" (the walker cannot run). */
+static PyObject *binding(PyObject *self, PyObject *unused) {
+    if (!library) { PyErr_SetString(PyExc_RuntimeError, "load() was not called"); return NULL; }
+    Api probe;
+    switch (bind(&probe)) {
+        case BOUND_LIBRARY: return PyUnicode_FromString("library");
+        case BOUND_GLOBAL: return PyUnicode_FromString("global");
+        default: return PyUnicode_FromString("partial");
+    }
 }
 
 /* A blob as json.dumps(value, default=str) writes it: the JSON string of str(bytes). */
@@ -196,7 +235,11 @@ static PyObject *read_query(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "ssiiO!O!n", &uri, &sql, &n_int, &n_obj, &PyList_Type, &key_list, &PyList_Type,
                           &lookup_specs, &rows_hint))
         return NULL;
-    if (!api_loaded) { PyErr_SetString(PyExc_RuntimeError, "load() was not called"); return NULL; }
+    if (!library) { PyErr_SetString(PyExc_RuntimeError, "load() was not called"); return NULL; }
+    if (bind(&api) == BOUND_PARTIAL) {
+        PyErr_SetString(PyExc_RuntimeError, "part of SQLite's API is shadowed by another library");
+        return NULL;
+    }
     Py_ssize_t n_args = PyList_GET_SIZE(key_list);
     if (PyList_GET_SIZE(lookup_specs) != n_args || n_int < 0 || n_obj < 0) {
         PyErr_SetString(PyExc_ValueError, "keys and lookups differ in length");
@@ -330,6 +373,7 @@ done:
 static PyMethodDef methods[] = {
     {"load", load, METH_VARARGS, "load(path): resolve the SQLite C API from this shared library."},
     {"read", read_query, METH_VARARGS, "read(uri, sql, n_int, n_obj, keys, lookups, rows_hint) -> columns."},
+    {"binding", binding, METH_NOARGS, "binding() -> which SQLite read() calls: library, global or partial."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -195,6 +195,8 @@ class _Db:
                 self.uri, sql, n_int, n_obj + (0 if args.sql else 1), keys, lookups, rows_hint)
         except OSError as e:  # SQLite's own error, as the sqlite3 module would raise it
             raise sqlite3.DatabaseError(str(e)) from None
+        except RuntimeError:  # no whole SQLite to call (see binding() in sqlite_columns.c)
+            return _fetch_rows(self.con, sql, n_int, n_obj, args)
         arrays = [np.frombuffer(b, np.int64) for b in ints]
         text = pa.Array.from_buffers(pa.large_string(), n, [pa.py_buffer(validity), pa.py_buffer(offsets),
                                                             pa.py_buffer(data)])
@@ -354,8 +356,11 @@ def _read_tables(db: _Db, have: set[str]) -> list[_Block | None]:
     readers: list[Callable[[], list[_Block | None]]] = [
         lambda: [_read_kernels(db, have)], lambda: list(_read_memory_ops(db, have)), lambda: [_read_runtime(db, have)],
         lambda: [_read_nvtx(db, have)], lambda: list(_read_simple(db, have))]
-    # sqlite3.threadsafety 0: SQLite built single-threaded, where even separate connections may not run at once.
-    threads = min(_native.scan_threads(), len(readers)) if db.walker is not None and sqlite3.threadsafety else 1
+    # One thread where SQLite is built single-threaded (threadsafety 0), or where the walker calls
+    # another copy of SQLite that shadows the sqlite3 module's (TensorFlow's, once imported), whose
+    # build is unknown.
+    parallel = db.walker is not None and sqlite3.threadsafety and db.walker.binding() == "library"
+    threads = min(_native.scan_threads(), len(readers)) if parallel else 1
     if threads == 1:
         return [b for read in readers for b in read()]
     with ThreadPoolExecutor(threads, thread_name_prefix="tracekit-nsys") as pool:
