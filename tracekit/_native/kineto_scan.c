@@ -768,9 +768,12 @@ static int cols_append(Cols *dst, Cols *src) {
     return 0;
 }
 
-/* Parse the events from s->p (an event's first byte) to the closing ']' on up to `threads` threads. */
-static int parse_events_parallel(P *s, Cols *c, int threads, size_t min_part) {
-    size_t left = (size_t)(s->end - s->p);
+/* Parse the events from s->p (an event's first byte) to the closing ']' on up to `threads` threads,
+ * or, with a stop, until the next event would start at or after it (parse_events_from's returns). */
+static int parse_events_parallel(P *s, Cols *c, int threads, size_t min_part, const char *stop) {
+    const char *limit = stop && stop < s->end ? stop : s->end;
+    if (limit <= s->p) return parse_events_from(s, c, stop);
+    size_t left = (size_t)(limit - s->p);
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     size_t k = (size_t)threads * PARTS_PER_THREAD;
     if (min_part < 1) min_part = 1;
@@ -781,16 +784,16 @@ static int parse_events_parallel(P *s, Cols *c, int threads, size_t min_part) {
     for (size_t j = 1; j < k; j++) {
         const char *guess = s->p + left / k * j;
         if (guess <= cut[nparts - 1]) continue;
-        const char *q = event_start_after(guess, s->end, cut[nparts - 1]);
+        const char *q = event_start_after(guess, limit, cut[nparts - 1]);
         if (q) cut[nparts++] = q;
     }
-    if (nparts == 1) return parse_events_from(s, c, NULL);
+    if (nparts == 1) return parse_events_from(s, c, stop);
 
     Part *parts = calloc((size_t)nparts, sizeof(Part));
     if (!parts) return -1;
     for (int j = 0; j < nparts; j++) {
         Part *pt = &parts[j];
-        pt->stop = j + 1 < nparts ? cut[j + 1] : NULL;
+        pt->stop = j + 1 < nparts ? cut[j + 1] : stop;
         if (j == 0) { pt->s = s; pt->c = c; continue; }
         pt->s = &pt->own_s; pt->c = &pt->own_c;
         pt->own_s.base = s->base; pt->own_s.p = cut[j]; pt->own_s.end = s->end;
@@ -822,8 +825,9 @@ static int parse_events_parallel(P *s, Cols *c, int threads, size_t min_part) {
     for (int i = 1; i < nparts; i++) { cols_free(&parts[i].own_c); p_free(&parts[i].own_s); }
     free(parts);
     if (rc == -3) { s->err = NULL; return -1; }  /* out of memory */
-    /* rc 2: a cut inside a string; go on serially from the event boundary reached */
-    if (rc == 2) return parse_events_from(s, c, NULL);
+    /* rc 2 before the last part: a cut inside a string; go on serially from the event boundary
+     * reached. From the last part, 1 or 2 means the window's stop was reached. */
+    if (rc == 2 && j + 1 < nparts) return parse_events_from(s, c, stop);
     return rc;
 }
 
@@ -831,7 +835,7 @@ static int parse_events_array(P *s, Cols *c, int threads, size_t min_part) {
     if (expect(s, '[')) return -1;
     skip_ws(s);
     if (!at_end(s) && *s->p == ']') { s->p++; return 0; }
-    return threads > 1 ? parse_events_parallel(s, c, threads, min_part) : parse_events_from(s, c, NULL);
+    return threads > 1 ? parse_events_parallel(s, c, threads, min_part, NULL) : parse_events_from(s, c, NULL);
 }
 
 /* ---------- Python glue ---------- */
@@ -852,6 +856,29 @@ static int set_item(PyObject *d, const char *k, PyObject *v) {
     int r = PyDict_SetItemString(d, k, v);
     Py_DECREF(v);
     return r;
+}
+
+/* The column buffers and interned values of `c` as a new dict (NULL with an exception set). */
+static PyObject *cols_dict(Cols *c) {
+    PyObject *result = PyDict_New();
+    if (!result) return NULL;
+    if (set_item(result, "n", PyLong_FromSize_t(c->n)) ||
+        set_item(result, "cat_values", values_of(&c->icat)) || set_item(result, "name_values", values_of(&c->iname)) ||
+        set_item(result, "pid_values", values_of(&c->ipid)) || set_item(result, "tid_values", values_of(&c->itid)) ||
+        set_item(result, "ph", bytes_of(&c->ph)) || set_item(result, "ts", bytes_of(&c->ts)) ||
+        set_item(result, "dur", bytes_of(&c->dur)) || set_item(result, "cat", bytes_of(&c->cat)) ||
+        set_item(result, "name", bytes_of(&c->name)) || set_item(result, "pid", bytes_of(&c->pid)) ||
+        set_item(result, "tid", bytes_of(&c->tid)) || set_item(result, "args_offsets", bytes_of(&c->args_off)) ||
+        set_item(result, "args_data", bytes_of(&c->args))) { Py_DECREF(result); return NULL; }
+    for (int i = 0; i < N_I64; i++) if (set_item(result, I64_NAMES[i], bytes_of(&c->i64[i]))) { Py_DECREF(result); return NULL; }
+    for (int i = 0; i < N_I32; i++) if (set_item(result, I32_NAMES[i], bytes_of(&c->i32[i]))) { Py_DECREF(result); return NULL; }
+    return result;
+}
+
+static PyObject *scan_error(P *s) {
+    if (!s->err) return PyErr_NoMemory();
+    long long at = (long long)((s->err_at ? s->err_at : s->p) - s->base);
+    return PyErr_Format(PyExc_ValueError, "%s at byte %lld", s->err, at);
 }
 
 static PyObject *scan(PyObject *self, PyObject *args) {
@@ -912,39 +939,166 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
 
     PyObject *result = NULL;
-    if (rc || s.err) {
-        if (!s.err) {
-            PyErr_NoMemory();
-        } else {
-            long long at = (long long)((s.err_at ? s.err_at : s.p) - s.base);
-            PyErr_Format(PyExc_ValueError, "%s at byte %lld", s.err, at);
-        }
-        goto out;
-    }
+    if (rc || s.err) { scan_error(&s); goto out; }
     for (size_t i = 0; i < spans.len / sizeof(int64_t[4]); i++) {
         int64_t *sp = (int64_t *)spans.data + 4 * i;
         PyObject *t = Py_BuildValue("(LLLL)", (long long)sp[0], (long long)sp[1], (long long)sp[2], (long long)sp[3]);
         if (!t || PyList_Append(header, t)) { Py_XDECREF(t); goto out; }
         Py_DECREF(t);
     }
-    result = PyDict_New();
+    result = cols_dict(&c);
     if (!result) goto out;
-    if (set_item(result, "n", PyLong_FromSize_t(c.n)) || set_item(result, "found_events", PyBool_FromLong(found)) ||
-        set_item(result, "header", (Py_INCREF(header), header)) ||
-        set_item(result, "cat_values", values_of(&c.icat)) || set_item(result, "name_values", values_of(&c.iname)) ||
-        set_item(result, "pid_values", values_of(&c.ipid)) || set_item(result, "tid_values", values_of(&c.itid)) ||
-        set_item(result, "ph", bytes_of(&c.ph)) || set_item(result, "ts", bytes_of(&c.ts)) ||
-        set_item(result, "dur", bytes_of(&c.dur)) || set_item(result, "cat", bytes_of(&c.cat)) ||
-        set_item(result, "name", bytes_of(&c.name)) || set_item(result, "pid", bytes_of(&c.pid)) ||
-        set_item(result, "tid", bytes_of(&c.tid)) || set_item(result, "args_offsets", bytes_of(&c.args_off)) ||
-        set_item(result, "args_data", bytes_of(&c.args))) { Py_CLEAR(result); goto out; }
-    for (int i = 0; i < N_I64; i++) if (set_item(result, I64_NAMES[i], bytes_of(&c.i64[i]))) { Py_CLEAR(result); goto out; }
-    for (int i = 0; i < N_I32; i++) if (set_item(result, I32_NAMES[i], bytes_of(&c.i32[i]))) { Py_CLEAR(result); goto out; }
+    if (set_item(result, "found_events", PyBool_FromLong(found)) ||
+        set_item(result, "header", (Py_INCREF(header), header))) { Py_CLEAR(result); goto out; }
 out:
     buf_free(&spans);
     p_free(&s);
     cols_free(&c);
     Py_DECREF(header);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---------- a trace read window by window (tracekit.ingest.kineto_windows) ---------- */
+
+/* The top-level object's key/value pairs from s->p (a key) to its closing '}' (consumed), each
+ * pair's byte spans appended to `spans`. With `events_at`, it stops just inside the first
+ * traceEvents list and points *events_at there. */
+static int object_pairs(P *s, Buf *spans, const char **events_at) {
+    for (;;) {
+        Buf key = {0};
+        skip_ws(s);
+        const char *kstart = s->p;
+        if (parse_string(s, &key, NULL) || expect(s, ':')) { buf_free(&key); return -1; }
+        skip_ws(s);
+        if (events_at && key_is(key.data, key.len, "traceEvents") && !at_end(s) && *s->p == '[') {
+            buf_free(&key);
+            s->p++;
+            *events_at = s->p;
+            return 0;
+        }
+        const char *vstart = s->p;
+        if (value(s, NULL, 1)) { buf_free(&key); return -1; }
+        int64_t span[4] = {kstart - s->base, (kstart - s->base) + (int64_t)key.len, vstart - s->base, s->p - s->base};
+        buf_free(&key);
+        if (buf_put(spans, span, sizeof(span))) return -1;
+        skip_ws(s);
+        if (at_end(s)) return fail(s, "unexpected end of file (truncated JSON)", s->p);
+        if (*s->p == ',') { s->p++; continue; }
+        if (*s->p == '}') { s->p++; return 0; }
+        return fail(s, "expected ',' or '}'", s->p);
+    }
+}
+
+/*
+ * scan_top(buffer) reads the document up to its traceEvents list: {"header": spans of the pairs
+ * before it, "events": the offset just inside the list ('[' consumed; -1 when there is none),
+ * "bare": whether the document is the list itself}. scan_top(buffer, at, bare) reads on from `at`,
+ * the byte after the list's ']', to the end of the document (the pairs after the list). Errors
+ * are scan's: ValueError("<what> at byte N").
+ */
+static PyObject *scan_top(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t resume = -1;
+    int bare = 0;
+    if (!PyArg_ParseTuple(args, "y*|np", &view, &resume, &bare)) return NULL;
+    if (resume > view.len) { PyBuffer_Release(&view); PyErr_SetString(PyExc_ValueError, "scan_top: offset beyond the buffer"); return NULL; }
+    P s = {0};
+    s.base = s.p = (const char *)view.buf;
+    s.end = s.base + view.len;
+    Buf spans = {0};
+    const char *events_at = NULL;
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (resume < 0) {
+        skip_ws(&s);
+        if (at_end(&s)) rc = fail(&s, "the file is empty", s.p);
+        else if (*s.p == '[') { bare = 1; s.p++; events_at = s.p; }
+        else if (*s.p == '{') {
+            s.p++;
+            skip_ws(&s);
+            if (!at_end(&s) && *s.p == '}') s.p++;
+            else rc = object_pairs(&s, &spans, &events_at);
+        } else rc = fail(&s, "not JSON: the first character is not '{' or '['", s.p);
+    } else {
+        s.p = s.base + resume;
+        if (!bare) {
+            skip_ws(&s);
+            if (at_end(&s)) rc = fail(&s, "unexpected end of file (truncated JSON)", s.p);
+            else if (*s.p == ',') { s.p++; rc = object_pairs(&s, &spans, NULL); }
+            else if (*s.p == '}') s.p++;
+            else rc = fail(&s, "expected ',' or '}'", s.p);
+        }
+    }
+    if (!rc && !events_at) {
+        skip_ws(&s);
+        if (!at_end(&s)) rc = fail(&s, "extra data after the JSON document", s.p);
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL, *header = NULL;
+    if (rc || s.err) { scan_error(&s); goto out; }
+    header = PyList_New(0);
+    if (!header) goto out;
+    for (size_t i = 0; i < spans.len / sizeof(int64_t[4]); i++) {
+        int64_t *sp = (int64_t *)spans.data + 4 * i;
+        PyObject *t = Py_BuildValue("(LLLL)", (long long)sp[0], (long long)sp[1], (long long)sp[2], (long long)sp[3]);
+        if (!t || PyList_Append(header, t)) { Py_XDECREF(t); goto out; }
+        Py_DECREF(t);
+    }
+    result = Py_BuildValue("{s:O,s:n,s:O}", "header", header, "events",
+                           events_at ? (Py_ssize_t)(events_at - s.base) : (Py_ssize_t)-1, "bare", bare ? Py_True : Py_False);
+out:
+    Py_XDECREF(header);
+    buf_free(&spans);
+    p_free(&s);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/*
+ * scan_window(buffer, at, stop, first, release_pages=False, threads=1, min_part_bytes=4 MiB): the
+ * events from `at` (an event's first byte, or just inside the list when `first`) until the next
+ * event would start at or after `stop`, or to the list's ']'. Returns scan's columns (codes
+ * interned afresh for this window) with "next" (where the next window starts, or the byte after
+ * ']') and "closed" (the list ended in this window).
+ */
+static PyObject *scan_window(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t at, stop;
+    int first = 0, release = 0, threads = 1;
+    Py_ssize_t min_part = (Py_ssize_t)4 << 20;
+    if (!PyArg_ParseTuple(args, "y*nnp|pin", &view, &at, &stop, &first, &release, &threads, &min_part)) return NULL;
+    if (at < 0 || at > view.len) { PyBuffer_Release(&view); PyErr_SetString(PyExc_ValueError, "scan_window: offset outside the buffer"); return NULL; }
+    P s = {0};
+    s.base = (const char *)view.buf;
+    s.p = s.base + at;
+    s.end = s.base + view.len;
+    s.release = release;
+    s.released = (size_t)at;
+    Cols c; memset(&c, 0, sizeof(c));
+    int rc = buf_i64(&c.args_off, 0), closed = 0;
+    const char *stop_at = stop >= 0 && stop < view.len ? s.base + stop : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (!rc) {
+        skip_ws(&s);
+        if (at_end(&s)) rc = fail(&s, "unexpected end of file inside traceEvents (truncated JSON)", s.p);
+        else if (first && *s.p == ']') { s.p++; closed = 1; }
+        else {
+            int r = threads > 1 ? parse_events_parallel(&s, &c, threads, (size_t)(min_part > 0 ? min_part : 1), stop_at)
+                                : parse_events_from(&s, &c, stop_at);
+            if (r < 0) rc = -1;
+            else closed = r == 0;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (rc || s.err) { scan_error(&s); goto out; }
+    result = cols_dict(&c);
+    if (result && (set_item(result, "next", PyLong_FromSsize_t((Py_ssize_t)(s.p - s.base))) ||
+                   set_item(result, "closed", PyBool_FromLong(closed)))) Py_CLEAR(result);
+out:
+    p_free(&s);
+    cols_free(&c);
     PyBuffer_Release(&view);
     return result;
 }
@@ -998,6 +1152,9 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(buffer, release_pages=False, threads=1, min_part_bytes=4 MiB) -> dict of column buffers"},
+    {"scan_top", scan_top, METH_VARARGS, "scan_top(buffer, resume_at=-1, bare=False) -> {header, events, bare}"},
+    {"scan_window", scan_window, METH_VARARGS,
+     "scan_window(buffer, at, stop, first, release_pages=False, threads=1, min_part_bytes=4 MiB) -> dict of column buffers"},
     {"nest", nest, METH_VARARGS, "nest(group, start, end, order) -> (parent, depth) buffers"},
     {NULL, NULL, 0, NULL},
 };

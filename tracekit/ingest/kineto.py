@@ -27,6 +27,7 @@ import mmap
 import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ from tracekit.errors import InputError
 from tracekit.ingest import columns, links
 from tracekit.ingest.columns import TraceMeta
 from tracekit.ingest.files import gunzip
+from tracekit.ingest.links import Links
 from tracekit.schema import KIND_CODES
 
 # Kineto category (lower-cased) -> kind. Old traces use `Kernel`, `Runtime`, `Memcpy`, `Memset`.
@@ -181,78 +183,304 @@ def _kinds(ph: np.ndarray, cat: np.ndarray, cat_values: list[str], name: np.ndar
     return kind
 
 
-def _pair_begin_end(ph: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Give each B event the duration up to its matching E; returns a mask of rows to keep.
+MISSING = np.iinfo(np.int64).min  # the scanner's "absent" for int64 fields
+MISSING_32 = np.iinfo(np.int32).min  # and for int32 fields
+# Chrome phases without a duration: instants, flows, metadata, counters. Their dur is 0, not unknown.
+_NO_DURATION_PHASES = [ord(c) for c in "iIMsftCR"]
+# Timestamps stay below 2^62 ns (year 2116) so that start + duration never overflows int64.
+TIME_LIMIT_NS = 1 << 62
+
+# How the table is built. A scan result (the whole file, or one window of its events for
+# kineto_windows) has its interned codes put onto the trace's dictionaries (`Dictionaries`), its
+# row-local columns computed (`WindowRows`), and what linking needs of its rows added to `Facts`.
+# Once every row is in, `Facts.link` pairs B/E events and links the rows; `window_table` then builds
+# each window's part of the table from its scan, its rows and the links.
+
+
+class Dictionaries:
+    """The trace's category, name, pid and tid values in first-seen order over every window. Each
+    scan interns its own codes; ``adopt`` maps them onto these."""
+
+    FIELDS = ("cat", "name", "pid", "tid")
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[str]] = {f: [] for f in self.FIELDS}
+        self._index: dict[str, dict[str, int]] = {f: {} for f in self.FIELDS}
+        self._pid_numbers: list[int] = []
+        self._tid_numbers: list[int] = []
+
+    def adopt(self, r: dict) -> None:
+        """Replace the code columns of scan result ``r`` by codes into these dictionaries."""
+        for f in self.FIELDS:
+            local, index, values = r[f + "_values"], self._index[f], self.values[f]
+            mapping = np.empty(len(local) + 1, np.int32)
+            for i, v in enumerate(local):
+                code = index.get(v)
+                if code is None:
+                    code = index[v] = len(values)
+                    values.append(v)
+                mapping[i] = code
+            mapping[-1] = -1  # code -1 (absent) stays -1
+            codes = np.frombuffer(r[f], np.int32)
+            if not np.array_equal(mapping[:-1], np.arange(len(local))):
+                codes = mapping[codes]
+            r[f], r[f + "_values"] = codes, values
+
+    def pid_lookup(self) -> np.ndarray:
+        """Numeric pid per pid code, with a trailing -1 for "absent" (code -1 indexes it)."""
+        return self._numbers(self.values["pid"], self._pid_numbers)
+
+    def tid_lookup(self) -> np.ndarray:
+        return self._numbers(self.values["tid"], self._tid_numbers)
+
+    @staticmethod
+    def _numbers(values: list[str], known: list[int]) -> np.ndarray:
+        if len(known) < len(values):
+            known.extend(_pid_values(values[len(known):])[0].tolist())
+        return np.array([*known, -1], np.int64)
+
+
+@dataclass
+class WindowRows:
+    """Row-local columns of one scan result, codes already adopted."""
+
+    ph: np.ndarray
+    cat: np.ndarray
+    name: np.ndarray
+    pid_c: np.ndarray
+    tid_c: np.ndarray
+    kind: np.ndarray
+    ts: np.ndarray  # ns relative to the trace's base time (absent -> 0)
+    dur: np.ndarray  # absent stays MISSING, except phases without a duration (0)
+    gpu_rows: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+
+    @classmethod
+    def of(cls, r: dict, dicts: Dictionaries) -> WindowRows:
+        ph = np.frombuffer(r["ph"], np.uint8)
+        cat, name, pid_c, tid_c = r["cat"], r["name"], r["pid"], r["tid"]
+        ts = np.frombuffer(r["ts"], np.int64).copy()
+        ts[ts == MISSING] = 0
+        dur = np.frombuffer(r["dur"], np.int64).copy()
+        dur[links.byte_mask(ph, _NO_DURATION_PHASES) & (dur == MISSING)] = 0
+        kind = _kinds(ph, cat, dicts.values["cat"], name, dicts.values["name"])
+        gpu_rows = np.flatnonzero(links.kind_mask(kind, *GPU_CATEGORY_KINDS))
+        device, stream = _device_and_stream(r, gpu_rows, dicts.pid_lookup()[pid_c[gpu_rows]],
+                                            dicts.tid_lookup()[tid_c[gpu_rows]])
+        return cls(ph, cat, name, pid_c, tid_c, kind, ts, dur, gpu_rows, device, stream)
+
+
+@dataclass
+class Linked:
+    """Every row's kind, times and links, and the trace-wide labels, once all rows are in."""
+
+    kind: np.ndarray
+    ts: np.ndarray  # absolute ns
+    dur: np.ndarray
+    keep: np.ndarray | None  # None: every row is kept (no B/E pairs)
+    new_index: np.ndarray | None  # row -> row in the kept table, when rows are dropped
+    links: Links
+    process_labels: list[str]
+    thread_pairs: np.ndarray  # sorted (pid code + 1) << 32 | (tid code + 1) keys present
+    thread_codes: np.ndarray  # label code of each present pair (-1: null)
+    thread_labels: list[str]
+    category_none: bool  # some row has no category: "<none>" ends the category dictionary
+
+
+class Facts:
+    """What linking needs of every row, added window by window: about 41 bytes a row, plus the few
+    B/E, step and metadata rows."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._chunks: dict[str, list[np.ndarray]] = {k: [] for k in ("kind", "ts", "dur", "group", "correlation", "external_id")}
+        self._steps: list[tuple[np.ndarray, np.ndarray]] = []
+        self._begin_end: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._pairs: list[np.ndarray] = []
+        self._process_meta: dict[int, str] = {}
+        self._thread_meta: dict[tuple[int, int], str] = {}
+        self._category_none = False
+
+    def add(self, r: dict, rows: WindowRows, dicts: Dictionaries) -> None:
+        chunk = {"kind": rows.kind, "ts": rows.ts, "dur": rows.dur,
+                 "group": _nesting_groups(rows.pid_c, rows.tid_c, rows.gpu_rows, rows.device, rows.stream),
+                 "correlation": np.frombuffer(r["correlation"], np.int64),
+                 "external_id": np.frombuffer(r["external_id"], np.int64)}
+        for key, values in chunk.items():
+            self._chunks[key].append(values)
+        step_rows = np.flatnonzero(rows.kind == KIND_CODES["step"])
+        if step_rows.size:
+            names = dicts.values["name"]
+            numbers = [int(STEP_NAME.match(names[c]).group(1)) for c in rows.name[step_rows]]  # type: ignore[union-attr]
+            self._steps.append((self.n + step_rows, np.array(numbers, np.int64)))
+        be = np.flatnonzero(links.byte_mask(rows.ph, [ord("B"), ord("E")]))
+        if be.size:
+            self._begin_end.append((self.n + be, rows.ph[be], _thread_keys(rows.pid_c[be], rows.tid_c[be])))
+        self._pairs.append(columns.factorize(_thread_keys(rows.pid_c, rows.tid_c))[0])
+        self._read_metadata_labels(r, rows, dicts)
+        self._category_none |= bool((rows.cat < 0).any())
+        self.n += rows.kind.size
+
+    def _read_metadata_labels(self, r: dict, rows: WindowRows, dicts: Dictionaries) -> None:
+        """process_name / thread_name labels from `M` metadata events (the last one wins)."""
+        offsets = np.frombuffer(r["args_offsets"], np.int64)
+        args_data = memoryview(r["args_data"])
+        names = dicts.values["name"]
+        for i in np.flatnonzero(rows.ph == ord("M")):
+            meta_name = names[rows.name[i]] if rows.name[i] >= 0 else ""
+            if meta_name not in ("process_name", "thread_name"):
+                continue
+            try:
+                label = json.loads(bytes(args_data[offsets[i]:offsets[i + 1]]) or b"{}").get("name")
+            except (ValueError, AttributeError):
+                label = None
+            if not isinstance(label, str):
+                continue
+            if meta_name == "process_name":
+                self._process_meta[int(rows.pid_c[i])] = label
+            else:
+                self._thread_meta[(int(rows.pid_c[i]), int(rows.tid_c[i]))] = label
+
+    def _take(self, key: str) -> np.ndarray:
+        """One column of every row; its chunks are dropped as it is joined."""
+        chunks = self._chunks.pop(key)
+        if len(chunks) == 1:
+            return chunks.pop()
+        out = np.empty(sum(c.size for c in chunks), chunks[0].dtype)
+        at = 0
+        while chunks:
+            c = chunks.pop(0)
+            out[at:at + c.size] = c
+            at += c.size
+        return out
+
+    def link(self, path: Path, base_ns: int, dicts: Dictionaries) -> Linked:
+        n = self.n
+        kind, dur = self._take("kind"), self._take("dur")
+        ts = self._take("ts")
+        if ts.size and base_ns and int(ts.max()) >= TIME_LIMIT_NS - base_ns:
+            raise InputError(path, "timestamps plus baseTimeNanoseconds go beyond 2^62 ns")
+        ts += base_ns
+        keep = _pair_begin_end(self._begin_end, ts, dur, n)
+        step_numbers = np.full(n, -1, np.int64)
+        for rows, numbers in self._steps:
+            step_numbers[rows] = numbers
+        group = self._take("group")
+        # Rows dropped (E halves of B/E pairs) must not take part in links. Missing values are INT64_MIN,
+        # which link() reads as "none" (negative), so no sentinel-replacing copies are needed.
+        kind_links = kind if keep is None else np.where(keep, kind, KIND_CODES["metadata"]).astype(np.int8)
+        # Host groups carry the process in their high bits: steps hold only their own process's rows.
+        row_links = links.link(kind_links, ts, dur, group, self._take("correlation"), np.zeros(1, np.int64),
+                               self._take("external_id"), step_numbers, process=group >> 32)
+        del group, step_numbers, kind_links
+        pid_labels, tid_labels = dicts.values["pid"], dicts.values["tid"]
+        pairs, codes, labels = self._thread_labels(tid_labels)
+        return Linked(
+            kind=kind, ts=ts, dur=dur, keep=keep, new_index=None if keep is None else np.cumsum(keep) - 1,
+            links=row_links, process_labels=[self._process_meta.get(i, pid_labels[i]) for i in range(len(pid_labels))],
+            thread_pairs=pairs, thread_codes=codes, thread_labels=labels, category_none=self._category_none,
+        )
+
+    def _thread_labels(self, tid_labels: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """The (pid code, tid code) pairs present, in order, and each one's thread label: its
+        thread_name metadata, else the raw tid text (null without a tid)."""
+        pairs = np.unique(np.concatenate(self._pairs)) if self._pairs else np.zeros(0, np.int64)
+        labels: list[str | None] = []
+        for key in pairs.tolist():
+            p, t = (key >> 32) - 1, (key & 0xFFFFFFFF) - 1
+            labels.append(self._thread_meta.get((p, t), tid_labels[t] if t >= 0 else None))
+        codes = np.arange(len(labels), dtype=np.int32)
+        codes[[lab is None for lab in labels]] = -1
+        return pairs, codes, ["" if lab is None else lab for lab in labels]
+
+
+def _thread_keys(pid_c: np.ndarray, tid_c: np.ndarray) -> np.ndarray:
+    return ((pid_c.astype(np.int64) + 1) << 32) | (tid_c.astype(np.int64) + 1)
+
+
+def _pair_begin_end(begin_end: list[tuple[np.ndarray, np.ndarray, np.ndarray]], ts: np.ndarray, dur: np.ndarray,
+                    n: int) -> np.ndarray | None:
+    """Give each B event the duration up to its matching E (same pid and tid); returns the mask of
+    rows to keep (E rows go), or None when there are no B/E events.
 
     B/E pairs are rare in Kineto output (it writes X), so a Python loop over them is fine.
     """
-    be = np.flatnonzero((ph == ord("B")) | (ph == ord("E")))
-    keep = np.ones(ph.size, bool)
-    if be.size == 0:
-        return keep
-    stacks: dict[tuple[int, int], list[int]] = {}
-    for i in be[np.argsort(ts[be], kind="stable")]:
-        key = (int(pid[i]), int(tid[i]))
-        if ph[i] == ord("B"):
-            stacks.setdefault(key, []).append(int(i))
+    if not begin_end:
+        return None
+    rows = np.concatenate([b[0] for b in begin_end])
+    ph = np.concatenate([b[1] for b in begin_end])
+    thread = np.concatenate([b[2] for b in begin_end])
+    keep = np.ones(n, bool)
+    stacks: dict[int, list[int]] = {}
+    for j in np.argsort(ts[rows], kind="stable"):
+        i = int(rows[j])
+        if ph[j] == ord("B"):
+            stacks.setdefault(int(thread[j]), []).append(i)
         else:
             keep[i] = False
-            stack = stacks.get(key)
+            stack = stacks.get(int(thread[j]))
             if stack:
                 b = stack.pop()
                 dur[b] = ts[i] - ts[b]
     return keep
 
 
-MISSING = np.iinfo(np.int64).min  # the scanner's "absent" for int64 fields
-MISSING_32 = np.iinfo(np.int32).min  # and for int32 fields
-# Chrome phases without a duration: instants, flows, metadata, counters. Their dur is 0, not unknown.
-_NO_DURATION_PHASES = [ord(c) for c in "iIMsftCR"]
-
-
 def _to_table(path: Path, r: dict, header: dict, fmt: str, sha256: str) -> pa.Table:
-    """The event table from the scanner's buffers ``r``. The buffers are immutable bytes: what must
-    change is copied, and each raw buffer is dropped as soon as it is consumed (a million-row trace
-    has many 8 MB columns)."""
-    n = r["n"]
-    ph = np.frombuffer(r["ph"], np.uint8)
-    cat, name = np.frombuffer(r["cat"], np.int32), np.frombuffer(r["name"], np.int32)
-    pid_c, tid_c = np.frombuffer(r["pid"], np.int32), np.frombuffer(r["tid"], np.int32)
-    ts, dur = _times(path, r, _base_time(path, header))
-    kind = _kinds(ph, cat, r["cat_values"], name, r["name_values"])
-    keep = _pair_begin_end(ph, pid_c, tid_c, ts, dur)
-    dur[links.byte_mask(ph, _NO_DURATION_PHASES) & (dur == MISSING)] = 0
-    gpu_rows = np.flatnonzero(links.kind_mask(kind, *GPU_CATEGORY_KINDS))
-    pid_num, pid_labels = _pid_values(r["pid_values"])
-    tid_num, tid_labels = _pid_values(r["tid_values"])
-    # Numeric pid/tid per code, with a trailing -1 for "absent" (code -1 indexes it).
-    pid_lookup, tid_lookup = np.append(pid_num, -1), np.append(tid_num, -1)
-    device, stream = _device_and_stream(r, gpu_rows, pid_lookup[pid_c[gpu_rows]], tid_lookup[tid_c[gpu_rows]])
+    """The event table of a whole-file scan ``r``: one window."""
+    dicts = Dictionaries()
+    dicts.adopt(r)
+    rows = WindowRows.of(r, dicts)
+    facts = Facts()
+    facts.add(r, rows, dicts)
+    linked = facts.link(path, _base_time(path, header), dicts)
+    return window_table(r, rows, linked, 0, dicts, _meta(path, header, fmt, sha256))
+
+
+def window_table(r: dict, rows: WindowRows, linked: Linked, first_row: int, dicts: Dictionaries,
+                 meta: TraceMeta) -> pa.Table:
+    """The table's rows of one window (rows ``first_row`` on, as many as ``r`` holds), E halves of
+    B/E pairs left out and row references renumbered to the kept table. The scan's raw buffers are
+    dropped as they are converted."""
+    n = rows.kind.size
+    part = slice(first_row, first_row + n)
+    pid_lookup, tid_lookup = dicts.pid_lookup(), dicts.tid_lookup()
     # Host columns: GPU rows have no host pid/tid.
-    pid, tid = pid_lookup[pid_c], tid_lookup[tid_c]
-    pid[gpu_rows] = -1
-    tid[gpu_rows] = -1
-    process_name, thread_name = _names(r, ph, pid_c, tid_c, pid_labels, tid_labels, keep)
-    cols = _columns(r, kind, cat, name, pid, tid, process_name, thread_name, device, stream, ts, dur)
-    group = _nesting_groups(pid_c, tid_c, gpu_rows, device, stream)
-    step_numbers = _step_numbers(kind, name, r["name_values"])
-    # The scanner's raw buffers are converted now; free them before linking needs its own memory.
-    for key in ("ph", "cat", "name", "pid", "tid", "flow_id", "shared_memory", "bytes",
-                "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
-        r.pop(key, None)
-    del ph, cat, name, pid, tid, stream, pid_c, tid_c, gpu_rows
-    # Rows dropped (E halves of B/E pairs) must not take part in links. Missing values are INT64_MIN,
-    # which link() reads as "none" (negative), so no sentinel-replacing copies are needed.
-    kind_links = np.where(keep, kind, KIND_CODES["metadata"]).astype(np.int8)
-    # Host groups carry the process in their high bits: steps hold only their own process's rows.
-    row_links = links.link(kind_links, ts, dur, group, np.frombuffer(r["correlation"], np.int64), np.zeros(1, np.int64),
-                           np.frombuffer(r["external_id"], np.int64), step_numbers, process=group >> 32)
-    table = columns.assemble(n, cols, _meta(path, header, fmt, sha256), row_links)
-    return table if keep.all() else _drop_rows(table, keep)
-
-
-# Timestamps stay below 2^62 ns (year 2116) so that start + duration never overflows int64.
-TIME_LIMIT_NS = 1 << 62
+    pid, tid = pid_lookup[rows.pid_c], tid_lookup[rows.tid_c]
+    pid[rows.gpu_rows] = -1
+    tid[rows.gpu_rows] = -1
+    cats = dicts.values["cat"]
+    process_labels = linked.process_labels
+    thread_codes = linked.thread_codes[np.searchsorted(linked.thread_pairs, _thread_keys(rows.pid_c, rows.tid_c))]
+    cols: dict[str, pa.Array] = {
+        "kind": columns.dictionary(rows.kind, columns.KIND_DICTIONARY, pa.int8()),
+        "category": columns.dictionary(np.where(rows.cat >= 0, rows.cat, len(cats)), cats + ["<none>"])
+        if linked.category_none else columns.dictionary(rows.cat, cats),
+        "name": columns.dictionary(rows.name, dicts.values["name"]),
+        "pid": columns.nullable(pid, -1, pa.int64()),
+        "tid": columns.nullable(tid, -1, pa.int64()),
+        "process_name": columns.dictionary(rows.pid_c, process_labels) if process_labels
+        else pa.nulls(n, pa.dictionary(pa.int32(), pa.string())),
+        "thread_name": columns.dictionary(thread_codes, linked.thread_labels),
+        "device_id": columns.nullable(rows.device, -1, pa.int32()),
+        "stream_id": columns.nullable(rows.stream, MISSING, pa.int64()),
+        "start_ns": columns.numeric_array(linked.ts[part], pa.int64()),
+        "dur_ns": columns.nullable(linked.dur[part], MISSING, pa.int64()),
+        "args": columns.json_args(np.frombuffer(r.pop("args_offsets"), np.int64), r.pop("args_data")),
+    }
+    del pid, tid, thread_codes
+    for c in ("correlation", "external_id", "flow_id", "shared_memory", "bytes"):
+        name = {"correlation": "correlation_id", "shared_memory": "shared_memory_bytes"}.get(c, c)
+        cols[name] = columns.nullable(np.frombuffer(r.pop(c), np.int64), MISSING, pa.int64())
+    for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
+        cols[c] = columns.nullable(np.frombuffer(r.pop(c), np.int32), MISSING_32, pa.int32())
+    row_links = linked.links
+    part_links = Links(row_links.parent[part], row_links.depth[part], row_links.step[part],
+                       row_links.launch_row[part], row_links.op_row[part])
+    table = columns.assemble(n, cols, meta, part_links)
+    if linked.keep is None:
+        return table
+    return _drop_rows(table, linked.keep[part], linked.new_index)  # type: ignore[arg-type]
 
 
 def _base_time(path: Path, header: dict) -> int:
@@ -262,16 +490,6 @@ def _base_time(path: Path, header: dict) -> int:
     if not isinstance(base, int) or isinstance(base, bool) or not 0 <= base < TIME_LIMIT_NS:
         raise InputError(path, f"baseTimeNanoseconds {str(base)[:40]} is not a time in ns (0 to 2^62)")
     return base
-
-
-def _times(path: Path, r: dict, base_ns: int) -> tuple[np.ndarray, np.ndarray]:
-    """Start (absolute ns; absent -> the base) and duration (absent stays MISSING), as writable copies."""
-    ts = np.frombuffer(r.pop("ts"), np.int64).copy()
-    ts[ts == MISSING] = 0
-    if ts.size and base_ns and int(ts.max()) >= TIME_LIMIT_NS - base_ns:
-        raise InputError(path, "timestamps plus baseTimeNanoseconds go beyond 2^62 ns")
-    ts += base_ns
-    return ts, np.frombuffer(r.pop("dur"), np.int64).copy()
 
 
 def _device_and_stream(r: dict, gpu_rows: np.ndarray, gpu_pid: np.ndarray,
@@ -287,36 +505,6 @@ def _device_and_stream(r: dict, gpu_rows: np.ndarray, gpu_pid: np.ndarray,
     return device, stream
 
 
-def _columns(r: dict, kind: np.ndarray, cat: np.ndarray, name: np.ndarray, pid: np.ndarray, tid: np.ndarray,
-             process_name: pa.Array, thread_name: pa.Array, device: np.ndarray, stream: np.ndarray, ts: np.ndarray,
-             dur: np.ndarray) -> dict[str, pa.Array]:
-    i64 = lambda k: np.frombuffer(r[k], np.int64)  # noqa: E731
-    cats = r["cat_values"]
-    cols: dict[str, pa.Array] = {
-        "kind": columns.dictionary(kind, columns.KIND_DICTIONARY, pa.int8()),
-        "category": columns.dictionary(np.where(cat >= 0, cat, len(cats)), cats + ["<none>"])
-        if (cat < 0).any() else columns.dictionary(cat, cats),
-        "name": columns.dictionary(name, r["name_values"]),
-        "pid": columns.nullable(pid, -1, pa.int64()),
-        "tid": columns.nullable(tid, -1, pa.int64()),
-        "process_name": process_name,
-        "thread_name": thread_name,
-        "device_id": columns.nullable(device, -1, pa.int32()),
-        "stream_id": columns.nullable(stream, MISSING, pa.int64()),
-        "start_ns": columns.numeric_array(ts, pa.int64()),
-        "dur_ns": columns.nullable(dur, MISSING, pa.int64()),
-        "correlation_id": columns.nullable(i64("correlation"), MISSING, pa.int64()),
-        "external_id": columns.nullable(i64("external_id"), MISSING, pa.int64()),
-        "flow_id": columns.nullable(i64("flow_id"), MISSING, pa.int64()),
-        "shared_memory_bytes": columns.nullable(i64("shared_memory"), MISSING, pa.int64()),
-        "bytes": columns.nullable(i64("bytes"), MISSING, pa.int64()),
-        "args": columns.json_args(np.frombuffer(r["args_offsets"], np.int64), r["args_data"]),
-    }
-    for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread"):
-        cols[c] = columns.nullable(np.frombuffer(r[c], np.int32), MISSING_32, pa.int32())
-    return cols
-
-
 def _nesting_groups(pid_c: np.ndarray, tid_c: np.ndarray, gpu_rows: np.ndarray, device: np.ndarray,
                     stream: np.ndarray) -> np.ndarray:
     """Host rows nest per (pid, tid) code; GPU rows per (device, stream), negated so the two never collide."""
@@ -327,19 +515,11 @@ def _nesting_groups(pid_c: np.ndarray, tid_c: np.ndarray, gpu_rows: np.ndarray, 
     return group
 
 
-def _step_numbers(kind: np.ndarray, name: np.ndarray, names: list[str]) -> np.ndarray:
-    """N of each ProfilerStep#N row; -1 elsewhere."""
-    numbers = np.full(kind.size, -1, np.int64)
-    rows = np.flatnonzero(kind == KIND_CODES["step"])
-    if rows.size:
-        numbers[rows] = [int(STEP_NAME.match(names[c]).group(1)) for c in name[rows]]  # type: ignore[union-attr]
-    return numbers
-
-
-def _drop_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
-    """Remove rows (E halves of B/E pairs) and renumber the row-index columns."""
-    new_index = np.cumsum(keep) - 1
-    table = table.filter(pa.array(keep))
+def _drop_rows(table: pa.Table, keep: np.ndarray, new_index: np.ndarray) -> pa.Table:
+    """Remove rows (E halves of B/E pairs) and renumber the row-index columns by ``new_index``
+    (each row of the whole trace -> its row in the kept table)."""
+    mask = pa.Array.from_buffers(pa.bool_(), keep.size, [None, pa.py_buffer(np.packbits(keep, bitorder="little"))])
+    table = table.filter(mask)
     for col in ("parent", "launch_row", "op_row"):
         old = table.column(col).to_numpy(zero_copy_only=False)
         valid = ~np.isnan(old) if old.dtype.kind == "f" else np.ones(old.size, bool)
@@ -347,50 +527,6 @@ def _drop_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
         remapped[valid] = new_index[old[valid].astype(np.int64)]
         table = table.set_column(table.schema.get_field_index(col), col, columns.nullable(remapped, -1, pa.int64()))
     return table
-
-
-def _names(r: dict, ph: np.ndarray, pid_c: np.ndarray, tid_c: np.ndarray, pid_labels: list[str], tid_labels: list[str],
-           keep: np.ndarray) -> tuple[pa.Array, pa.Array]:
-    """process_name / thread_name columns from `M` metadata events, falling back to the raw pid/tid text."""
-    proc: dict[int, str] = {}
-    thread: dict[tuple[int, int], str] = {}
-    offsets = np.frombuffer(r["args_offsets"], np.int64)
-    args_data = memoryview(r["args_data"])
-    name_values = r["name_values"]
-    name = np.frombuffer(r["name"], np.int32)
-    for i in np.flatnonzero(ph == ord("M")):
-        meta_name = name_values[name[i]] if name[i] >= 0 else ""
-        if meta_name not in ("process_name", "thread_name"):
-            continue
-        try:
-            label = json.loads(bytes(args_data[offsets[i]:offsets[i + 1]]) or b"{}").get("name")
-        except (ValueError, AttributeError):
-            label = None
-        if not isinstance(label, str):
-            continue
-        if meta_name == "process_name":
-            proc[int(pid_c[i])] = label
-        else:
-            thread[(int(pid_c[i]), int(tid_c[i]))] = label
-    # Process label per pid code, thread label per (pid code, tid code) pair.
-    p_labels = [proc.get(i, pid_labels[i]) for i in range(len(pid_labels))]
-    process = columns.dictionary(pid_c, p_labels) if p_labels else pa.nulls(len(pid_c), pa.dictionary(pa.int32(), pa.string()))
-    # (pid code, tid code) pairs live in a small space: label them through a lookup table instead
-    # of sorting a million pairs (np.unique would cost ~50 MB on a 1M-event trace).
-    width = len(tid_labels) + 1
-    pair = (pid_c + 1).astype(np.int32) * np.int32(width) + (tid_c + 1).astype(np.int32)
-    present = np.flatnonzero(np.bincount(pair, minlength=(len(pid_labels) + 1) * width))
-    labels = []
-    for u in present:
-        p, t = int(u // width) - 1, int(u % width) - 1
-        labels.append(thread.get((p, t), tid_labels[t] if t >= 0 else None))
-    lookup = np.full((len(pid_labels) + 1) * width, -1, np.int32)
-    lookup[present] = np.arange(present.size, dtype=np.int32)
-    null_label = np.array([lab is None for lab in labels], bool)
-    lookup[present[null_label]] = -1
-    codes = lookup[pair]
-    del pair
-    return process, columns.dictionary(codes, ["" if lab is None else lab for lab in labels])
 
 
 def _meta(path: Path, header: dict, fmt: str, sha256: str) -> TraceMeta:
