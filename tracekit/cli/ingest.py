@@ -24,6 +24,10 @@ class IngestCommand:
         parser.add_argument("--engine", choices=("local", "dask"), default="local",
                             help="where to ingest a dataset's files: this process or a Dask cluster")
         parser.add_argument("--scheduler", metavar="ADDRESS", help="Dask scheduler address (default: a LocalCluster)")
+        parser.add_argument("--window-mb", type=int, metavar="MB",
+                            help="a Kineto trace to a .parquet file: read MB of its events at a time, so memory "
+                                 "is bounded by the window, not the file (default: only when the whole file "
+                                 "would not fit in half the memory available; 0: never)")
 
     def run(self, args: argparse.Namespace) -> int:
         from tracekit.ingest import load, parquet
@@ -32,9 +36,12 @@ class IngestCommand:
         if out.suffix == ".parquet":
             if len(args.traces) > 1:
                 raise UsageError(f"{out}: several traces need a dataset directory, not a .parquet file")
-            table = load(args.traces[0])  # read first: a bad input leaves no output behind
-            parquet.write(table, out, force=args.force)
-            sys.stdout.write(f"{args.traces[0]} -> {out} ({table.num_rows} events)\n")
+            rows = _windowed(Path(args.traces[0]), out, args.window_mb, args.force)
+            if rows is None:
+                table = load(args.traces[0])  # read first: a bad input leaves no output behind
+                parquet.write(table, out, force=args.force)
+                rows = table.num_rows
+            sys.stdout.write(f"{args.traces[0]} -> {out} ({rows} events)\n")
             return 0
         from tracekit.dataset import ingest
 
@@ -46,3 +53,25 @@ class IngestCommand:
         sys.stdout.write(f"{len(result.added)} added, {len(result.skipped)} already in {out}, "
                          f"{len(result.errors)} failed\n")
         return 1 if result.errors else 0
+
+
+def _windowed(trace: Path, out: Path, window_mb: int | None, force: bool) -> int | None:
+    """Ingest a Kineto trace window by window when asked to or when it would not fit; the number of
+    events written, or None when the whole-file reader should read it."""
+    if window_mb is not None and window_mb < 0:
+        raise UsageError(f"--window-mb must be 0 or more, not {window_mb}")
+    if window_mb == 0:
+        return None
+    from tracekit.ingest import detect, kineto_windows, resolve_directory
+
+    trace = resolve_directory(trace)
+    fmt = detect(trace)
+    if fmt not in ("kineto-json", "kineto-json-gz"):
+        if window_mb is not None:
+            raise UsageError(f"{trace}: --window-mb reads Kineto JSON traces only, this is {fmt}")
+        return None
+    gz = fmt == "kineto-json-gz"
+    if window_mb is None and not kineto_windows.needs_windows(trace, gz):
+        return None
+    window = (window_mb or kineto_windows.DEFAULT_WINDOW_BYTES >> 20) << 20
+    return kineto_windows.write_parquet(trace, out, window_bytes=window, gz=gz, force=force)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 import stat
 import zlib
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from tracekit.errors import InputError
 
@@ -45,8 +47,7 @@ def gunzip(path: Path) -> bytearray:
     The output goes straight into one buffer sized from the gzip trailer's length field (the size
     mod 2^32, a hint only): joining a list of chunks held the trace twice at the peak.
     """
-    ratio = float(os.environ.get("TRACEKIT_MAX_GZIP_RATIO") or MAX_GZIP_RATIO)
-    limit = max(int(ratio * os.path.getsize(path)), GZIP_RATIO_FLOOR)
+    limit = _gzip_limit(path)
     buf = bytearray(min(_gzip_size_hint(path), limit) or CHUNK)
     total = 0
     try:
@@ -65,18 +66,71 @@ def gunzip(path: Path) -> bytearray:
                         n = f.readinto(view[total:total + CHUNK])
                     if not n:
                         break
-                nul = buf.find(b"\0", total, total + n)
-                if nul >= 0:
-                    raise InputError(path, f"NUL byte at decompressed byte {nul:,}: not JSON text "
-                                           "(binary data or padding after the document)")
+                _check_chunk(path, buf, total, total + n, limit)
                 total += n
-                if total > limit:
-                    raise InputError(path, f"decompresses to more than {limit:,} bytes ({ratio:g}x its size): a "
-                                           "gzip bomb? Set TRACEKIT_MAX_GZIP_RATIO to allow more")
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(path, f"corrupt gzip data ({e})") from None
     del buf[total:]
     return buf
+
+
+def gunzip_to_file(path: Path, out: BinaryIO) -> str:
+    """Decompress a gzip trace into ``out`` (a file), with ``gunzip``'s guards, in bounded memory;
+    returns the sha256 of the gzip file as stored."""
+    limit = _gzip_limit(path)
+    sha = hashlib.sha256()
+    total = 0
+    try:
+        raw = open(path, "rb")
+    except OSError as e:
+        raise InputError(path, f"cannot be read: {e.strerror or e}") from None
+    with raw, gzip.GzipFile(fileobj=_HashingReader(raw, sha), mode="rb") as f:  # type: ignore[call-overload]
+        while True:
+            try:
+                chunk = f.read(CHUNK)
+            except (OSError, EOFError, zlib.error) as e:
+                raise InputError(path, f"corrupt gzip data ({e})") from None
+            if not chunk:
+                break
+            _check_chunk(path, chunk, 0, len(chunk), limit - total, total)
+            out.write(chunk)  # an OSError here (disk full) is the output's, not the trace's
+            total += len(chunk)
+    out.flush()
+    return sha.hexdigest()
+
+
+class _HashingReader:
+    """A binary file whose bytes are hashed as they are read (the gzip reader's input)."""
+
+    def __init__(self, f: BinaryIO, sha: Any) -> None:
+        self._f, self._sha = f, sha
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._f.read(size)
+        self._sha.update(data)
+        return data
+
+
+def _gzip_limit(path: Path) -> int:
+    """The most bytes a gzip trace may decompress to: MAX_GZIP_RATIO (or TRACEKIT_MAX_GZIP_RATIO)
+    times its size, at least GZIP_RATIO_FLOOR."""
+    return max(int(_gzip_ratio() * os.path.getsize(path)), GZIP_RATIO_FLOOR)
+
+
+def _gzip_ratio() -> float:
+    return float(os.environ.get("TRACEKIT_MAX_GZIP_RATIO") or MAX_GZIP_RATIO)
+
+
+def _check_chunk(path: Path, buf: bytes | bytearray, lo: int, hi: int, limit: int, before: int = 0) -> None:
+    """A decompressed chunk buf[lo:hi] holds no NUL byte and stays within the size limit (``before``
+    bytes came earlier, for the messages)."""
+    nul = buf.find(b"\0", lo, hi)
+    if nul >= 0:
+        raise InputError(path, f"NUL byte at decompressed byte {before + nul:,}: not JSON text "
+                               "(binary data or padding after the document)")
+    if hi > limit:
+        raise InputError(path, f"decompresses to more than {before + limit:,} bytes ({_gzip_ratio():g}x its size): a "
+                               "gzip bomb? Set TRACEKIT_MAX_GZIP_RATIO to allow more")
 
 
 def _gzip_size_hint(path: Path) -> int:

@@ -1,0 +1,192 @@
+"""A Kineto JSON trace written to tracekit Parquet window by window, for traces too big to hold.
+
+    tracekit ingest huge.pt.trace.json -o huge.parquet                 # windows when it would not fit
+    tracekit ingest huge.pt.trace.json -o huge.parquet --window-mb 256 # always, 256 MB at a time
+
+Reading a whole trace holds its event table (about the file's size) and the scanner's columns at
+once: ~1.7x the file at the peak. Here the file is read twice, a window of its events at a time:
+
+1. Each window is scanned (on every core; the mapped pages are dropped behind the scanner) and only
+   what linking needs of its rows is kept (``kineto.Facts``: ~41 bytes an event). The file's sha256
+   is hashed alongside. Then every row is linked (nesting, launches, steps: these need all rows).
+2. Each window is scanned again and its part of the table written as Parquet row groups, while the
+   next window is scanned on another thread.
+
+Memory is a window's scan and table (a few times the window) plus the link facts: about 0.3-0.6x
+the file instead of 1.7x. The Parquet file equals the whole-file ingest's table row for row
+(``tests/test_kineto_windows.py``). A gzip trace is first decompressed into a temporary file beside
+the output. Without the C scanner (no compiler at install time) the whole file is read as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracekit import _native, schema
+from tracekit.atomic import atomic_path
+from tracekit.errors import InputError, OutputError, TracekitError
+from tracekit.ingest import kineto
+from tracekit.ingest.files import gunzip_to_file
+
+DEFAULT_WINDOW_BYTES = 256 << 20
+# The whole-file reader's peak, in file sizes (benchmarks/ingest_kineto.py measures 1.5-1.7x).
+WHOLE_FILE_PEAK = 2.0
+# A gzip trace's size once decompressed, in compressed sizes, when deciding (Kineto JSON: 5-30x).
+GZIP_EXPANSION = 10
+
+
+def available() -> bool:
+    """Whether windows can be read here (the C scanner is built)."""
+    return hasattr(_native.scanner, "scan_window")
+
+
+def needs_windows(path: Path, gz: bool) -> bool:
+    """Whether reading the whole trace could take more than half the memory available now."""
+    size = os.path.getsize(path) * (GZIP_EXPANSION if gz else 1)
+    free = _available_memory()
+    return free is not None and size * WHOLE_FILE_PEAK > free / 2
+
+
+def write_parquet(path: Path, out: Path, window_bytes: int = DEFAULT_WINDOW_BYTES, gz: bool = False,
+                  force: bool = False) -> int:
+    """Ingest a Kineto trace into the tracekit Parquet file ``out``, ``window_bytes`` of its events
+    at a time; returns the number of events written. Nothing is left at ``out`` on failure."""
+    if out.exists() and not force:
+        raise OutputError(out, "already exists (use --force to overwrite)")
+    if not available():
+        from tracekit.ingest import parquet
+
+        table = kineto.read(path, gz=gz)
+        parquet.write(table, out, force=force)
+        return table.num_rows
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write_either(path, out, window_bytes, gz)
+    except (TracekitError, MemoryError):
+        raise
+    except OSError as e:
+        # Reading a mapped file fails as SIGBUS, not OSError; an OSError here is the output's.
+        raise OutputError(out, f"cannot be written: {e.strerror or e}") from None
+    except Exception as e:  # noqa: BLE001 - anything else is still this file's content, in one line
+        raise InputError(path, f"cannot be read as Kineto JSON: {type(e).__name__}: {str(e)[:200]}") from None
+
+
+def _write_either(path: Path, out: Path, window_bytes: int, gz: bool) -> int:
+    if not gz:
+        try:
+            f = open(path, "rb")
+        except OSError as e:
+            raise InputError(path, f"cannot be read: {e.strerror or e}") from None
+        with f:
+            if f.seek(0, 2) == 0:
+                raise InputError(path, "the file is empty")
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                return _write(path, mm, out, window_bytes, "kineto-json", sha=None)
+    with tempfile.TemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".json") as plain:
+        sha = gunzip_to_file(path, plain)
+        if plain.tell() == 0:
+            raise InputError(path, "the file is empty")
+        with mmap.mmap(plain.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return _write(path, mm, out, window_bytes, "kineto-json-gz", sha=sha)
+
+
+def _write(path: Path, mm: mmap.mmap, out: Path, window_bytes: int, fmt: str, sha: str | None) -> int:
+    threads = _native.scan_threads()
+    scan = _native.scanner
+    stop = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hashed = pool.submit(kineto._sha256_of_mapping, mm, stop) if sha is None else None
+        try:
+            top = _scan(path, scan.scan_top, mm)
+            header_spans = list(top["header"])
+            dicts, facts = kineto.Dictionaries(), kineto.Facts()
+            windows: list[tuple[int, bool, int]] = []  # (first byte, first window?, events)
+            at, first = top["events"], True
+            while at >= 0:
+                r = _scan(path, scan.scan_window, mm, at, at + window_bytes, first, True, threads)
+                dicts.adopt(r)
+                facts.add(r, kineto.WindowRows.of(r, dicts), dicts)
+                windows.append((at, first, r["n"]))
+                at, first, closed = r["next"], False, r["closed"]
+                del r
+                if closed:
+                    header_spans += _scan(path, scan.scan_top, mm, at, top["bare"])["header"]
+                    break
+            header = dict(_decode(mm, span) for span in header_spans)
+            if top["events"] < 0:
+                raise InputError(path, kineto._not_a_trace_reason([k for k, _ in header.items()]))
+            linked = facts.link(path, kineto._base_time(path, header), dicts)
+            del facts
+            digest = hashed.result() if hashed is not None else sha
+            assert digest is not None  # a gzip trace's digest comes from gunzip_to_file
+            meta = kineto._meta(path, header, fmt, digest)
+        finally:
+            stop.set()
+    return _write_windows(path, mm, out, windows, window_bytes, threads, dicts, linked, meta)
+
+
+def _write_windows(path: Path, mm: mmap.mmap, out: Path, windows: list[tuple[int, bool, int]], window_bytes: int,
+                   threads: int, dicts: kineto.Dictionaries, linked: kineto.Linked, meta: Any) -> int:
+    """Second pass: each window scanned again (the next one while this one is written) and written."""
+    scan = _native.scanner
+    arrow_schema = schema.ARROW_SCHEMA.with_metadata(meta.to_metadata())
+    written = 0
+    with atomic_path(out) as tmp, ThreadPoolExecutor(max_workers=1) as pool:
+        with pq.ParquetWriter(tmp, arrow_schema, compression="zstd") as writer:
+            pending = pool.submit(_scan, path, scan.scan_window, mm, windows[0][0], windows[0][0] + window_bytes,
+                                  windows[0][1], True, threads)
+            row = 0
+            for i, (_, _, n) in enumerate(windows):
+                r = pending.result()
+                if i + 1 < len(windows):
+                    at, first, _ = windows[i + 1]
+                    pending = pool.submit(_scan, path, scan.scan_window, mm, at, at + window_bytes, first, True, threads)
+                if r["n"] != n:
+                    raise InputError(path, "changed while it was read (a window's event count differs between passes)")
+                dicts.adopt(r)
+                table = kineto.window_table(r, kineto.WindowRows.of(r, dicts), linked, row, dicts, meta)
+                del r
+                writer.write_table(table)
+                written += table.num_rows
+                row += n
+                del table
+            if not windows:  # pragma: no cover - a window is always read
+                writer.write_table(pa.Table.from_pylist([], schema=arrow_schema))
+    return written
+
+
+def _scan(path: Path, fn: Any, *args: Any) -> dict:
+    try:
+        return fn(*args)
+    except ValueError as e:
+        raise InputError(path, f"invalid trace JSON: {e}") from None
+
+
+def _decode(mm: mmap.mmap, span: tuple[int, int, int, int]) -> tuple[Any, Any]:
+    k0, k1, v0, v1 = span
+    return json.loads(mm[k0:k1]), json.loads(mm[v0:v1])
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to new work (Linux: MemAvailable), or None when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
