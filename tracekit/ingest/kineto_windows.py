@@ -38,7 +38,7 @@ from tracekit.errors import InputError, OutputError, TracekitError
 from tracekit.ingest import kineto
 from tracekit.ingest.files import gunzip_to_file
 
-DEFAULT_WINDOW_BYTES = 256 << 20
+DEFAULT_WINDOW_BYTES = 16 << 20
 # The whole-file reader's peak, in file sizes (benchmarks/ingest_kineto.py measures 1.5-1.7x).
 WHOLE_FILE_PEAK = 2.0
 # A gzip trace's size once decompressed, in compressed sizes, when deciding (Kineto JSON: 5-30x).
