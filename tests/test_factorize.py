@@ -4,6 +4,7 @@ same distinct values and codes for any integer column, on both of its paths (sma
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,3 +27,39 @@ def test_factorize_is_np_unique(values: list[int], repeat: int) -> None:
 def test_factorize_keeps_narrow_dtypes() -> None:
     distinct, codes = factorize(np.array([3, -1, 3, 7], np.int32))
     assert distinct.dtype == np.int32 and distinct.tolist() == [-1, 3, 7] and codes.tolist() == [1, 0, 1, 2]
+
+
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize("sliced", [False, True])
+def test_take_strings_is_arrow_take(large: bool, sliced: bool) -> None:
+    # Oracle: pyarrow.compute's take, on strings with nulls, empty strings and multi-byte text.
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tracekit.ingest import columns
+
+    rng = np.random.default_rng(7)
+    words = ["", "a", "éλ", "x" * 300, None, "{\"k\": 1}"]
+    values = [words[i] for i in rng.integers(0, len(words), 5000)]
+    array = pa.array(values, pa.large_string() if large else pa.string())
+    if sliced:
+        array = array.slice(17, 4000)
+    index = rng.integers(0, len(array), 9000)
+    got = columns.take_strings(array, index)
+    assert got.equals(pc.take(array, pa.array(index)))
+    assert columns.take_strings(array, np.zeros(0, np.int64)).equals(pc.take(array, pa.array([], pa.int64())))
+
+
+def test_values_and_validity_reads_sliced_chunks_with_nulls() -> None:
+    import pyarrow as pa
+
+    from tracekit.ingest import columns
+
+    chunked = pa.chunked_array([pa.array([1, None, 3, 4], pa.int64()).slice(1), pa.array([None, 7], pa.int64())])
+    values, valid = columns.values_and_validity(chunked)
+    assert valid.tolist() == [False, True, True, False, True]
+    assert values[valid].tolist() == [3, 4, 7]
+    dictionary = pa.chunked_array([pa.array(["b", None, "a"]).dictionary_encode()])
+    codes, valid = columns.values_and_validity(dictionary)
+    assert valid.tolist() == [True, False, True]
+    assert [dictionary.chunk(0).dictionary[c].as_py() for c in codes[valid]] == ["b", "a"]

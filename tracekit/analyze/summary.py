@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracekit import schema
 from tracekit.ingest import columns
@@ -61,30 +60,38 @@ class TraceInfo:
 def info(table: pa.Table) -> TraceInfo:
     """Summarize an event table (see ``TraceInfo``)."""
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-    kind = table.column("kind")
+    # numpy over the columns' buffers, not pyarrow.compute: `tracekit info` is a start-up-bound command.
+    kind_col = table.column("kind")
+    kind_col = kind_col.unify_dictionaries() if kind_col.num_chunks > 1 else kind_col
+    kind_values = kind_col.chunk(0).dictionary.to_pylist() if kind_col.num_chunks else []
+    kind_codes, kind_valid = columns.values_and_validity(kind_col)
+    codes = np.where(kind_valid, kind_codes, len(kind_values)).astype(np.int64)
+    per_code = np.bincount(codes, minlength=len(kind_values) + 1)
     counts = {k: 0 for k in schema.KINDS}
-    for row in pc.value_counts(kind.combine_chunks().dictionary_decode() if table.num_rows else columns.string_array([])).to_pylist():
-        counts[row["values"]] = row["counts"]
+    for value, count in zip(kind_values, per_code[:len(kind_values)].tolist(), strict=True):
+        counts[value] = counts.get(value, 0) + count
     counts = {k: v for k, v in counts.items() if v}
-    timed = pc.invert(pc.is_in(pc.cast(kind, pa.string()), columns.string_array(["metadata", "flow"])))
-    starts = pc.filter(table.column("start_ns"), timed)
-    # Scalars are taken from arrays built from buffers: pa.scalar imports pandas (start-up time).
-    zero = columns.numeric_array(np.zeros(1, np.int64), pa.int64())[0]
-    ends = pc.add(starts, pc.fill_null(pc.filter(table.column("dur_ns"), timed), zero))
-    span_start = pc.min(starts).as_py() if len(starts) else None
-    span_end = pc.max(ends).as_py() if len(ends) else None
-    gpu = pc.is_in(pc.cast(kind, pa.string()), columns.string_array(list(schema.GPU_BUSY_KINDS)))
-    with_corr = pc.and_(gpu, pc.is_valid(table.column("correlation_id")))
-    linked = pc.and_(with_corr, pc.is_valid(table.column("launch_row")))
-    linked_op = pc.and_(with_corr, pc.is_valid(table.column("op_row")))
-    steps = pc.unique(pc.drop_null(table.column("step"))).to_pylist()
-    gpu_ids = pc.unique(pc.drop_null(pc.filter(table.column("device_id"), gpu))).to_pylist()
-    host = pc.is_valid(table.column("tid"))
-    # XSpace has no pid (null): its process is the plane, so the process name stands in for it.
-    process = pc.coalesce(pc.cast(table.column("pid"), pa.string()),
-                          pc.cast(table.column("process_name"), pa.string()), columns.string_array([""])[0])
-    threads = len(pc.unique(pc.filter(pc.binary_join_element_wise(
-        process, pc.cast(table.column("tid"), pa.string()), columns.string_array([":"])[0]), host)))
+
+    def rows_of(kinds: tuple[str, ...] | list[str]) -> np.ndarray:
+        wanted = np.array([v in kinds for v in kind_values] + [False], bool)
+        return wanted[codes]
+
+    start, start_valid = columns.values_and_validity(table.column("start_ns"))
+    dur, dur_valid = columns.values_and_validity(table.column("dur_ns"))
+    timed = ~rows_of(("metadata", "flow")) & start_valid
+    starts = start[timed]
+    ends = starts + np.where(dur_valid[timed], dur[timed], 0)
+    span_start = int(starts.min()) if starts.size else None
+    span_end = int(ends.max()) if ends.size else None
+    gpu = rows_of(list(schema.GPU_BUSY_KINDS))
+    with_corr = gpu & columns.values_and_validity(table.column("correlation_id"))[1]
+    linked = with_corr & columns.values_and_validity(table.column("launch_row"))[1]
+    linked_op = with_corr & columns.values_and_validity(table.column("op_row"))[1]
+    step, step_valid = columns.values_and_validity(table.column("step"))
+    steps = np.unique(step[step_valid]).tolist()
+    device, device_valid = columns.values_and_validity(table.column("device_id"))
+    gpu_ids = np.unique(device[gpu & device_valid]).tolist()
+    threads = _thread_count(table)
     start_meta = meta.get(schema.META_CAPTURE_START_NS, "")
     return TraceInfo(
         source=meta.get(schema.META_SOURCE, "?"),
@@ -99,10 +106,27 @@ def info(table: pa.Table) -> TraceInfo:
         devices=json.loads(meta.get(schema.META_DEVICES_JSON, "[]")),
         gpu_ids=sorted(gpu_ids),
         steps=sorted(steps),
-        gpu_activities_with_correlation=pc.sum(with_corr).as_py() or 0,
-        gpu_linked_to_launch=pc.sum(linked).as_py() or 0,
-        gpu_linked_to_op=pc.sum(linked_op).as_py() or 0,
+        gpu_activities_with_correlation=int(np.count_nonzero(with_corr)),
+        gpu_linked_to_launch=int(np.count_nonzero(linked)),
+        gpu_linked_to_op=int(np.count_nonzero(linked_op)),
         profiler_version=meta.get(schema.META_PROFILER_VERSION, ""),
         capture_start_ns=int(start_meta) if start_meta else None,
         threads=threads,
     )
+
+
+def _thread_count(table: pa.Table) -> int:
+    """Distinct host threads: (process, tid) over rows with a tid. XSpace has no pid (null): its
+    process is the plane, so the process name stands in for it."""
+    tid, host = columns.values_and_validity(table.column("tid"))
+    pid, pid_valid = columns.values_and_validity(table.column("pid"))
+    name_col = table.column("process_name")
+    name_col = name_col.unify_dictionaries() if name_col.num_chunks > 1 else name_col
+    name_code, name_valid = columns.values_and_validity(name_col)
+    # The process as one (source, value) pair: its pid, else its name's code, else none.
+    source = np.where(pid_valid, 0, np.where(name_valid, 1, 2))[host]
+    value = np.where(pid_valid, pid, np.where(name_valid, name_code.astype(np.int64), 0))[host]
+    if not source.size:
+        return 0
+    keys = np.stack([source.astype(np.int64), value, tid[host].astype(np.int64)], axis=1)
+    return int(np.unique(keys, axis=0).shape[0])

@@ -472,8 +472,7 @@ def _walk_line(walker: ModuleType, ctx: _Plane, line: Any, base_ns: int, rows: _
         texts += part["args"].to_pylist()
     if texts:  # row i's args: the walker's (at i), or for rows read here, texts[text_index[i]] (at n + that)
         index = np.where(mode == 1, np.arange(n, dtype=np.int64), n + text_index)
-        args = pa.concat_arrays([args, columns.string_array(texts, pa.large_string())]).take(
-            columns.numeric_array(index, pa.int64()))
+        args = columns.take_strings(pa.concat_arrays([args, columns.string_array(texts, pa.large_string())]), index)
     out["args"] = args
     return out
 
