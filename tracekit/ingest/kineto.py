@@ -29,6 +29,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -353,6 +354,8 @@ class Facts:
             c = chunks.pop(0)
             out[at:at + c.size] = c
             at += c.size
+        del c
+        return_freed_memory()  # the chunks' heap pages, else held under the linker's peak
         return out
 
     def link(self, path: Path, base_ns: int, dicts: Dictionaries) -> Linked:
@@ -367,13 +370,18 @@ class Facts:
         for rows, numbers in self._steps:
             step_numbers[rows] = numbers
         group = self._take("group")
+        # Host groups carry the process in their high bits: steps hold only their own process's rows.
+        process = (group >> 32).astype(np.int32)
         # Rows dropped (E halves of B/E pairs) must not take part in links. Missing values are INT64_MIN,
         # which link() reads as "none" (negative), so no sentinel-replacing copies are needed.
         kind_links = kind if keep is None else np.where(keep, kind, KIND_CODES["metadata"]).astype(np.int8)
-        # Host groups carry the process in their high bits: steps hold only their own process's rows.
-        row_links = links.link(kind_links, ts, dur, group, self._take("correlation"), np.zeros(1, np.int64),
-                               self._take("external_id"), step_numbers, process=group >> 32)
-        del group, step_numbers, kind_links
+        # The per-row inputs go to link_owned with no other reference held, so it frees each when done.
+        owned: dict[str, np.ndarray | None] = {"group": group, "step_numbers": step_numbers, "process": process}
+        del group, step_numbers, process
+        owned["correlation"] = self._take("correlation")
+        owned["external_id"] = self._take("external_id")
+        row_links = links.link_owned(kind_links, ts, dur, owned, np.zeros(1, np.int64))
+        del kind_links
         pid_labels, tid_labels = dicts.values["pid"], dicts.values["tid"]
         pairs, codes, labels = self._thread_labels(tid_labels)
         return Linked(
@@ -393,6 +401,25 @@ class Facts:
         codes = np.arange(len(labels), dtype=np.int32)
         codes[[lab is None for lab in labels]] = -1
         return pairs, codes, ["" if lab is None else lab for lab in labels]
+
+
+def return_freed_memory() -> None:
+    """Give the C heap's free pages back to the system. glibc keeps the pages of many freed small
+    arrays (a window's facts) as holes in its heap; without this they stay in the process under
+    the linker's and the second pass's peaks (~30 bytes a row with 4 MiB windows)."""
+    global _MALLOC_TRIM
+    if _MALLOC_TRIM is None:
+        try:
+            import ctypes
+
+            _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _MALLOC_TRIM = False  # not glibc: nothing to do
+    if _MALLOC_TRIM:
+        _MALLOC_TRIM(0)
+
+
+_MALLOC_TRIM: Any = None
 
 
 def _thread_keys(pid_c: np.ndarray, tid_c: np.ndarray) -> np.ndarray:

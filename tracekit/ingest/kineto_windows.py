@@ -127,6 +127,7 @@ def _write(path: Path, mm: mmap.mmap, out: Path, window_bytes: int, fmt: str, sh
                 raise InputError(path, kineto._not_a_trace_reason([k for k, _ in header.items()]))
             linked = facts.link(path, kineto._base_time(path, header), dicts)
             del facts
+            kineto.return_freed_memory()
             digest = hashed.result() if hashed is not None else sha
             assert digest is not None  # a gzip trace's digest comes from gunzip_to_file
             meta = kineto._meta(path, header, fmt, digest)
@@ -190,3 +191,4 @@ def _available_memory() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
