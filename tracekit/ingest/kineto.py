@@ -461,6 +461,8 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str, sha256: str) -> pa.Ta
     facts = Facts()
     facts.add(r, rows, dicts)
     linked = facts.link(path, _base_time(path, header), dicts)
+    del facts
+    return_freed_memory()
     return window_table(r, rows, linked, 0, dicts, _meta(path, header, fmt, sha256))
 
 
