@@ -261,9 +261,9 @@ class WindowRows:
     def of(cls, r: dict, dicts: Dictionaries) -> WindowRows:
         ph = np.frombuffer(r["ph"], np.uint8)
         cat, name, pid_c, tid_c = r["cat"], r["name"], r["pid"], r["tid"]
-        ts = np.frombuffer(r["ts"], np.int64).copy()
+        ts = np.frombuffer(r.pop("ts"), np.int64).copy()  # popped: the scan's copy goes at once
         ts[ts == MISSING] = 0
-        dur = np.frombuffer(r["dur"], np.int64).copy()
+        dur = np.frombuffer(r.pop("dur"), np.int64).copy()
         dur[links.byte_mask(ph, _NO_DURATION_PHASES) & (dur == MISSING)] = 0
         kind = _kinds(ph, cat, dicts.values["cat"], name, dicts.values["name"])
         gpu_rows = np.flatnonzero(links.kind_mask(kind, *GPU_CATEGORY_KINDS))
