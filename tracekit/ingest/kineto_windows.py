@@ -4,7 +4,7 @@
     tracekit ingest huge.pt.trace.json -o huge.parquet --window-mb 256 # always, 256 MB at a time
 
 Reading a whole trace holds its event table (about the file's size) and the scanner's columns at
-once: ~1.7x the file at the peak. Here the file is read twice, a window of its events at a time:
+once: ~1.5x the file at the peak. Here the file is read twice, a window of its events at a time:
 
 1. Each window is scanned (on every core; the mapped pages are dropped behind the scanner) and only
    what linking needs of its rows is kept (``kineto.Facts``: ~41 bytes an event). The file's sha256
@@ -12,8 +12,8 @@ once: ~1.7x the file at the peak. Here the file is read twice, a window of its e
 2. Each window is scanned again and its part of the table written as Parquet row groups, while the
    next window is scanned on another thread.
 
-Memory is a window's scan and table (a few times the window) plus the link facts: about 0.3-0.6x
-the file instead of 1.7x. The Parquet file equals the whole-file ingest's table row for row
+Memory is a window's scan and table (about 4x the window) plus ~76 bytes an event for linking:
+0.4-0.6x the file instead of 1.5x (benchmarks/ingest_windows.py). The Parquet file equals the whole-file ingest's table row for row
 (``tests/test_kineto_windows.py``). A gzip trace is first decompressed into a temporary file beside
 the output. Without the C scanner (no compiler at install time) the whole file is read as usual.
 """
@@ -39,7 +39,7 @@ from tracekit.ingest import kineto
 from tracekit.ingest.files import gunzip_to_file
 
 DEFAULT_WINDOW_BYTES = 16 << 20
-# The whole-file reader's peak, in file sizes (benchmarks/ingest_kineto.py measures 1.5-1.7x).
+# The whole-file reader's peak, in file sizes, with a margin (benchmarks/ingest_kineto.py measures 1.3-1.5x).
 WHOLE_FILE_PEAK = 2.0
 # A gzip trace's size once decompressed, in compressed sizes, when deciding (Kineto JSON: 5-30x).
 GZIP_EXPANSION = 10
