@@ -154,3 +154,15 @@ def test_devices_listed_as_compute_properties_by_torch_1_8_are_read(tmp_path):
     old.write_text(json.dumps(doc))
     new_info, old_info = tracekit.info(tracekit.load(src)), tracekit.info(tracekit.load(old))
     assert old_info.devices == new_info.devices and old_info.devices
+
+
+@needs_shared
+def test_windowed_ingest_without_the_c_scanner_reads_the_whole_file(tmp_path, monkeypatch):
+    # No compiler at install time: `--window-mb` still writes the same Parquet file, in one piece.
+    from tracekit.ingest import kineto_windows, parquet
+
+    src = TRACES / "hta" / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
+    monkeypatch.setattr(kineto_windows, "available", lambda: False)
+    out = tmp_path / "w.parquet"
+    assert kineto_windows.write_parquet(src, out, window_bytes=4096, gz=True) == tracekit.load(src).num_rows
+    assert parquet.read(out).equals(tracekit.load(src))
