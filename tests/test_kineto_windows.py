@@ -258,3 +258,26 @@ def test_scan_windows_cover_the_array_as_scan_does(window_bytes: int) -> None:
             break
     assert names == [whole["name_values"][c] if c >= 0 else None for c in memoryview(whole["name"]).cast("i")]
     assert top["header"] + scan.scan_top(data, at, top["bare"])["header"] == whole["header"]
+
+
+@needs_shared
+def test_dataset_ingest_uses_windows_when_a_trace_would_not_fit(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit.dataset import ingest, partitions
+
+    inputs = [ALEXNET, TRACES / "hta" / "trace_filter" / "sampled_rank-1.json.gz"]
+    whole = ingest(inputs, tmp_path / "whole")
+
+    def whole_file(*args, **kwargs):
+        raise AssertionError("read whole")
+
+    monkeypatch.setattr(kineto, "read", whole_file)
+    monkeypatch.setattr(kineto_windows, "_available_memory", lambda: 64 << 10)
+    windowed = ingest(inputs, tmp_path / "windowed")
+    monkeypatch.undo()
+    assert not windowed.errors and len(windowed.added) == 2
+    assert [e.partition for e in windowed.added] == [e.partition for e in whole.added]
+    assert [e.rows for e in windowed.added] == [e.rows for e in whole.added]
+    for (_, a), (_, b) in zip(partitions(tmp_path / "whole"), partitions(tmp_path / "windowed"), strict=True):
+        assert parquet.read(b).equals(parquet.read(a))
+    assert not list((tmp_path / "windowed").glob(".ingest-*"))  # the temporary file took its partition's name

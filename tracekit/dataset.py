@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from tracekit import schema
 from tracekit.errors import InputError, UsageError
 
@@ -135,8 +133,8 @@ def find_traces(inputs: Sequence[str | Path]) -> list[Path]:
     return found
 
 
-def _rank(table: pa.Table, source_file: Path) -> int:
-    meta = json.loads((table.schema.metadata or {}).get(schema.META_TRACE_META_JSON.encode(), b"{}") or b"{}")
+def _rank(metadata: dict[bytes, bytes] | None, source_file: Path) -> int:
+    meta = json.loads((metadata or {}).get(schema.META_TRACE_META_JSON.encode(), b"{}") or b"{}")
     info = meta.get("distributedInfo")
     if isinstance(info, dict) and str(info.get("rank", "")).lstrip("-").isdigit():
         return int(info["rank"])
@@ -155,16 +153,51 @@ def ingest_one(path: str, directory: str, run: str, sha256: str) -> dict[str, An
 
     src = Path(path)
     try:
-        table = load(src)
+        windowed = _ingest_windowed(src, Path(directory), sha256)
+        if windowed is None:
+            table = load(src)
+            metadata, rows = table.schema.metadata, table.num_rows
+        else:
+            written, metadata, rows = windowed
     except InputError as e:
         return {"error": e.one_line(), "source_file": path}
-    meta = table.schema.metadata or {}
+    meta = metadata or {}
     source = meta.get(schema.META_SOURCE.encode(), b"unknown").decode()
     trace_id = meta.get(schema.META_TRACE_ID.encode(), b"").decode() or sha256[:16]
-    rank = _rank(table, src)
+    rank = _rank(metadata, src)
     partition = f"source={_safe(source)}/run={_safe(run)}/rank={rank}/trace={trace_id}/part-0.parquet"
-    parquet.write(table, Path(directory) / partition, force=True)
-    return Entry(trace_id, sha256, source, run, rank, str(src), partition, table.num_rows).as_dict()
+    target = Path(directory) / partition
+    if windowed is None:
+        parquet.write(table, target, force=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(written, target)
+    return Entry(trace_id, sha256, source, run, rank, str(src), partition, rows).as_dict()
+
+
+def _ingest_windowed(src: Path, directory: Path, sha256: str) -> tuple[Path, dict[bytes, bytes] | None, int] | None:
+    """A Kineto trace too big to read whole, written window by window to a temporary file in the
+    dataset (its partition comes from the metadata, known only once it is read): the file, its
+    metadata and its row count; None for any other trace."""
+    from tracekit.ingest import detect, kineto_windows
+
+    try:
+        fmt = detect(src)
+    except InputError:
+        return None  # load() reports it
+    gz = fmt == "kineto-json-gz"
+    if fmt not in ("kineto-json", "kineto-json-gz") or not kineto_windows.needs_windows(src, gz):
+        return None
+    import pyarrow.parquet as pq
+
+    written = directory / f".ingest-{sha256[:16]}.parquet"
+    try:
+        rows = kineto_windows.write_parquet(src, written, gz=gz, force=True)
+        metadata = pq.read_schema(written).metadata
+    except BaseException:
+        written.unlink(missing_ok=True)
+        raise
+    return written, metadata, rows
 
 
 @dataclass
