@@ -185,9 +185,9 @@ def _ingest_windowed(src: Path, directory: Path, sha256: str) -> tuple[Path, dic
         fmt = detect(src)
     except InputError:
         return None  # load() reports it
-    gz = fmt == "kineto-json-gz"
-    if fmt not in ("kineto-json", "kineto-json-gz") or not kineto_windows.needs_windows(src, gz):
+    if fmt not in kineto_windows.KINETO_FORMATS or not kineto_windows.needs_windows(src, kineto_windows.KINETO_FORMATS[fmt]):
         return None
+    gz = kineto_windows.KINETO_FORMATS[fmt]
     import pyarrow.parquet as pq
 
     written = directory / f".ingest-{sha256[:16]}.parquet"

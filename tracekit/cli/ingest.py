@@ -66,11 +66,11 @@ def _windowed(trace: Path, out: Path, window_mb: int | None, force: bool) -> int
 
     trace = resolve_directory(trace)
     fmt = detect(trace)
-    if fmt not in ("kineto-json", "kineto-json-gz"):
+    if fmt not in kineto_windows.KINETO_FORMATS:
         if window_mb is not None:
             raise UsageError(f"{trace}: --window-mb reads Kineto JSON traces only, this is {fmt}")
         return None
-    gz = fmt == "kineto-json-gz"
+    gz = kineto_windows.KINETO_FORMATS[fmt]
     if window_mb is None and not kineto_windows.needs_windows(trace, gz):
         return None
     window = (window_mb or kineto_windows.DEFAULT_WINDOW_BYTES >> 20) << 20

@@ -45,6 +45,10 @@ WHOLE_FILE_PEAK = 2.0
 GZIP_EXPANSION = 10
 
 
+# The formats read here (``tracekit.ingest.detect``'s names), and whether each is gzip-compressed.
+KINETO_FORMATS = {"kineto-json": False, "kineto-json-gz": True}
+
+
 def available() -> bool:
     """Whether windows can be read here (the C scanner is built)."""
     return hasattr(_native.scanner, "scan_window")
