@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+STEP_PREFIX = "ProfilerStep#"
 SEED = REPO.parent / "shared" / "traces" / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 
 CHILD_ORJSON = """
@@ -58,6 +59,10 @@ def synthesize(seed: Path, events: int, out: Path) -> int:
     ts = [e["ts"] for e in base if "ts" in e]
     span = max(ts) - min(ts) + 1000.0
     copies = max(1, round(events / len(base)))
+    # Each copy is later steps of the same loop (ProfilerStep#101..105, then #106..110, ...), as a long
+    # profiling run records them: analyses see copies x the seed's steps, not 5 steps repeated.
+    step_numbers = [int(e["name"][len(STEP_PREFIX):]) for e in base if str(e.get("name", "")).startswith(STEP_PREFIX)]
+    steps_per_copy = (max(step_numbers) - min(step_numbers) + 1) if step_numbers else 0
     header = {k: v for k, v in doc.items() if k != "traceEvents"}
     n = 0
     with open(out, "w") as f:
@@ -67,6 +72,8 @@ def synthesize(seed: Path, events: int, out: Path) -> int:
             shift = c * span
             for e in base:
                 e2 = dict(e)
+                if c and steps_per_copy and str(e2.get("name", "")).startswith(STEP_PREFIX):
+                    e2["name"] = f"{STEP_PREFIX}{int(e2['name'][len(STEP_PREFIX):]) + c * steps_per_copy}"
                 if "ts" in e2:
                     e2["ts"] = round(e2["ts"] + shift, 3)
                 if "id" in e2 and isinstance(e2["id"], int):

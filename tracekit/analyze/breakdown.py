@@ -135,16 +135,29 @@ def gpu_split(start: np.ndarray, end: np.ndarray, cls: np.ndarray) -> dict[str, 
     if start.size == 0:
         return {"span_ns": 0, "busy_ns": 0, "idle_ns": 0, **{f"{c}_ns": 0 for c in KERNEL_CLASSES},
                 "compute_ns": 0, "non_compute_ns": 0, "activities": 0}
-    span = int(end.max() - start.min())
-    excl = intervals.exclusive_by_priority(start, end, cls, len(KERNEL_CLASSES))
-    busy = int(excl.sum())
+    return gpu_split_by_group(np.zeros(start.size, np.int64), start, end, cls, 1)[0]
+
+
+def gpu_split_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, cls: np.ndarray,
+                       n_groups: int) -> list[dict[str, int]]:
+    """``gpu_split`` of each group (0 .. n_groups-1, each non-empty), all groups in one pass."""
+    excl = intervals.exclusive_by_priority_by_group(group, start, end, cls, len(KERNEL_CLASSES), n_groups)
     compute_mask = byte_mask(cls, [KERNEL_CLASSES.index(c) for c in COMPUTE_KERNEL_CLASSES])
-    compute = intervals.total(start[compute_mask], end[compute_mask])
-    out = {"span_ns": span, "busy_ns": busy, "idle_ns": span - busy}
-    out.update({f"{c}_ns": int(excl[i]) for i, c in enumerate(KERNEL_CLASSES)})
-    out.update({"compute_ns": compute, "non_compute_ns": busy - compute, "activities": int(start.size)})
-    if sum(int(v) for v in excl) + out["idle_ns"] != span:  # the invariant every report relies on
-        raise TracekitError("internal error: GPU breakdown does not add up to the span")
+    compute = intervals.total_by_group(group[compute_mask], start[compute_mask], end[compute_mask], n_groups)
+    lo = np.full(n_groups, np.iinfo(np.int64).max)
+    hi = np.full(n_groups, np.iinfo(np.int64).min)
+    np.minimum.at(lo, group, start)
+    np.maximum.at(hi, group, end)
+    count = np.bincount(group, minlength=n_groups)
+    out = []
+    for g in range(n_groups):
+        span, busy = int(hi[g] - lo[g]), int(excl[g].sum())
+        split = {"span_ns": span, "busy_ns": busy, "idle_ns": span - busy}
+        split.update({f"{c}_ns": int(excl[g, i]) for i, c in enumerate(KERNEL_CLASSES)})
+        split.update({"compute_ns": int(compute[g]), "non_compute_ns": busy - int(compute[g]), "activities": int(count[g])})
+        if busy + split["idle_ns"] != span or split["idle_ns"] < 0:  # the invariant every report relies on
+            raise TracekitError("internal error: GPU breakdown does not add up to the span")
+        out.append(split)
     return out
 
 
@@ -156,12 +169,15 @@ def _gpu(frame: Frame, classes: RowClasses, rows: np.ndarray) -> tuple[pd.DataFr
     for dev in np.unique(device):
         on_dev = rows[device == dev]
         s, e, k = frame.start[on_dev], frame.end[on_dev], classes.kernel[on_dev]
-        records.append({"device_id": int(dev), "step": ALL_STEPS, **gpu_split(s, e, k)})
+        whole = gpu_split(s, e, k)
+        records.append({"device_id": int(dev), "step": ALL_STEPS, **whole})
         dev_steps = step[device == dev]
-        for st in np.unique(dev_steps[dev_steps >= 0]):
-            sel = dev_steps == st
-            records.append({"device_id": int(dev), "step": int(st), **gpu_split(s[sel], e[sel], k[sel])})
-        excl = intervals.exclusive_by_priority(s, e, k, len(KERNEL_CLASSES))
+        marked = dev_steps >= 0
+        step_numbers, step_index = np.unique(dev_steps[marked], return_inverse=True)
+        if step_numbers.size:
+            per_step = gpu_split_by_group(step_index, s[marked], e[marked], k[marked], step_numbers.size)
+            records.extend({"device_id": int(dev), "step": int(st), **split} for st, split in zip(step_numbers, per_step, strict=True))
+        excl = [whole[f"{c}_ns"] for c in KERNEL_CLASSES]
         dur = e - s
         op_view = classes.op_view[on_dev]
         for i, c in enumerate(KERNEL_CLASSES):
@@ -206,24 +222,34 @@ def _host_classes(frame: Frame, classes: RowClasses) -> tuple[np.ndarray, np.nda
 
 def _host(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
     rows, cls = _host_classes(frame, classes)
-    thread = frame.thread_key[rows]
-    step = frame.step[rows]
-    launch_cls = API_CLASSES.index("launch")
-    records = []
-    for st in [ALL_STEPS, *steps]:
-        sel = np.ones(rows.size, bool) if st == ALL_STEPS else step == st
-        totals = np.zeros(len(HOST_CLASSES), np.int64)
-        for th in np.unique(thread[sel]):
-            mine = sel & (thread == th)
-            r = rows[mine]
-            totals += intervals.exclusive_by_priority(frame.start[r], frame.end[r], cls[mine], len(HOST_CLASSES))
-        in_step = rows[sel]
-        records.append({
-            "step": st, **{f"{c}_ns": int(totals[i]) for i, c in enumerate(HOST_CLASSES)}, "busy_ns": int(totals.sum()),
-            "ops": int(frame.mask("cpu_op")[in_step].sum()),
-            "launches": int((classes.api[in_step] == launch_cls).sum()),
-        })
+    threads, thread = np.unique(frame.thread_key[rows], return_inverse=True)
+    start, end = frame.start[rows], frame.end[rows]
+    is_op = frame.mask("cpu_op")[rows]
+    is_launch = classes.api[rows] == API_CLASSES.index("launch")
+    # Exclusive split per (step, thread), summed over threads: groups are step index x thread.
+    step_index, in_steps = _step_index(frame.step[rows], steps)
+    n_threads = max(threads.size, 1)
+    whole = intervals.exclusive_by_priority_by_group(thread, start, end, cls, len(HOST_CLASSES), threads.size).sum(axis=0)
+    per_step = intervals.exclusive_by_priority_by_group(
+        step_index[in_steps] * n_threads + thread[in_steps], start[in_steps], end[in_steps], cls[in_steps],
+        len(HOST_CLASSES), len(steps) * n_threads).reshape(len(steps), n_threads, len(HOST_CLASSES)).sum(axis=1)
+    ops = np.bincount(step_index[in_steps & is_op], minlength=len(steps))
+    launches = np.bincount(step_index[in_steps & is_launch], minlength=len(steps))
+    records = [{"step": ALL_STEPS, **{f"{c}_ns": int(whole[i]) for i, c in enumerate(HOST_CLASSES)},
+                "busy_ns": int(whole.sum()), "ops": int(is_op.sum()), "launches": int(is_launch.sum())}]
+    records.extend({"step": st, **{f"{c}_ns": int(per_step[j, i]) for i, c in enumerate(HOST_CLASSES)},
+                    "busy_ns": int(per_step[j].sum()), "ops": int(ops[j]), "launches": int(launches[j])}
+                   for j, st in enumerate(steps))
     return pd.DataFrame.from_records(records)
+
+
+def _step_index(step: np.ndarray, steps: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Index of each row's step in ``steps`` (ascending), and which rows are in one of them."""
+    known = np.asarray(steps, np.int64)
+    if not known.size:
+        return np.zeros(step.size, np.int64), np.zeros(step.size, bool)
+    index = np.minimum(np.searchsorted(known, step), known.size - 1)
+    return index, known[index] == step
 
 
 def op_self_time(frame: Frame, op_rows: np.ndarray) -> np.ndarray:
@@ -245,25 +271,39 @@ def _cpu_ops(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFram
     compute_rows = innermost_compute_ops(frame, classes, op_rows)
     step_rows = frame.rows("step")
     records = []
-    for st in [ALL_STEPS, *steps]:
-        if st == ALL_STEPS:
-            sel = np.ones(op_rows.size, bool)
-            lo, hi = int(frame.start[op_rows].min()), int(frame.end[op_rows].max())
-            if step_rows.size:  # the steps' extent when there are steps: setup work is not the loop
-                lo, hi = int(frame.start[step_rows].min()), int(frame.end[step_rows].max())
-                sel = frame.step[op_rows] >= 0
-        else:
-            sel = frame.step[op_rows] == st
-            srow = step_rows[frame.step[step_rows] == st]
-            lo, hi = int(frame.start[srow].min()), int(frame.end[srow].max())
-        c_rows = compute_rows[(frame.step[compute_rows] == st) if st != ALL_STEPS else
-                              (frame.step[compute_rows] >= 0 if step_rows.size else np.ones(compute_rows.size, bool))]
-        compute = intervals.clip_total(frame.start[c_rows], frame.end[c_rows], lo, hi)
-        per_class = np.bincount(view[sel], weights=self_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
-        records.append({
-            "step": st, "span_ns": hi - lo, **{f"{c}_ns": int(per_class[i]) for i, c in enumerate(OP_CLASSES)},
-            "compute_ns": compute, "dispatch_ns": (hi - lo) - compute, "ops": int(sel.sum()),
-        })
+    sel = np.ones(op_rows.size, bool)
+    lo, hi = int(frame.start[op_rows].min()), int(frame.end[op_rows].max())
+    c_rows = compute_rows
+    if step_rows.size:  # the steps' extent when there are steps: setup work is not the loop
+        lo, hi = int(frame.start[step_rows].min()), int(frame.end[step_rows].max())
+        sel = frame.step[op_rows] >= 0
+        c_rows = compute_rows[frame.step[compute_rows] >= 0]
+    compute = intervals.clip_total(frame.start[c_rows], frame.end[c_rows], lo, hi)
+    per_class = np.bincount(view[sel], weights=self_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
+    records.append({"step": ALL_STEPS, "span_ns": hi - lo, **{f"{c}_ns": int(per_class[i]) for i, c in enumerate(OP_CLASSES)},
+                    "compute_ns": compute, "dispatch_ns": (hi - lo) - compute, "ops": int(sel.sum())})
+    if not steps:
+        return pd.DataFrame.from_records(records)
+    # Per step, all steps at once: each step's window is the extent of its step rows.
+    n = len(steps)
+    w_index, w_in = _step_index(frame.step[step_rows], steps)
+    w_lo = np.full(n, np.iinfo(np.int64).max)
+    w_hi = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(w_lo, w_index[w_in], frame.start[step_rows[w_in]])
+    np.maximum.at(w_hi, w_index[w_in], frame.end[step_rows[w_in]])
+    c_index, c_in = _step_index(frame.step[compute_rows], steps)
+    c_rows, c_index = compute_rows[c_in], c_index[c_in]
+    compute_by_step = intervals.total_by_group(c_index, np.clip(frame.start[c_rows], w_lo[c_index], w_hi[c_index]),
+                                               np.clip(frame.end[c_rows], w_lo[c_index], w_hi[c_index]), n)
+    o_index, o_in = _step_index(frame.step[op_rows], steps)
+    by_class = np.bincount(o_index[o_in] * len(OP_CLASSES) + view[o_in], weights=self_ns[o_in],
+                           minlength=n * len(OP_CLASSES)).astype(np.int64).reshape(n, len(OP_CLASSES))
+    ops = np.bincount(o_index[o_in], minlength=n)
+    for j, st in enumerate(steps):
+        span, compute = int(w_hi[j] - w_lo[j]), int(compute_by_step[j])
+        records.append({"step": st, "span_ns": span,
+                        **{f"{c}_ns": int(by_class[j, i]) for i, c in enumerate(OP_CLASSES)},
+                        "compute_ns": compute, "dispatch_ns": span - compute, "ops": int(ops[j])})
     return pd.DataFrame.from_records(records)
 
 

@@ -47,7 +47,7 @@ def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: li
     parts = part_of_class[view]  # index into PARTS (framework_ns for non-compute classes)
     is_op = frame.mask("cpu_op")
     op_parent = nearest_ancestor(frame.parent, op_rows, is_op)
-    records = [_window(frame, op_rows, parts, op_parent, st, th, lo, hi) for st, th, lo, hi in _windows(frame, op_rows, steps)]
+    records = _all_windows(frame, op_rows, parts, op_parent, _windows(frame, op_rows, steps))
     df = pd.DataFrame.from_records(records, columns=COLUMNS)
     if steps and len(df):
         whole = df.drop(columns=["step", "thread"]).sum()
@@ -57,17 +57,105 @@ def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: li
 
 
 def _windows(frame: Frame, op_rows: np.ndarray, steps: list[int]) -> list[tuple[int, int, int, int]]:
+    """(step, thread, start, end) of each step: the extent of its step rows, on the thread of its first."""
     step_rows = frame.rows("step")
     if steps and step_rows.size:
-        out = []
-        for st in steps:
-            rows = step_rows[frame.step[step_rows] == st]
-            out.append((st, int(frame.thread_key[rows[0]]), int(frame.start[rows].min()), int(frame.end[rows].max())))
-        return out
+        numbers = frame.step[step_rows]
+        order = np.argsort(numbers, kind="stable")  # by step, row order within a step
+        rows, numbers = step_rows[order], numbers[order]
+        first = np.flatnonzero(np.r_[True, numbers[1:] != numbers[:-1]])
+        lo, hi = np.minimum.reduceat(frame.start[rows], first), np.maximum.reduceat(frame.end[rows], first)
+        found = {int(numbers[f]): (int(frame.thread_key[rows[f]]), int(lo[i]), int(hi[i])) for i, f in enumerate(first)}
+        return [(st, *found[st]) for st in steps]
     keys, counts = np.unique(frame.thread_key[op_rows], return_counts=True)
     th = keys[np.argmax(counts)]
     mine = op_rows[frame.thread_key[op_rows] == th]
     return [(-1, int(th), int(frame.start[mine].min()), int(frame.end[mine].max()))]
+
+
+def _all_windows(frame: Frame, op_rows: np.ndarray, parts: np.ndarray, op_parent: np.ndarray,
+                 windows: list[tuple[int, int, int, int]]) -> list[dict]:
+    """``_window`` of every window; the windows of a thread that do not overlap each other (steps
+    in turn, the usual case) are done together in one pass over that thread's ops."""
+    out: dict[int, dict] = {}
+    by_thread: dict[int, list[int]] = {}
+    for i, (_, th, _, _) in enumerate(windows):
+        by_thread.setdefault(th, []).append(i)
+    for th, mine in by_thread.items():
+        mine.sort(key=lambda i: windows[i][2])
+        lo = np.array([windows[i][2] for i in mine], np.int64)
+        hi = np.array([windows[i][3] for i in mine], np.int64)
+        if (lo[1:] < hi[:-1]).any():  # overlapping windows: each on its own
+            out.update({i: _window(frame, op_rows, parts, op_parent, *windows[i]) for i in mine})
+            continue
+        steps = [windows[i][0] for i in mine]
+        out.update(zip(mine, _disjoint_windows(frame, op_rows, parts, op_parent, th, steps, lo, hi), strict=True))
+    return [out[i] for i in range(len(windows))]
+
+
+def _disjoint_windows(frame: Frame, op_rows: np.ndarray, parts: np.ndarray, op_parent: np.ndarray, th: int,
+                      steps: list[int], lo: np.ndarray, hi: np.ndarray) -> list[dict]:
+    """``_window`` of disjoint windows on one thread (ascending), at once: each (op, window) pair
+    where the op overlaps the window is one element, ordered by window then row."""
+    n = lo.size
+    on_thread = frame.thread_key[op_rows] == th
+    mine = np.flatnonzero(on_thread)
+    start, end = frame.start[op_rows[mine]], frame.end[op_rows[mine]]
+    first = np.searchsorted(hi, start, side="right")  # first window ending after the op starts
+    count = np.maximum(np.searchsorted(lo, end, side="left") - first, 0)  # windows starting before it ends
+    sel = np.repeat(mine, count)  # index into op_rows of each pair
+    offsets = np.arange(sel.size) - np.repeat(np.cumsum(count) - count, count)
+    w = np.repeat(first, count) + offsets
+    order = np.lexsort((sel, w))
+    sel, w = sel[order], w[order]
+    rows = op_rows[sel]
+    s, e = np.clip(frame.start[rows], lo[w], hi[w]), np.clip(frame.end[rows], lo[w], hi[w])
+    clipped = e - s
+    # Self time in the window: clipped time less the clipped time of child ops in the same window.
+    stride = np.int64(len(frame) + 1)
+    key = w * stride + rows
+    parent = op_parent[sel]
+    parent_key = w * stride + parent
+    idx = np.minimum(np.searchsorted(key, parent_key), max(key.size - 1, 0))
+    is_child = (parent >= 0) & (key.size > 0) & (key[idx] == parent_key)
+    child = np.zeros(rows.size, np.int64)
+    np.add.at(child, idx[is_child], clipped[is_child])
+    self_ns = clipped - child
+    covered = intervals.total_by_group(w, s, e, n)
+    self_sum = np.zeros(n, np.int64)
+    np.add.at(self_sum, w, self_ns)
+    negative = np.zeros(n, bool)
+    negative[w[self_ns < 0]] = True
+    for k in np.flatnonzero(negative | (self_sum != covered)):
+        # Ops that overlap without nesting (clock skew, hand-made traces): split by sweeping instead.
+        at = np.flatnonzero(w == k)
+        self_ns[at] = _innermost_sweep(s[at], e[at], frame.depth[rows[at]])
+    n_parts = len(PARTS) - 1
+    totals = np.bincount(w * n_parts + parts[sel], weights=self_ns, minlength=n * n_parts).astype(np.int64)
+    totals = totals.reshape(n, n_parts)
+    other = _other_threads(frame, op_rows, ~on_thread, steps, lo, hi)
+    return [{"step": st, "thread": th, "span_ns": int(hi[k] - lo[k]), **{p: int(totals[k, i]) for i, p in enumerate(PARTS[:-1])},
+             "outside_ops_ns": int(hi[k] - lo[k]) - int(totals[k].sum()), "other_threads_ns": int(other[k])}
+            for k, st in enumerate(steps)]
+
+
+def _other_threads(frame: Frame, op_rows: np.ndarray, off_thread: np.ndarray, steps: list[int], lo: np.ndarray,
+                   hi: np.ndarray) -> np.ndarray:
+    """Per window, the duration of ops on other threads that overlap it (of its step when marked)."""
+    out = np.zeros(lo.size, np.int64)
+    cand = op_rows[off_thread]
+    start, end = frame.start[cand], frame.end[cand]
+    if steps == [-1]:  # no marked steps: the one window
+        inside = (start < hi[0]) & (end > lo[0])
+        out[0] = int(np.maximum(frame.dur[cand[inside]], 0).sum())
+        return out
+    numbers = np.asarray(steps, np.int64)
+    order = np.argsort(numbers)
+    pos = np.minimum(np.searchsorted(numbers[order], frame.step[cand]), numbers.size - 1)
+    k = order[pos]
+    inside = (numbers[k] == frame.step[cand]) & (start < hi[k]) & (end > lo[k])
+    np.add.at(out, k[inside], np.maximum(frame.dur[cand[inside]], 0))
+    return out
 
 
 def _window(frame: Frame, op_rows: np.ndarray, parts: np.ndarray, op_parent: np.ndarray, st: int, th: int,

@@ -68,6 +68,74 @@ def exclusive_by_priority(start: np.ndarray, end: np.ndarray, cls: np.ndarray, n
     return out
 
 
+def _apart(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Order (by group, then start) and times moved so each group lies on its own stretch of one
+    timeline, a gap of 1 ns from the next: one sorted pass then merges every group at once and no
+    interval merges with another group's (touching ones would)."""
+    order = np.lexsort((start, group))
+    g, s, e = group[order], start[order], end[order]
+    new_group = np.empty(g.size, bool)
+    new_group[:1] = True
+    new_group[1:] = g[1:] != g[:-1]
+    first = np.flatnonzero(new_group)
+    lo = s[first]  # each group's earliest start (sorted by start within a group)
+    hi = np.maximum.reduceat(e, first)
+    base = np.concatenate([[0], np.cumsum(hi - lo + 1)[:-1]])
+    shift = np.repeat(base - lo, np.diff(np.append(first, g.size)))
+    return order, s + shift, e + shift
+
+
+def _merged_lengths(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index of the first interval of each merged run of start-sorted intervals, and the run's length."""
+    run_end = np.maximum.accumulate(e)
+    new = np.empty(s.size, bool)
+    new[:1] = True
+    new[1:] = s[1:] > run_end[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return first, run_end[last] - s[first]
+
+
+def total_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int) -> np.ndarray:
+    """``total`` of each group's intervals (``group``: 0 .. n_groups-1), in one pass over all groups."""
+    if start.size == 0:
+        return np.zeros(n_groups, np.int64)
+    order, s, e = _apart(group, start, end)
+    first, length = _merged_lengths(s, e)
+    return _sum_sorted(group[order][first].astype(np.int64), length, n_groups)
+
+
+def exclusive_by_priority_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, cls: np.ndarray,
+                                   n_classes: int, n_groups: int) -> np.ndarray:
+    """``exclusive_by_priority`` of each group's intervals: an (n_groups, n_classes) array, computed
+    in n_classes passes over all groups at once (not one call per group)."""
+    out = np.zeros((n_groups, n_classes), np.int64)
+    if start.size == 0:
+        return out
+    order, s, e = _apart(group, start, end)
+    g, c = group[order].astype(np.int64), cls[order]
+    present = np.bincount(c.astype(np.int64), minlength=n_classes)
+    covered = np.zeros(n_groups, np.int64)
+    for i in range(n_classes):
+        if present[i] == 0:
+            continue
+        upto = np.flatnonzero(c <= i)
+        first, length = _merged_lengths(s[upto], e[upto])
+        now = _sum_sorted(g[upto[first]], length, n_groups)
+        out[:, i] = now - covered
+        covered = now
+    return out
+
+
+def _sum_sorted(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
+    """Sum of ``value`` per group, ``group`` ascending (exact int64, unlike a float-weighted bincount)."""
+    out = np.zeros(n_groups, np.int64)
+    if group.size:
+        first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+        out[group[first]] = np.add.reduceat(value, first)
+    return out
+
+
 def overlap_per_interval(q_start: np.ndarray, q_end: np.ndarray, start: np.ndarray, end: np.ndarray,
                          merged: bool = False) -> np.ndarray:
     """For each query interval, the time covered by the union of the other intervals inside it.

@@ -1,0 +1,101 @@
+"""Grouped interval arithmetic (one pass over every step / thread) against the per-group functions it
+replaces, and the batched CPU partition against the window-by-window one on real traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from conftest import TRACES, ids, shared_files
+
+import tracekit
+from tracekit.analyze import intervals
+from tracekit.analyze.breakdown import _effective_op_class, gpu_split, gpu_split_by_group
+from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, classify_rows
+from tracekit.analyze.cpu_partition import PARTITION_CLASSES, PARTS, _all_windows, _window, _windows
+from tracekit.analyze.frame import Frame
+from tracekit.ingest.links import nearest_ancestor
+
+
+def test_grouped_totals_and_priorities_equal_one_call_per_group():
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n, groups, classes = int(rng.integers(0, 80)), int(rng.integers(1, 6)), int(rng.integers(1, 5))
+        start = rng.integers(-50, 100, n)  # negative times and touching / zero-length intervals included
+        end = start + rng.integers(0, 30, n)
+        group, cls = rng.integers(0, groups, n), rng.integers(0, classes, n)
+        excl = intervals.exclusive_by_priority_by_group(group, start, end, cls, classes, groups)
+        total = intervals.total_by_group(group, start, end, groups)
+        for g in range(groups):
+            m = group == g
+            assert (excl[g] == intervals.exclusive_by_priority(start[m], end[m], cls[m], classes)).all()
+            assert total[g] == intervals.total(start[m], end[m])
+
+
+def test_groups_that_touch_in_time_do_not_merge():
+    # Group 0 ends at 10 where group 1 starts: merged on one timeline they would be one interval.
+    out = intervals.total_by_group(np.array([0, 1, 1]), np.array([0, 10, 12]), np.array([10, 20, 30]), 3)
+    assert out.tolist() == [10, 20, 0]
+
+
+def test_gpu_split_by_group_equals_gpu_split_of_each_step():
+    path = Path(__file__).parent / "data" / "h100" / "custom_eager-cuda-fp32-b16-h256-i256-l1-t10.pt.trace.json.gz"
+    frame = Frame(tracekit.load(path))
+    classes = classify_rows(frame)
+    rows = frame.rows("gpu_kernel", "gpu_memcpy", "gpu_memset")
+    numbers, index = np.unique(frame.step[rows], return_inverse=True)
+    assert numbers.size >= 3
+    got = gpu_split_by_group(index, frame.start[rows], frame.end[rows], classes.kernel[rows], numbers.size)
+    for g in range(numbers.size):
+        m = index == g
+        assert got[g] == gpu_split(frame.start[rows[m]], frame.end[rows[m]], classes.kernel[rows[m]])
+    assert sum(got[0][f"{c}_ns"] for c in KERNEL_CLASSES) + got[0]["idle_ns"] == got[0]["span_ns"]
+
+
+def _partition_inputs(frame: Frame) -> tuple[np.ndarray, np.ndarray, np.ndarray, list]:
+    classes = classify_rows(frame)
+    op_rows = frame.rows("cpu_op")
+    part_of_class = np.array([PARTITION_CLASSES.index(c) if c in PARTITION_CLASSES else len(PARTITION_CLASSES)
+                              for c in OP_CLASSES], np.int64)
+    parts = part_of_class[_effective_op_class(frame, classes, op_rows)]
+    op_parent = nearest_ancestor(frame.parent, op_rows, frame.mask("cpu_op"))
+    steps = sorted({int(s) for s in frame.step[frame.mask("step")] if s >= 0})
+    return op_rows, parts, op_parent, _windows(frame, op_rows, steps)
+
+
+def _assert_batched_equals_each_window(frame: Frame) -> list[dict]:
+    op_rows, parts, op_parent, windows = _partition_inputs(frame)
+    batched = _all_windows(frame, op_rows, parts, op_parent, windows)
+    assert batched == [_window(frame, op_rows, parts, op_parent, *w) for w in windows]
+    return batched
+
+
+STEPPED = [p for p in shared_files("**/*.json.gz") + shared_files("**/*.xplane.pb")
+           if "trace_viewer" not in p.name and "df_index" not in p.name]
+
+
+@pytest.mark.skipif(not TRACES.exists(), reason="../shared/traces is absent (real traces are read from there)")
+@pytest.mark.parametrize("path", STEPPED, ids=ids(STEPPED))
+def test_batched_partition_equals_window_by_window(path: Path):
+    frame = Frame(tracekit.load(path))
+    if not frame.mask("cpu_op").any():
+        pytest.skip("no framework ops in this trace: nothing to partition")
+    _assert_batched_equals_each_window(frame)
+
+
+@pytest.mark.skipif(not TRACES.exists(), reason="../shared/traces is absent (real traces are read from there)")
+def test_batched_partition_sweeps_the_windows_whose_ops_do_not_nest():
+    # A real CPU trace with every third op moved by up to 40 µs, as clock skew between threads
+    # would: ops then overlap without nesting in some steps, which must be swept, not subtracted.
+    table = tracekit.load(TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_eager.xplane.pb")
+    start = table.column("start_ns").to_numpy().copy()
+    kind = table.column("kind").to_pylist()
+    ops = np.flatnonzero(np.array(kind) == "cpu_op")[::3]
+    start[ops] += np.random.default_rng(5).integers(-40_000, 40_000, ops.size)
+    skewed = table.set_column(table.schema.get_field_index("start_ns"), "start_ns", pa.array(start))
+    batched = _assert_batched_equals_each_window(Frame(skewed))
+    assert len(batched) == 5
+    for row in batched:  # the parts still add up to each step's span
+        assert sum(row[p] for p in PARTS) == row["span_ns"]
