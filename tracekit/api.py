@@ -18,10 +18,13 @@ from typing import TypeAlias
 
 import pyarrow as pa
 
+from tracekit import threads
 from tracekit.analyze.breakdown import Breakdown, breakdown
+from tracekit.analyze.classify import classify_rows
 from tracekit.analyze.compare import Comparison
 from tracekit.analyze.compare import compare as _compare
 from tracekit.analyze.critical_path import CriticalPath
+from tracekit.analyze.frame import frame_of
 from tracekit.analyze.launch import LaunchReport
 from tracekit.analyze.launch import launch as _launch
 from tracekit.analyze.overhead import OverheadReport, decomposable
@@ -95,11 +98,13 @@ def report(trace: Trace, timesteps: int | None = None, exclude_last_step: bool =
     ``keep_all_steps``; ``skip_steps`` marks the first N steps warm-up.
     """
     name, table = _table(trace)
-    bd = breakdown(table, timesteps=timesteps, exclude_last_step=exclude_last_step, count_sync=count_sync)
+    classify_rows(frame_of(table))  # once, before the breakdown's thread and this one both read it
+    bd = threads.start(breakdown, table, timesteps=timesteps, exclude_last_step=exclude_last_step, count_sync=count_sync)
     # The verdict reads the default breakdown; reuse this one when it is that.
     same = not exclude_last_step and not count_sync
-    return Report(name, table, bd, _launch(table, timesteps=timesteps, bd=bd if same else None, skip_steps=skip_steps,
-                                           keep_all_steps=keep_all_steps))
+    verdict = _launch(table, timesteps=timesteps, bd=bd if same else None, skip_steps=skip_steps,
+                      keep_all_steps=keep_all_steps)
+    return Report(name, table, bd.result(), verdict)
 
 
 def launch(trace: Trace, short_kernel_ns: int = 10_000, idle_threshold: float = 0.3, timesteps: int | None = None,

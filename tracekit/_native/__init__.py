@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+from tracekit import threads
 from tracekit._native import pure
 
 
@@ -28,15 +29,8 @@ scanner, BACKEND = _load()
 
 
 def scan_threads() -> int:
-    """Threads the C scanner may use on one file: the cores this process may run on, or
-    ``TRACEKIT_THREADS`` when set (1 parses serially)."""
-    override = os.environ.get("TRACEKIT_THREADS", "")
-    if override.isdigit() and int(override) > 0:
-        return int(override)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    """Threads the C scanner may use on one file (``tracekit.threads.usable``)."""
+    return threads.usable()
 
 
 def sqlite_reader() -> ModuleType | None:

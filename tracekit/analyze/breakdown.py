@@ -173,9 +173,9 @@ def _gpu(frame: Frame, classes: RowClasses, rows: np.ndarray) -> tuple[pd.DataFr
         records.append({"device_id": int(dev), "step": ALL_STEPS, **whole})
         dev_steps = step[device == dev]
         marked = dev_steps >= 0
-        step_numbers, step_index = np.unique(dev_steps[marked], return_inverse=True)
+        step_numbers, of_step = np.unique(dev_steps[marked], return_inverse=True)
         if step_numbers.size:
-            per_step = gpu_split_by_group(step_index, s[marked], e[marked], k[marked], step_numbers.size)
+            per_step = gpu_split_by_group(of_step, s[marked], e[marked], k[marked], step_numbers.size)
             records.extend({"device_id": int(dev), "step": int(st), **split} for st, split in zip(step_numbers, per_step, strict=True))
         excl = [whole[f"{c}_ns"] for c in KERNEL_CLASSES]
         dur = e - s
@@ -227,14 +227,14 @@ def _host(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
     is_op = frame.mask("cpu_op")[rows]
     is_launch = classes.api[rows] == API_CLASSES.index("launch")
     # Exclusive split per (step, thread), summed over threads: groups are step index x thread.
-    step_index, in_steps = _step_index(frame.step[rows], steps)
+    of_step, in_steps = step_index(frame.step[rows], steps)
     n_threads = max(threads.size, 1)
     whole = intervals.exclusive_by_priority_by_group(thread, start, end, cls, len(HOST_CLASSES), threads.size).sum(axis=0)
     per_step = intervals.exclusive_by_priority_by_group(
-        step_index[in_steps] * n_threads + thread[in_steps], start[in_steps], end[in_steps], cls[in_steps],
+        of_step[in_steps] * n_threads + thread[in_steps], start[in_steps], end[in_steps], cls[in_steps],
         len(HOST_CLASSES), len(steps) * n_threads).reshape(len(steps), n_threads, len(HOST_CLASSES)).sum(axis=1)
-    ops = np.bincount(step_index[in_steps & is_op], minlength=len(steps))
-    launches = np.bincount(step_index[in_steps & is_launch], minlength=len(steps))
+    ops = np.bincount(of_step[in_steps & is_op], minlength=len(steps))
+    launches = np.bincount(of_step[in_steps & is_launch], minlength=len(steps))
     records = [{"step": ALL_STEPS, **{f"{c}_ns": int(whole[i]) for i, c in enumerate(HOST_CLASSES)},
                 "busy_ns": int(whole.sum()), "ops": int(is_op.sum()), "launches": int(is_launch.sum())}]
     records.extend({"step": st, **{f"{c}_ns": int(per_step[j, i]) for i, c in enumerate(HOST_CLASSES)},
@@ -243,7 +243,7 @@ def _host(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
-def _step_index(step: np.ndarray, steps: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def step_index(step: np.ndarray, steps: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """Index of each row's step in ``steps`` (ascending), and which rows are in one of them."""
     known = np.asarray(steps, np.int64)
     if not known.size:
@@ -286,16 +286,16 @@ def _cpu_ops(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFram
         return pd.DataFrame.from_records(records)
     # Per step, all steps at once: each step's window is the extent of its step rows.
     n = len(steps)
-    w_index, w_in = _step_index(frame.step[step_rows], steps)
+    w_index, w_in = step_index(frame.step[step_rows], steps)
     w_lo = np.full(n, np.iinfo(np.int64).max)
     w_hi = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(w_lo, w_index[w_in], frame.start[step_rows[w_in]])
     np.maximum.at(w_hi, w_index[w_in], frame.end[step_rows[w_in]])
-    c_index, c_in = _step_index(frame.step[compute_rows], steps)
+    c_index, c_in = step_index(frame.step[compute_rows], steps)
     c_rows, c_index = compute_rows[c_in], c_index[c_in]
     compute_by_step = intervals.total_by_group(c_index, np.clip(frame.start[c_rows], w_lo[c_index], w_hi[c_index]),
                                                np.clip(frame.end[c_rows], w_lo[c_index], w_hi[c_index]), n)
-    o_index, o_in = _step_index(frame.step[op_rows], steps)
+    o_index, o_in = step_index(frame.step[op_rows], steps)
     by_class = np.bincount(o_index[o_in] * len(OP_CLASSES) + view[o_in], weights=self_ns[o_in],
                            minlength=n * len(OP_CLASSES)).astype(np.int64).reshape(n, len(OP_CLASSES))
     ops = np.bincount(o_index[o_in], minlength=n)

@@ -338,16 +338,19 @@ def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
         args = frame.table.column("args").take(pa.array(copies))
         storage = pa.chunked_array([c.storage for c in args.chunks], args.type.storage_type)
         found = pc.extract_regex(storage, _INPUT_TYPES)
-        dst = pc.struct_field(found, "dst").to_numpy(zero_copy_only=False)
-        src = pc.struct_field(found, "src").to_numpy(zero_copy_only=False)
-        changes = np.array([is_dtype_change([d, s]) for d, s in zip(dst, src, strict=True)], bool)
-        for row in copies[changes]:
-            op[row] = cast
-            # aten::to -> aten::_to_copy -> aten::copy_: the wrappers are the same cast.
-            p = frame.parent[row]
-            while p >= 0 and op[p] == copy:
-                op[p] = cast
-                p = frame.parent[p]
+        dst, src = pc.struct_field(found, "dst"), pc.struct_field(found, "src")
+        # As is_dtype_change: two tensor dtypes (not empty, not "Scalar") that differ; no match is null.
+        tensor = [pc.and_(pc.not_equal(t, ""), pc.not_equal(t, "Scalar")) for t in (dst, src)]
+        changes = pc.fill_null(pc.and_(pc.and_(*tensor), pc.not_equal(dst, src)), False).to_numpy(zero_copy_only=False)
+        cur = copies[changes]
+        op[cur] = cast
+        # aten::to -> aten::_to_copy -> aten::copy_: the copy ops wrapping a cast are the same cast.
+        cur = frame.parent[cur]
+        while cur.size:
+            cur = cur[cur >= 0]
+            cur = cur[op[cur] == copy]
+            op[cur] = cast
+            cur = frame.parent[cur]
     remaining = copy_rows[op[copy_rows] == copy]
     wanted = (op != copy) & (op != other) & (op != NO_CLASS)
     ancestor = nearest_ancestor(frame.parent, remaining, wanted)

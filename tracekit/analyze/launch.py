@@ -14,14 +14,16 @@ module measures the evidence the rules read and states the general figures behin
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from tracekit import threads
 from tracekit.analyze import intervals, verdicts
-from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds
+from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds, step_index
 from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, classify_rows, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.steps import StepStats, step_stats
@@ -111,7 +113,7 @@ class LaunchReport:
 
 
 def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float = 0.3,
-           timesteps: int | None = None, bd: Breakdown | None = None, skip_steps: int = 0,
+           timesteps: int | None = None, bd: Breakdown | Future[Breakdown] | None = None, skip_steps: int = 0,
            keep_all_steps: bool = False) -> LaunchReport:
     """Diagnose launch overhead in one trace (see the module doc for the rules).
 
@@ -120,39 +122,40 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         short_kernel_ns: kernels shorter than this count as short (default 10 µs).
         idle_threshold: GPU idle share at or above which the GPU is considered starved.
         timesteps: recurrent timesteps per step (for ops per timestep in the evidence).
-        bd: the trace's breakdown when the caller already has it (computed otherwise).
+        bd: the trace's breakdown when the caller already has it, or is computing it (a Future);
+            otherwise computed here, on a second thread while this one measures the launches.
         skip_steps: treat the first N steps as warm-up, whatever their duration.
         keep_all_steps: judge on every step, warm-up and outliers included (``tracekit.analyze.steps``).
     """
     frame = frame_of(table)
-    classes = classify_rows(frame)
-    bd = bd if bd is not None else breakdown(table, timesteps=timesteps)
+    classes = classify_rows(frame)  # before the breakdown's thread starts: both read it
+    pending = bd if isinstance(bd, Future) else threads.start(breakdown, table, timesteps=timesteps) if bd is None else None
     gpu_rows = frame.rows(*GPU_BUSY_KINDS)
     pairs = _pairs(frame, classes, gpu_rows)
     gaps = _gaps(frame, classes, gpu_rows)
-    gaps_by_host = _gaps_by_host(gaps)
     launch_mask = classes.api == API_CLASSES.index("launch")
-    api_d = Distribution.of(frame.dur[launch_mask])
     kern_rows = frame.rows("gpu_kernel")
-    kern_d = Distribution.of(frame.dur[kern_rows])
-    delay_d = Distribution.of(pairs["delay_ns"].to_numpy())
-    short_share = float((frame.dur[kern_rows] < short_kernel_ns).mean()) if kern_rows.size else 0.0
+    steps = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
+    ops = top_ops(frame, classes, steps.used_step_numbers() if steps is not None and len(steps.steps) else None)
+    low = low_utilization(table) if gpu_rows.size else None
+    if pending is not None:
+        bd = pending.result()
+    assert isinstance(bd, Breakdown)
     whole = bd.gpu[bd.gpu.step == -1]
-    span, idle = int(whole.span_ns.sum()), int(whole.idle_ns.sum())
-    per_step = _per_step(frame, classes, gpu_rows, bd)
     report = LaunchReport(
-        has_gpu=gpu_rows.size > 0, pairs=pairs, gaps=gaps, gaps_by_host=gaps_by_host, per_step=per_step,
-        launch_api=api_d, kernel=kern_d, delay=delay_d, short_kernel_ns=short_kernel_ns, short_kernel_share=short_share,
-        gpu_span_ns=span, gpu_idle_ns=idle, verdict="", breakdown=bd,
-        gpu_devices=int(np.unique(frame.device[gpu_rows]).size),
-        steps=step_stats(frame, skip=skip_steps, keep_all=keep_all_steps),
+        has_gpu=gpu_rows.size > 0, pairs=pairs, gaps=gaps, gaps_by_host=_gaps_by_host(gaps),
+        per_step=_per_step(frame, classes, gpu_rows, bd), launch_api=Distribution.of(frame.dur[launch_mask]),
+        kernel=Distribution.of(frame.dur[kern_rows]), delay=Distribution.of(pairs["delay_ns"].to_numpy()),
+        short_kernel_ns=short_kernel_ns,
+        short_kernel_share=float((frame.dur[kern_rows] < short_kernel_ns).mean()) if kern_rows.size else 0.0,
+        gpu_span_ns=int(whole.span_ns.sum()), gpu_idle_ns=int(whole.idle_ns.sum()), verdict="", breakdown=bd,
+        gpu_devices=int(np.unique(frame.device[gpu_rows]).size), steps=steps,
         origin_ns=int(frame.start.min()) if len(frame) else 0,
     )
     _judge_on_used_steps(report)
-    steps = report.steps
-    report.top_ops = top_ops(frame, classes, steps.used_step_numbers() if steps is not None and len(steps.steps) else None)
-    if gpu_rows.size:
-        report.low_utilization = low_utilization(table)
+    report.top_ops = ops
+    if low is not None:
+        report.low_utilization = low
     _judge(report, frame, idle_threshold, table)
     return report
 
@@ -286,17 +289,15 @@ def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
 
 
 def _per_step(frame: Frame, classes, gpu_rows: np.ndarray, bd: Breakdown) -> pd.DataFrame:
-    steps = bd.steps or [-1]
-    kernels = frame.step[gpu_rows]
-    launches = frame.step[classes.api == API_CLASSES.index("launch")]
-    ops = frame.step[frame.mask("cpu_op")]
-    rows = []
-    for st in steps:
-        def count(a: np.ndarray, st: int = st) -> int:
-            return int((a == st).sum()) if st >= 0 else int(a.size)
-
-        rows.append({"step": st, "kernels": count(kernels), "launches": count(launches), "ops": count(ops)})
-    return pd.DataFrame.from_records(rows, columns=["step", "kernels", "launches", "ops"])
+    counted = {"kernels": frame.step[gpu_rows], "launches": frame.step[classes.api == API_CLASSES.index("launch")],
+               "ops": frame.step[frame.mask("cpu_op")]}
+    if not bd.steps:  # no marked steps: the whole trace's counts
+        return pd.DataFrame([{"step": -1, **{k: int(v.size) for k, v in counted.items()}}])
+    columns: dict[str, object] = {"step": bd.steps}
+    for name, step_of in counted.items():
+        index, known = step_index(step_of, bd.steps)
+        columns[name] = np.bincount(index[known], minlength=len(bd.steps))
+    return pd.DataFrame(columns)
 
 
 def _source(table: pa.Table) -> str:
