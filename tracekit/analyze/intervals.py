@@ -72,7 +72,13 @@ def _apart(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.nd
     """Order (by group, then start) and times moved so each group lies on its own stretch of one
     timeline, a gap of 1 ns from the next: one sorted pass then merges every group at once and no
     interval merges with another group's (touching ones would)."""
-    order = np.lexsort((start, group))
+    # Two stable sorts, as np.lexsort((start, group)) but 2.5x faster: traces are mostly in time
+    # order already (timsort runs through them), and a 16-bit group code sorts by radix.
+    by_start = np.argsort(start, kind="stable")
+    g = group[by_start]
+    if g.size and 0 <= int(g.min()) and int(g.max()) < 2**15:
+        g = g.astype(np.int16)
+    order = by_start[np.argsort(g, kind="stable")]
     g, s, e = group[order], start[order], end[order]
     new_group = np.empty(g.size, bool)
     new_group[:1] = True
@@ -85,15 +91,15 @@ def _apart(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.nd
     return order, s + shift, e + shift
 
 
-def _merged_lengths(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the first interval of each merged run of start-sorted intervals, and the run's length."""
+def _runs(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merged runs of start-sorted intervals: index of each run's first interval, its start and end."""
     run_end = np.maximum.accumulate(e)
     new = np.empty(s.size, bool)
     new[:1] = True
     new[1:] = s[1:] > run_end[:-1]
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, s.size - 1)
-    return first, run_end[last] - s[first]
+    return first, s[first], run_end[last]
 
 
 def total_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int) -> np.ndarray:
@@ -101,27 +107,39 @@ def total_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_grou
     if start.size == 0:
         return np.zeros(n_groups, np.int64)
     order, s, e = _apart(group, start, end)
-    first, length = _merged_lengths(s, e)
-    return _sum_sorted(group[order][first].astype(np.int64), length, n_groups)
+    first, run_s, run_e = _runs(s, e)
+    return _sum_sorted(group[order][first].astype(np.int64), run_e - run_s, n_groups)
 
 
 def exclusive_by_priority_by_group(group: np.ndarray, start: np.ndarray, end: np.ndarray, cls: np.ndarray,
                                    n_classes: int, n_groups: int) -> np.ndarray:
-    """``exclusive_by_priority`` of each group's intervals: an (n_groups, n_classes) array, computed
-    in n_classes passes over all groups at once (not one call per group)."""
+    """``exclusive_by_priority`` of each group's intervals: an (n_groups, n_classes) array, all
+    groups at once (not one call per group).
+
+    Each class's own union is merged into the union of the classes before it; that union is far
+    smaller than the rows where events nest (host threads), so each class costs about its own rows.
+    """
     out = np.zeros((n_groups, n_classes), np.int64)
     if start.size == 0:
         return out
     order, s, e = _apart(group, start, end)
-    g, c = group[order].astype(np.int64), cls[order]
-    present = np.bincount(c.astype(np.int64), minlength=n_classes)
+    g = group[order].astype(np.int64)
+    c = cls[order].astype(np.int64)
+    # Where each group's stretch of the shifted timeline begins, to tell a merged interval's group.
+    first_of_group = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    group_at, group_id = s[first_of_group], g[first_of_group]
+    by_class = np.argsort(c.astype(np.int8) if n_classes < 128 else c, kind="stable")  # start order kept per class
+    bounds = np.searchsorted(c[by_class], np.arange(n_classes + 1))
+    acc_s, acc_e = np.zeros(0, np.int64), np.zeros(0, np.int64)
     covered = np.zeros(n_groups, np.int64)
     for i in range(n_classes):
-        if present[i] == 0:
+        mine = by_class[bounds[i]:bounds[i + 1]]
+        if not mine.size:
             continue
-        upto = np.flatnonzero(c <= i)
-        first, length = _merged_lengths(s[upto], e[upto])
-        now = _sum_sorted(g[upto[first]], length, n_groups)
+        _, run_s, run_e = _runs(s[mine], e[mine])
+        acc_s, acc_e = union(np.concatenate([acc_s, run_s]), np.concatenate([acc_e, run_e]))
+        owner = group_id[np.searchsorted(group_at, acc_s, side="right") - 1]
+        now = _sum_sorted(owner, acc_e - acc_s, n_groups)
         out[:, i] = now - covered
         covered = now
     return out
