@@ -2,10 +2,14 @@
 
     python benchmarks/report_kineto.py [--events 1000000] [--keep DIR]
 
+The synthesized trace is copies of a real one, each copy later steps of the loop (the 1M-event
+trace has 75 steps, the 5M one 375), so per-step work shows as it would on a long profile.
 Each contender runs in a fresh child process (best of --repeat); times exclude interpreter start
 and imports. Printed, all measured in this run:
-  report from the Parquet file (load + breakdown + launch verdict + JSON render)   target < 1 s
+  report from the Parquet file (load + breakdown + launch verdict + JSON render) / ingest time of
+  the raw trace                                                                     target <= 0.3 (issue 20)
   report from the raw trace / ingest time of the same trace                         target < 1.5
+  the whole `tracekit report` command on the Parquet file, start-up included        target < 2 s at 5M events
   HTML page size of report, launch and ranges (from the Parquet file)               target < 2 MB each
 For reference (not run here): HTA 0.5's get_temporal_breakdown + get_gpu_kernel_breakdown +
 get_cuda_kernel_launch_stats take ~2.2 s on such a file, after a 23.7 s load.
@@ -64,7 +68,8 @@ def main() -> int:
     from_pq = best("report", pq_file)
     print(f"trace: {trace.stat().st_size / 2**20:,.1f} MiB JSON, Parquet {pq_file.stat().st_size / 2**20:,.1f} MiB")
     print(f"ingest (raw -> table)          : {ingest['seconds']:.2f} s")
-    print(f"report from Parquet            : {from_pq['seconds']:.2f} s (of which load {from_pq['load_seconds']:.2f} s)  (target < 1 s)")
+    print(f"report from Parquet            : {from_pq['seconds']:.2f} s (of which load {from_pq['load_seconds']:.2f} s)")
+    print(f"ratio  report from Parquet / ingest = {from_pq['seconds'] / ingest['seconds']:.2f}  (target <= 0.3)")
     print(f"report from raw trace          : {from_raw['seconds']:.2f} s")
     print(f"ratio  report from raw / ingest = {from_raw['seconds'] / ingest['seconds']:.2f}  (target < 1.5)")
     # The whole command as a user runs it, start-up included (best of --repeat).
@@ -75,7 +80,7 @@ def main() -> int:
                         str(pq_file.with_name("report.json")), "--force"], check=True, capture_output=True)
         walls.append(time.perf_counter() - t)
     pq_file.with_name("report.json").unlink()
-    print(f"`tracekit report` of the Parquet file, whole command: {min(walls):.2f} s")
+    print(f"`tracekit report` of the Parquet file, whole command: {min(walls):.2f} s  (target < 2 s at 5M events)")
     for command in ("report", "launch", "ranges"):
         page = pq_file.with_name(f"{command}.html")
         subprocess.run([sys.executable, "-m", "tracekit", command, str(pq_file), "-f", "html", "-o", str(page)],

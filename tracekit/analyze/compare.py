@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.analyze.breakdown import Breakdown, breakdown
+from tracekit.analyze.breakdown import Breakdown, breakdown, step_index
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.ranges import ranges
@@ -191,11 +191,13 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
         per = df[df.step.isin(used)].groupby("step")[column].sum() / (devices if per_device else 1)
         return float(per.reindex(used, fill_value=0).median())
 
-    kernels = frame.step[frame.rows("gpu_kernel")]
+    steps_used = sorted(set(used))  # the median does not depend on the order
+    of_step, known = step_index(frame.step[frame.rows("gpu_kernel")], steps_used)
+    kernels_per_step = np.bincount(of_step[known], minlength=len(steps_used))
     out = {"total_time": whole["total_time"], "gpu_time": median(bd.gpu, "span_ns", True),
            "gpu_busy": median(bd.gpu, "busy_ns", True), "idle_time": median(bd.gpu, "idle_ns", True),
            "gpu_devices": whole["gpu_devices"],
-           "kernel_count": float(np.median([(kernels == st).sum() for st in used])),
+           "kernel_count": float(np.median(kernels_per_step)) if used else float("nan"),
            "launch_count": median(bd.host, "launches"), "op_count": median(bd.cpu_ops, "ops"),
            "step_time": whole["step_time"]}
     out.update({f"{c}_time": median(bd.gpu, f"{c}_ns", True) for c in KERNEL_CLASSES})

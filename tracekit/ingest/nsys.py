@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracekit import _native, schema
 from tracekit.errors import InputError
@@ -224,6 +223,8 @@ def _fetch_rows(con: sqlite3.Connection, sql: str, n_int: int, n_obj: int, args:
 def _json_objects(values: list[tuple[Any, ...]], args: _Args) -> pa.Array:
     """One JSON object per row from the args columns' values, nulls left out (null when nothing is
     left), written as ``json.dumps(separators=(",", ":"))`` would: Arrow joins the pieces."""
+    import pyarrow.compute as pc  # only where the C row walker is not built: 40 ms of start-up otherwise
+
     n = len(values[0]) if values else 0
     pieces = []
     for key, column in zip(args.keys, values, strict=False):
@@ -241,6 +242,8 @@ def _json_objects(values: list[tuple[Any, ...]], args: _Args) -> pa.Array:
 def _json_values(column: tuple[Any, ...], by_id: _IdText | None) -> pa.Array:
     """Each value's JSON text (null for NULL). Integers and text are converted by Arrow (text through
     its distinct values); anything else (reals, blobs, mixed types in a damaged file) by json.dumps."""
+    import pyarrow.compute as pc
+
     try:
         arr = pa.array(column)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
