@@ -222,14 +222,14 @@ def _host_classes(frame: Frame, classes: RowClasses) -> tuple[np.ndarray, np.nda
 
 def _host(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
     rows, cls = _host_classes(frame, classes)
-    threads, thread = np.unique(frame.thread_key[rows], return_inverse=True)
+    thread_keys, thread = np.unique(frame.thread_key[rows], return_inverse=True)
     start, end = frame.start[rows], frame.end[rows]
     is_op = frame.mask("cpu_op")[rows]
     is_launch = classes.api[rows] == API_CLASSES.index("launch")
     # Exclusive split per (step, thread), summed over threads: groups are step index x thread.
     of_step, in_steps = step_index(frame.step[rows], steps)
-    n_threads = max(threads.size, 1)
-    whole = intervals.exclusive_by_priority_by_group(thread, start, end, cls, len(HOST_CLASSES), threads.size).sum(axis=0)
+    n_threads = max(thread_keys.size, 1)
+    whole = intervals.exclusive_by_priority_by_group(thread, start, end, cls, len(HOST_CLASSES), thread_keys.size).sum(axis=0)
     per_step = intervals.exclusive_by_priority_by_group(
         of_step[in_steps] * n_threads + thread[in_steps], start[in_steps], end[in_steps], cls[in_steps],
         len(HOST_CLASSES), len(steps) * n_threads).reshape(len(steps), n_threads, len(HOST_CLASSES)).sum(axis=1)

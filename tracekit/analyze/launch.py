@@ -129,7 +129,9 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
     """
     frame = frame_of(table)
     classes = classify_rows(frame)  # before the breakdown's thread starts: both read it
-    pending = bd if isinstance(bd, Future) else threads.start(breakdown, table, timesteps=timesteps) if bd is None else None
+    pending: Future[Breakdown] | None = bd if isinstance(bd, Future) else None
+    if bd is None:
+        pending = threads.start(breakdown, table, timesteps=timesteps)
     gpu_rows = frame.rows(*GPU_BUSY_KINDS)
     pairs = _pairs(frame, classes, gpu_rows)
     gaps = _gaps(frame, classes, gpu_rows)
