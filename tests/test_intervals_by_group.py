@@ -1,5 +1,5 @@
-"""Grouped interval arithmetic (one pass over every step / thread) against the per-group functions it
-replaces, and the batched CPU partition against the window-by-window one on real traces."""
+"""Grouped interval arithmetic (one pass over every step / thread) against the definitions, one group
+at a time, and the batched CPU partition against the window-by-window one on real traces."""
 
 from __future__ import annotations
 
@@ -30,7 +30,10 @@ def test_grouped_totals_and_priorities_equal_one_call_per_group():
         total = intervals.total_by_group(group, start, end, groups)
         for g in range(groups):
             m = group == g
-            assert (excl[g] == intervals.exclusive_by_priority(start[m], end[m], cls[m], classes)).all()
+            # The definition: class i gets |U(classes <= i)| - |U(classes < i)|.
+            upto = [intervals.total(start[m & (cls <= i)], end[m & (cls <= i)]) for i in range(classes)]
+            assert excl[g].tolist() == [upto[0], *np.diff(upto).tolist()]
+            assert (intervals.exclusive_by_priority(start[m], end[m], cls[m], classes) == excl[g]).all()
             assert total[g] == intervals.total(start[m], end[m])
 
 

@@ -52,20 +52,7 @@ def exclusive_by_priority(start: np.ndarray, end: np.ndarray, cls: np.ndarray, n
     Class i gets |U(classes <= i)| - |U(classes < i)|, so the values add up to the busy time
     |U(all)| exactly.
     """
-    out = np.zeros(n_classes, np.int64)
-    order = np.argsort(start, kind="stable")  # sort once; every prefix of classes stays sorted
-    start, end, cls = start[order], end[order], cls[order]
-    present = np.bincount(cls.astype(np.int64), minlength=n_classes)
-    covered = 0
-    for i in range(n_classes):
-        if present[i] == 0:  # adds nothing to the union
-            continue
-        upto = cls <= i
-        s, e = union(start[upto], end[upto], is_sorted=True)
-        now = int((e - s).sum())
-        out[i] = now - covered
-        covered = now
-    return out
+    return exclusive_by_priority_by_group(np.zeros(start.size, np.int64), start, end, cls, n_classes, 1)[0]
 
 
 def _apart(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
