@@ -83,15 +83,18 @@ def test_every_report_command_takes_short_f(capsys):
     assert json.loads(capsys.readouterr().out)["events"] > 0
 
 
-def test_running_out_of_memory_is_a_one_line_error(monkeypatch, capsys, tmp_path):
-    """A trace too big for the machine: the CLI says so in one line instead of a MemoryError traceback."""
+@pytest.mark.parametrize("where", ["reading", "analysis"])
+def test_running_out_of_memory_is_a_one_line_error(monkeypatch, capsys, where):
+    """A trace too big for the machine: the CLI says so in one line instead of a MemoryError traceback,
+    whether the reader (on the second thread) or the analysis runs out."""
     import tracekit.api
+    import tracekit.ingest
 
     def too_big(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(tracekit.api, "report", too_big)
-    assert main(["report", str(tmp_path / "any.json")]) == 1
+    monkeypatch.setattr(tracekit.ingest if where == "reading" else tracekit.api, "load" if where == "reading" else "report", too_big)
+    assert main(["report", "tests/data/jax/scan_rnn.xplane.pb"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tracekit: error: out of memory")
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.ingest.columns import factorize
+from tracekit.ingest.columns import distinct, factorize
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -22,6 +22,16 @@ def test_factorize_is_np_unique(values: list[int], repeat: int) -> None:
     assert distinct.dtype == want_distinct.dtype
     assert np.array_equal(distinct, want_distinct)
     assert np.array_equal(codes, want_codes.reshape(-1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(-3, 40), INT64), max_size=200), st.integers(1, 5), st.booleans())
+def test_distinct_is_np_unique(values: list[int], repeat: int, narrow: bool) -> None:
+    column = np.repeat(np.array(values, np.int64), repeat)
+    if narrow:
+        column = column.astype(np.int32)  # wraps the wide values: still a valid int32 column
+    got, want = distinct(column), np.unique(column)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
 def test_factorize_keeps_narrow_dtypes() -> None:

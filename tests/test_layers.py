@@ -1,7 +1,8 @@
 """The direction of data flow, kept by a test: ingest -> analyze -> render -> cli, never back.
 
 Rules (every import counts, at module level or inside a function):
-* ``tracekit.ingest`` imports only ``schema``, ``errors``, ``_native``, ``_version``, ``atomic`` and itself;
+* ``tracekit.ingest`` imports only ``schema``, ``errors``, ``_native``, ``_version``, ``atomic``, ``threads``
+  and itself;
 * ``tracekit.analyze`` never imports ``render``, ``cli`` or ``collectors``;
 * ``tracekit.render`` never imports ``cli`` or ``collectors``;
 * ``tracekit.export`` (writers of the table for other tools) never imports ``render``, ``cli`` or ``collectors``;
@@ -19,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "tracekit"
 INGEST_MAY_IMPORT = ("tracekit.schema", "tracekit.errors", "tracekit._native", "tracekit._version", "tracekit.atomic",
-                     "tracekit.ingest")
+                     "tracekit.threads", "tracekit.ingest")
 
 
 def _module(path: Path, package: Path) -> str:

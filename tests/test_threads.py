@@ -41,3 +41,21 @@ def test_report_and_launch_are_the_same_on_one_thread_and_two(name: str, monkeyp
         out[n] = (api.render(api.report(table), "json"), api.render(api.launch(table), "json"),
                   api.render(api.report(table, exclude_last_step=True), "json"))
     assert out["1"] == out["2"]
+
+
+@pytest.mark.parametrize("n", ["1", "2"])
+def test_load_beside_reads_the_trace_while_the_work_runs(n: str, monkeypatch: pytest.MonkeyPatch):
+    """The CLI reads the trace on a second thread while it imports the analysis: the same table and
+    name as load(); the work runs on the calling thread; a bad file is the reader's error."""
+    from tracekit.errors import InputError
+    from tracekit.ingest import load, load_beside
+
+    monkeypatch.setenv("TRACEKIT_THREADS", n)
+    path = H100 / "custom_eager-cuda-fp32-b16-h256-i256-l1-t10.pt.trace.json.gz"
+    ran_on: list[int] = []
+    loaded = load_beside(str(path), lambda: ran_on.append(threading.get_ident()))
+    assert ran_on == [threading.get_ident()]
+    assert loaded.name == str(path) and loaded.table.equals(load(path))
+    assert api.render(api.report(loaded), "json") == api.render(api.report(path), "json")
+    with pytest.raises(InputError, match="kineto_table_digests.json.*not a Chrome/Kineto trace"):
+        load_beside(str(Path(__file__).parent / "data" / "kineto_table_digests.json"), lambda: None)

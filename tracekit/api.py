@@ -33,11 +33,11 @@ from tracekit.analyze.ranges import RangesReport
 from tracekit.analyze.ranges import ranges as _ranges
 from tracekit.analyze.whatif import WhatIf
 from tracekit.errors import UsageError
-from tracekit.ingest import load
+from tracekit.ingest import NamedTable, load
 from tracekit.render import documents, renderers
 from tracekit.render.document import Document
 
-Trace: TypeAlias = str | Path | pa.Table
+Trace: TypeAlias = str | Path | pa.Table | NamedTable
 
 
 @dataclass
@@ -87,6 +87,8 @@ class Compare:
 def _table(trace: Trace) -> tuple[str, pa.Table]:
     if isinstance(trace, pa.Table):
         return "<table>", trace
+    if isinstance(trace, NamedTable):
+        return trace.name, trace.table
     return str(trace), load(trace)
 
 

@@ -39,6 +39,7 @@ from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
 from tracekit.analyze.cpu_partition import cpu_partition
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.errors import TracekitError
+from tracekit.ingest.columns import factorize
 from tracekit.ingest.links import byte_mask, nearest_ancestor
 
 COMPUTE_KERNEL_CLASSES = tuple(c for c in KERNEL_CLASSES if c not in ("communication", "memcpy", "memset", "sync"))
@@ -173,7 +174,7 @@ def _gpu(frame: Frame, classes: RowClasses, rows: np.ndarray) -> tuple[pd.DataFr
         records.append({"device_id": int(dev), "step": ALL_STEPS, **whole})
         dev_steps = step[device == dev]
         marked = dev_steps >= 0
-        step_numbers, of_step = np.unique(dev_steps[marked], return_inverse=True)
+        step_numbers, of_step = factorize(dev_steps[marked])
         if step_numbers.size:
             per_step = gpu_split_by_group(of_step, s[marked], e[marked], k[marked], step_numbers.size)
             records.extend({"device_id": int(dev), "step": int(st), **split} for st, split in zip(step_numbers, per_step, strict=True))
@@ -222,7 +223,7 @@ def _host_classes(frame: Frame, classes: RowClasses) -> tuple[np.ndarray, np.nda
 
 def _host(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
     rows, cls = _host_classes(frame, classes)
-    thread_keys, thread = np.unique(frame.thread_key[rows], return_inverse=True)
+    thread_keys, thread = factorize(frame.thread_key[rows])
     start, end = frame.start[rows], frame.end[rows]
     is_op = frame.mask("cpu_op")[rows]
     is_launch = classes.api[rows] == API_CLASSES.index("launch")

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame
+from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import byte_mask, nearest_ancestor
 from tracekit.schema import GPU_ACTIVITY_KINDS
 
@@ -219,7 +220,7 @@ def _by_name(frame: Frame, rows: np.ndarray, rules: Sequence[tuple[str, ...]], c
              transform: Callable[[str], str] | None = None) -> np.ndarray:
     """Class index of each row, classifying each distinct name once."""
     codes = frame.name_code[rows]
-    used = np.unique(codes)
+    used = distinct(codes)
     lookup = np.full(len(frame.names) + 1, classes.index("other"), np.int8)
     for code in used[used >= 0]:
         name = frame.names[code]

@@ -30,6 +30,7 @@ from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, top_ops
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
+from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import byte_mask
 
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
@@ -546,7 +547,7 @@ _RECURRENT_WORD = re.compile(r"lstm|gru|rnn|cell", re.IGNORECASE)
 
 def _recurrent_style(frame: Frame) -> str:
     """How the trace runs its recurrent layers (``verdicts`` styles), from its op names."""
-    op_names = [frame.names[c] for c in np.unique(frame.name_code[frame.mask("cpu_op")]) if c >= 0]
+    op_names = [frame.names[c] for c in distinct(frame.name_code[frame.mask("cpu_op")]) if c >= 0]
     if any(n in RNN_CELL_OPS for n in op_names):
         return verdicts.TORCH_CELL_LOOP
     if any(n in FUSED_RNN_OPS or n.endswith(FUSED_RNN_TF_SUFFIXES) for n in op_names):

@@ -11,6 +11,7 @@ from tracekit.atomic import write_text_atomic
 from tracekit.errors import OutputError
 
 if TYPE_CHECKING:
+    from tracekit.ingest import NamedTable
     from tracekit.render.document import Document
 
 
@@ -35,6 +36,16 @@ def add_step_arguments(parser: argparse.ArgumentParser) -> None:
                         help="treat the first N steps as warm-up (left out of verdicts and headline numbers)")
     parser.add_argument("--keep-all-steps", action="store_true",
                         help="use every step, warm-up and outliers included (they are still listed)")
+
+
+def load_trace(trace: str) -> NamedTable:
+    """Read TRACE while the analysis modules import (``tracekit.ingest.load_beside``): pandas and the
+    analyses are most of a short command's start-up, and reading a large file is most of a long one."""
+    import importlib
+
+    from tracekit.ingest import load_beside
+
+    return load_beside(trace, lambda: importlib.import_module("tracekit.api"))
 
 
 def emit(document: Document, args: argparse.Namespace) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracekit.cli._output import add_output_arguments, add_step_arguments, emit
+from tracekit.cli._output import add_output_arguments, add_step_arguments, emit, load_trace
 
 
 class LaunchCommand:
@@ -20,9 +20,10 @@ class LaunchCommand:
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        trace = load_trace(args.trace)  # imports tracekit.api while it reads
         from tracekit import api
 
-        result = api.launch(args.trace, short_kernel_ns=int(args.short_kernel_us * 1000), idle_threshold=args.idle_threshold,
+        result = api.launch(trace, short_kernel_ns=int(args.short_kernel_us * 1000), idle_threshold=args.idle_threshold,
                             timesteps=args.timesteps, skip_steps=args.skip_steps, keep_all_steps=args.keep_all_steps)
         emit(api.document(result), args)
         return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracekit.cli._output import add_output_arguments, add_step_arguments, emit
+from tracekit.cli._output import add_output_arguments, add_step_arguments, emit, load_trace
 
 
 class ReportCommand:
@@ -27,7 +27,6 @@ class ReportCommand:
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from tracekit import api
         from tracekit.dataset import is_dataset
 
         if is_dataset(args.trace):
@@ -37,7 +36,10 @@ class ReportCommand:
             traces = per_trace_metrics(args.trace, engine=args.engine, scheduler=args.scheduler)
             emit(dataset_document(args.trace, traces, args.by), args)
             return 0
-        result = api.report(args.trace, timesteps=args.timesteps, exclude_last_step=args.exclude_last_step,
+        trace = load_trace(args.trace)  # imports tracekit.api while it reads
+        from tracekit import api
+
+        result = api.report(trace, timesteps=args.timesteps, exclude_last_step=args.exclude_last_step,
                             count_sync=args.count_sync,
                             skip_steps=args.skip_steps, keep_all_steps=args.keep_all_steps)
         emit(api.document(result), args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from tracekit.cli._output import add_output_arguments, add_window_arguments, emit
+from tracekit.cli._output import add_output_arguments, add_window_arguments, emit, load_trace
 
 
 class WhatIfCommand:
@@ -16,7 +16,8 @@ class WhatIfCommand:
         add_output_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        trace = load_trace(args.trace)  # imports tracekit.api while it reads
         from tracekit import api
 
-        emit(api.document(api.whatif(args.trace, args.range_name, args.instance)), args)
+        emit(api.document(api.whatif(trace, args.range_name, args.instance)), args)
         return 0

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import gzip
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pyarrow as pa
 
@@ -108,23 +111,60 @@ def load(path: str | Path) -> pa.Table:
 
 
 def _read(p: Path, fmt: str) -> pa.Table:
+    reader = _reader(fmt)
+    if fmt == "kineto-json-gz":
+        return reader.read(p, gz=True)
+    if fmt == "nsys-report":
+        return reader.read_report(p)
+    return reader.read(p)
+
+
+def _reader(fmt: str) -> ModuleType:
+    """The reader module of a format, imported on first use (each pulls in its own dependencies)."""
     if fmt == "tracekit-parquet":
-        from tracekit.ingest import parquet
-
-        return parquet.read(p)
-    if fmt in ("kineto-json", "kineto-json-gz"):
-        from tracekit.ingest import kineto
-
-        return kineto.read(p, gz=fmt == "kineto-json-gz")
-    if fmt in ("xspace-pb", "xspace-dir"):
-        from tracekit.ingest import xplane
-
-        return xplane.read(p)
-    if fmt in ("nsys-sqlite", "nsys-report"):
-        from tracekit.ingest import nsys
-
-        return nsys.read(p) if fmt == "nsys-sqlite" else nsys.read_report(p)
-    raise InputError(p, f"unsupported format {fmt}")  # pragma: no cover - detect() covers all
+        from tracekit.ingest import parquet as reader
+    elif fmt in ("kineto-json", "kineto-json-gz"):
+        from tracekit.ingest import kineto as reader
+    elif fmt in ("xspace-pb", "xspace-dir"):
+        from tracekit.ingest import xplane as reader
+    elif fmt in ("nsys-sqlite", "nsys-report"):
+        from tracekit.ingest import nsys as reader
+    else:  # pragma: no cover - detect() covers all
+        raise ValueError(f"unsupported format {fmt}")
+    return reader
 
 
-__all__ = ["detect", "load", "regular_file", "resolve_directory"]
+@dataclass(frozen=True)
+class NamedTable:
+    """An event table and the name of the trace it was read from (what reports print as its title)."""
+
+    name: str
+    table: pa.Table
+
+
+def load_beside(path: str | Path, work: Callable[[], object]) -> NamedTable:
+    """``load(path)`` on a second thread while this one runs ``work`` (the CLI imports the analysis
+    and pandas, a third of a second, while the file is read: the readers release the GIL).
+
+    The reader module and everything it imports are imported here first, so that the two threads
+    never import the same modules at once.
+    """
+    import ctypes  # noqa: F401 - the Kineto reader's, to give freed memory back
+
+    import pyarrow.compute  # noqa: F401 - readers import it lazily on some paths
+
+    from tracekit import _native, threads
+
+    p = resolve_directory(Path(path))
+    fmt = detect(p)
+    _reader(fmt)
+    if fmt.startswith("nsys"):
+        _native.sqlite_reader()
+    elif fmt.startswith("xspace"):
+        _native.xplane_walker()
+    pending = threads.start(load, p)
+    work()
+    return NamedTable(str(path), pending.result())
+
+
+__all__ = ["NamedTable", "detect", "load", "load_beside", "regular_file", "resolve_directory"]

@@ -131,6 +131,20 @@ def string_array(values: Sequence[str | None], dtype: pa.DataType | None = None)
 KIND_DICTIONARY = string_array(list(schema.KINDS))
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` for integer columns, without sorting every row (as ``factorize``)."""
+    values = np.asarray(values).reshape(-1)
+    if values.size == 0:
+        return values.copy()
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo < max(4 * values.size, 1 << 16):
+        present = np.zeros(hi - lo + 1, bool)
+        present[values - lo] = True
+        return (np.flatnonzero(present) + lo).astype(values.dtype, copy=False)
+    starts = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
+    return np.unique(values[starts])
+
+
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` (sorted distinct values, each row's code) for
     integer columns, without sorting every row: ids in a small range are counted into a table, and
