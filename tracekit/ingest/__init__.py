@@ -8,6 +8,7 @@ through ``nsys export`` when it is on PATH), and tracekit's own Parquet files.
 from __future__ import annotations
 
 import gzip
+import importlib
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -121,17 +122,11 @@ def _read(p: Path, fmt: str) -> pa.Table:
 
 def _reader(fmt: str) -> ModuleType:
     """The reader module of a format, imported on first use (each pulls in its own dependencies)."""
-    if fmt == "tracekit-parquet":
-        from tracekit.ingest import parquet as reader
-    elif fmt in ("kineto-json", "kineto-json-gz"):
-        from tracekit.ingest import kineto as reader
-    elif fmt in ("xspace-pb", "xspace-dir"):
-        from tracekit.ingest import xplane as reader
-    elif fmt in ("nsys-sqlite", "nsys-report"):
-        from tracekit.ingest import nsys as reader
-    else:  # pragma: no cover - detect() covers all
+    module = {"tracekit-parquet": "parquet", "kineto-json": "kineto", "kineto-json-gz": "kineto", "xspace-pb": "xplane",
+              "xspace-dir": "xplane", "nsys-sqlite": "nsys", "nsys-report": "nsys"}.get(fmt)
+    if module is None:  # pragma: no cover - detect() covers all
         raise ValueError(f"unsupported format {fmt}")
-    return reader
+    return importlib.import_module(f"tracekit.ingest.{module}")
 
 
 @dataclass(frozen=True)
