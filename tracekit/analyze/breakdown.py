@@ -101,9 +101,10 @@ def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: 
         gpu_rows = _before_last_step(frame, gpu_rows)
     gpu, gpu_classes = _gpu(frame, classes, gpu_rows)
     op_rows = frame.rows("cpu_op")
-    partition = cpu_partition(frame, _effective_op_class(frame, classes, op_rows), op_rows, steps)
+    op_class = _effective_op_class(frame, classes, op_rows)
+    partition = cpu_partition(frame, op_class, op_rows, steps)
     return Breakdown(
-        gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, steps),
+        gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, op_class, steps),
         has_gpu=gpu_rows.size > 0, steps=steps, timesteps=timesteps if timesteps is not None else _meta_timesteps(table),
         cpu_partition=partition,
     )
@@ -263,12 +264,12 @@ def op_self_time(frame: Frame, op_rows: np.ndarray) -> np.ndarray:
     return np.maximum(frame.dur[op_rows] - child_total[op_rows], 0)
 
 
-def _cpu_ops(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
+def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[int]) -> pd.DataFrame:
+    """CPU op time per step; ``view``: each op row's effective class (``_effective_op_class``)."""
     op_rows = frame.rows("cpu_op")
     if op_rows.size == 0:
         return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns", "dispatch_ns", "ops"])
     self_ns = op_self_time(frame, op_rows)
-    view = _effective_op_class(frame, classes, op_rows)
     compute_rows = innermost_compute_ops(frame, classes, op_rows)
     step_rows = frame.rows("step")
     records = []

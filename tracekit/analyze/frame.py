@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
+from tracekit.ingest.columns import values_and_validity
 from tracekit.ingest.links import byte_mask
 
 KIND_INDEX = schema.KIND_CODES
@@ -22,10 +23,25 @@ LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")
 
 
 def _int(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
-    col = table.column(name)
-    if col.null_count:
-        col = col.fill_null(null)
-    return col.to_numpy().astype(np.int64, copy=False)
+    return _int64(table.column(name), null)
+
+
+def _int64(column: pa.ChunkedArray, null: int = -1) -> np.ndarray:
+    """An integer (or dictionary: its codes) column as int64, nulls as ``null``, read from its
+    buffers chunk by chunk into one array; an int64 column of one chunk without nulls is not copied
+    (a read-only view)."""
+    out = np.empty(len(column), np.int64)
+    at = 0
+    for chunk in column.chunks:
+        data = chunk.indices if pa.types.is_dictionary(chunk.type) else chunk
+        if data.null_count:
+            data = data.fill_null(null)
+        values = values_and_validity(data)[0]
+        if column.num_chunks == 1 and values.dtype == np.int64 and not chunk.null_count:
+            return values
+        out[at:at + values.size] = values
+        at += values.size
+    return out
 
 
 _LAST: list[Frame] = []
@@ -140,5 +156,4 @@ def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
     if col.num_chunks == 0:
         return np.zeros(0, np.int64), []
     values = col.chunk(0).dictionary.to_pylist()
-    codes = np.concatenate([c.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) for c in col.chunks])
-    return codes, values
+    return _int64(col), values
