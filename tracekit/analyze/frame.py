@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.ingest.columns import values_and_validity
+from tracekit.ingest.columns import values_view
 from tracekit.ingest.links import byte_mask
 
 KIND_INDEX = schema.KIND_CODES
@@ -36,7 +36,7 @@ def _int64(column: pa.ChunkedArray, null: int = -1) -> np.ndarray:
         data = chunk.indices if pa.types.is_dictionary(chunk.type) else chunk
         if data.null_count:
             data = data.fill_null(null)
-        values = values_and_validity(data)[0]
+        values = values_view(data)
         if column.num_chunks == 1 and values.dtype == np.int64 and not chunk.null_count:
             return values
         out[at:at + values.size] = values

@@ -50,6 +50,17 @@ def validity_mask(array: pa.Array) -> np.ndarray:
     return bits[array.offset:array.offset + n].astype(bool)
 
 
+def values_view(array: pa.Array) -> np.ndarray:
+    """The values buffer of a fixed-width array as a read-only numpy view (null slots hold whatever
+    the buffer holds)."""
+    n = len(array)
+    if n == 0:
+        return np.zeros(0, _numpy_dtype(array.type))
+    view = np.frombuffer(array.buffers()[1], _numpy_dtype(array.type), n, array.offset * array.type.byte_width)
+    view.flags.writeable = False  # Arrow arrays are immutable; writing here would change the table
+    return view
+
+
 def values_and_validity(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """A fixed-width column (a dictionary column: its codes) as numpy values and a validity mask,
     read from its buffers: pyarrow.compute's import costs 40 ms of a short command's start-up.
@@ -58,10 +69,7 @@ def values_and_validity(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray,
     values, valid = [], []
     for chunk in chunks:
         data = chunk.indices if pa.types.is_dictionary(chunk.type) else chunk
-        n, offset = len(data), data.offset
-        buffers = data.buffers()
-        values.append(np.frombuffer(buffers[1], _numpy_dtype(data.type), n, offset * data.type.byte_width)
-                      if n else np.zeros(0, _numpy_dtype(data.type)))
+        values.append(values_view(data))
         valid.append(validity_mask(data))
     if not values:
         dtype = column.type.index_type if pa.types.is_dictionary(column.type) else column.type
