@@ -59,3 +59,16 @@ def test_load_beside_reads_the_trace_while_the_work_runs(n: str, monkeypatch: py
     assert api.render(api.report(loaded), "json") == api.render(api.report(path), "json")
     with pytest.raises(InputError, match="kineto_table_digests.json.*not a Chrome/Kineto trace"):
         load_beside(str(Path(__file__).parent / "data" / "kineto_table_digests.json"), lambda: None)
+
+
+def test_a_dask_worker_task_uses_the_worker_threads_not_every_core(monkeypatch: pytest.MonkeyPatch):
+    """A cluster spreads files over one single-threaded worker per core: a reader that also used
+    every core in each worker would put N x N threads on N cores (the Dask benchmark's 2 workers
+    went from 1.50x to 1.64x one worker when this was fixed)."""
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.delenv("TRACEKIT_THREADS", raising=False)
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        assert client.submit(threads.usable, pure=False).result() == 1
+        assert threads.usable() == 4  # the client is not a worker

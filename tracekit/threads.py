@@ -8,6 +8,7 @@ sorts, searches and array loops, so two analyses of a million rows run 1.6x fast
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -17,14 +18,32 @@ T = TypeVar("T")
 
 
 def usable() -> int:
-    """The cores this process may run on, or ``TRACEKIT_THREADS`` when set (1: everything serial)."""
+    """The cores this process may run on, or ``TRACEKIT_THREADS`` when set (1: everything serial).
+    Inside a Dask worker's task, at most that worker's threads: the cluster already spreads the
+    work over its worker processes, one per core, and a reader on every core in each of them would
+    put N x N threads on N cores."""
     override = os.environ.get("TRACEKIT_THREADS", "")
     if override.isdigit() and int(override) > 0:
         return int(override)
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    worker = _dask_worker_threads()
+    return min(cores, worker) if worker else cores
+
+
+def _dask_worker_threads() -> int | None:
+    """The thread count of the Dask worker whose task is running here; None elsewhere."""
+    distributed = sys.modules.get("distributed")  # only where Dask is in use: no import otherwise
+    if distributed is None:
+        return None
+    try:
+        worker = distributed.get_worker()
+    except ValueError:  # not in a worker's task
+        return None
+    nthreads = getattr(getattr(worker, "state", worker), "nthreads", None)
+    return nthreads if isinstance(nthreads, int) and nthreads > 0 else None
 
 
 def start(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
