@@ -40,6 +40,53 @@ def test_a_sleep_inside_a_record_function_range_is_not_framework_time(tmp_path):
                                                                               steps.dur_ns[number])
 
 
+def test_a_wait_that_runs_past_its_step_counts_only_inside_it(tmp_path):
+    """A background thread starts waiting in step 0 and is released in step 2 (a DataLoader's result
+    thread, a queue feeder): with Python stacks recorded, its wait is one long row that starts in
+    step 0. Per step, each thread's host time stays within the step."""
+    torch = pytest.importorskip("torch")
+    import threading
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    go, release = threading.Event(), threading.Event()
+
+    def wait_twice() -> None:
+        go.wait()
+        release.wait()
+
+    waiter = threading.Thread(target=wait_twice)
+    waiter.start()  # before the profiler starts: its Python tracer follows the threads there are then
+    x = torch.randn(32, 32)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=3, repeat=1),
+                 with_stack=True) as prof:
+        for i in range(3):
+            if i == 0:
+                go.set()
+            if i == 2:
+                release.set()
+            for _ in range(10):
+                x = torch.tanh(x @ x)
+            time.sleep(0.02)
+            prof.step()
+    waiter.join()
+    path = tmp_path / "waiting.json"
+    prof.export_chrome_trace(str(path))
+    report = tracekit.report(path)
+    host = report.breakdown.host.set_index("step")
+    steps = report.launch.steps.steps.set_index("step")
+    python_rows = report.table.filter(pc.equal(report.table.column("kind").cast(pa.string()), "python_function"))
+    threads = python_rows.column("tid").unique()
+    assert len(steps) == 3 and len(threads) == 2  # the loop's thread and the waiter
+    for number in steps.index:
+        busy = host.loc[number, [f"{c}_ns" for c in ("framework", "python") if f"{c}_ns" in host]].sum()
+        assert busy <= len(threads) * steps.dur_ns[number], (number, busy, steps.dur_ns[number])
+    # The waiting thread's frames are in the trace and do run past step 0.
+    assert host.loc[steps.index[0], "python_ns"] > 0
+
+
 def test_steps_hold_only_their_own_process_rows():
     """Process 1 marks steps 0 and 1; process 2 (a DataLoader worker, another rank) runs at the same
     times but is not part of process 1's loop."""

@@ -14,7 +14,9 @@ union of the compute classes (everything but communication, memcpy, memset and s
 
 Host view (per step): each host thread's busy time split, in priority order, into launch API,
 sync API, memory API, other runtime API, framework ops (time in cpu ops not inside an API call)
-and Python (python_function time outside ops), summed over threads. Framework time includes
+and Python (python_function time outside ops), summed over threads. A row belongs to the step it
+starts in and counts only its part inside that step's window, so no thread has more host time in
+a step than the step lasts. Framework time includes
 user ranges (NVTX / record_function), since nsys traces have no framework op events.
 
 CPU-only traces: self time of every framework op, given to the op-view class of the nearest
@@ -232,9 +234,13 @@ def _host(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
     of_step, in_steps = step_index(frame.step[rows], steps)
     n_threads = max(thread_keys.size, 1)
     whole = intervals.exclusive_by_priority_by_group(thread, start, end, cls, len(HOST_CLASSES), thread_keys.size).sum(axis=0)
+    # A row is in the step it starts in; only its part inside the step's window counts there (a
+    # background thread's wait that starts in one step can run on through several).
+    lo, hi = step_windows(frame, steps)
+    at = of_step[in_steps]
     per_step = intervals.exclusive_by_priority_by_group(
-        of_step[in_steps] * n_threads + thread[in_steps], start[in_steps], end[in_steps], cls[in_steps],
-        len(HOST_CLASSES), len(steps) * n_threads).reshape(len(steps), n_threads, len(HOST_CLASSES)).sum(axis=1)
+        at * n_threads + thread[in_steps], np.clip(start[in_steps], lo[at], hi[at]), np.clip(end[in_steps], lo[at], hi[at]),
+        cls[in_steps], len(HOST_CLASSES), len(steps) * n_threads).reshape(len(steps), n_threads, len(HOST_CLASSES)).sum(axis=1)
     ops = np.bincount(of_step[in_steps & is_op], minlength=len(steps))
     launches = np.bincount(of_step[in_steps & is_launch], minlength=len(steps))
     records = [{"step": ALL_STEPS, **{f"{c}_ns": int(whole[i]) for i, c in enumerate(HOST_CLASSES)},
@@ -252,6 +258,17 @@ def step_index(step: np.ndarray, steps: list[int]) -> tuple[np.ndarray, np.ndarr
         return np.zeros(step.size, np.int64), np.zeros(step.size, bool)
     index = np.minimum(np.searchsorted(known, step), known.size - 1)
     return index, known[index] == step
+
+
+def step_windows(frame: Frame, steps: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's window (``steps`` ascending): the first start and last end of its step rows."""
+    step_rows = frame.rows("step")
+    w_index, w_in = step_index(frame.step[step_rows], steps)
+    w_lo = np.full(len(steps), np.iinfo(np.int64).max)
+    w_hi = np.full(len(steps), np.iinfo(np.int64).min)
+    np.minimum.at(w_lo, w_index[w_in], frame.start[step_rows[w_in]])
+    np.maximum.at(w_hi, w_index[w_in], frame.end[step_rows[w_in]])
+    return w_lo, w_hi
 
 
 def op_self_time(frame: Frame, op_rows: np.ndarray) -> np.ndarray:
@@ -286,13 +303,9 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
                     "compute_ns": compute, "dispatch_ns": (hi - lo) - compute, "ops": int(sel.sum())})
     if not steps:
         return pd.DataFrame.from_records(records)
-    # Per step, all steps at once: each step's window is the extent of its step rows.
+    # Per step, all steps at once.
     n = len(steps)
-    w_index, w_in = step_index(frame.step[step_rows], steps)
-    w_lo = np.full(n, np.iinfo(np.int64).max)
-    w_hi = np.full(n, np.iinfo(np.int64).min)
-    np.minimum.at(w_lo, w_index[w_in], frame.start[step_rows[w_in]])
-    np.maximum.at(w_hi, w_index[w_in], frame.end[step_rows[w_in]])
+    w_lo, w_hi = step_windows(frame, steps)
     c_index, c_in = step_index(frame.step[compute_rows], steps)
     c_rows, c_index = compute_rows[c_in], c_index[c_in]
     compute_by_step = intervals.total_by_group(c_index, np.clip(frame.start[c_rows], w_lo[c_index], w_hi[c_index]),
