@@ -80,6 +80,32 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys) -> None:
     assert err.count("\n") == 0 and "empty.json" in err
 
 
+def test_a_step_of_python_frames_only_has_nothing_to_predict(tmp_path: Path, capsys) -> None:
+    """A profiler whose active window missed the work records only Python frames (with_stack=True):
+    every scenario would remove all of it and predict an empty step, a 100% saving. whatif says there
+    is nothing to predict instead, and the report keeps its rule order (its verdict: undetermined)."""
+    pytest.importorskip("torch")
+    import time
+
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=2, repeat=1),
+                 with_stack=True) as prof:
+        for _ in range(2):
+            sum(i * i for i in range(20_000))  # Python work, no framework op
+            time.sleep(0.005)
+            prof.step()
+    path = tmp_path / "python_only.json"
+    prof.export_chrome_trace(str(path))
+    table = load(path)
+    assert table.num_rows and "python_function" in table.column("kind").cast("string").to_pylist()
+    assert main(["whatif", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no framework op and no GPU activity" in err
+    assert main(["report", str(path), "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"]["verdict"] == "undetermined"
+
+
 def test_report_remedies_are_ordered_by_predicted_saving() -> None:
     from tracekit.analyze.launch import launch
 

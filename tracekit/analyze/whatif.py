@@ -123,6 +123,12 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     launched_by: dict[int, list[int]] = {}
     for g in gpu.tolist():
         launched_by.setdefault(int(frame.launch_row[g]), []).append(g)
+    if not gpu.size and not frame.mask("cpu_op")[rows].any():
+        # Only Python frames, ranges or runtime calls: every scenario would remove all of it and
+        # predict a step of nothing. There is no work here for a prediction to keep.
+        raise UsageError(f"{window['name']}: no framework op and no GPU activity in it, nothing to predict (only "
+                         "Python frames or ranges: was the profiler's active window on the work? --range and "
+                         "--instance pick another window)")
     blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
     kinds = _segment_kinds(frame, classes, rows, blocking)
     segments = _segments(frame, rows, kinds, start, end, launched_by)
