@@ -44,6 +44,7 @@ REAL = [
     ("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", "copy-bound", "host copies run"),
     ("nsys/nvfuser_launch1000_v100_nsys2023.4.sqlite", "launch-bound", "the host cannot issue kernels as fast"),
     ("nsys/dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite", "CPU/framework-bound", "host was mostly framework"),
+    ("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "communication-bound", "collective communication"),
 ]
 
 
@@ -175,3 +176,53 @@ def test_a_keras_rnn_cell_gets_the_layer_remedy_for_its_device(keras_logdirs):
     r = tracekit.launch(keras_logdirs["cell"]).result
     assert verdicts.TF_CELL_CPU_REMEDY in r.remedies and verdicts.KERAS_CPU_LOOP_REMEDY not in r.remedies
 
+
+
+def test_steps_without_framework_ops_are_not_called_framework_bound(tmp_path):
+    """Time outside compute ops is dispatch only where ops run. A real capture whose steps used hold
+    only Python work and sleeps (the ops ran in the step left out as warm-up) is undetermined, and no
+    dispatch remedy (torch.compile) is offered."""
+    torch = pytest.importorskip("torch")
+    import time
+
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    x = torch.randn(64, 64)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=3, repeat=1)) as prof:
+        for i in range(3):
+            if i == 0:
+                for _ in range(50):
+                    x = torch.tanh(x @ x)
+            else:
+                sum(j * j for j in range(20_000))
+                time.sleep(0.01)
+            prof.step()
+    path = tmp_path / "idle_steps.json"
+    prof.export_chrome_trace(str(path))
+    r = tracekit.launch(path, skip_steps=1).result
+    assert r.verdict == "undetermined", r.evidence
+    assert any("no framework op runs in the steps used" in e for e in r.evidence)
+    assert not any("framework dispatch" in e for e in r.evidence)
+    assert not any("torch.compile" in remedy for remedy in r.remedies)
+    # With the step that runs the ops, the same trace is judged on them.
+    assert tracekit.launch(path, keep_all_steps=True).result.verdict != "undetermined"
+
+
+@needs_shared
+def test_a_compiled_training_step_calls_its_graph_once():
+    """HTA's df_index_resolver sample trains a torch.compile'd model: per step one CompiledFunction
+    (forward) and one CompiledFunctionBackward, the same graph's two halves. It is one call, not a
+    per-timestep loop to compile whole."""
+    r = tracekit.launch(SHARED / "hta" / "df_index_resolver" / "df_index_resolver.json.gz").result
+    assert r.remedies[0].startswith("the step already runs as a torch.compile graph"), r.remedies
+    assert not any("times: compile the whole loop" in remedy for remedy in r.remedies)
+
+
+def test_no_cuda_graph_remedy_without_a_gpu():
+    cpu = dict(source="torch", has_ops=True, dispatch_share=0.7)
+    for calls in (1, 20):
+        remedies = judge(Evidence(compiled_calls_per_step=calls, **cpu))[2]
+        assert not any("CUDA graph" in r or "reduce-overhead" in r for r in remedies), remedies
+    assert any("compile the whole loop" in r for r in judge(Evidence(compiled_calls_per_step=20, **cpu))[2])
+    gpu = dict(source="torch", has_ops=True, has_gpu=True, idle_share=0.9)
+    assert any("reduce-overhead" in r for r in judge(Evidence(compiled_calls_per_step=1, **gpu))[2])

@@ -24,7 +24,7 @@ import pyarrow as pa
 from tracekit import threads
 from tracekit.analyze import intervals, verdicts
 from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds, step_index
-from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, classify_rows, short_name
+from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_RULES, classify_name, classify_rows, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, top_ops
@@ -352,7 +352,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if e.source == "jax":
         e.jit_calls_per_step = _jit_calls_per_step(frame)
     if e.source == "torch":
-        e.compiled_calls_per_step = _calls_per_step(frame, _TORCH_COMPILED_CALLS)
+        e.compiled_calls_per_step = _calls_per_step(frame, _TORCH_COMPILED_CALLS, _TORCH_COMPILED_NOT_CALLS)
     ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
     _describe_ops(r, used)
@@ -431,10 +431,15 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     span = int(cpu.span_ns.sum()) if len(cpu) else 0
     dispatch = int(cpu.dispatch_ns.sum()) if len(cpu) else 0
     e.dispatch_share = dispatch / span if span else 0.0
-    r.evidence.append(f"{e.dispatch_share:.0%} of step time is outside any compute op (framework dispatch)")
+    e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
+    if e.ops_per_step:
+        r.evidence.append(f"{e.dispatch_share:.0%} of step time is outside any compute op (framework dispatch)")
     loading = _data_loading(frame)
     if span and loading[0].size:
         e.load_step_share = intervals.overlap_total(*loading, *_step_windows(frame, used)) / span
+    talking = _communication(frame)
+    if span and talking[0].size:
+        e.communication_step_share = intervals.overlap_total(*talking, *_step_windows(frame, used)) / span
 
 
 def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
@@ -524,13 +529,17 @@ def _jit_calls_per_step(frame: Frame) -> float:
 
 
 # What torch.compile's runtime records for one call of a compiled graph (torch 2.1+, and older).
+# Calls of a torch.compile graph: the Dynamo region, or AOTAutograd's forward when no region encloses
+# it. Not CompiledFunctionBackward: a training step's backward is the same graph's other half, run
+# by autograd, not a second call.
 _TORCH_COMPILED_CALLS = ("Torch-Compiled Region", "CompiledFunction")
+_TORCH_COMPILED_NOT_CALLS = ("CompiledFunctionBackward",)
 
 
-def _calls_per_step(frame: Frame, prefixes: tuple[str, ...]) -> float:
-    """Outermost host events named with one of ``prefixes``, per marked step (in the whole trace when
-    no step is marked)."""
-    codes = [i for i, n in enumerate(frame.names) if n.startswith(prefixes)]
+def _calls_per_step(frame: Frame, prefixes: tuple[str, ...], not_prefixes: tuple[str, ...] = ()) -> float:
+    """Outermost host events named with one of ``prefixes`` (and none of ``not_prefixes``), per marked
+    step (in the whole trace when no step is marked)."""
+    codes = [i for i, n in enumerate(frame.names) if n.startswith(prefixes) and not n.startswith(not_prefixes)]
     rows = np.flatnonzero(np.isin(frame.name_code, codes))
     parent = frame.parent[rows]
     # The dispatch can appear nested in itself (C++ fast path inside the Python call): count the outermost.
@@ -566,6 +575,16 @@ def _data_loading(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     """Union of the host intervals spent fetching batches (DataLoader __next__, tf.data IteratorGetNext)."""
     codes = [i for i, n in enumerate(frame.names) if _DATA_LOADER.search(n)]
     rows = np.flatnonzero(np.isin(frame.name_code, codes) & frame.mask("user_range", "cpu_op", "python_function"))
+    return intervals.union(frame.start[rows], frame.end[rows])
+
+
+def _communication(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
+    """Union of the host intervals inside collective communication: ops and ranges named as the
+    communication op class (``gloo:all_reduce``, ``nccl:all_reduce``, ``c10d::allreduce_``)."""
+    host = frame.mask("user_range", "cpu_op")
+    codes = [c for c in distinct(frame.name_code[host]) if c >= 0
+             and classify_name(frame.names[c], OP_RULES) == "communication"]
+    rows = np.flatnonzero(np.isin(frame.name_code, codes) & host)
     return intervals.union(frame.start[rows], frame.end[rows])
 
 

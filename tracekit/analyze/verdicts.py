@@ -19,6 +19,7 @@ from dataclasses import dataclass
 # Thresholds (shares in 0..1).
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
+COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
 HOST_IDLE_SHARE = 0.5     # a host-side verdict needs the host busy during most of the GPU's idle time
 COPY_SHARE = 0.5          # host copying during this much of the GPU's idle time
 LAUNCH_GAP_SHARE = 0.5    # launch calls during this much of the GPU's idle time
@@ -28,8 +29,8 @@ LAUNCH_LOOP_MOSTLY = 0.5  # GPU enqueues from inside ops that loop over launches
 LOW_PRECISION_MOSTLY = 0.5  # math kernel time already in fp16/bf16/fp8: no mixed-precision remedy
 MATH_CLASSES = ("gemm", "rnn", "convolution", "attention")
 
-VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loading-bound", "CPU/framework-bound",
-            "CPU compute-bound", "host-idle gaps", "undetermined")
+VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loading-bound", "communication-bound",
+            "CPU/framework-bound", "CPU compute-bound", "host-idle gaps", "undetermined")
 
 # Recurrent styles (``Evidence.recurrent``).
 TORCH_CELL_LOOP = "torch cell loop"          # aten::lstm_cell / gru_cell / rnn_*_cell called per timestep
@@ -48,6 +49,8 @@ class Evidence:
     # CPU-only traces
     dispatch_share: float = 0.0  # step time outside any compute op
     load_step_share: float = 0.0  # step time with a batch fetch running
+    communication_step_share: float = 0.0  # step time inside collective communication (gloo / NCCL / c10d)
+    ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # GPU traces: shares of the GPU's idle (gap) time
     idle_share: float = 0.0
     idle_threshold: float = 0.3
@@ -109,6 +112,10 @@ MIXED_PRECISION_REMEDY = "use mixed precision (torch.autocast / keras mixed_floa
 GPU_BOUND_REMEDY = "the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work"
 CPU_COMPUTE_REMEDY = "the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count"
 BATCH_REMEDY = "use larger batches so each launch and op does more work"
+COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
+                        "buckets during the backward pass; tune bucket_cap_mb), communicate less often (gradient "
+                        "accumulation under no_sync()), or send less (a DDP communication hook that compresses "
+                        "gradients)")
 
 
 def recurrent_remedies(e: Evidence) -> list[str]:
@@ -148,13 +155,15 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     if e.compiled_calls_per_step > 1:
         # Already compiled, but the compiled graph is called over and over (a per-timestep loop around it).
         return [f"the step calls a torch.compile graph {e.compiled_calls_per_step:.0f} times: compile the whole loop "
-                "(the function that iterates, not its body) so one graph covers the step, with "
-                "mode=\"reduce-overhead\" to replay it as a CUDA graph"]
+                "(the function that iterates, not its body) so one graph covers the step"
+                + (", with mode=\"reduce-overhead\" to replay it as a CUDA graph" if e.has_gpu else "")]
     if launch_bound and e.graphed_share:
         return (["capture the part of the step still launched kernel by kernel in the CUDA graph too"]
                 if e.graphed_share < GRAPHED_MOSTLY else [])
     if e.compiled_calls_per_step:
-        return ["the step already runs as a torch.compile graph: mode=\"reduce-overhead\" replays it as a CUDA graph"]
+        # On the CPU there is no CUDA graph to replay it as.
+        return (["the step already runs as a torch.compile graph: mode=\"reduce-overhead\" replays it as a CUDA graph"]
+                if e.has_gpu else [])
     if launch_bound:
         return ["capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs",
                 "fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)"]
@@ -195,6 +204,15 @@ RULES: tuple[Rule, ...] = (
     Rule("data-loading-bound", lambda e: not e.has_gpu and e.load_step_share >= DATA_LOADING_SHARE,
          lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_step_share:.0%} of the step time",
          lambda e: [DATA_LOADING_REMEDY], "CPU-only: batch fetching covers at least half the step time"),
+    Rule("communication-bound", lambda e: not e.has_gpu and e.communication_step_share >= COMMUNICATION_SHARE,
+         lambda e: f"collective communication (gloo / NCCL / c10d calls) runs during {e.communication_step_share:.0%} of "
+                   "the step time",
+         lambda e: [COMMUNICATION_REMEDY], "CPU-only: collective communication covers at least half the step time"),
+    # Time outside compute ops is dispatch only where ops run: a step with none is spent elsewhere.
+    Rule("undetermined", lambda e: not e.has_gpu and e.ops_per_step == 0,
+         lambda e: "no framework op runs in the steps used: their time is outside the framework (Python, waits, "
+                   "I/O), which this trace does not break down",
+         lambda e: [], "CPU-only: no framework op runs in the steps used"),
     Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
          _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
     Rule("CPU compute-bound", lambda e: not e.has_gpu, None,

@@ -123,7 +123,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     launched_by: dict[int, list[int]] = {}
     for g in gpu.tolist():
         launched_by.setdefault(int(frame.launch_row[g]), []).append(g)
-    if not gpu.size and not frame.mask("cpu_op")[rows].any():
+    if not gpu.size and not frame.mask("cpu_op")[host].any():
         # Only Python frames, ranges or runtime calls: every scenario would remove all of it and
         # predict a step of nothing. There is no work here for a prediction to keep.
         raise UsageError(f"{window['name']}: no framework op and no GPU activity in it, nothing to predict (only "
