@@ -118,3 +118,42 @@ def test_tf24_steps_come_from_the_device_steps_lines():
     report = tracekit.launch(t).result
     assert report.steps is not None and len(report.steps.steps) == 2
     assert 19e6 < report.steps.median_ns < 22e6
+
+
+def test_keras_fit_captured_by_hand_gets_a_step_per_train_function_call(tmp_path):
+    """model.fit under tf.profiler.experimental.start/stop (no TensorBoard callback) writes no step
+    marker: each call of Keras's per-batch function (Keras 3: multi_step_on_iterator) becomes a step,
+    and the report says where its steps come from."""
+    tf = pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+    import numpy as np
+
+    from tracekit.ingest.xplane import KERAS_STEP_FUNCTIONS
+
+    x = np.random.default_rng(0).random((512, 10, 4), dtype=np.float32)
+    y = np.random.default_rng(1).integers(0, 3, 512)
+    model = keras.Sequential([keras.Input((10, 4)), keras.layers.GRU(8), keras.layers.Dense(3)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    logdir = tmp_path / "logs"
+
+    class ProfileBatches(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 2:
+                tf.profiler.experimental.start(str(logdir))
+
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 5:
+                tf.profiler.experimental.stop()
+
+    model.fit(x, y, batch_size=64, epochs=1, callbacks=[ProfileBatches()], verbose=0)
+    table = tracekit.load(logdir)
+    kinds, names = table["kind"].cast(pa.string()).to_pylist(), table["name"].cast(pa.string()).to_pylist()
+    step_names = {n for k, n in zip(kinds, names, strict=True) if k == "step"}
+    assert len(step_names) == 1 and step_names <= set(KERAS_STEP_FUNCTIONS)
+    assert tracekit.info(table).steps == [0, 1, 2, 3]
+    report = tracekit.report(table)
+    assert report.launch.steps is not None and report.launch.steps.origin.startswith("calls of ")
+    assert "step(s) from calls of" in tracekit.render(report, "markdown")
+    # The ops of each call, on TF's executor threads, belong to its step.
+    ops = [s for k, s in zip(kinds, table["step"].to_pylist(), strict=True) if k == "cpu_op"]
+    assert sum(s is not None for s in ops) > 0.9 * len(ops)

@@ -17,11 +17,13 @@ within noise: ``compare`` claims one only when the bootstrap interval of the rat
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from tracekit import schema
 from tracekit.analyze.frame import Frame
 
 FAR_RATIO = 1.5
@@ -40,6 +42,7 @@ class StepStats:
 
     steps: pd.DataFrame
     keep_all: bool = False
+    origin: str = ""  # where the steps come from when the trace does not mark them ("" : step markers)
 
     @property
     def used(self) -> np.ndarray:
@@ -118,7 +121,17 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
     df["used"] = True if keep_all else (status == "steady")
     if not df.used.any():  # everything flagged: nothing steady to fall back on, so use every step
         df["used"] = True
-    return StepStats(df, keep_all)
+    return StepStats(df, keep_all, _origin(frame))
+
+
+def _origin(frame: Frame) -> str:
+    """The reader's note on where the steps come from (``steps_from`` in the trace metadata)."""
+    text = (frame.table.schema.metadata or {}).get(schema.META_TRACE_META_JSON.encode(), b"")
+    try:
+        value = json.loads(text or b"{}").get("steps_from", "")
+    except (ValueError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
 
 
 def speedup_interval(base_ns: np.ndarray, other_ns: np.ndarray, resamples: int = 2000,

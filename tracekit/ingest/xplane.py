@@ -306,6 +306,10 @@ def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
     cols = rows.finish()
     if not np.any(cols["kind"] == KIND_CODES["step"]) and _add_derived_steps(rows, cols):
         cols = rows.finish()
+    if not np.any(cols["kind"] == KIND_CODES["step"]):
+        called = _mark_function_steps(rows, cols)
+        if called:
+            extra["steps_from"] = f"calls of {called} (no step markers in the trace)"
     values = rows.values()
     names = [values[i] for i in np.unique(cols["name"]).tolist()]
     return _assemble(path, cols, rows, len(spaces), TraceMeta(
@@ -572,6 +576,37 @@ def _add_derived_steps(rows: _Rows, cols: dict[str, np.ndarray]) -> bool:
              tid=-1, device=-1, stream=-1, plane=rows.code("/host:CPU"), line=rows.code("Steps"), correlation=-1,
              step_num=np.array(numbers, np.int64))
     return True
+
+
+# The function Keras's fit/evaluate/predict call once per batch (per steps_per_execution batches):
+# Keras 3's trainer and tf.keras's. A capture started by hand (tf.profiler.experimental.start/stop)
+# has no step markers; each call of these is then one step.
+KERAS_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator", "multi_step_on_data", "one_step_on_data",
+                        "train_function", "test_function", "predict_function")
+
+
+def _mark_function_steps(rows: _Rows, cols: dict[str, np.ndarray]) -> str | None:
+    """Without step markers, make each call of the Keras per-batch function a step, numbered in time
+    order; returns its name, or None. Only where the evidence says they are a loop's iterations: the
+    most called such function, called at least twice, every call on one host thread, one after the
+    other (a call never inside another)."""
+    host_ranges = (cols["kind"] == KIND_CODES["user_range"]) & (cols["device"] < 0)
+    found = [(int(np.count_nonzero(host_ranges & (cols["name"] == rows.strings[n]))), n)
+             for n in KERAS_STEP_FUNCTIONS if n in rows.strings]
+    if not found:
+        return None
+    calls, name = max(found)
+    if calls < 2:
+        return None
+    at = np.flatnonzero(host_ranges & (cols["name"] == rows.strings[name]))
+    at = at[np.argsort(cols["start"][at], kind="stable")]
+    if np.unique(cols["host"][at]).size > 1 or np.unique(cols["tid"][at]).size > 1:
+        return None
+    if np.any(cols["start"][at[1:]] < cols["start"][at[:-1]] + cols["dur"][at[:-1]]):
+        return None
+    cols["kind"][at] = KIND_CODES["step"]
+    cols["step_num"][at] = np.arange(at.size)
+    return name
 
 
 def _launch_leads(cols: dict[str, np.ndarray], windows: list[tuple[int, int, int, int]]) -> list[int]:

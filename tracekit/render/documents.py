@@ -162,7 +162,8 @@ def steps_section(st: StepStats) -> Section:
     """Step durations, their spread, and which steps headline numbers and verdicts leave out."""
     s = Section("Steps")
     used = st.used
-    s.sentences.append(f"{len(st.steps)} step(s) marked, {used.size} used: min / median / max "
+    marked = f"{len(st.steps)} step(s) from {st.origin}" if st.origin else f"{len(st.steps)} step(s) marked"
+    s.sentences.append(f"{marked}, {used.size} used: min / median / max "
                        f"{st.min_ns / 1e6:,.3f} / {st.median_ns / 1e6:,.3f} / {st.max_ns / 1e6:,.3f} ms, "
                        f"coefficient of variation {st.cv:.1%}.")
     flagged = st.describe_left_out()
@@ -175,7 +176,7 @@ def steps_section(st: StepStats) -> Section:
 
 
 def steps_data(st: StepStats) -> dict:
-    return {"min_ns": st.min_ns, "median_ns": st.median_ns, "max_ns": st.max_ns, "cv": st.cv,
+    return {"min_ns": st.min_ns, "median_ns": st.median_ns, "max_ns": st.max_ns, "cv": st.cv, "origin": st.origin,
             "left_out": [int(x) for x in st.left_out.step], "steps": records(st.steps)}
 
 
