@@ -12,8 +12,12 @@ events in call-stack order, each owned by the innermost event open during it:
 
 The replay walks the segments with their (changed) durations; a launch call puts its GPU work on
 its stream, which starts at the later of the stream being free and the launch plus the trace's own
-launch latency; a blocking call ends no earlier than the GPU work launched before it. The step ends
-when both the host and the GPU are done. Replaying the unchanged trace reproduces the measured step
+launch latency; a blocking call ends no earlier than the GPU work launched before it. GPU work that
+other threads launch in the window (PyTorch runs the backward pass's launches on its autograd
+thread) keeps its durations: no scenario changes it, and the step takes at least each stream's
+busy time. The launch latency is the trace's own, from launches onto an idle stream: where the GPU
+runs a queue behind the host, a launch's wait is the queue, not latency. The
+step ends when both the host and the GPU are done. Replaying the unchanged trace reproduces the measured step
 (the report says how closely); each scenario's prediction is that replay with its changes.
 """
 
@@ -66,6 +70,9 @@ class WhatIf:
     measured_step_ns: int
     replayed_step_ns: int
     scenarios: list[Scenario]
+    # The busiest GPU stream's busy time with the window's work (every thread's launches): above the
+    # measured step, the GPU runs behind the host and its time, not the host's, bounds the step.
+    gpu_stream_busy_ns: int = 0
 
 
 @dataclass
@@ -80,6 +87,10 @@ class _Step:
     gpu_class: np.ndarray      # kernel class name per gpu row (aligned with ``gpu``)
     op_floor: int = 0          # the framework's fixed cost inside every compute op (see _work_scale)
     work_scale: dict[int, float] = field(default_factory=dict)  # compute op -> share of its time that is work
+    # GPU busy time per (device, stream) of the work other threads launch in the window (PyTorch's
+    # autograd thread runs the backward pass's launches): no scenario changes it, and the step takes
+    # at least each stream's busy time.
+    other_gpu_busy: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 def whatif(table: pa.Table, range_name: str | None = None, instance: int = 0) -> WhatIf:
@@ -96,7 +107,16 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int = 0) ->
         predicted, assumptions = result
         scenarios.append(Scenario(name, predicted, baseline - predicted, assumptions))
     scenarios.sort(key=lambda s: -s.saving_ns)
-    return WhatIf(window, end - start, baseline, scenarios)
+    return WhatIf(window, end - start, baseline, scenarios, _busiest_stream(step))
+
+
+def _busiest_stream(step: _Step) -> int:
+    busy = dict(step.other_gpu_busy)
+    f = step.frame
+    for g in step.gpu.tolist():
+        key = (int(f.device[g]), int(f.stream[g]))
+        busy[key] = busy.get(key, 0) + int(f.dur[g])
+    return max(busy.values(), default=0)
 
 
 def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Step:
@@ -133,13 +153,13 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     kinds = _segment_kinds(frame, classes, rows, blocking)
     segments = _segments(frame, rows, kinds, start, end, launched_by)
     _mark_waits(frame, classes, segments, others)
-    delays = frame.start[gpu] - frame.start[frame.launch_row[gpu]]
-    latency = int(np.percentile(delays, 10)) if delays.size else 0
+    latency = _launch_latency(frame, gpu_all, gpu)
     is_op = frame.mask("cpu_op")
     op_class = {r: OP_CLASSES[int(classes.op[r])] if is_op[r] and classes.op[r] >= 0 else "other"
                 for r in rows.tolist()}
     gpu_class = np.array([KERNEL_CLASSES[c] if c >= 0 else "other" for c in classes.kernel[gpu]], dtype=object)
-    step = _Step(frame, start, end, segments, gpu, max(latency, 0), op_class, gpu_class)
+    step = _Step(frame, start, end, segments, gpu, max(latency, 0), op_class, gpu_class,
+                 other_gpu_busy=_other_threads_gpu_busy(frame, gpu_all, on_thread, start, end))
     step.op_floor, step.work_scale = _work_scale(segments)
     # An op that launches GPU work does its arithmetic there: its host time is all overhead.
     is_op = frame.mask("cpu_op")
@@ -147,6 +167,51 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
         for op in _enclosing_ops(frame, r, is_op):
             step.work_scale[op] = 0.0
     return step
+
+
+# A kernel launch's latency where the trace cannot show it (every launch queues behind earlier work).
+FALLBACK_LAUNCH_LATENCY_NS = 5_000
+
+
+def _launch_latency(frame: Frame, gpu_all: np.ndarray, gpu: np.ndarray) -> int:
+    """ns from a launch call's start to its work's start on a device that was idle at the launch
+    (10th percentile over the step's launches): the device's own latency. A launch onto a busy
+    device waits for the work ahead of it (on its stream, or on another stream it waits for through
+    an event, as NCCL's stream does); where the GPU runs a queue behind the host that wait is tens
+    of ms, and taking it for latency would delay every replayed kernel by it."""
+    if not gpu.size:
+        return 0
+    # The end of the work ahead of each GPU row on its device: a running max, by device and start.
+    key = frame.device[gpu_all]
+    order = np.lexsort((frame.start[gpu_all], key))
+    rows, k = gpu_all[order], key[order]
+    new_device = np.r_[True, k[1:] != k[:-1]]
+    ends = frame.end[rows].copy()
+    first = np.flatnonzero(new_device)
+    ahead = np.full(rows.size, np.iinfo(np.int64).min)
+    for lo, hi in zip(first.tolist(), [*first[1:].tolist(), rows.size], strict=True):
+        ahead[lo + 1:hi] = np.maximum.accumulate(ends[lo:hi])[:-1]
+    ahead_of = dict(zip(rows.tolist(), ahead.tolist(), strict=True))
+    launched = frame.start[frame.launch_row[gpu]]
+    idle = np.array([ahead_of[int(g)] <= int(t) for g, t in zip(gpu.tolist(), launched.tolist(), strict=True)])
+    delays = (frame.start[gpu] - launched)[idle]
+    return max(int(np.percentile(delays, 10)), 0) if delays.size else FALLBACK_LAUNCH_LATENCY_NS
+
+
+def _other_threads_gpu_busy(frame: Frame, gpu_all: np.ndarray, on_thread: np.ndarray, start: int,
+                            end: int) -> dict[tuple[int, int], int]:
+    """Busy time per (device, stream) of the GPU work launched in [start, end) from other host
+    threads. Its busy time, not its measured end: where the GPU runs behind the host, that work ends
+    a step or more later, which is the queue's lag, not the step's length."""
+    launcher = frame.launch_row[gpu_all]
+    linked = launcher >= 0
+    other = gpu_all[linked & ~on_thread[np.maximum(launcher, 0)]]
+    launched_at = frame.start[frame.launch_row[other]]
+    other = other[(launched_at >= start) & (launched_at < end)]
+    busy: dict[tuple[int, int], int] = {}
+    for d, st, dur in zip(frame.device[other].tolist(), frame.stream[other].tolist(), frame.dur[other].tolist(), strict=True):
+        busy[(d, st)] = busy.get((d, st), 0) + dur
+    return busy
 
 
 def _enclosing_ops(frame: Frame, row: int, op: np.ndarray) -> list[int]:
@@ -256,6 +321,7 @@ def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | No
     latency = step.launch_latency if launch_latency is None else launch_latency
     t = step.start
     stream_free: dict[tuple[int, int], int] = {}
+    stream_busy = dict(step.other_gpu_busy)
     gpu_end: dict[int, int] = {}
     index = {int(g): i for i, g in enumerate(step.gpu.tolist())}
     last_gpu_end = step.start
@@ -272,9 +338,11 @@ def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | No
             d = int(f.dur[g]) if gpu_dur is None else gpu_dur(i)
             begin = max(stream_free.get(key, 0), t + latency)
             stream_free[key] = begin + d
+            stream_busy[key] = stream_busy.get(key, 0) + d
             gpu_end[g] = begin + d
             last_gpu_end = max(last_gpu_end, begin + d)
-    return int(max(t, last_gpu_end) - step.start)
+    busiest = max(stream_busy.values(), default=0)
+    return int(max(t - step.start, last_gpu_end - step.start, busiest))
 
 
 def _no_dispatch(step: _Step) -> tuple[int, str] | None:

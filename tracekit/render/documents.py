@@ -407,6 +407,11 @@ def whatif_document(name: str, facts: list[tuple[str, str]], w: WhatIf) -> Docum
         f"{(w.replayed_step_ns / w.measured_step_ns - 1) * 100 if w.measured_step_ns else 0:+.1f}%).",
         "Each scenario replays the step with changed costs; predictions are for the profiled step (scale by "
         "unprofiled / profiled step time for the real one). Ranked by predicted saving."])
+    if w.gpu_stream_busy_ns > 1.1 * w.measured_step_ns:
+        head.sentences.insert(1, f"The GPU work launched in this window keeps one stream busy for "
+                                 f"{format_cell(w.gpu_stream_busy_ns, 'ns')}, longer than the window: the GPU runs "
+                                 "behind the host, so its time, not the host's, bounds each step, and the replay "
+                                 "starts from it.")
     head.tables.append(Table("", [Column("scenario"), Column("predicted step", "ns"), Column("saving", "ns"),
                                   Column("saving %", "pct"), Column("assumptions")],
                              [[s.name, s.predicted_step_ns, s.saving_ns,
@@ -416,6 +421,6 @@ def whatif_document(name: str, facts: list[tuple[str, str]], w: WhatIf) -> Docum
         head.charts.append(Chart("stacked", "Predicted step time per scenario", ["replayed", *[s.name for s in w.scenarios]],
                                  ["step"], [[w.replayed_step_ns / 1e6], *[[s.predicted_step_ns / 1e6] for s in w.scenarios]]))
     data = {"window": w.window, "measured_step_ns": w.measured_step_ns, "replayed_step_ns": w.replayed_step_ns,
-            "scenarios": [{"scenario": s.name, "predicted_step_ns": s.predicted_step_ns, "saving_ns": s.saving_ns,
+            "gpu_stream_busy_ns": w.gpu_stream_busy_ns, "scenarios": [{"scenario": s.name, "predicted_step_ns": s.predicted_step_ns, "saving_ns": s.saving_ns,
                            "assumptions": s.assumptions} for s in w.scenarios]}
     return Document(f"tracekit whatif: {name}", "whatif", facts, [head], data)
