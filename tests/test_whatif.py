@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, ids, needs_shared, shared_files
 
+from tracekit import api as tracekit_api
 from tracekit.analyze.overhead import run_time_ns
 from tracekit.analyze.whatif import whatif
 from tracekit.cli import main
@@ -69,7 +70,7 @@ def test_whatif_runs_on_every_format(rel: str, tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["scenarios"] and data["replayed_step_ns"] > 0
     for s in data["scenarios"]:
-        assert set(s) == {"scenario", "predicted_step_ns", "saving_ns", "assumptions"}
+        assert set(s) == {"scenario", "predicted_step_ns", "saving_ns", "assumptions", "upper_bound"}
         assert s["predicted_step_ns"] + s["saving_ns"] == data["replayed_step_ns"]
 
 
@@ -142,3 +143,18 @@ def test_a_queue_behind_the_host_is_not_launch_latency(path: Path) -> None:
     start, end, window = step_window(frame, None, 0)
     assert _step(frame, start, end, window).launch_latency < 100_000
     assert w.replayed_step_ns <= 2 * max(w.measured_step_ns, w.gpu_stream_busy_ns)
+
+
+@needs_shared
+def test_a_step_that_is_one_unexplained_stretch_gives_only_an_upper_bound() -> None:
+    """HTA's triton_example spends its 13.3 s window in one stretch with no op running (Triton
+    compiling): no-dispatch removes it and predicts 65 µs, a saving no compiled graph would give.
+    The prediction is marked an upper bound, says why, and does not order the report's remedies.
+    Per-op dispatch (the H100 eager cell, gaps of microseconds) stays a prediction."""
+    w = whatif(load(TRACES / "hta" / "triton_example" / "triton_example.json.gz"))
+    (scenario,) = [s for s in w.scenarios if s.name == "no-dispatch"]
+    assert scenario.upper_bound and "an upper bound: one stretch with no op running" in scenario.assumptions
+    eager = whatif(load(_trace("custom_eager")))
+    assert not any(s.upper_bound for s in eager.scenarios)
+    report = tracekit_api.launch(TRACES / "hta" / "trace_compare" / "base" / "base.json.gz").result
+    assert not any("no-dispatch" in e for e in report.evidence if "ordered by predicted saving" in e)

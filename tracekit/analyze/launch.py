@@ -394,7 +394,8 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame) -> None:
         w = whatif(frame.table)
     except (TracekitError, ValueError, IndexError, KeyError, ZeroDivisionError):
         return  # the ordering is a refinement: a trace the replay cannot handle keeps the rules' order
-    saving = {s.name: s.saving_ns / w.replayed_step_ns for s in w.scenarios if w.replayed_step_ns}
+    # An upper bound (time the trace cannot show to be dispatch) does not order remedies.
+    saving = {s.name: s.saving_ns / w.replayed_step_ns for s in w.scenarios if w.replayed_step_ns and not s.upper_bound}
     scenario = [next((sc for key, sc in _REMEDY_SCENARIOS if key in remedy), None) for remedy in r.remedies]
     costed = [saving.get(sc) if sc else None for sc in scenario]
     if not any(c is not None for c in costed):
