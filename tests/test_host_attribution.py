@@ -17,6 +17,13 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces is absent (real traces live there)")
 
 
+def _host_and_steps(prof, path: Path):
+    """The report of a finished torch.profiler run, with its host split and steps indexed by step."""
+    prof.export_chrome_trace(str(path))
+    report = tracekit.report(path)
+    return report, report.breakdown.host.set_index("step"), report.launch.steps.steps.set_index("step")
+
+
 def test_a_sleep_inside_a_record_function_range_is_not_framework_time(tmp_path):
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -29,54 +36,55 @@ def test_a_sleep_inside_a_record_function_range_is_not_framework_time(tmp_path):
             for _ in range(20):
                 x = torch.tanh(x @ x)
             prof.step()
-    path = tmp_path / "sleepy.json"
-    prof.export_chrome_trace(str(path))
-    report = tracekit.report(path)
-    host = report.breakdown.host.set_index("step")
-    steps = report.launch.steps.steps.set_index("step")
+    report, host, steps = _host_and_steps(prof, tmp_path / "sleepy.json")
     for number in (0, 1):
         # The 50 ms sleep is inside a range and a step, but no op runs then: it is not framework work.
         assert 0 < host.framework_ns[number] <= steps.dur_ns[number] - 45e6, (host.framework_ns[number],
                                                                               steps.dur_ns[number])
 
 
+WAITING_CAPTURE = """
+import sys, threading, time, torch
+from torch.profiler import ProfilerActivity, profile, schedule
+go, release = threading.Event(), threading.Event()
+def wait_twice():
+    go.wait()
+    release.wait()
+waiter = threading.Thread(target=wait_twice)
+waiter.start()  # before the profiler starts: its Python tracer follows the threads there are then
+x = torch.randn(32, 32)
+with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=3, repeat=1),
+             with_stack=True) as prof:
+    for i in range(3):
+        if i == 0:
+            go.set()
+        if i == 2:
+            release.set()
+        for _ in range(10):
+            x = torch.tanh(x @ x)
+        time.sleep(0.02)
+        prof.step()
+waiter.join()
+prof.export_chrome_trace(sys.argv[1])
+"""
+
+
 def test_a_wait_that_runs_past_its_step_counts_only_inside_it(tmp_path):
     """A background thread starts waiting in step 0 and is released in step 2 (a DataLoader's result
     thread, a queue feeder): with Python stacks recorded, its wait is one long row that starts in
-    step 0. Per step, each thread's host time stays within the step."""
-    torch = pytest.importorskip("torch")
-    import threading
+    step 0. Per step, each thread's host time stays within the step. Captured in a process of its
+    own, so that the loop's thread and the waiter are the only Python threads."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
 
     import pyarrow as pa
     import pyarrow.compute as pc
-    from torch.profiler import ProfilerActivity, profile, schedule
 
-    go, release = threading.Event(), threading.Event()
-
-    def wait_twice() -> None:
-        go.wait()
-        release.wait()
-
-    waiter = threading.Thread(target=wait_twice)
-    waiter.start()  # before the profiler starts: its Python tracer follows the threads there are then
-    x = torch.randn(32, 32)
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=3, repeat=1),
-                 with_stack=True) as prof:
-        for i in range(3):
-            if i == 0:
-                go.set()
-            if i == 2:
-                release.set()
-            for _ in range(10):
-                x = torch.tanh(x @ x)
-            time.sleep(0.02)
-            prof.step()
-    waiter.join()
     path = tmp_path / "waiting.json"
-    prof.export_chrome_trace(str(path))
+    subprocess.run([sys.executable, "-c", WAITING_CAPTURE, str(path)], check=True, capture_output=True)
     report = tracekit.report(path)
-    host = report.breakdown.host.set_index("step")
-    steps = report.launch.steps.steps.set_index("step")
+    host, steps = report.breakdown.host.set_index("step"), report.launch.steps.steps.set_index("step")
     python_rows = report.table.filter(pc.equal(report.table.column("kind").cast(pa.string()), "python_function"))
     threads = python_rows.column("tid").unique()
     assert len(steps) == 3 and len(threads) == 2  # the loop's thread and the waiter
