@@ -12,13 +12,13 @@ events in call-stack order, each owned by the innermost event open during it:
 
 The replay walks the segments with their (changed) durations; a launch call puts its GPU work on
 its stream, which starts at the later of the stream being free and the launch plus the trace's own
-launch latency; a blocking call ends no earlier than the GPU work launched before it. GPU work that
-other threads launch in the window (PyTorch runs the backward pass's launches on its autograd
-thread) keeps its durations: no scenario changes it, and the step takes at least each stream's
-busy time. The launch latency is the trace's own, from launches onto an idle stream: where the GPU
-runs a queue behind the host, a launch's wait is the queue, not latency. The
-step ends when both the host and the GPU are done. Replaying the unchanged trace reproduces the measured step
-(the report says how closely); each scenario's prediction is that replay with its changes.
+launch latency; a blocking call ends no earlier than the GPU work launched before it. The launch
+latency is the trace's own, from launches onto an idle device: where the GPU runs a queue behind
+the host, a launch's wait is the queue, not latency. GPU work that other threads launch in the
+window (PyTorch runs the backward pass's launches on its autograd thread) keeps its durations: no
+scenario changes it, and the step takes at least each stream's busy time. The step ends when both
+the host and the GPU are done. Replaying the unchanged trace reproduces the measured step (the
+report says how closely); each scenario's prediction is that replay with its changes.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int = 0) ->
         predicted, assumptions = result
         upper_bound = False
         longest = _longest_stretch(step) if name == "no-dispatch" else 0
-        if longest >= UNEXPLAINED_STRETCH_SHARE * (end - start):
+        if longest and longest >= UNEXPLAINED_STRETCH_SHARE * (end - start):
             upper_bound = True
             assumptions += (f"; an upper bound: one stretch with no op running is {longest / (end - start):.0%} of "
                             f"the step ({longest / 1e6:,.1f} ms), Python work, compilation or a wait the trace does "
@@ -199,12 +199,12 @@ def _launch_latency(frame: Frame, gpu_all: np.ndarray, gpu: np.ndarray) -> int:
     ends = frame.end[rows].copy()
     first = np.flatnonzero(new_device)
     ahead = np.full(rows.size, np.iinfo(np.int64).min)
-    for lo, hi in zip(first.tolist(), [*first[1:].tolist(), rows.size], strict=True):
+    for lo, hi in zip(first.tolist(), [*first[1:].tolist(), rows.size], strict=True):  # one pass per device
         ahead[lo + 1:hi] = np.maximum.accumulate(ends[lo:hi])[:-1]
-    ahead_of = dict(zip(rows.tolist(), ahead.tolist(), strict=True))
+    ahead_of = np.full(len(frame), np.iinfo(np.int64).min)
+    ahead_of[rows] = ahead
     launched = frame.start[frame.launch_row[gpu]]
-    idle = np.array([ahead_of[int(g)] <= int(t) for g, t in zip(gpu.tolist(), launched.tolist(), strict=True)])
-    delays = (frame.start[gpu] - launched)[idle]
+    delays = (frame.start[gpu] - launched)[ahead_of[gpu] <= launched]
     return max(int(np.percentile(delays, 10)), 0) if delays.size else FALLBACK_LAUNCH_LATENCY_NS
 
 
