@@ -93,7 +93,7 @@ def test_running_out_of_memory_is_a_one_line_error(monkeypatch, capsys, where):
     def too_big(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(tracekit.ingest if where == "reading" else tracekit.api, "load" if where == "reading" else "report", too_big)
+    monkeypatch.setattr(tracekit.ingest if where == "reading" else tracekit.api, "_read" if where == "reading" else "report", too_big)
     assert main(["report", "tests/data/jax/scan_rnn.xplane.pb"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tracekit: error: out of memory")

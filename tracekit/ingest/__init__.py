@@ -102,7 +102,11 @@ def load(path: str | Path) -> pa.Table:
     A directory is an XSpace run directory, or a torch.profiler TensorBoard log directory with one trace.
     """
     p = resolve_directory(Path(path))
-    fmt = detect(p)
+    return _load(p, detect(p))
+
+
+def _load(p: Path, fmt: str) -> pa.Table:
+    """``_read`` with any failure of the reader as this file's one-line error."""
     try:
         return _read(p, fmt)
     except (TracekitError, MemoryError):
@@ -157,7 +161,7 @@ def load_beside(path: str | Path, work: Callable[[], object]) -> NamedTable:
         _native.sqlite_reader()
     elif fmt.startswith("xspace"):
         _native.xplane_walker()
-    pending = threads.start(load, p)
+    pending = threads.start(_load, p, fmt)  # detected once, here
     work()
     return NamedTable(str(path), pending.result())
 
