@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import TRACES, needs_shared
 
+import tracekit.analyze.critical_path as critical_path_module
+from tracekit.analyze.classify import classify_rows
 from tracekit.analyze.critical_path import CATEGORIES, critical_path
+from tracekit.analyze.frame import frame_of
 from tracekit.cli import main
 from tracekit.errors import UsageError
 from tracekit.ingest import load
@@ -88,3 +92,40 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys) -> None:
     assert main(["critical-path", str(bad)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "truncated.json" in err
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["lstm_raw_while_fn", "lstm_keras_fn"])
+def test_a_tf_function_call_is_waited_through_to_the_ops_of_its_executor(name: str) -> None:
+    """TF graph mode: the Python thread's EagerExecute waits while the inter-op pool runs the
+    function's ops. The path runs through those ops, hopping between the pool's threads as the
+    executor does, not over the wait (which made EagerExecute 100% of the path)."""
+    table = load(TRACES / "xprof" / "cpu_tf2.21" / f"{name}.xplane.pb")
+    cp = critical_path(table)
+    assert cp.handoffs == 1 and cp.handed_ops > 100
+    frame = frame_of(table)
+    start, end = int(cp.window["start_ns"]), int(cp.window["end_ns"])
+    ops = frame.rows("cpu_op")
+    ops = ops[(frame.start[ops] >= start) & (frame.start[ops] <= end)]
+    eager = [int(r) for r in ops if frame.name(int(r)) == "EagerExecute"]
+    assert len(eager) == 1
+    python = frame.thread_key[eager[0]]
+    pool = ops[frame.thread_key[ops] != python]
+    busiest = max(int(frame.dur[pool[frame.thread_key[pool] == k]].sum()) for k in np.unique(frame.thread_key[pool]))
+    on_path = cp.edges[cp.edges.row >= 0]
+    assert cp.top.name.iloc[0].endswith(":_MklMatMul")
+    assert on_path[on_path.name == "EagerExecute"].weight_ns.sum() < 0.05 * cp.total_ns  # dispatch and return
+    assert len({frame.thread_key[r] for r in on_path.row if frame.thread_key[r] != python}) == 2
+    assert busiest < cp.total_ns <= end - start  # a chain across both pool threads, within the step
+
+
+@needs_shared
+def test_executor_ops_side_by_side_do_not_wait_for_each_other() -> None:
+    """Two MatMuls of a step run at once on the pool's two threads: neither is a hand-off; only the
+    driving thread's call is."""
+    table = load(TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_fn.xplane.pb")
+    frame = frame_of(table)
+    start, end, _ = critical_path_module.step_window(frame, None, 0)
+    host = critical_path_module._host_rows(frame, start, end)
+    handoffs = critical_path_module._handoffs(frame, classify_rows(frame), host)
+    assert [frame.name(r) for r in handoffs] == ["EagerExecute"]

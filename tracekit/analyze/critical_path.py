@@ -13,7 +13,13 @@ with numpy and a topological pass instead of networkx:
   the stream was idle at launch, else a kernel-kernel edge from the previous activity on the
   stream (gaps under 1.5 ms, as HTA);
 - sync edges (weight 0): the last GPU activity that ended before a blocking call returned, into
-  that call's end.
+  that call's end;
+- hand-off edges, for a framework op that hands its work to other threads and waits (TF's
+  ``EagerExecute`` of a function, whose ops run on the inter-op pool; see ``_handoffs``): from the
+  call's start to each op with nothing before it (dispatch, the call's time), from the last op to
+  end before another starts into it (weight 0: the executor scheduling it on any thread), and from
+  the last op to end into the call's end (its return, the call's time). The wait itself weighs
+  nothing, as for a sync, so the path runs through the ops and not over the waiting call.
 
 The longest path by weight is the critical path; each edge on it is CPU-bound (host op time),
 launch overhead, kernel-kernel overhead, GPU compute, GPU communication or data loading.
@@ -30,8 +36,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from tracekit.analyze.classify import KERNEL_CLASSES, classify_rows
+from tracekit.analyze import intervals
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
+from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, RowClasses, classify_rows
 from tracekit.analyze.frame import Frame, frame_of
+from tracekit.analyze.steps import driving_threads
 from tracekit.errors import UsageError
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
 
@@ -41,6 +50,7 @@ KERNEL_KERNEL_DELAY_NS = 1_500_000  # HTA's threshold: longer gaps are not a ker
 BLOCKING_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
                   "cudaMemcpy", "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize",
                   "hipEventSynchronize", "hipMemcpy", "hipMemcpyAsync", "cuStreamSynchronize", "cuCtxSynchronize")
+WAITING_SHARE = 0.5  # a call waits for other threads when their ops fill this much of it (as top_ops)
 DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|IteratorGetNext|dataloader", re.IGNORECASE)
 
 # Edge types and what they bound.
@@ -60,6 +70,8 @@ class CriticalPath:
     edges: one row per weighted edge on the path, in order: row (the event), name, kind,
         category, start_ns (where the edge begins), weight_ns.
     top: the events with the most path time: name, category, weight_ns, share (percent).
+    handoffs: calls that handed their work to other threads and waited (``_handoffs``), and
+        handed_ops: how many top-level ops ran for them.
     """
 
     window: dict[str, object]
@@ -69,6 +81,8 @@ class CriticalPath:
     top: pd.DataFrame
     nodes: int
     graph_edges: int
+    handoffs: int = 0
+    handed_ops: int = 0
 
 
 def critical_path(table: pa.Table, range_name: str | None = None, instance: int = 0) -> CriticalPath:
@@ -83,14 +97,18 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     if not events.size:
         raise UsageError(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it")
     graph = _Graph(frame, events)
-    _host_edges(graph, frame, host)
+    handoffs = _handoffs(frame, classes, host)
+    _host_edges(graph, frame, host, set(handoffs))
+    _handoff_edges(graph, frame, handoffs)
     waits, event_syncs = _event_waits(frame, gpu, graph)
     _gpu_edges(graph, frame, gpu, waits)
     _sync_edges(graph, frame, host, gpu)
     for kernel, call in event_syncs:
         graph.add(graph.end(kernel), graph.end(call), SYNC, -1)
     path = graph.longest_path()
-    return _summarize(frame, classes, graph, path, window)
+    result = _summarize(frame, classes, graph, path, window)
+    result.handoffs, result.handed_ops = len(handoffs), sum(ops.size for ops in handoffs.values())
+    return result
 
 
 def step_window(frame: Frame, range_name: str | None, instance: int) -> tuple[int, int, dict[str, object]]:
@@ -201,8 +219,9 @@ class _Graph:
         return path[::-1]
 
 
-def _host_edges(g: _Graph, frame: Frame, host: np.ndarray) -> None:
-    """Per host thread, the call stack walked depth-first: each node joined to the next."""
+def _host_edges(g: _Graph, frame: Frame, host: np.ndarray, waiting: set[int]) -> None:
+    """Per host thread, the call stack walked depth-first: each node joined to the next. Into the end
+    of a blocking sync or of a call in ``waiting`` (rows) the edge weighs nothing."""
     blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
     thread = frame.thread_key[host]
     for key in np.unique(thread):
@@ -213,22 +232,81 @@ def _host_edges(g: _Graph, frame: Frame, host: np.ndarray) -> None:
         for row in rows.tolist():
             while stack and frame.end[stack[-1]] <= frame.start[row]:
                 done = stack.pop()
-                last = _exit(g, frame, done, last, blocking)
+                last = _exit(g, frame, done, last, blocking, waiting)
             node = g.start(row)
             if last is not None:
                 g.add(last, node, OPERATOR if stack else DEPENDENCY, stack[-1] if stack else -1)
             last = node
             stack.append(row)
         while stack:
-            last = _exit(g, frame, stack.pop(), last, blocking)
+            last = _exit(g, frame, stack.pop(), last, blocking, waiting)
 
 
-def _exit(g: _Graph, frame: Frame, row: int, last: int | None, blocking: set[int]) -> int:
+def _exit(g: _Graph, frame: Frame, row: int, last: int | None, blocking: set[int], waiting: set[int]) -> int:
     node = g.end(row)
     if last is not None:
-        # Into a blocking call's end: weight 0, the wait is accounted for by the GPU's sync edge.
-        g.add(last, node, SYNC if int(frame.name_code[row]) in blocking else OPERATOR, row)
+        # Into a blocking call's end: weight 0, the wait is accounted for by the GPU's sync edge
+        # (or by the other threads' ops, for a hand-off).
+        waits = int(frame.name_code[row]) in blocking or row in waiting
+        g.add(last, node, SYNC if waits else OPERATOR, row)
     return node
+
+
+def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, np.ndarray]:
+    """Framework ops that hand their work to other threads and wait for it: {call row: the
+    top-level host rows of other threads that ran inside it, by start}.
+
+    The evidence, checked per call: it is a framework op that computes nothing itself (not a compute
+    op class, a runtime call or a GPU sync) with no host row of its own thread inside it, on a
+    thread that drives the steps (``steps.driving_threads``), and other threads of its process run
+    top-level host rows inside it for at least ``WAITING_SHARE`` of its duration. TF's
+    ``EagerExecute`` of a function is one; two executor ops running side by side are not, nor is a
+    PyTorch op that merely overlaps the autograd thread's work."""
+    top = np.zeros(host.size, bool)
+    leaf = np.zeros(host.size, bool)
+    order = np.lexsort((-frame.end[host], frame.start[host], frame.thread_key[host]))
+    threads = frame.thread_key[host[order]]
+    bounds = np.flatnonzero(np.diff(threads)) + 1
+    for part in np.split(order, bounds):
+        start, end = frame.start[host[part]], frame.end[host[part]]
+        reach = np.maximum.accumulate(end)  # the furthest end of this row and those before it
+        top[part[1:]] = start[1:] >= reach[:-1]
+        top[part[0]] = True
+        leaf[part[:-1]] = start[1:] >= end[:-1]  # the next row on the thread starts after it ends
+        leaf[part[-1]] = True
+    blocking = [i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS]
+    compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
+    calls = host[leaf & frame.mask("cpu_op")[host] & ~np.isin(frame.name_code[host], blocking)
+                 & ~np.isin(classes.op[host], compute) & np.isin(frame.thread_key[host], driving_threads(frame, host))]
+    outer = host[top]
+    outer = outer[np.argsort(frame.start[outer], kind="stable")]
+    outer_start = frame.start[outer]
+    lo = np.searchsorted(outer_start, frame.start[calls], "left")
+    hi = np.searchsorted(outer_start, frame.end[calls], "left")
+    found: dict[int, np.ndarray] = {}
+    for call, a, b in zip(calls.tolist(), lo.tolist(), hi.tolist(), strict=True):
+        if b - a < 1:
+            continue
+        inside = outer[a:b]
+        inside = inside[(frame.thread_key[inside] != frame.thread_key[call]) & (frame.pid[inside] == frame.pid[call])
+                        & (frame.end[inside] <= frame.end[call])]
+        if inside.size and intervals.total(frame.start[inside], frame.end[inside]) >= WAITING_SHARE * frame.dur[call]:
+            found[call] = inside
+    return found
+
+
+def _handoff_edges(g: _Graph, frame: Frame, handoffs: dict[int, np.ndarray]) -> None:
+    """Each handed-off op depends on the last of them to end before it starts (the executor ran it
+    when that one finished, on whichever thread), or on the call's dispatch when none did."""
+    for call, ops in handoffs.items():
+        by_end = ops[np.argsort(frame.end[ops], kind="stable")]
+        before = np.searchsorted(frame.end[by_end], frame.start[ops], "right") - 1
+        for op, i in zip(ops.tolist(), before.tolist(), strict=True):
+            if i < 0:
+                g.add(g.start(call), g.start(op), OPERATOR, call)
+            else:
+                g.add(g.end(int(by_end[i])), g.start(op), DEPENDENCY, -1)
+        g.add(g.end(int(by_end[-1])), g.end(call), OPERATOR, call)
 
 
 def _event_waits(frame: Frame, gpu: np.ndarray, g: _Graph) -> tuple[dict[int, int], list[tuple[int, int]]]:

@@ -87,6 +87,18 @@ class StepStats:
         return out
 
 
+def driving_threads(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """The thread keys that drive the work: those holding a step marker; without steps, the thread
+    of the longest of ``rows``. A wait on a driving thread for other threads is the step waiting;
+    worker threads run side by side, so one is not said to wait for another."""
+    steps = frame.rows("step")
+    if steps.size:
+        return np.unique(frame.thread_key[steps])
+    if not rows.size:
+        return np.zeros(0, np.int64)
+    return frame.thread_key[rows[[int(np.argmax(frame.dur[rows]))]]]
+
+
 def step_durations(frame: Frame) -> pd.DataFrame:
     """Each marked step's extent: step, start_ns, dur_ns (first start to last end of its step ranges)."""
     rows = frame.rows("step")

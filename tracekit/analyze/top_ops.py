@@ -30,6 +30,7 @@ from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
 from tracekit.analyze.classify import OP_CLASSES, RowClasses, short_name
 from tracekit.analyze.frame import Frame
+from tracekit.analyze.steps import driving_threads
 from tracekit.ingest.columns import distinct
 
 SKINNY_DIM = 16
@@ -113,9 +114,7 @@ def _covered_by_other_threads(frame: Frame, rows: np.ndarray) -> np.ndarray:
     threads = frame.thread_key[rows]
     if distinct(threads).size < 2:
         return covered
-    steps = frame.rows("step")
-    drivers = np.unique(frame.thread_key[steps]) if steps.size else threads[[int(np.argmax(frame.dur[rows]))]]
-    for key in drivers:
+    for key in driving_threads(frame, rows):
         mine = threads == key
         if not mine.any():
             continue

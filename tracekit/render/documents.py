@@ -379,6 +379,10 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
         f"({cp.nodes:,} nodes, {cp.graph_edges:,} edges in the dependency graph).",
         "Edges between top-level host calls and waits inside blocking calls weigh nothing (HTA's rules): the path "
         "is the work, not the gaps."])
+    if cp.handoffs:
+        head.sentences.append(
+            f"{cp.handoffs:,} call(s) handed their work to other threads and waited ({cp.handed_ops:,} ops ran on "
+            "those threads, as TF's executor runs a function's ops): the path runs through those ops, not over the wait.")
     bound = max(PATH_CATEGORIES, key=lambda c: cp.shares[c]) if cp.total_ns else ""
     if bound:
         head.sentences.append(f"Bound by: {PATH_LABELS[bound]}, {cp.shares[bound]:.1f}% of the path.")
@@ -393,6 +397,7 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
                             [[short_name(r.name), PATH_LABELS.get(r.category, r.category), r.weight_ns, r.share / 100]
                              for r in cp.top.itertuples()]))
     data = {"window": window, "path_ns": cp.total_ns, "nodes": cp.nodes, "edges": cp.graph_edges,
+            "handoffs": cp.handoffs, "handed_ops": cp.handed_ops,
             "shares_pct": {c: round(cp.shares[c], 4) for c in PATH_CATEGORIES},
             "top": [{"name": r.name, "category": r.category, "weight_ns": int(r.weight_ns), "share_pct": round(r.share, 4)}
                     for r in cp.top.itertuples()]}
