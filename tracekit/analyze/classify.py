@@ -231,29 +231,56 @@ def _by_name(frame: Frame, rows: np.ndarray, rules: Sequence[tuple[str, ...]], c
 _TF_OP_TYPE = re.compile(r"^[^\s:]+:(_?[A-Za-z][A-Za-z0-9_]*)$")
 
 
+EAGER_OP = "EagerLocalExecute: "
+
+
 def _tf_op_type(name: str) -> str:
-    """``scope/name:Type`` -> ``Type`` for TensorFlow op events; other names unchanged."""
+    """``scope/name:Type`` -> ``Type`` for TensorFlow op events, ``EagerLocalExecute: Type`` ->
+    ``Type`` for eager ones; other names unchanged."""
+    if name.startswith(EAGER_OP):
+        return name[len(EAGER_OP):]
     m = _TF_OP_TYPE.match(name)
     return m.group(1) if m else name
 
 
-EAGER_OP = "EagerLocalExecute: "
-
-
-def _classify_eager_ops(frame: Frame, op: np.ndarray) -> None:
+def _eager_ops(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     """TF eager ops are ``EagerExecute`` events whose child ``EagerLocalExecute: MatMul`` names the
-    op (no separate kernel event exists, even at host tracer level 3): class them by that name."""
+    op (no separate kernel event exists, even at host tracer level 3): (the EagerExecute op rows,
+    the name codes of their naming children)."""
     codes = [i for i, name in enumerate(frame.names) if name.startswith(EAGER_OP)]
+    none = np.zeros(0, np.int64)
     if not codes or "EagerExecute" not in frame.names:
-        return
+        return none, none
     rows = np.flatnonzero(np.isin(frame.name_code, codes))
     parents = frame.parent[rows]
     ok = parents >= 0
     rows, parents = rows[ok], parents[ok]
     eager = frame.names.index("EagerExecute")
     ok = (frame.name_code[parents] == eager) & frame.mask("cpu_op")[parents]
-    for row, parent in zip(rows[ok], parents[ok], strict=True):
-        op[parent] = OP_CLASSES.index(classify_name(frame.names[frame.name_code[row]][len(EAGER_OP):], OP_RULES))
+    return parents[ok], frame.name_code[rows[ok]]
+
+
+def _classify_eager_ops(frame: Frame, op: np.ndarray) -> None:
+    parents, codes = _eager_ops(frame)
+    for code in np.unique(codes):
+        op[parents[codes == code]] = OP_CLASSES.index(classify_name(frame.names[code][len(EAGER_OP):], OP_RULES))
+
+
+def op_name_codes(frame: Frame) -> np.ndarray:
+    """Per row, the code (into ``frame.names``) of the name that says which op it is: its own,
+    except for TF's eager ops, all named ``EagerExecute``, whose child names the op
+    (``EagerLocalExecute: MatMul``). Tables of ops group by it. Cached on the frame."""
+    cached = getattr(frame, "_op_name_codes", None)
+    if cached is not None:
+        return cached
+    parents, codes = _eager_ops(frame)
+    if parents.size:
+        result = frame.name_code.copy()
+        result[parents] = codes
+    else:
+        result = frame.name_code
+    frame._op_name_codes = result  # type: ignore[attr-defined]
+    return result
 
 
 def classify_rows(frame: Frame) -> RowClasses:

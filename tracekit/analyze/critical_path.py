@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
-from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, RowClasses, classify_rows
+from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, RowClasses, classify_rows, op_name_codes
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.steps import driving_threads
 from tracekit.errors import UsageError
@@ -406,13 +406,14 @@ def _sync_edges(g: _Graph, frame: Frame, host: np.ndarray, gpu: np.ndarray) -> N
 def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[str, object]) -> CriticalPath:
     gpu_kinds = frame.mask(*GPU_KINDS)
     comm = KERNEL_CLASSES.index("communication")
+    op_names = op_name_codes(frame)
     records = []
     for e in path:
         weight = int(g.w[e])
         if weight <= 0:
             continue
         kind, row = g.kind[e], g.event[e]
-        name = frame.name(row) if row >= 0 else ""
+        name = frame.names[op_names[row]] if row >= 0 and op_names[row] >= 0 else ""
         if kind == LAUNCH:
             category = "gpu_kernel_launch_overhead"
         elif kind == KERNEL_KERNEL:

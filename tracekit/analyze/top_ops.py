@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
-from tracekit.analyze.classify import OP_CLASSES, RowClasses, short_name
+from tracekit.analyze.classify import OP_CLASSES, RowClasses, op_name_codes, short_name
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.steps import driving_threads
 from tracekit.ingest.columns import distinct
@@ -76,7 +76,7 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     if rows.size == 0:
         return TopOps(empty, window, False)
     shape_code, shape_texts = _input_dims(frame.table, rows)
-    df = pd.DataFrame({"code": frame.name_code[rows], "shapes": shape_code, "self": op_self_time(frame, rows),
+    df = pd.DataFrame({"code": op_name_codes(frame)[rows], "shapes": shape_code, "self": op_self_time(frame, rows),
                        "cls": classes.op[rows], "dur": frame.dur[rows],
                        "covered": _covered_by_other_threads(frame, rows)})
     waits = df.groupby("code", sort=False).agg(calls=("self", "size"), self_ns=("self", "sum"), dur=("dur", "sum"),
