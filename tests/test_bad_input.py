@@ -42,6 +42,8 @@ def make(case: str, d: Path) -> tuple[Path, str]:
         p = d / "config.json"
         p.write_text('{"model": "lstm", "layers": 3}')
         return p, "not a Chrome/Kineto trace"
+    if case == "json_records":  # TensorBoard's op-stats table: a JSON list, but of tables, not events
+        return TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_bf16_fn.framework_op_stats.json", "'ph' (phase)"
     if case == "corrupt_gzip":
         p = d / "trace.json.gz"
         p.write_bytes(KINETO_SMALL.read_bytes()[:3000])
@@ -119,7 +121,7 @@ def make(case: str, d: Path) -> tuple[Path, str]:
     raise AssertionError(case)
 
 
-CASES = ["empty", "garbage", "truncated_json", "corrupt_json", "not_a_trace_json", "corrupt_gzip", "corrupt_protobuf",
+CASES = ["empty", "garbage", "truncated_json", "corrupt_json", "not_a_trace_json", "json_records", "corrupt_gzip", "corrupt_protobuf",
          "other_sqlite", "truncated_sqlite", "empty_dir", "html_report", "markdown_report", "parquet_not_ours", "missing",
          "fifo", "fifo_in_run_dir", "gzip_zero_bomb", "gzip_space_bomb", "time_overflow"]
 

@@ -281,3 +281,14 @@ def test_dataset_ingest_uses_windows_when_a_trace_would_not_fit(tmp_path: Path,
     for (_, a), (_, b) in zip(partitions(tmp_path / "whole"), partitions(tmp_path / "windowed"), strict=True):
         assert parquet.read(b).equals(parquet.read(a))
     assert not list((tmp_path / "windowed").glob(".ingest-*"))  # the temporary file took its partition's name
+
+
+@needs_shared
+def test_records_without_phases_are_not_a_trace_in_windows_either(tmp_path: Path) -> None:
+    """A JSON list of records (TensorBoard's op-stats table) read window by window is refused as the
+    whole-file read refuses it, and nothing is left behind."""
+    records = TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_bf16_fn.framework_op_stats.json"
+    out = tmp_path / "t.parquet"
+    with pytest.raises(InputError, match="'ph'"):
+        kineto_windows.write_parquet(records, out, window_bytes=2048, gz=False)
+    assert list(tmp_path.iterdir()) == []

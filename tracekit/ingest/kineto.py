@@ -130,7 +130,19 @@ def _from_buffer(path: Path, buf: bytes | bytearray | mmap.mmap, release: bool, 
         items = [(json.loads(bytes(buf[k0:k1])), json.loads(bytes(buf[v0:v1]))) for k0, k1, v0, v1 in r["header"]]
     if not r["found_events"]:
         raise InputError(path, _not_a_trace_reason([k for k, _ in items]))
+    if r["n"] and not has_phases(r):
+        raise InputError(path, NO_PHASES)
     return _to_table(path, r, dict(items), fmt, sha.result())
+
+
+# Chrome's trace format requires "ph" on every event; a JSON list of other records (a TensorBoard
+# tool's table, a metrics dump) is read as events without one.
+NO_PHASES = "no event has a 'ph' (phase) field, which every Chrome/Kineto trace event has: not a trace"
+
+
+def has_phases(r: dict) -> bool:
+    """Whether any event of scan result ``r`` has a phase."""
+    return bool(np.frombuffer(r["ph"], np.uint8).any())
 
 
 def _not_a_trace_reason(keys: list[str]) -> str:

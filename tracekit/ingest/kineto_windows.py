@@ -116,8 +116,10 @@ def _write(path: Path, mm: mmap.mmap, out: Path, window_bytes: int, fmt: str, sh
             dicts, facts = kineto.Dictionaries(), kineto.Facts()
             windows: list[tuple[int, bool, int]] = []  # (first byte, first window?, events)
             at, first = top["events"], True
+            phased = False
             while at >= 0:
                 r = _scan(path, scan.scan_window, mm, at, at + window_bytes, first, True, threads)
+                phased = phased or kineto.has_phases(r)
                 dicts.adopt(r)
                 facts.add(r, kineto.WindowRows.of(r, dicts), dicts)
                 windows.append((at, first, r["n"]))
@@ -129,6 +131,8 @@ def _write(path: Path, mm: mmap.mmap, out: Path, window_bytes: int, fmt: str, sh
             header = dict(_decode(mm, span) for span in header_spans)
             if top["events"] < 0:
                 raise InputError(path, kineto._not_a_trace_reason([k for k, _ in header.items()]))
+            if sum(n for _, _, n in windows) and not phased:
+                raise InputError(path, kineto.NO_PHASES)
             linked = facts.link(path, kineto._base_time(path, header), dicts)
             del facts
             kineto.return_freed_memory()
