@@ -38,4 +38,4 @@ def test_a_log_directory_with_several_traces_says_so_and_lists_them(tmp_path):
     with pytest.raises(InputError) as e:
         tracekit.load(tmp_path / "tb")
     message = str(e.value)
-    assert "holds 2 torch.profiler traces" in message and traces[0] in message and "tracekit ingest" in message
+    assert "holds 2 JSON traces" in message and traces[0] in message and "tracekit ingest" in message

@@ -1,7 +1,7 @@
 """Read any supported trace into the event table, choosing the reader by content, not extension.
 
-Supported: Kineto/torch.profiler JSON (plain or gzip), TensorFlow XSpace (``.xplane.pb`` or a
-``plugins/profile/<run>/`` directory), Nsight Systems SQLite exports (``.nsys-rep``/``.qdrep``
+Supported: Kineto/torch.profiler JSON (plain or gzip), TensorFlow/JAX XSpace (``.xplane.pb`` or a
+``plugins/profile/<run>/`` directory) and xprof's trace-viewer JSON converted from it, Nsight Systems SQLite exports (``.nsys-rep``/``.qdrep``
 through ``nsys export`` when it is on PATH), and tracekit's own Parquet files.
 """
 
@@ -28,8 +28,8 @@ HEAD_BYTES = 1 << 16
 
 
 def detect(path: Path) -> str:
-    """The format of a file or directory: kineto-json, kineto-json-gz, xspace-pb, xspace-dir,
-    nsys-sqlite, nsys-report or tracekit-parquet. Raises InputError with the reason otherwise."""
+    """The format of a file or directory: kineto-json, kineto-json-gz, xprof-json, xprof-json-gz,
+    xspace-pb, xspace-dir, nsys-sqlite, nsys-report or tracekit-parquet. Raises InputError with the reason otherwise."""
     if path.is_dir():
         return "xspace-dir"
     regular_file(path)
@@ -49,10 +49,10 @@ def detect(path: Path) -> str:
     if head.startswith(GZIP_MAGIC):
         inner = _gzip_head(path)
         if _looks_like_json(inner):
-            return "kineto-json-gz"
+            return "xprof-json-gz" if _is_trace_viewer(inner) else "kineto-json-gz"
         raise InputError(path, "gzip file that does not contain a JSON trace")
     if _looks_like_json(head):
-        return "kineto-json"
+        return "xprof-json" if _is_trace_viewer(head) else "kineto-json"
     stripped = head.lstrip()[:200].lower()
     if stripped.startswith((b"<!doctype html", b"<html")):
         raise InputError(path, "this is an HTML page (a report?), not a trace")
@@ -69,6 +69,12 @@ def _looks_like_json(head: bytes) -> bool:
     return head.lstrip()[:1] in (b"{", b"[")
 
 
+def _is_trace_viewer(head: bytes) -> bool:
+    from tracekit.ingest import trace_viewer
+
+    return trace_viewer.sniff(head)
+
+
 def _gzip_head(path: Path) -> bytes:
     try:
         with gzip.open(path, "rb") as f:
@@ -77,21 +83,23 @@ def _gzip_head(path: Path) -> bytes:
         raise InputError(path, f"corrupt gzip data ({e})") from None
 
 
-# What torch.profiler's tensorboard_trace_handler writes into its directory: {worker}.{ms}.pt.trace.json[.gz]
-KINETO_IN_DIRECTORY = ("*.pt.trace.json", "*.pt.trace.json.gz")
+# What torch.profiler's tensorboard_trace_handler writes into its directory ({worker}.{ms}.pt.trace.json[.gz]),
+# and TF 2.2's profiler before XSpace files (plugins/profile/<run>/<host>.trace.json.gz).
+TRACE_JSON_IN_DIRECTORY = ("*.trace.json", "*.trace.json.gz")
 
 
 def resolve_directory(path: Path) -> Path:
-    """A directory given as one trace: a torch.profiler TensorBoard log directory holding exactly one
-    Kineto trace stands for that file; an XSpace run directory stays as it is (``xplane.read``)."""
+    """A directory given as one trace: a TensorBoard log directory holding exactly one JSON trace
+    (torch.profiler's, or TF 2.2's trace-viewer JSON) stands for that file; an XSpace run directory
+    stays as it is (``xplane.read``)."""
     if not path.is_dir():
         return path
-    kineto = sorted({p for pattern in KINETO_IN_DIRECTORY for p in path.rglob(pattern)})
+    kineto = sorted({p for pattern in TRACE_JSON_IN_DIRECTORY for p in path.rglob(pattern)})
     if not kineto or any(path.rglob("*.xplane.pb")):
         return path
     if len(kineto) > 1:
         shown = ", ".join(str(p.relative_to(path)) for p in kineto[:4]) + (", ..." if len(kineto) > 4 else "")
-        raise InputError(path, f"holds {len(kineto)} torch.profiler traces ({shown}): give one of them, "
+        raise InputError(path, f"holds {len(kineto)} JSON traces ({shown}): give one of them, "
                                f"or ingest them all as a dataset with `tracekit ingest {path} -o DATASET/`")
     return kineto[0]
 
@@ -117,7 +125,7 @@ def _load(p: Path, fmt: str) -> pa.Table:
 
 def _read(p: Path, fmt: str) -> pa.Table:
     reader = _reader(fmt)
-    if fmt == "kineto-json-gz":
+    if fmt in ("kineto-json-gz", "xprof-json-gz"):
         return reader.read(p, gz=True)
     if fmt == "nsys-report":
         return reader.read_report(p)
@@ -127,7 +135,8 @@ def _read(p: Path, fmt: str) -> pa.Table:
 def _reader(fmt: str) -> ModuleType:
     """The reader module of a format, imported on first use (each pulls in its own dependencies)."""
     module = {"tracekit-parquet": "parquet", "kineto-json": "kineto", "kineto-json-gz": "kineto", "xspace-pb": "xplane",
-              "xspace-dir": "xplane", "nsys-sqlite": "nsys", "nsys-report": "nsys"}.get(fmt)
+              "xspace-dir": "xplane", "xprof-json": "trace_viewer", "xprof-json-gz": "trace_viewer",
+              "nsys-sqlite": "nsys", "nsys-report": "nsys"}.get(fmt)
     if module is None:  # pragma: no cover - detect() covers all
         raise ValueError(f"unsupported format {fmt}")
     return importlib.import_module(f"tracekit.ingest.{module}")

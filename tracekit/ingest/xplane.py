@@ -170,7 +170,7 @@ def read(path: Path) -> pa.Table:
         spaces.append(xs)
     # One file has one id, whether it is named or found in its run directory.
     sha = columns.file_sha256(files[0]) if len(files) == 1 else columns.dir_sha256(files)
-    return _to_table(path, spaces, sha, "xspace-pb" if path.is_file() else "xspace-dir")
+    return to_table(path, spaces, sha, "xspace-pb" if path.is_file() else "xspace-dir")
 
 
 # JAX's C++ dispatch names its host events after the jitted function: "PjitFunction(train_step)".
@@ -291,7 +291,8 @@ class _Rows:
         return list(self.strings)
 
 
-def _to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
+def to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
+    """The event table of parsed XSpace messages (one per host) read from ``path``."""
     rows = _Rows()
     device_info: list[dict[str, Any]] = []
     extra: dict[str, Any] = {"hostnames": [], "errors": [], "warnings": []}
