@@ -18,12 +18,13 @@ SOURCES = {
     "kineto": TRACES / "hta" / "trace_compare" / "base" / "base.json.gz",
     "xspace": TRACES / "xprof" / "cpu_tf2.21" / "lstm_raw_blocklstm_fn.xplane.pb",
     "nsys": TRACES / "nsys" / "dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite",
+    "xprof-json": TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_bf16_fn.trace_viewer.json.gz",
 }
 
 
 def original(kind: str) -> bytes:
     data = SOURCES[kind].read_bytes()
-    return gzip.decompress(data) if kind == "kineto" else data
+    return gzip.decompress(data) if kind in ("kineto", "xprof-json") else data
 
 
 @st.composite
@@ -54,7 +55,7 @@ def mutate(data: bytes, ops) -> bytes:
 
 
 def run_one(kind: str, data: bytes) -> None:
-    suffix = {"kineto": ".json", "xspace": ".xplane.pb", "nsys": ".sqlite"}[kind]
+    suffix = {"kineto": ".json", "xspace": ".xplane.pb", "nsys": ".sqlite", "xprof-json": ".json"}[kind]
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / f"fuzz{suffix}"
         p.write_bytes(data)
@@ -71,11 +72,11 @@ def fuzz_settings(n: int):
 
 
 @needs_shared
-@pytest.mark.parametrize("kind", ["kineto", "xspace", "nsys"])
+@pytest.mark.parametrize("kind", ["kineto", "xspace", "nsys", "xprof-json"])
 def test_mutated_real_files_fail_cleanly_or_parse(kind):
     data = original(kind)
 
-    @fuzz_settings(60 if kind != "nsys" else 30)
+    @fuzz_settings(60 if kind not in ("nsys", "xprof-json") else 30)
     @given(mutations(len(data)))
     def check(ops):
         run_one(kind, mutate(data, ops))

@@ -116,6 +116,13 @@ def test_plain_json_and_bad_input(tmp_path: Path, capsys) -> None:
     truncated.write_bytes(plain.read_bytes()[: plain.stat().st_size // 2])
     with pytest.raises(InputError, match="invalid trace JSON"):
         load(truncated)
+    doc = json.loads(plain.read_text())
+    timed = next(i for i, e in enumerate(doc["traceEvents"]) if e.get("ph") == "X")
+    doc["traceEvents"][timed]["ts"] = 1e300
+    far = tmp_path / "far.json"
+    far.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=f"event {timed} .*'ts' is 1e\\+300, not a time"):
+        load(far)
     empty = tmp_path / "empty.json"
     doc = json.loads(plain.read_text())
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("ph") == "M"]

@@ -59,10 +59,21 @@ def read(path: Path, gz: bool = False) -> pa.Table:
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         raise InputError(path, "trace-viewer JSON without a 'traceEvents' list")
-    space = to_xspace(events)
+    try:
+        space = to_xspace(events)
+    except BadEvent as e:
+        raise InputError(path, str(e)) from None
     if not space.planes:
         raise InputError(path, "trace-viewer JSON without any event")
     return xplane.to_table(path, [space], columns.file_sha256(path), "xprof-json-gz" if gz else "xprof-json")
+
+
+class BadEvent(ValueError):
+    """An event the converter cannot have written (its message names it)."""
+
+
+# Times in µs whose ps fit int64 with room for start + duration.
+_TIME_LIMIT_US = float(1 << 62) / 1e6
 
 
 def to_xspace(events: list[Any]) -> Any:
@@ -70,17 +81,22 @@ def to_xspace(events: list[Any]) -> Any:
     planes: dict[Any, str] = {}
     lines: dict[tuple[Any, Any], str] = {}
     timed: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
-    for ev in events:
+    for i, ev in enumerate(events):
         if not isinstance(ev, dict):
             continue
-        ph, pid, tid = ev.get("ph"), ev.get("pid"), ev.get("tid")
+        ph, pid, tid = ev.get("ph"), _key(ev.get("pid")), _key(ev.get("tid"))
         if ph == "M":
             name = (ev.get("args") or {}).get("name")
             if ev.get("name") == "process_name" and isinstance(name, str):
                 planes[pid] = name
             elif ev.get("name") == "thread_name" and isinstance(name, str):
                 lines[(pid, tid)] = name
-        elif ph in ("X", "i", "I") and isinstance(ev.get("ts"), (int, float)):
+        elif ph in ("X", "i", "I"):
+            for field in ("ts", "dur"):
+                value = ev.get(field)
+                if (field == "ts" or value is not None) and not _is_time(value):
+                    raise BadEvent(f"event {i} ({str(ev.get('name'))[:60]!r}): {field!r} is {str(value)[:40]}, "
+                                   f"not a time in µs")
             timed.setdefault((pid, tid), []).append(ev)
     space = xplane.XSpace()
     by_plane: dict[Any, list[tuple[Any, list[dict[str, Any]]]]] = {}
@@ -96,7 +112,7 @@ def to_xspace(events: list[Any]) -> Any:
             for ev in evs:
                 given = ev.get("args")
                 args: dict[str, Any] = given if isinstance(given, dict) else {}
-                name = args.get("long_name") or ev.get("name") or ""
+                name = str(args.get("long_name") or ev.get("name") or "")
                 if "step_num" in args and args.get("step_name") == name:
                     args = _step_as_marked(args)
                     name = args.pop("step_name")
@@ -129,6 +145,15 @@ def _step_as_marked(args: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
+def _key(value: Any) -> Any:
+    """A pid or tid as a dict key (the converter writes numbers; anything else keeps its text)."""
+    return value if isinstance(value, (int, float, str)) or value is None else json.dumps(value)
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) < _TIME_LIMIT_US
+
+
 def _duration_us(ev: dict[str, Any]) -> float:
     dur = ev.get("dur")
     return float(dur) if isinstance(dur, (int, float)) and dur > 0 else 0.0
@@ -137,7 +162,7 @@ def _duration_us(ev: dict[str, Any]) -> float:
 def _int(value: Any, default: int) -> int:
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return default
     return number if -(2**63) <= number < 2**63 else default
 
