@@ -262,6 +262,8 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
     top-level host rows inside it for at least ``WAITING_SHARE`` of its duration. TF's
     ``EagerExecute`` of a function is one; two executor ops running side by side are not, nor is a
     PyTorch op that merely overlaps the autograd thread's work."""
+    if not host.size:
+        return {}
     top = np.zeros(host.size, bool)
     leaf = np.zeros(host.size, bool)
     order = np.lexsort((-frame.end[host], frame.start[host], frame.thread_key[host]))
