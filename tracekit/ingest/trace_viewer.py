@@ -86,7 +86,8 @@ def to_xspace(events: list[Any]) -> Any:
             continue
         ph, pid, tid = ev.get("ph"), _key(ev.get("pid")), _key(ev.get("tid"))
         if ph == "M":
-            name = (ev.get("args") or {}).get("name")
+            given = ev.get("args")
+            name = given.get("name") if isinstance(given, dict) else None
             if ev.get("name") == "process_name" and isinstance(name, str):
                 planes[pid] = name
             elif ev.get("name") == "thread_name" and isinstance(name, str):
@@ -110,8 +111,8 @@ def to_xspace(events: list[Any]) -> Any:
             line = plane.lines.add(id=_int(tid, 0), name=lines.get((pid, tid), str(tid)))
             evs.sort(key=lambda e: (e["ts"], -_duration_us(e)))
             for ev in evs:
-                given = ev.get("args")
-                args: dict[str, Any] = given if isinstance(given, dict) else {}
+                own = ev.get("args")
+                args: dict[str, Any] = own if isinstance(own, dict) else {}
                 name = str(args.get("long_name") or ev.get("name") or "")
                 if "step_num" in args and args.get("step_name") == name:
                     args = _step_as_marked(args)
