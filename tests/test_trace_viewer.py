@@ -134,3 +134,14 @@ def test_plain_json_and_bad_input(tmp_path: Path, capsys) -> None:
     assert err.count("\n") == 0 and "without any event" in err and str(empty) in err
     assert list(out.iterdir()) == []
     shutil.rmtree(out)
+
+
+@pytest.mark.parametrize("name", ["vm.trace.json.gz", "perfetto_trace.json.gz"])
+@pytest.mark.parametrize("command", ["report", "launch", "critical-path", "whatif"])
+def test_jax_json_traces_read_as_the_xspace_beside_them(name: str, command: str, tmp_path: Path) -> None:
+    """jax.profiler.trace(create_perfetto_trace=True) leaves the XSpace, xprof's trace-viewer JSON and
+    a Perfetto copy of it (whose header lacks "highres-ticks") in one run directory."""
+    run = HERE / "data" / "jax" / "tanh_steps"
+    assert detect(run / name) == "xprof-json-gz"
+    same_documents(run / "vm.xplane.pb", run / name, command, tmp_path)
+    assert tracekit.launch(run / name).result.steps.steps.step.tolist() == [0, 1, 2]

@@ -1,5 +1,6 @@
 """xprof's trace-viewer JSON (TensorBoard's Trace Viewer download, TF 2.2's ``<host>.trace.json.gz``,
-``xprof``'s ``trace_viewer`` tool) -> event table, read as the XSpace it was converted from.
+``xprof``'s ``trace_viewer`` tool, JAX's ``<host>.trace.json.gz`` and ``perfetto_trace.json.gz``) ->
+event table, read as the XSpace it was converted from.
 
 The converter writes each XSpace plane as a process (``/host:CPU`` is pid 701, ``/device:GPU:<n>``
 pid n + 1), each line as a thread, and each event as a complete (``X``) or instant (``i``) event
@@ -33,8 +34,9 @@ from tracekit.errors import InputError
 from tracekit.ingest import columns, xplane
 from tracekit.ingest.files import regular_file
 
-# What a trace-viewer JSON's head holds (checked by ``sniff``): the header the converter writes and
-# a plane name as the first process.
+# What a trace-viewer JSON's head holds (checked by ``sniff``): the time unit the converter writes
+# and a plane name as the first process. (JAX's perfetto_trace.json.gz rewrites the header without
+# the "highres-ticks" metadata, so that is not required.)
 _HEADER = re.compile(rb'"displayTimeUnit"\s*:\s*"ns"')
 _PLANE_NAME = re.compile(rb'"name"\s*:\s*"/(host|device):')
 _WHOLE_NUMBER = re.compile(r"-?[0-9]{1,18}")
@@ -42,7 +44,7 @@ _WHOLE_NUMBER = re.compile(r"-?[0-9]{1,18}")
 
 def sniff(head: bytes) -> bool:
     """True when a JSON document's head reads like xprof's trace-viewer output."""
-    return bool(_HEADER.search(head)) and b"highres-ticks" in head and bool(_PLANE_NAME.search(head))
+    return bool(_HEADER.search(head)) and bool(_PLANE_NAME.search(head))
 
 
 def read(path: Path, gz: bool = False) -> pa.Table:
