@@ -129,3 +129,15 @@ def test_executor_ops_side_by_side_do_not_wait_for_each_other() -> None:
     host = critical_path_module._host_rows(frame, start, end)
     handoffs = critical_path_module._handoffs(frame, classify_rows(frame), host)
     assert [frame.name(r) for r in handoffs] == ["EagerExecute"]
+
+
+@needs_shared
+def test_a_trace_without_steps_is_said_to_be_analysed_whole(capsys) -> None:
+    """Without a step the path is the whole trace, start-up included: the document says so and
+    points to --range; a stepped trace gets no such sentence."""
+    assert main(["critical-path", str(TRACES / "nsys" / "dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite"),
+                 "-f", "markdown"]) == 0
+    assert "No step is marked" in capsys.readouterr().out
+    assert main(["critical-path", str(H100 / "nn_lstm-cuda-fp32-b64-h1024-i1024-l1-t100.pt.trace.json.gz"),
+                 "-f", "markdown"]) == 0
+    assert "No step is marked" not in capsys.readouterr().out

@@ -50,6 +50,7 @@ KERNEL_KERNEL_DELAY_NS = 1_500_000  # HTA's threshold: longer gaps are not a ker
 BLOCKING_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
                   "cudaMemcpy", "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize",
                   "hipEventSynchronize", "hipMemcpy", "hipMemcpyAsync", "cuStreamSynchronize", "cuCtxSynchronize")
+WHOLE_TRACE = "whole trace"  # the window when no step is marked and no range is named
 WAITING_SHARE = 0.5  # a call waits for other threads when their ops fill this much of it (as top_ops)
 DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|IteratorGetNext|dataloader", re.IGNORECASE)
 
@@ -117,7 +118,7 @@ def step_window(frame: Frame, range_name: str | None, instance: int) -> tuple[in
     if range_name is None:
         steps = frame.rows("step")
         if not steps.size:
-            return int(frame.start.min()), int(frame.end.max()), {"name": "whole trace", "instance": 0}
+            return int(frame.start.min()), int(frame.end.max()), {"name": WHOLE_TRACE, "instance": 0}
         rows = steps[np.argsort(frame.start[steps], kind="stable")]
         label = "first step"
     else:

@@ -14,7 +14,7 @@ from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, short_name
 from tracekit.analyze.compare import Comparison
 from tracekit.analyze.cpu_partition import PARTS
 from tracekit.analyze.critical_path import CATEGORIES as PATH_CATEGORIES
-from tracekit.analyze.critical_path import CriticalPath
+from tracekit.analyze.critical_path import WHOLE_TRACE, CriticalPath
 from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
 from tracekit.analyze.ranges import RangesReport
 from tracekit.analyze.steps import StepStats
@@ -379,6 +379,9 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
         f"({cp.nodes:,} nodes, {cp.graph_edges:,} edges in the dependency graph).",
         "Edges between top-level host calls and waits inside blocking calls weigh nothing (HTA's rules): the path "
         "is the work, not the gaps."])
+    if window["name"] == WHOLE_TRACE:
+        head.sentences.append("No step is marked, so this is the whole trace, start-up and first calls included; "
+                              "`tracekit ranges` lists the ranges to analyse one iteration with --range NAME.")
     if cp.handoffs:
         head.sentences.append(
             f"{cp.handoffs:,} call(s) handed their work to other threads and waited ({cp.handed_ops:,} ops ran on "
