@@ -24,5 +24,7 @@ setup(
         # The nsys reader's row walker; SQLite is resolved at run time (dlopen), so no sqlite3.h.
         native("sqlite_columns", libraries=["dl"]),
         native("xplane_events"),
+        # The exclusive-by-priority sweep every report's host and GPU split runs on.
+        native("interval_sweep"),
     ]
 )

@@ -19,14 +19,27 @@ from tracekit.analyze.frame import Frame
 from tracekit.ingest.links import nearest_ancestor
 
 
-def test_grouped_totals_and_priorities_equal_one_call_per_group():
+def _by_merging(group, start, end, cls, classes, groups):
+    out = np.zeros((groups, classes), np.int64)
+    return intervals._exclusive_by_merging(group, start, end, cls, classes, groups, out) if start.size else out
+
+
+# The C sweep (interval_sweep.c, used when built) and the numpy merge (used without it).
+EXCLUSIVE = {"sweep": intervals.exclusive_by_priority_by_group, "numpy": _by_merging}
+
+
+@pytest.mark.parametrize("implementation", list(EXCLUSIVE))
+def test_grouped_totals_and_priorities_equal_one_call_per_group(implementation: str):
+    if implementation == "sweep" and intervals._SWEEP is None:
+        pytest.skip("the C extension interval_sweep is not built")
+    exclusive = EXCLUSIVE[implementation]
     rng = np.random.default_rng(11)
     for _ in range(300):
         n, groups, classes = int(rng.integers(0, 80)), int(rng.integers(1, 6)), int(rng.integers(1, 5))
         start = rng.integers(-50, 100, n)  # negative times and touching / zero-length intervals included
         end = start + rng.integers(0, 30, n)
         group, cls = rng.integers(0, groups, n), rng.integers(0, classes, n)
-        excl = intervals.exclusive_by_priority_by_group(group, start, end, cls, classes, groups)
+        excl = exclusive(group, start, end, cls, classes, groups)
         total = intervals.total_by_group(group, start, end, groups)
         for g in range(groups):
             m = group == g
@@ -35,6 +48,23 @@ def test_grouped_totals_and_priorities_equal_one_call_per_group():
             assert excl[g].tolist() == [upto[0], *np.diff(upto).tolist()]
             assert (intervals.exclusive_by_priority(start[m], end[m], cls[m], classes) == excl[g]).all()
             assert total[g] == intervals.total(start[m], end[m])
+
+
+@pytest.mark.skipif(intervals._SWEEP is None, reason="the C extension interval_sweep is not built")
+def test_sweep_equals_numpy_merge_on_a_real_trace_and_checks_its_input():
+    # Every host row of a real trace, split by thread and class as the breakdown splits them: deep
+    # nesting, thousands of rows per thread, classes interleaved.
+    path = Path(__file__).parent / "data" / "h100" / "custom_eager-cuda-fp32-b16-h256-i256-l1-t10.pt.trace.json.gz"
+    frame = Frame(tracekit.load(path))
+    rows = frame.rows("cpu_op", "runtime_api", "python_function")
+    _, thread = np.unique(frame.thread_key[rows], return_inverse=True)
+    cls = frame.kind[rows] % 4
+    args = (thread, frame.start[rows], frame.end[rows], cls, 4, int(thread.max()) + 1)
+    assert rows.size > 1000
+    assert (intervals.exclusive_by_priority_by_group(*args) == _by_merging(*args)).all()
+    with pytest.raises(ValueError, match="out of range"):  # a group the output has no row for
+        intervals._SWEEP.exclusive(np.arange(3), np.array([0, 5, 0]), np.zeros(3, np.int64), np.ones(3, np.int64),
+                                   np.zeros(3, np.int8), 1, np.zeros(2, np.int64))
 
 
 def test_groups_that_touch_in_time_do_not_merge():

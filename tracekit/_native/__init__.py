@@ -33,6 +33,18 @@ def scan_threads() -> int:
     return threads.usable()
 
 
+def interval_sweep() -> ModuleType | None:
+    """The exclusive-by-priority sweep (``interval_sweep.c``); None where it was not built or
+    ``TRACEKIT_PURE_PYTHON`` is set (``tracekit.analyze.intervals`` then merges unions in numpy)."""
+    if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from tracekit._native import _interval_sweep
+    except ImportError:
+        return None
+    return _interval_sweep
+
+
 def sqlite_reader() -> ModuleType | None:
     """The C row walker for SQLite queries (``sqlite_columns.c``), bound to the libsqlite3 that
     Python's sqlite3 module uses; None where it was not built or no shared libsqlite3 is found (the

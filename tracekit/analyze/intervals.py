@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracekit._native import interval_sweep
+
+_SWEEP = interval_sweep()
+
 
 def union(start: np.ndarray, end: np.ndarray, is_sorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Merge intervals into disjoint, sorted ones. Touching intervals merge (like HTA and nsys).
@@ -55,17 +59,22 @@ def exclusive_by_priority(start: np.ndarray, end: np.ndarray, cls: np.ndarray, n
     return exclusive_by_priority_by_group(np.zeros(start.size, np.int64), start, end, cls, n_classes, 1)[0]
 
 
-def _apart(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Order (by group, then start) and times moved so each group lies on its own stretch of one
-    timeline, a gap of 1 ns from the next: one sorted pass then merges every group at once and no
-    interval merges with another group's (touching ones would)."""
+def _group_order(group: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Row order by group, then start."""
     # Two stable sorts, as np.lexsort((start, group)) but 2.5x faster: traces are mostly in time
     # order already (timsort runs through them), and a 16-bit group code sorts by radix.
     by_start = np.argsort(start, kind="stable")
     g = group[by_start]
     if g.size and 0 <= int(g.min()) and int(g.max()) < 2**15:
         g = g.astype(np.int16)
-    order = by_start[np.argsort(g, kind="stable")]
+    return by_start[np.argsort(g, kind="stable")]
+
+
+def _apart(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Order (by group, then start) and times moved so each group lies on its own stretch of one
+    timeline, a gap of 1 ns from the next: one sorted pass then merges every group at once and no
+    interval merges with another group's (touching ones would)."""
+    order = _group_order(group, start)
     g, s, e = group[order], start[order], end[order]
     new_group = np.empty(g.size, bool)
     new_group[:1] = True
@@ -103,12 +112,26 @@ def exclusive_by_priority_by_group(group: np.ndarray, start: np.ndarray, end: np
     """``exclusive_by_priority`` of each group's intervals: an (n_groups, n_classes) array, all
     groups at once (not one call per group).
 
-    Each class's own union is merged into the union of the classes before it; that union is far
-    smaller than the rows where events nest (host threads), so each class costs about its own rows.
+    With the C extension: one sweep over the rows in (group, start) order (``interval_sweep.c``).
+    Without it: each class's own union is merged into the union of the classes before it.
     """
     out = np.zeros((n_groups, n_classes), np.int64)
     if start.size == 0:
         return out
+    if _SWEEP is not None and n_classes <= 64:
+        # One pass in C over the rows in (group, start) order (interval_sweep.c); same result.
+        group64 = np.ascontiguousarray(group, np.int64)
+        _SWEEP.exclusive(_group_order(group64, start), group64, np.ascontiguousarray(start, np.int64),
+                         np.ascontiguousarray(end, np.int64), np.ascontiguousarray(cls, np.int8), n_classes, out)
+        return out
+    return _exclusive_by_merging(group, start, end, cls, n_classes, n_groups, out)
+
+
+def _exclusive_by_merging(group: np.ndarray, start: np.ndarray, end: np.ndarray, cls: np.ndarray, n_classes: int,
+                          n_groups: int, out: np.ndarray) -> np.ndarray:
+    """``exclusive_by_priority_by_group`` in numpy, where the C sweep is not built. The union of
+    the classes before one is far smaller than the rows where events nest (host threads), so each
+    class costs about its own rows."""
     order, s, e = _apart(group, start, end)
     g = group[order].astype(np.int64)
     c = cls[order].astype(np.int64)
