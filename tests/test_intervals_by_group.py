@@ -132,3 +132,25 @@ def test_batched_partition_sweeps_the_windows_whose_ops_do_not_nest():
     assert len(batched) == 5
     for row in batched:  # the parts still add up to each step's span
         assert sum(row[p] for p in PARTS) == row["span_ns"]
+
+
+@pytest.mark.parametrize("implementation", ["sweep", "numpy"])
+def test_priority_timeline_pieces_are_disjoint_and_add_up_to_each_class(implementation: str, monkeypatch):
+    if implementation == "sweep" and intervals._SWEEP is None:
+        pytest.skip("the C extension interval_sweep is not built")
+    if implementation == "numpy":
+        monkeypatch.setattr(intervals, "_SWEEP", None)
+    rng = np.random.default_rng(12)
+    for _ in range(300):
+        n, classes = int(rng.integers(0, 80)), int(rng.integers(1, 6))
+        start = rng.integers(-50, 100, n)
+        end = start + rng.integers(0, 30, n)
+        cls = rng.integers(0, classes, n)
+        seg_s, seg_e, seg_c = intervals.priority_timeline(start, end, cls, classes)
+        assert (seg_e > seg_s).all() and (seg_s[1:] >= seg_e[:-1]).all()
+        got = [int((seg_e - seg_s)[seg_c == i].sum()) for i in range(classes)]
+        assert got == intervals.exclusive_by_priority(start, end, cls, classes).tolist()
+        # Each piece lies inside an interval of its class and inside none of a class before it.
+        for s, e, c in zip(seg_s, seg_e, seg_c, strict=True):
+            assert ((start <= s) & (end >= e) & (cls == c)).any()
+            assert not ((start < e) & (end > s) & (cls < c)).any()

@@ -14,6 +14,11 @@
  *   order  int64[n]  rows sorted by (group, start); group, start, end int64[*]; cls int8[*]
  *   out    int64[n_groups * n_classes], zeroed by the caller; out[g * n_classes + c] += time.
  * A group's value or a class outside its range is a ValueError (the caller checks them first).
+ *
+ * timeline(order, start, end, cls, n_classes, seg_start, seg_end, seg_cls) -> m:
+ *   the same sweep over one group, writing the pieces instead of summing them: m disjoint pieces in
+ *   time order, each with the class it goes to. Each piece begins at a row's start or end, so there
+ *   are at most 2n (the outputs' capacity, checked).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -32,6 +37,29 @@ static void attribute(int64_t lo, int64_t hi, const int64_t *cover, int n_classe
             done = h;
         }
     }
+}
+
+typedef struct {
+    int64_t *start, *end;
+    int8_t *cls;
+    Py_ssize_t m, capacity;
+} Pieces;
+
+/* As attribute, but each class's part of [lo, hi) is written as a piece. */
+static int emit(int64_t lo, int64_t hi, const int64_t *cover, int n_classes, Pieces *p) {
+    int64_t done = lo;
+    for (int c = 0; c < n_classes && done < hi; c++) {
+        int64_t h = cover[c] < hi ? cover[c] : hi;
+        if (h > done) {
+            if (p->m >= p->capacity) return -1;
+            p->start[p->m] = done;
+            p->end[p->m] = h;
+            p->cls[p->m] = (int8_t)c;
+            p->m++;
+            done = h;
+        }
+    }
+    return 0;
 }
 
 static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t item, int writable, const char *what) {
@@ -105,9 +133,65 @@ done:
     return result;
 }
 
+static PyObject *timeline(PyObject *self, PyObject *args) {
+    PyObject *o_order, *o_start, *o_end, *o_cls, *o_ps, *o_pe, *o_pc;
+    int n_classes;
+    if (!PyArg_ParseTuple(args, "OOOOiOOO", &o_order, &o_start, &o_end, &o_cls, &n_classes, &o_ps, &o_pe, &o_pc))
+        return NULL;
+    if (n_classes < 1 || n_classes > MAX_CLASSES) {
+        PyErr_SetString(PyExc_ValueError, "n_classes out of range");
+        return NULL;
+    }
+    Py_buffer order = {0}, start = {0}, end = {0}, cls = {0}, ps = {0}, pe = {0}, pc = {0};
+    PyObject *result = NULL;
+    if (get_buffer(o_order, &order, 8, 0, "order") || get_buffer(o_start, &start, 8, 0, "start")
+        || get_buffer(o_end, &end, 8, 0, "end") || get_buffer(o_cls, &cls, 1, 0, "cls")
+        || get_buffer(o_ps, &ps, 8, 1, "seg_start") || get_buffer(o_pe, &pe, 8, 1, "seg_end")
+        || get_buffer(o_pc, &pc, 1, 1, "seg_cls"))
+        goto done;
+    Py_ssize_t n = order.len / 8, rows = start.len / 8;
+    if (end.len / 8 != rows || cls.len != rows || pe.len != ps.len || pc.len != ps.len / 8) {
+        PyErr_SetString(PyExc_ValueError, "inputs or outputs differ in length");
+        goto done;
+    }
+    const int64_t *ord = order.buf, *s = start.buf, *e = end.buf;
+    const int8_t *c = cls.buf;
+    Pieces p = {ps.buf, pe.buf, pc.buf, 0, ps.len / 8};
+    int64_t cover[MAX_CLASSES];
+    for (int j = 0; j < n_classes; j++) cover[j] = INT64_MIN;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t last_start = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = ord[i];
+        if (r < 0 || r >= rows || c[r] < 0 || c[r] >= n_classes) { bad = 1; break; }
+        if (i && emit(last_start, s[r], cover, n_classes, &p)) { bad = 2; break; }
+        last_start = s[r];
+        if (e[r] > cover[c[r]]) cover[c[r]] = e[r];
+    }
+    if (!bad && n && emit(last_start, INT64_MAX, cover, n_classes, &p)) bad = 2;
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, bad == 1 ? "row or class out of range" : "more pieces than the outputs hold");
+        goto done;
+    }
+    result = PyLong_FromSsize_t(p.m);
+done:
+    if (order.obj) PyBuffer_Release(&order);
+    if (start.obj) PyBuffer_Release(&start);
+    if (end.obj) PyBuffer_Release(&end);
+    if (cls.obj) PyBuffer_Release(&cls);
+    if (ps.obj) PyBuffer_Release(&ps);
+    if (pe.obj) PyBuffer_Release(&pe);
+    if (pc.obj) PyBuffer_Release(&pc);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"exclusive", exclusive, METH_VARARGS,
      "exclusive(order, group, start, end, cls, n_classes, out) -> None: adds each (group, class)'s exclusive time to out."},
+    {"timeline", timeline, METH_VARARGS,
+     "timeline(order, start, end, cls, n_classes, seg_start, seg_end, seg_cls) -> m: the pieces each class gets."},
     {NULL, NULL, 0, NULL},
 };
 

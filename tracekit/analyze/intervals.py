@@ -155,6 +155,43 @@ def _exclusive_by_merging(group: np.ndarray, start: np.ndarray, end: np.ndarray,
     return out
 
 
+def priority_timeline(start: np.ndarray, end: np.ndarray, cls: np.ndarray,
+                      n_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The time covered by the intervals as disjoint pieces in time order, each piece with the
+    class it goes to: the first (lowest index) class covering it. The pieces of class i add up to
+    ``exclusive_by_priority(...)[i]``."""
+    if start.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)
+    start, end = np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64)
+    cls = np.ascontiguousarray(cls, np.int8)
+    order = np.argsort(start, kind="stable")
+    if _SWEEP is not None and n_classes <= 64:
+        seg_s, seg_e = np.empty(2 * start.size, np.int64), np.empty(2 * start.size, np.int64)
+        seg_c = np.empty(2 * start.size, np.int8)
+        m = _SWEEP.timeline(order, start, end, cls, n_classes, seg_s, seg_e, seg_c)
+        return seg_s[:m], seg_e[:m], seg_c[:m]
+    return _timeline_by_classes(start[order], end[order], cls[order], n_classes)
+
+
+def _timeline_by_classes(s: np.ndarray, e: np.ndarray, c: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``priority_timeline`` in numpy (start-sorted input), the C sweep's rule one class at a time:
+    between one start and the next, class i covers up to the furthest end of its rows so far and
+    gets the part past what the classes before it cover."""
+    next_start = np.append(s[1:], np.iinfo(np.int64).max)
+    before = s.copy()  # where the classes before this one stop covering, per stretch
+    pieces = []
+    for i in range(n_classes):
+        cover = np.where(c == i, e, np.iinfo(np.int64).min)
+        np.maximum.accumulate(cover, out=cover)
+        lo, hi = before, np.minimum(cover, next_start)
+        has = hi > lo
+        pieces.append((lo[has], hi[has], np.full(int(has.sum()), i, np.int8)))
+        before = np.maximum(before, hi)
+    seg_s, seg_e, seg_c = (np.concatenate(p) for p in zip(*pieces, strict=True))
+    order = np.argsort(seg_s, kind="stable")
+    return seg_s[order], seg_e[order], seg_c[order]
+
+
 def _sum_sorted(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
     """Sum of ``value`` per group, ``group`` ascending (exact int64, unlike a float-weighted bincount)."""
     out = np.zeros(n_groups, np.int64)

@@ -237,23 +237,30 @@ def launch_loops(frame: Frame, classes) -> LaunchLoops:
                        frame.names[top] if top >= 0 else "", float(np.mean(by_name[top])))
 
 
-def _host_unions(frame: Frame, classes, processes: np.ndarray | None) -> list[tuple[str, tuple[np.ndarray, np.ndarray]]]:
-    """Union of host intervals per gap class, in priority order, over the host threads of ``processes``
-    (all when None). ``launching`` comes twice: the enqueue calls first; the host time inside ops that
-    loop over enqueues (LaunchLoops) after syncs and copies, which such an op may also make."""
+# The host activity a GPU gap's time goes to, in priority order: "launching" comes twice, the
+# enqueue calls first and the host time inside ops that loop over enqueues (LaunchLoops) after syncs
+# and copies, which such an op may also make.
+_GAP_PRIORITY = ("launching", "synchronizing", "data_transfer", "launching", "framework", "python")
+
+
+def _gap_priority(frame: Frame, classes) -> np.ndarray:
+    """Each row's index in ``_GAP_PRIORITY`` (the first that applies), -1 for rows of none."""
     api = classes.api
     loop_ops = np.zeros(len(frame), bool)
     loop_ops[launch_loops(frame, classes).op_rows] = True
-    sel = [
-        ("launching", enqueue_calls(frame, classes)),
-        ("synchronizing", api == API_CLASSES.index("sync")),
-        ("data_transfer", (api == API_CLASSES.index("memory")) & ~enqueue_calls(frame, classes)),
-        ("launching", loop_ops),
-        ("framework", frame.mask(*framework_kinds(frame)) | (api == API_CLASSES.index("other"))),
-        ("python", frame.mask("python_function")),
+    enqueue = enqueue_calls(frame, classes)
+    applies = [
+        enqueue,
+        api == API_CLASSES.index("sync"),
+        (api == API_CLASSES.index("memory")) & ~enqueue,
+        loop_ops,
+        frame.mask(*framework_kinds(frame)) | (api == API_CLASSES.index("other")),
+        frame.mask("python_function"),
     ]
-    mine = np.isin(frame.pid, processes) if processes is not None else np.ones(len(frame), bool)
-    return [(k, intervals.union(frame.start[m & mine], frame.end[m & mine])) for k, m in sel]
+    priority = np.full(len(frame), -1, np.int8)
+    for i, rows in reversed(list(enumerate(applies))):  # the first that applies is written last
+        priority[rows] = i
+    return priority
 
 
 def _launching_processes(frame: Frame, gpu_rows: np.ndarray) -> np.ndarray | None:
@@ -266,21 +273,28 @@ def _launching_processes(frame: Frame, gpu_rows: np.ndarray) -> np.ndarray | Non
 def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
     columns = ["device_id", "start_ns", "dur_ns", *[f"{c}_ns" for c in GAP_HOST_CLASSES], "attributed"]
     parts = []
+    priority = _gap_priority(frame, classes)
+    timelines: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for dev in np.unique(frame.device[gpu_rows]):
         r = gpu_rows[frame.device[gpu_rows] == dev]
         g_start, g_end = intervals.gaps(frame.start[r], frame.end[r])
         out: dict[str, np.ndarray] = {"device_id": np.full(g_start.size, dev), "start_ns": g_start,
                                       "dur_ns": g_end - g_start}
         # Only the host of the processes that drive this device: another rank's busy host is not this GPU's.
-        # Host classes in priority order: time already given to an earlier class is not counted again.
+        # Each moment of host time goes to the first activity in priority order that covers it.
+        processes = _launching_processes(frame, r)
+        key = b"" if processes is None else processes.tobytes()
+        if key not in timelines:
+            host = (priority >= 0) & (np.isin(frame.pid, processes) if processes is not None else True)
+            timelines[key] = intervals.priority_timeline(frame.start[host], frame.end[host], priority[host],
+                                                         len(_GAP_PRIORITY))
+        seg_s, seg_e, seg_c = timelines[key]
         covered = np.zeros(g_start.size, np.int64)
-        acc_s = np.zeros(0, np.int64)
-        acc_e = np.zeros(0, np.int64)
-        for name, (s, e) in _host_unions(frame, classes, _launching_processes(frame, r)):
-            acc_s, acc_e = intervals.union(np.concatenate([acc_s, s]), np.concatenate([acc_e, e]))
-            now = intervals.overlap_per_interval(g_start, g_end, acc_s, acc_e, merged=True)
-            out[f"{name}_ns"] = out.get(f"{name}_ns", 0) + now - covered
-            covered = now
+        for i, name in enumerate(_GAP_PRIORITY):
+            mine = seg_c == i
+            part = intervals.overlap_per_interval(g_start, g_end, seg_s[mine], seg_e[mine], merged=True)
+            out[f"{name}_ns"] = out.get(f"{name}_ns", 0) + part
+            covered += part
         out["host_idle_ns"] = out["dur_ns"] - covered
         parts.append(pd.DataFrame(out))
     if not parts:
