@@ -154,3 +154,4 @@ def test_priority_timeline_pieces_are_disjoint_and_add_up_to_each_class(implemen
         for s, e, c in zip(seg_s, seg_e, seg_c, strict=True):
             assert ((start <= s) & (end >= e) & (cls == c)).any()
             assert not ((start < e) & (end > s) & (cls < c)).any()
+

@@ -274,28 +274,27 @@ def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
     columns = ["device_id", "start_ns", "dur_ns", *[f"{c}_ns" for c in GAP_HOST_CLASSES], "attributed"]
     parts = []
     priority = _gap_priority(frame, classes)
-    timelines: dict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for dev in np.unique(frame.device[gpu_rows]):
         r = gpu_rows[frame.device[gpu_rows] == dev]
         g_start, g_end = intervals.gaps(frame.start[r], frame.end[r])
         out: dict[str, np.ndarray] = {"device_id": np.full(g_start.size, dev), "start_ns": g_start,
                                       "dur_ns": g_end - g_start}
         # Only the host of the processes that drive this device: another rank's busy host is not this GPU's.
-        # Each moment of host time goes to the first activity in priority order that covers it.
         processes = _launching_processes(frame, r)
-        key = b"" if processes is None else processes.tobytes()
-        if key not in timelines:
-            host = (priority >= 0) & (np.isin(frame.pid, processes) if processes is not None else True)
-            timelines[key] = intervals.priority_timeline(frame.start[host], frame.end[host], priority[host],
-                                                         len(_GAP_PRIORITY))
-        seg_s, seg_e, seg_c = timelines[key]
-        covered = np.zeros(g_start.size, np.int64)
+        host = np.flatnonzero((priority >= 0) & (np.isin(frame.pid, processes) if processes is not None else True))
+        # One timeline of the device's busy time first, then the host activities in priority order:
+        # each moment goes to the first that covers it, so a host piece lies inside one gap or
+        # outside the device's span.
+        seg_s, seg_e, seg_c = intervals.priority_timeline(
+            np.concatenate([frame.start[r], frame.start[host]]), np.concatenate([frame.end[r], frame.end[host]]),
+            np.concatenate([np.zeros(r.size, np.int8), priority[host] + 1]), len(_GAP_PRIORITY) + 1)
+        in_gap = (seg_c > 0) & (seg_s >= g_start[0]) & (seg_e <= g_end[-1]) if g_start.size else np.zeros(seg_s.size, bool)
+        gap = np.searchsorted(g_start, seg_s[in_gap], side="right") - 1
+        by_class = np.bincount(gap * len(_GAP_PRIORITY) + seg_c[in_gap] - 1, weights=(seg_e - seg_s)[in_gap],
+                               minlength=g_start.size * len(_GAP_PRIORITY)).astype(np.int64).reshape(-1, len(_GAP_PRIORITY))
         for i, name in enumerate(_GAP_PRIORITY):
-            mine = seg_c == i
-            part = intervals.overlap_per_interval(g_start, g_end, seg_s[mine], seg_e[mine], merged=True)
-            out[f"{name}_ns"] = out.get(f"{name}_ns", 0) + part
-            covered += part
-        out["host_idle_ns"] = out["dur_ns"] - covered
+            out[f"{name}_ns"] = out.get(f"{name}_ns", 0) + by_class[:, i]
+        out["host_idle_ns"] = out["dur_ns"] - by_class.sum(axis=1)
         parts.append(pd.DataFrame(out))
     if not parts:
         return pd.DataFrame(columns=columns)

@@ -31,7 +31,7 @@ from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
 from tracekit.analyze.classify import OP_CLASSES, RowClasses, op_name_codes, short_name
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.steps import driving_threads
-from tracekit.ingest.columns import distinct
+from tracekit.ingest.columns import distinct, factorize
 
 SKINNY_DIM = 16
 REMEDY_SHARE = 0.10
@@ -76,34 +76,58 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     if rows.size == 0:
         return TopOps(empty, window, False)
     shape_code, shape_texts = _input_dims(frame.table, rows)
-    df = pd.DataFrame({"code": op_name_codes(frame)[rows], "shapes": shape_code, "self": op_self_time(frame, rows),
-                       "cls": classes.op[rows], "dur": frame.dur[rows],
-                       "covered": _covered_by_other_threads(frame, rows)})
-    waits = df.groupby("code", sort=False).agg(calls=("self", "size"), self_ns=("self", "sum"), dur=("dur", "sum"),
-                                               covered=("covered", "sum"), cls=("cls", "first")).reset_index()
+    code, self_ns, cls = op_name_codes(frame)[rows], op_self_time(frame, rows), classes.op[rows]
+    # Per op name: ops that mostly wait while other threads run are set apart, not ranked.
+    by_name = _Groups(code)
+    dur, covered = by_name.sums(frame.dur[rows]), by_name.sums(_covered_by_other_threads(frame, rows))
+    name_self, name_cls = by_name.sums(self_ns), cls[by_name.first]
     compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
-    waits = waits[~waits.cls.isin(compute) & (waits.covered >= WAITING_SHARE * waits.dur) & (waits.self_ns > 0)]
-    df = df[~df.code.isin(waits.code)]
-    agg = (df.groupby(["code", "shapes"], sort=False)
-           .agg(calls=("self", "size"), self_ns=("self", "sum"), cls=("cls", "first")).reset_index())
-    agg = agg.sort_values("self_ns", ascending=False, kind="stable").head(top)
+    waiting = ~np.isin(name_cls, compute) & (covered >= WAITING_SHARE * dur) & (name_self > 0)
+    ranked = ~waiting[by_name.index]
+    # Per (op name, input dims) among the rest: the top by self time, ties in order of first call.
+    by_op = _Groups(code[ranked].astype(np.int64) * max(len(shape_texts), 1) + shape_code[ranked])
+    op_self, op_calls = by_op.sums(self_ns[ranked]), by_op.counts
+    first = np.flatnonzero(ranked)[by_op.first]
+    chosen = np.lexsort((first, -op_self))[:top]
     out = pd.DataFrame({
-        "name": [frame.names[c] if c >= 0 else "" for c in agg.code],
-        "shapes": [shape_texts[c] for c in agg.shapes],
-        "op_class": [OP_CLASSES[c] if c >= 0 else "other" for c in agg.cls],
-        "calls": agg.calls.to_numpy(np.int64),
-        "self_ns": agg.self_ns.to_numpy(np.int64),
+        "name": [frame.names[code[first[g]]] if code[first[g]] >= 0 else "" for g in chosen],
+        "shapes": [shape_texts[shape_code[first[g]]] for g in chosen],
+        "op_class": [OP_CLASSES[cls[first[g]]] if cls[first[g]] >= 0 else "other" for g in chosen],
+        "calls": op_calls[chosen].astype(np.int64),
+        "self_ns": op_self[chosen].astype(np.int64),
     })
     out["mean_ns"] = out.self_ns / out.calls
     out["share"] = out.self_ns / window if window else 0.0
     result = TopOps(out.reset_index(drop=True), window, any(shape_texts),
                     threads=int(distinct(frame.thread_key[rows]).size))
-    waits = waits.sort_values("self_ns", ascending=False)
-    result.waiting = pd.DataFrame({"name": [frame.names[c] if c >= 0 else "" for c in waits.code],
-                                   "calls": waits.calls.to_numpy(np.int64), "self_ns": waits.self_ns.to_numpy(np.int64),
-                                   "covered": (waits.covered / waits.dur.clip(lower=1)).to_numpy(float)})
+    waits = np.flatnonzero(waiting)
+    waits = waits[np.lexsort((by_name.first[waits], -name_self[waits]))]
+    result.waiting = pd.DataFrame({"name": [frame.names[code[by_name.first[g]]] if code[by_name.first[g]] >= 0 else ""
+                                            for g in waits],
+                                   "calls": by_name.counts[waits].astype(np.int64),
+                                   "self_ns": name_self[waits].astype(np.int64),
+                                   "covered": (covered[waits] / np.maximum(dur[waits], 1)).astype(float)})
     result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None)
     return result
+
+
+class _Groups:
+    """Rows grouped by an integer key: each row's group (``index``), each group's first row and row
+    count, and exact int64 sums per group (a float-weighted bincount rounds past 2**53)."""
+
+    def __init__(self, key: np.ndarray) -> None:
+        self.keys, self.index = factorize(np.asarray(key, np.int64))
+        n = self.keys.size
+        self.counts = np.bincount(self.index, minlength=n)
+        self.first = np.full(n, key.size, np.int64)
+        np.minimum.at(self.first, self.index, np.arange(key.size))
+        self._order = np.argsort(self.index, kind="stable")
+        self._bounds = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.intp)
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        if not self._order.size:
+            return np.zeros(0, np.int64)
+        return np.add.reduceat(np.asarray(values, np.int64)[self._order], self._bounds)
 
 
 def _covered_by_other_threads(frame: Frame, rows: np.ndarray) -> np.ndarray:
