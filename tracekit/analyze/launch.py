@@ -290,6 +290,7 @@ def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
             np.concatenate([np.zeros(r.size, np.int8), priority[host] + 1]), len(_GAP_PRIORITY) + 1)
         in_gap = (seg_c > 0) & (seg_s >= g_start[0]) & (seg_e <= g_end[-1]) if g_start.size else np.zeros(seg_s.size, bool)
         gap = np.searchsorted(g_start, seg_s[in_gap], side="right") - 1
+        # Float sums are exact here: a gap's pieces add up to at most the gap (far below 2**53 ns).
         by_class = np.bincount(gap * len(_GAP_PRIORITY) + seg_c[in_gap] - 1, weights=(seg_e - seg_s)[in_gap],
                                minlength=g_start.size * len(_GAP_PRIORITY)).astype(np.int64).reshape(-1, len(_GAP_PRIORITY))
         for i, name in enumerate(_GAP_PRIORITY):
