@@ -19,13 +19,13 @@ from tracekit.analyze.frame import Frame
 from tracekit.ingest.links import nearest_ancestor
 
 
-def _by_merging(group, start, end, cls, classes, groups):
+def _in_numpy(group, start, end, cls, classes, groups):
     out = np.zeros((groups, classes), np.int64)
-    return intervals._exclusive_by_merging(group, start, end, cls, classes, groups, out) if start.size else out
+    return intervals._exclusive_by_sweeping(group, start, end, cls, classes, groups, out) if start.size else out
 
 
-# The C sweep (interval_sweep.c, used when built) and the numpy merge (used without it).
-EXCLUSIVE = {"sweep": intervals.exclusive_by_priority_by_group, "numpy": _by_merging}
+# The C sweep (interval_sweep.c, used when built) and its numpy form (used without it).
+EXCLUSIVE = {"sweep": intervals.exclusive_by_priority_by_group, "numpy": _in_numpy}
 
 
 @pytest.mark.parametrize("implementation", list(EXCLUSIVE))
@@ -51,7 +51,7 @@ def test_grouped_totals_and_priorities_equal_one_call_per_group(implementation: 
 
 
 @pytest.mark.skipif(intervals._SWEEP is None, reason="the C extension interval_sweep is not built")
-def test_sweep_equals_numpy_merge_on_a_real_trace_and_checks_its_input():
+def test_sweep_equals_its_numpy_form_on_a_real_trace_and_checks_its_input():
     # Every host row of a real trace, split by thread and class as the breakdown splits them: deep
     # nesting, thousands of rows per thread, classes interleaved.
     path = Path(__file__).parent / "data" / "h100" / "custom_eager-cuda-fp32-b16-h256-i256-l1-t10.pt.trace.json.gz"
@@ -61,7 +61,7 @@ def test_sweep_equals_numpy_merge_on_a_real_trace_and_checks_its_input():
     cls = frame.kind[rows] % 4
     args = (thread, frame.start[rows], frame.end[rows], cls, 4, int(thread.max()) + 1)
     assert rows.size > 1000
-    assert (intervals.exclusive_by_priority_by_group(*args) == _by_merging(*args)).all()
+    assert (intervals.exclusive_by_priority_by_group(*args) == _in_numpy(*args)).all()
     with pytest.raises(ValueError, match="out of range"):  # a group the output has no row for
         intervals._SWEEP.exclusive(np.arange(3), np.array([0, 5, 0]), np.zeros(3, np.int64), np.ones(3, np.int64),
                                    np.zeros(3, np.int8), 1, np.zeros(2, np.int64))

@@ -112,8 +112,8 @@ def exclusive_by_priority_by_group(group: np.ndarray, start: np.ndarray, end: np
     """``exclusive_by_priority`` of each group's intervals: an (n_groups, n_classes) array, all
     groups at once (not one call per group).
 
-    With the C extension: one sweep over the rows in (group, start) order (``interval_sweep.c``).
-    Without it: each class's own union is merged into the union of the classes before it.
+    One sweep over the rows in (group, start) order: in C (``interval_sweep.c``) when it is built,
+    else the same rule in numpy, one class at a time.
     """
     out = np.zeros((n_groups, n_classes), np.int64)
     if start.size == 0:
@@ -124,34 +124,19 @@ def exclusive_by_priority_by_group(group: np.ndarray, start: np.ndarray, end: np
         _SWEEP.exclusive(_group_order(group64, start), group64, np.ascontiguousarray(start, np.int64),
                          np.ascontiguousarray(end, np.int64), np.ascontiguousarray(cls, np.int8), n_classes, out)
         return out
-    return _exclusive_by_merging(group, start, end, cls, n_classes, n_groups, out)
+    return _exclusive_by_sweeping(group, start, end, cls, n_classes, n_groups, out)
 
 
-def _exclusive_by_merging(group: np.ndarray, start: np.ndarray, end: np.ndarray, cls: np.ndarray, n_classes: int,
-                          n_groups: int, out: np.ndarray) -> np.ndarray:
-    """``exclusive_by_priority_by_group`` in numpy, where the C sweep is not built. The union of
-    the classes before one is far smaller than the rows where events nest (host threads), so each
-    class costs about its own rows."""
+def _exclusive_by_sweeping(group: np.ndarray, start: np.ndarray, end: np.ndarray, cls: np.ndarray, n_classes: int,
+                           n_groups: int, out: np.ndarray) -> np.ndarray:
+    """``exclusive_by_priority_by_group`` in numpy, where the C sweep is not built: the groups laid
+    apart on one timeline, its pieces (``_timeline_by_classes``) summed per group and class."""
     order, s, e = _apart(group, start, end)
     g = group[order].astype(np.int64)
-    c = cls[order].astype(np.int64)
-    # Where each group's stretch of the shifted timeline begins, to tell a merged interval's group.
     first_of_group = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    group_at, group_id = s[first_of_group], g[first_of_group]
-    by_class = np.argsort(c.astype(np.int8) if n_classes < 128 else c, kind="stable")  # start order kept per class
-    bounds = np.searchsorted(c[by_class], np.arange(n_classes + 1))
-    acc_s, acc_e = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    covered = np.zeros(n_groups, np.int64)
-    for i in range(n_classes):
-        mine = by_class[bounds[i]:bounds[i + 1]]
-        if not mine.size:
-            continue
-        _, run_s, run_e = _runs(s[mine], e[mine])
-        acc_s, acc_e = union(np.concatenate([acc_s, run_s]), np.concatenate([acc_e, run_e]))
-        owner = group_id[np.searchsorted(group_at, acc_s, side="right") - 1]
-        now = _sum_sorted(owner, acc_e - acc_s, n_groups)
-        out[:, i] = now - covered
-        covered = now
+    seg_s, seg_e, seg_c = _timeline_by_classes(s, e, cls[order], n_classes)
+    owner = g[first_of_group][np.searchsorted(s[first_of_group], seg_s, side="right") - 1]
+    np.add.at(out, (owner, seg_c), seg_e - seg_s)
     return out
 
 
@@ -185,7 +170,7 @@ def _timeline_by_classes(s: np.ndarray, e: np.ndarray, c: np.ndarray, n_classes:
         np.maximum.accumulate(cover, out=cover)
         lo, hi = before, np.minimum(cover, next_start)
         has = hi > lo
-        pieces.append((lo[has], hi[has], np.full(int(has.sum()), i, np.int8)))
+        pieces.append((lo[has], hi[has], np.full(int(has.sum()), i, np.int64)))
         before = np.maximum(before, hi)
     seg_s, seg_e, seg_c = (np.concatenate(p) for p in zip(*pieces, strict=True))
     order = np.argsort(seg_s, kind="stable")
