@@ -148,12 +148,11 @@ def priority_timeline(start: np.ndarray, end: np.ndarray, cls: np.ndarray,
     if start.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)
     start, end = np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64)
-    cls = np.ascontiguousarray(cls, np.int8)
     order = np.argsort(start, kind="stable")
     if _SWEEP is not None and n_classes <= 64:
         seg_s, seg_e = np.empty(2 * start.size, np.int64), np.empty(2 * start.size, np.int64)
         seg_c = np.empty(2 * start.size, np.int8)
-        m = _SWEEP.timeline(order, start, end, cls, n_classes, seg_s, seg_e, seg_c)
+        m = _SWEEP.timeline(order, start, end, np.ascontiguousarray(cls, np.int8), n_classes, seg_s, seg_e, seg_c)
         return seg_s[:m], seg_e[:m], seg_c[:m]
     return _timeline_by_classes(start[order], end[order], cls[order], n_classes)
 
