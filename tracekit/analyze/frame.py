@@ -21,6 +21,12 @@ GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
 
 LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")
 
+# The kinds of row whose ``args`` an analysis reads: cpu_op (a copy's dtypes in classify, an op's
+# Input Dims in top_ops) and gpu_sync (Kineto's CUDA-event waits in critical_path). The analysis
+# commands read traces with ``load(path, args_of_kinds=ARGS_READ_OF_KINDS)``; an analysis that reads
+# args of another kind adds it here (tests/test_args_projection.py compares their documents).
+ARGS_READ_OF_KINDS: frozenset[str] = frozenset({"cpu_op", "gpu_sync"})
+
 
 def _int(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
     return _int64(table.column(name), null)

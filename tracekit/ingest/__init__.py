@@ -10,13 +10,14 @@ from __future__ import annotations
 import gzip
 import importlib
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import pyarrow as pa
 
+from tracekit import schema
 from tracekit.errors import InputError, TracekitError
 from tracekit.ingest.files import regular_file
 
@@ -104,31 +105,48 @@ def resolve_directory(path: Path) -> Path:
     return kineto[0]
 
 
-def load(path: str | Path) -> pa.Table:
+def load(path: str | Path, args_of_kinds: Collection[str] | None = None) -> pa.Table:
     """Read a trace (any supported format) or a tracekit Parquet file into the event table.
 
     A directory is an XSpace run directory, or a torch.profiler TensorBoard log directory with one trace.
+
+    ``args_of_kinds``: the kinds of row whose ``args`` the caller reads (None: every row's). A reader
+    that writes args row by row (nsys) leaves them null on tables with rows of none of these kinds;
+    other readers keep every row's, which costs them little. The analysis commands pass
+    ``tracekit.analyze.frame.ARGS_READ_OF_KINDS``; a table read so is for analysis, not for export.
     """
+    kinds = _kinds(args_of_kinds)
     p = resolve_directory(Path(path))
-    return _load(p, detect(p))
+    return _load(p, detect(p), kinds)
 
 
-def _load(p: Path, fmt: str) -> pa.Table:
+def _kinds(args_of_kinds: Collection[str] | None) -> frozenset[str] | None:
+    if args_of_kinds is None:
+        return None
+    unknown = set(args_of_kinds) - set(schema.KINDS)
+    if unknown:
+        raise ValueError(f"args_of_kinds: unknown kinds {sorted(unknown)}")
+    return frozenset(args_of_kinds)
+
+
+def _load(p: Path, fmt: str, args_of_kinds: frozenset[str] | None = None) -> pa.Table:
     """``_read`` with any failure of the reader as this file's one-line error."""
     try:
-        return _read(p, fmt)
+        return _read(p, fmt, args_of_kinds)
     except (TracekitError, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - any other failure is still this file's content, in one line
         raise InputError(p, f"cannot be read as {fmt}: {type(e).__name__}: {str(e)[:200]}") from None
 
 
-def _read(p: Path, fmt: str) -> pa.Table:
+def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None) -> pa.Table:
     reader = _reader(fmt)
     if fmt in ("kineto-json-gz", "xprof-json-gz"):
         return reader.read(p, gz=True)
     if fmt == "nsys-report":
-        return reader.read_report(p)
+        return reader.read_report(p, args_of_kinds=args_of_kinds)
+    if fmt == "nsys-sqlite":
+        return reader.read(p, args_of_kinds=args_of_kinds)
     return reader.read(p)
 
 
@@ -150,7 +168,7 @@ class NamedTable:
     table: pa.Table
 
 
-def load_beside(path: str | Path, work: Callable[[], object]) -> NamedTable:
+def load_beside(path: str | Path, work: Callable[[], object], args_of_kinds: Collection[str] | None = None) -> NamedTable:
     """``load(path)`` on a second thread while this one runs ``work`` (the CLI imports the analysis
     and pandas, a third of a second, while the file is read: the readers release the GIL).
 
@@ -170,7 +188,7 @@ def load_beside(path: str | Path, work: Callable[[], object]) -> NamedTable:
         _native.sqlite_reader()
     elif fmt.startswith("xspace"):
         _native.xplane_walker()
-    pending = threads.start(_load, p, fmt)  # detected once, here
+    pending = threads.start(_load, p, fmt, _kinds(args_of_kinds))  # detected once, here
     work()
     return NamedTable(str(path), pending.result())
 

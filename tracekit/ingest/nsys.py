@@ -145,12 +145,17 @@ def _args(columns: list[str], used: set[str], extra: tuple[tuple[str, str], ...]
     return _Args(keys + [k for k, _ in extra], [f'"{c}"' for c in keys] + [v for _, v in extra], by_id or {})
 
 
+NO_ARGS = _Args([], [], {})
+
+
 class _Db:
     """An open export: a connection per thread (tables are read on several), its URI (the C row
     walker opens its own) and the walker, None where it is not built."""
 
-    def __init__(self, con: sqlite3.Connection, uri: str, walker: ModuleType | None, strings: dict[int, str]) -> None:
+    def __init__(self, con: sqlite3.Connection, uri: str, walker: ModuleType | None, strings: dict[int, str],
+                 args_of_kinds: frozenset[str] | None = None) -> None:
         self.uri = uri
+        self.args_of_kinds = args_of_kinds
         self.walker = walker
         self.strings = strings
         self._string_texts: _IdText | None = None
@@ -171,6 +176,12 @@ class _Db:
         """Close the connections opened for other threads (the caller closes its own)."""
         for con in self._opened:
             con.close()
+
+    def wants_args(self, kinds: Iterable[str]) -> bool:
+        """Whether a table with rows of these kinds fills its args: not where the caller reads the
+        args of none of them. Writing every row's JSON is a third of a big export's table and of
+        the peak memory, and the analyses read the args of few kinds."""
+        return self.args_of_kinds is None or not self.args_of_kinds.isdisjoint(kinds)
 
     def string_or_id(self) -> _IdText:
         """A StringIds reference as its string; an unknown id as the number (built once per file)."""
@@ -308,7 +319,7 @@ def _enum(con: sqlite3.Connection, have: set[str], table: str, fallback: dict[in
     return {int(r[0]): str(r[1]) for r in con.execute(f'SELECT id, "{label}" FROM "{table}"')}
 
 
-def read_report(path: Path) -> pa.Table:
+def read_report(path: Path, args_of_kinds: frozenset[str] | None = None) -> pa.Table:
     """Export a ``.nsys-rep``/``.qdrep`` to SQLite with ``nsys export`` and read that."""
     nsys = shutil.which("nsys")
     if nsys is None:
@@ -322,12 +333,15 @@ def read_report(path: Path) -> pa.Table:
         if proc.returncode != 0 or not out.exists():
             last = (proc.stderr or proc.stdout).strip().splitlines()
             raise InputError(path, "nsys export failed: " + (last[-1] if last else f"exit code {proc.returncode}"))
-        table = read(out, display_path=path)
+        table = read(out, display_path=path, args_of_kinds=args_of_kinds)
     return table
 
 
-def read(path: Path, display_path: Path | None = None) -> pa.Table:
-    """Read an nsys SQLite export into the event table."""
+def read(path: Path, display_path: Path | None = None, args_of_kinds: frozenset[str] | None = None) -> pa.Table:
+    """Read an nsys SQLite export into the event table.
+
+    ``args_of_kinds``: when given, only tables with rows of these kinds fill ``args``; the others'
+    rows get null args (``tracekit.ingest.load``)."""
     shown = display_path or path
     con = open_db(path)
     try:
@@ -336,7 +350,7 @@ def read(path: Path, display_path: Path | None = None) -> pa.Table:
         if "StringIds" not in have or (meta_table is None and not any(t.startswith(("CUPTI_", "NVTX_")) for t in have)):
             raise InputError(shown, "SQLite database, but not an Nsight Systems export (no StringIds / META_DATA_EXPORT tables)")
         strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
-        db = _Db(con, db_uri(path), _native.sqlite_reader(), strings)
+        db = _Db(con, db_uri(path), _native.sqlite_reader(), strings, args_of_kinds)
         try:
             blocks = [b for b in _read_tables(db, have) if b is not None and len(b)]
         finally:
@@ -400,7 +414,8 @@ def _read_kernels(db: _Db, have: set[str]) -> _Block | None:
            f'{shared[0]} IS NULL AND {shared[1]} IS NULL, '
            f'@ARGS@ FROM "{table}"')
     (start, dur, device, stream, corr, gpid, name_id, gx, gy, gz, bx, by, bz, regs_v, regs_null, shm, shm_null), _, args = \
-        db.fetch(sql, 17, 0, _args(cols, KERNEL_USED, by_id={k: db.string_or_id() for k in ("shortName", "mangledName")}))
+        db.fetch(sql, 17, 0, _args(cols, KERNEL_USED, by_id={k: db.string_or_id() for k in ("shortName", "mangledName")})
+                            if db.wants_args(["gpu_kernel"]) else NO_ARGS)
     codes, values = _names_of_ids(name_id, db.strings)
     return _Block(table, np.full(start.size, KIND_CODES["gpu_kernel"], np.int8), _dictionary(codes, values), start, dur,
                   np.zeros(start.size, bool), gpid, True, args, device=device, stream=stream, corr=corr,
@@ -432,7 +447,7 @@ def _read_memory_ops(db: _Db, have: set[str]) -> list[_Block]:
                f'coalesce({_column(c, "globalPid")}, 0), coalesce({nbytes}, -1), {nbytes} IS NULL, '
                f'{_column(c, name_column) if name_column else "NULL"}, @ARGS@ FROM "{table}"')
         (start, dur, device, stream, corr, gpid, nbytes_v, nbytes_null), (labels,), args = db.fetch(
-            sql, 8, 1, _args(cols, used))
+            sql, 8, 1, _args(cols, used) if db.wants_args([kind]) else NO_ARGS)
         if name_of is None:  # a graph's id, as text ("None" when unknown); no column: ""
             names = columns.string_array([f"[CUDA graph {v if name_column in c else ''}]" for v in labels])
             name = names.dictionary_encode()
@@ -459,16 +474,19 @@ def _read_runtime(db: _Db, have: set[str]) -> _Block | None:
         return None
     cols = table_columns(db.con, table)
     c = set(cols)
-    # The versioned name, where the shown one drops it; other ids leave the key out.
-    name_raw = _IdText({k: encode_basestring_ascii(raw) for k, raw in db.strings.items() if api_display_name(raw) != raw},
-                       False)
+
+    def runtime_args() -> _Args:
+        # The versioned name, where the shown one drops it; other ids leave the key out.
+        name_raw = _IdText({k: encode_basestring_ascii(raw) for k, raw in db.strings.items()
+                            if api_display_name(raw) != raw}, False)
+        return _args(cols, {"start", "end", "nameId", "globalTid", "correlationId"},
+                     extra=(("name_raw", _column(c, "nameId")),), by_id={"name_raw": name_raw})
 
     sql = (f'SELECT start, "end" - start, coalesce({_column(c, "globalTid")}, 0), '
            f'coalesce({_column(c, "correlationId")}, -1), coalesce({_column(c, "nameId")}, -1), '
            f'@ARGS@ FROM "{table}"')
-    (start, dur, gtid, corr, name_id), _, args = db.fetch(
-        sql, 5, 0, _args(cols, {"start", "end", "nameId", "globalTid", "correlationId"},
-                              extra=(("name_raw", _column(c, "nameId")),), by_id={"name_raw": name_raw}))
+    wanted = runtime_args() if db.wants_args(["runtime_api", "driver_api"]) else NO_ARGS
+    (start, dur, gtid, corr, name_id), _, args = db.fetch(sql, 5, 0, wanted)
     codes, values = _names_of_ids(name_id, db.strings, api_display_name)
     driver = np.array([v.startswith("cu") and not v.startswith("cuda") for v in values], bool)
     kind = np.where(driver[codes], KIND_CODES["driver_api"], KIND_CODES["runtime_api"]).astype(np.int8)
@@ -503,7 +521,8 @@ def _read_nvtx(db: _Db, have: set[str]) -> _Block | None:
            f'coalesce((SELECT value FROM StringIds WHERE id = {_column(c, "textId")}), {text}, \'\'), '
            f'@ARGS@ FROM "{table}"')
     (start, dur, dur_missing, gtid, event, did), (texts,), args = db.fetch(
-        sql, 6, 1, _args(cols, NVTX_USED, extra=(("style", style), ("eventType", etype))))
+        sql, 6, 1, _args(cols, NVTX_USED, extra=(("style", style), ("eventType", etype)))
+                     if db.wants_args(["step", "user_range", "marker", "metadata"]) else NO_ARGS)
     is_range = np.isin(event, NVTX_PUSHPOP + NVTX_STARTEND)
     named = is_range | (event == NVTX_MARK)
     names = list(texts)
@@ -539,7 +558,7 @@ def _read_simple(db: _Db, have: set[str]) -> list[_Block]:
         sql = (f'SELECT start, coalesce({end} - start, -1), {end} IS NULL, coalesce({_column(c, "globalTid")}, 0), '
                f'coalesce({_column(c, "nameId")}, -1), @ARGS@ FROM "{table}"')
         (start, dur, dur_missing, gtid, name_id), _, args = db.fetch(
-            sql, 5, 0, _args(cols, {"start", "end", "nameId", "globalTid"}))
+            sql, 5, 0, _args(cols, {"start", "end", "nameId", "globalTid"}) if db.wants_args([kind]) else NO_ARGS)
         codes, values = _names_of_ids(name_id, db.strings)
         blocks.append(_Block(table, np.full(start.size, KIND_CODES[kind], np.int8), _dictionary(codes, values), start,
                              dur, dur_missing.astype(bool), gtid, False, args))

@@ -1,0 +1,61 @@
+"""The analysis commands read nsys exports with only the args the analyses read
+(``load(path, args_of_kinds=ARGS_READ_OF_KINDS)``): every analysis must say the same as on the
+whole table, and every other column must be the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from conftest import differing_columns, ids, needs_shared, shared_files
+
+from tracekit import api
+from tracekit.analyze.frame import ARGS_READ_OF_KINDS
+from tracekit.errors import TracekitError
+from tracekit.ingest import NamedTable, load
+
+NSYS = shared_files("nsys/*.sqlite")
+KINETO = shared_files("hta/critical_path/alexnet/*.json.gz")[:1]
+
+
+def _documents(table: pa.Table) -> dict[str, str]:
+    """Each analysis command's JSON on this table (or its error, which must match too)."""
+    trace = NamedTable("trace", table)
+    out = {}
+    for name, run in (("report", api.report), ("launch", api.launch), ("ranges", api.ranges),
+                      ("critical-path", api.critical_path), ("whatif", api.whatif)):
+        try:
+            out[name] = api.render(run(trace), "json")
+        except TracekitError as e:
+            out[name] = f"error: {e}"
+    return out
+
+
+@needs_shared
+@pytest.mark.parametrize("path", NSYS + KINETO, ids=ids(NSYS + KINETO))
+def test_analyses_say_the_same_with_only_the_args_they_read(path: Path) -> None:
+    whole = load(path)
+    projected = load(path, args_of_kinds=ARGS_READ_OF_KINDS)
+    assert differing_columns(whole, projected) in ([], ["args"])
+    assert _documents(projected) == _documents(whole)
+
+
+@needs_shared
+@pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
+def test_an_nsys_export_keeps_the_args_of_the_kinds_asked_for(path: Path) -> None:
+    whole = load(path)
+    projected = load(path, args_of_kinds=ARGS_READ_OF_KINDS)
+    kind = whole.column("kind").cast(pa.string())
+    kept = pc.is_in(kind, pa.array(sorted(ARGS_READ_OF_KINDS)))
+    # Rows of the kinds asked for keep their args exactly; no other row keeps any.
+    assert projected.column("args").filter(kept).equals(whole.column("args").filter(kept))
+    assert projected.column("args").filter(pc.invert(kept)).null_count == pc.sum(pc.invert(kept)).as_py()
+    # The export's args were not all empty to begin with, so the check above can fail.
+    assert whole.column("args").filter(pc.invert(kept)).null_count < pc.sum(pc.invert(kept)).as_py()
+
+
+def test_unknown_kinds_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown kinds"):
+        load(tmp_path / "any.json", args_of_kinds=["cpu_op", "kernel"])
