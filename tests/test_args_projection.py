@@ -1,4 +1,4 @@
-"""The analysis commands read nsys exports with only the args the analyses read
+"""The analysis commands (and compare) read nsys exports with only the args the analyses read
 (``load(path, args_of_kinds=ARGS_READ_OF_KINDS)``): every analysis must say the same as on the
 whole table, and every other column must be the same."""
 
@@ -30,6 +30,7 @@ def _documents(table: pa.Table) -> dict[str, str]:
             out[name] = api.render(run(trace), "json")
         except TracekitError as e:
             out[name] = f"error: {e}"
+    out["compare"] = api.render(api.compare([trace, trace]), "json")
     return out
 
 
