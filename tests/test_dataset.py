@@ -63,6 +63,31 @@ def test_ingest_is_incremental_by_content(hta_dataset, tmp_path, capsys):
 
 
 @needs_shared
+def test_the_same_bytes_twice_in_one_call_are_ingested_once(tmp_path):
+    # Under two names and two run labels (directories): one entry, one partition, both names mapped to it.
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        shutil.copy(PAIR / "sampled_rank-0.json.gz", tmp_path / d / "trace.json.gz")
+    out = tmp_path / "ds"
+    result = dataset.ingest([tmp_path / "a", tmp_path / "b"], out)
+    assert len(result.added) == 1 and result.skipped == [str(tmp_path / "b" / "trace.json.gz")] and not result.errors
+    entry = result.added[0]
+    assert entry.run == "a" and result.by_file[str(tmp_path / "b" / "trace.json.gz")] == entry
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")) == [entry.partition]
+    assert [e.partition for e in dataset.read_index(out)] == [entry.partition]
+
+
+@needs_shared
+def test_a_file_read_with_its_known_hash_is_the_same_table(tmp_path):
+    # Ingest hands the Kineto reader the hash it dedupes by, so the reader need not hash the file again.
+    plain = tmp_path / "rank-0.json"
+    plain.write_bytes(gzip.decompress((PAIR / "sampled_rank-0.json.gz").read_bytes()))
+    for path in (PAIR / "sampled_rank-0.json.gz", plain):
+        table = load(path, file_sha256=dataset.sha256_of(path))
+        assert table.equals(load(path), check_metadata=True)
+
+
+@needs_shared
 def test_per_rank_results_equal_single_file_results(hta_dataset):
     traces = dataset.per_trace_metrics(hta_dataset)
     assert len(traces) == 20

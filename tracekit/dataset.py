@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,10 +102,6 @@ def _locked(directory: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _hash_task(path: str) -> str:
-    return sha256_of(Path(path))
-
-
 def sha256_of(path: Path) -> str:
     """Content hash of a file, or of every file under a directory (an XSpace run directory)."""
     digest = hashlib.sha256()
@@ -155,7 +152,7 @@ def ingest_one(path: str, directory: str, run: str, sha256: str) -> dict[str, An
     try:
         windowed = _ingest_windowed(src, Path(directory), sha256)
         if windowed is None:
-            table = load(src)
+            table = load(src, file_sha256=sha256 if src.is_file() else None)  # a directory's hash is of its files
             metadata, rows = table.schema.metadata, table.num_rows
         else:
             written, metadata, rows = windowed
@@ -190,7 +187,8 @@ def _ingest_windowed(src: Path, directory: Path, sha256: str) -> tuple[Path, dic
     gz = kineto_windows.KINETO_FORMATS[fmt]
     import pyarrow.parquet as pq
 
-    written = directory / f".ingest-{sha256[:16]}.parquet"
+    # Named per task: the same bytes given twice in one call are read by two tasks at once.
+    written = directory / f".ingest-{sha256[:16]}-{os.getpid()}-{threading.get_ident()}.parquet"
     try:
         rows = kineto_windows.write_parquet(src, written, gz=gz, force=True)
         metadata = pq.read_schema(written).metadata
@@ -240,29 +238,64 @@ def _ingest_locked(inputs: Sequence[str | Path], out: Path, run: str | None, eng
     known = {e.sha256: e for e in read_index(out)}
     found = [(trace, run or Path(item).name.split(".")[0]) for item in inputs for trace in find_traces([item])]
     with session(engine, scheduler) as mapper:
-        # Hashing reads every byte: it runs on the workers too, then the coordinator dedupes.
-        digests = mapper.map(_hash_task, [(str(t),) for t, _ in found])
-        tasks, skipped, repeated = [], [], []
-        queued: dict[str, str] = {}
-        for (trace, label), digest in zip(found, digests, strict=True):
-            if digest in known:
-                skipped.append(str(trace))
-            elif digest in queued:  # the same bytes twice in one call: ingest once
-                repeated.append((str(trace), queued[digest]))
+        # One task per file hashes it and ingests it unless the dataset holds it: no barrier between
+        # hashing all files and ingesting them, which left workers idle (the index does not change
+        # while the lock is held, so each worker reads it once).
+        results = mapper.map(hash_and_ingest, [(str(t), str(out), label) for t, label in found])
+    added: list[Entry] = []
+    skipped: list[str] = []
+    errors: list[str] = []
+    repeated: list[tuple[str, str]] = []
+    first_of: dict[str, str] = {}  # digest -> the first input with it in this call
+    for (trace, _), result in zip(found, results, strict=True):
+        digest, path = result["sha256"], str(trace)
+        if digest in known:
+            skipped.append(path)
+        elif digest in first_of:
+            # The same bytes twice in one call: the first counts. The other task read them too and
+            # wrote the same partition, unless its run label differs; that copy goes.
+            repeated.append((path, first_of[digest]))
+            if "partition" in result and all(e.partition != result["partition"] for e in added):
+                (out / result["partition"]).unlink(missing_ok=True)
+        else:
+            first_of[digest] = path
+            if "error" in result:
+                errors.append(result["error"])
             else:
-                queued[digest] = str(trace)
-                tasks.append((str(trace), str(out), label, digest))
-        out.mkdir(parents=True, exist_ok=True)
-        results = mapper.map(ingest_one, tasks)
-    added = [Entry(**r) for r in results if "error" not in r]
+                added.append(Entry(**result))
     _append_index(out, added)
     (out / INDEX_NAME).touch()
-    by_file = {path: known[digest] for path, digest in zip(map(str, (t for t, _ in found)), digests, strict=True)
-               if digest in known}
+    by_file = {path: known[result["sha256"]] for path, result in zip(map(str, (t for t, _ in found)), results, strict=True)
+               if result["sha256"] in known}
     by_file.update({e.source_file: e for e in added})
     by_file.update({path: by_file[first] for path, first in repeated if first in by_file})
-    return IngestResult(added, skipped + [p for p, _ in repeated], [r["error"] for r in results if "error" in r],
-                        by_file)
+    return IngestResult(added, skipped + [p for p, _ in repeated], errors, by_file)
+
+
+def hash_and_ingest(path: str, directory: str, run: str) -> dict[str, Any]:
+    """Worker side: the file's content hash, and unless the dataset already holds that content, its
+    ingest (``ingest_one``'s entry, or its error). Always has ``sha256``."""
+    digest = sha256_of(Path(path))
+    if digest in _known_digests(Path(directory)):
+        return {"sha256": digest, "status": "known"}
+    return {"sha256": digest, **ingest_one(path, directory, run, digest)}
+
+
+_KNOWN: dict[tuple[str, int, int], frozenset[str]] = {}
+
+
+def _known_digests(directory: Path) -> frozenset[str]:
+    """The content hashes in the dataset's index, read once per index state in each process."""
+    index = directory / INDEX_NAME
+    try:
+        st = index.stat()
+    except FileNotFoundError:
+        return frozenset()
+    key = (str(index.resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _KNOWN:
+        _KNOWN.clear()
+        _KNOWN[key] = frozenset(e.sha256 for e in read_index(directory))
+    return _KNOWN[key]
 
 
 def _append_index(directory: Path, entries: Iterable[Entry]) -> None:

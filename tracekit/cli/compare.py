@@ -45,7 +45,7 @@ class CompareCommand:
         from tracekit.ingest import NamedTable, load
 
         # Only the args an analysis reads: two big nsys exports are held at once.
-        traces = [NamedTable(t, load(t, args_of_kinds=ARGS_READ_OF_KINDS)) for t in args.traces]
+        traces: list[api.Trace] = [NamedTable(t, load(t, args_of_kinds=ARGS_READ_OF_KINDS)) for t in args.traces]
         result = api.compare(traces, labels=args.label, fail_if=args.fail_if, skip_steps=args.skip_steps,
                              keep_all_steps=args.keep_all_steps, step_times=parse_step_times(args.step_time))
         emit(api.document(result), args)

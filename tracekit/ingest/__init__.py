@@ -105,7 +105,7 @@ def resolve_directory(path: Path) -> Path:
     return kineto[0]
 
 
-def load(path: str | Path, args_of_kinds: Collection[str] | None = None) -> pa.Table:
+def load(path: str | Path, args_of_kinds: Collection[str] | None = None, file_sha256: str | None = None) -> pa.Table:
     """Read a trace (any supported format) or a tracekit Parquet file into the event table.
 
     A directory is an XSpace run directory, or a torch.profiler TensorBoard log directory with one trace.
@@ -114,10 +114,13 @@ def load(path: str | Path, args_of_kinds: Collection[str] | None = None) -> pa.T
     that writes args row by row (nsys) leaves them null on tables with rows of none of these kinds;
     other readers keep every row's, which costs them little. The analysis commands pass
     ``tracekit.analyze.frame.ARGS_READ_OF_KINDS``; a table read so is for analysis, not for export.
+
+    ``file_sha256``: the sha256 of the file's bytes where the caller has it (a dataset ingest hashes
+    every file to find those it holds): the Kineto reader then does not hash it again.
     """
     kinds = _kinds(args_of_kinds)
     p = resolve_directory(Path(path))
-    return _load(p, detect(p), kinds)
+    return _load(p, detect(p), kinds, file_sha256)
 
 
 def _kinds(args_of_kinds: Collection[str] | None) -> frozenset[str] | None:
@@ -129,18 +132,20 @@ def _kinds(args_of_kinds: Collection[str] | None) -> frozenset[str] | None:
     return frozenset(args_of_kinds)
 
 
-def _load(p: Path, fmt: str, args_of_kinds: frozenset[str] | None = None) -> pa.Table:
+def _load(p: Path, fmt: str, args_of_kinds: frozenset[str] | None = None, file_sha256: str | None = None) -> pa.Table:
     """``_read`` with any failure of the reader as this file's one-line error."""
     try:
-        return _read(p, fmt, args_of_kinds)
+        return _read(p, fmt, args_of_kinds, file_sha256)
     except (TracekitError, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - any other failure is still this file's content, in one line
         raise InputError(p, f"cannot be read as {fmt}: {type(e).__name__}: {str(e)[:200]}") from None
 
 
-def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None) -> pa.Table:
+def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: str | None) -> pa.Table:
     reader = _reader(fmt)
+    if fmt in ("kineto-json", "kineto-json-gz") and file_sha256 is not None:
+        return reader.read(p, gz=fmt == "kineto-json-gz", file_sha256=file_sha256)
     if fmt in ("kineto-json-gz", "xprof-json-gz"):
         return reader.read(p, gz=True)
     if fmt == "nsys-report":

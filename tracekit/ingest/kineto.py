@@ -29,7 +29,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -71,14 +71,22 @@ GPU_CATEGORY_KINDS = {*schema.GPU_ACTIVITY_KINDS, "gpu_user_range"}
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
 
 
-def read(path: Path, raw: bytes | bytearray | None = None, gz: bool = False) -> pa.Table:
+def read(path: Path, raw: bytes | bytearray | None = None, gz: bool = False, file_sha256: str | None = None) -> pa.Table:
     """Read a Kineto trace file into the event table.
 
     Args:
         path: the file (plain JSON or gzip).
         raw: already-decompressed bytes of a gzip file, if the caller has them.
         gz: whether ``path`` is gzip-compressed.
+        file_sha256: the sha256 of the file's bytes, if the caller has it (not hashed again).
     """
+    if file_sha256 is not None:
+        known: Future[str] = Future()
+        known.set_result(file_sha256)
+        if gz:
+            return _from_buffer(path, gunzip(path) if raw is None else raw, release=False, fmt="kineto-json-gz", sha=known)
+        with open(path, "rb") as f, _mapped(path, f) as mm:
+            return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=known)
     if gz:
         # The sha256 (the trace id) is of the file as stored, hashed while the scanner reads.
         with ThreadPoolExecutor(max_workers=1) as pool:
@@ -86,19 +94,22 @@ def read(path: Path, raw: bytes | bytearray | None = None, gz: bool = False) -> 
             if raw is None:
                 raw = gunzip(path)
             return _from_buffer(path, raw, release=False, fmt="kineto-json-gz", sha=sha)
-    with open(path, "rb") as f:
-        size = f.seek(0, 2)
-        if size == 0:
-            raise InputError(path, "the file is empty")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            # The pool is inside the mapping: it waits for the hash before the mapping closes.
-            stop = threading.Event()
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                sha = pool.submit(_sha256_of_mapping, mm, stop)
-                try:
-                    return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=sha)
-                finally:
-                    stop.set()
+    with open(path, "rb") as f, _mapped(path, f) as mm:
+        # The pool is inside the mapping: it waits for the hash before the mapping closes.
+        stop = threading.Event()
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            sha = pool.submit(_sha256_of_mapping, mm, stop)
+            try:
+                return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=sha)
+            finally:
+                stop.set()
+
+
+def _mapped(path: Path, f: BinaryIO) -> mmap.mmap:
+    """The whole open file mapped read-only (mmap refuses an empty file: say so instead)."""
+    if f.seek(0, 2) == 0:
+        raise InputError(path, "the file is empty")
+    return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _sha256_of_mapping(mm: mmap.mmap, stop: threading.Event) -> str:
