@@ -144,9 +144,9 @@ def _load(p: Path, fmt: str, args_of_kinds: frozenset[str] | None = None, file_s
 
 def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: str | None) -> pa.Table:
     reader = _reader(fmt)
-    if fmt in ("kineto-json", "kineto-json-gz") and file_sha256 is not None:
+    if fmt in ("kineto-json", "kineto-json-gz"):
         return reader.read(p, gz=fmt == "kineto-json-gz", file_sha256=file_sha256)
-    if fmt in ("kineto-json-gz", "xprof-json-gz"):
+    if fmt == "xprof-json-gz":
         return reader.read(p, gz=True)
     if fmt == "nsys-report":
         return reader.read_report(p, args_of_kinds=args_of_kinds)

@@ -80,17 +80,10 @@ def read(path: Path, raw: bytes | bytearray | None = None, gz: bool = False, fil
         gz: whether ``path`` is gzip-compressed.
         file_sha256: the sha256 of the file's bytes, if the caller has it (not hashed again).
     """
-    if file_sha256 is not None:
-        known: Future[str] = Future()
-        known.set_result(file_sha256)
-        if gz:
-            return _from_buffer(path, gunzip(path) if raw is None else raw, release=False, fmt="kineto-json-gz", sha=known)
-        with open(path, "rb") as f, _mapped(path, f) as mm:
-            return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=known)
     if gz:
         # The sha256 (the trace id) is of the file as stored, hashed while the scanner reads.
         with ThreadPoolExecutor(max_workers=1) as pool:
-            sha = pool.submit(columns.file_sha256, path)
+            sha = _known(file_sha256) if file_sha256 else pool.submit(columns.file_sha256, path)
             if raw is None:
                 raw = gunzip(path)
             return _from_buffer(path, raw, release=False, fmt="kineto-json-gz", sha=sha)
@@ -98,11 +91,17 @@ def read(path: Path, raw: bytes | bytearray | None = None, gz: bool = False, fil
         # The pool is inside the mapping: it waits for the hash before the mapping closes.
         stop = threading.Event()
         with ThreadPoolExecutor(max_workers=1) as pool:
-            sha = pool.submit(_sha256_of_mapping, mm, stop)
+            sha = _known(file_sha256) if file_sha256 else pool.submit(_sha256_of_mapping, mm, stop)
             try:
                 return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=sha)
             finally:
                 stop.set()
+
+
+def _known(sha256: str) -> Future[str]:
+    done: Future[str] = Future()
+    done.set_result(sha256)
+    return done
 
 
 def _mapped(path: Path, f: BinaryIO) -> mmap.mmap:
