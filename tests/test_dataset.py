@@ -75,6 +75,7 @@ def test_the_same_bytes_twice_in_one_call_are_ingested_once(tmp_path):
     assert entry.run == "a" and result.by_file[str(tmp_path / "b" / "trace.json.gz")] == entry
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")) == [entry.partition]
     assert [e.partition for e in dataset.read_index(out)] == [entry.partition]
+    assert [p.name for p in out.glob("source=*/run=*")] == ["run=a"]  # the duplicate's folders are gone too
 
 
 @needs_shared

@@ -256,7 +256,7 @@ def _ingest_locked(inputs: Sequence[str | Path], out: Path, run: str | None, eng
             # wrote the same partition, unless its run label differs; that copy goes.
             repeated.append((path, first_of[digest]))
             if "partition" in result and all(e.partition != result["partition"] for e in added):
-                (out / result["partition"]).unlink(missing_ok=True)
+                _remove_partition(out, result["partition"])
         else:
             first_of[digest] = path
             if "error" in result:
@@ -270,6 +270,16 @@ def _ingest_locked(inputs: Sequence[str | Path], out: Path, run: str | None, eng
     by_file.update({e.source_file: e for e in added})
     by_file.update({path: by_file[first] for path, first in repeated if first in by_file})
     return IngestResult(added, skipped + [p for p, _ in repeated], errors, by_file)
+
+
+def _remove_partition(directory: Path, partition: str) -> None:
+    """Delete a partition file and the folders it leaves empty (source=/run=/rank=/trace=)."""
+    path = directory / partition
+    path.unlink(missing_ok=True)
+    for folder in path.parents:
+        if folder == directory or not folder.is_relative_to(directory) or any(folder.iterdir()):
+            break
+        folder.rmdir()
 
 
 def hash_and_ingest(path: str, directory: str, run: str) -> dict[str, Any]:
