@@ -37,3 +37,23 @@ def differing_columns(a: Any, b: Any) -> list[str]:
     """Names of the columns in which two tables of the same shape differ."""
     assert a.column_names == b.column_names and a.num_rows == b.num_rows
     return [name for name in a.column_names if not a[name].equals(b[name])]
+
+
+def assert_written_encodings(path: Path) -> None:
+    """Parquet dictionaries only for Arrow's dictionary columns; integer columns delta-encoded (see
+    ``tracekit.ingest.parquet.write_options``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    arrow = pf.schema_arrow
+    group = pf.metadata.row_group(0)
+    for i in range(group.num_columns):
+        column = group.column(i)
+        field = arrow.field(column.path_in_schema)
+        if pa.types.is_dictionary(field.type):
+            assert "RLE_DICTIONARY" in column.encodings, field.name
+        else:
+            assert not {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} & set(column.encodings), field.name
+        if pa.types.is_integer(field.type):
+            assert "DELTA_BINARY_PACKED" in column.encodings, field.name

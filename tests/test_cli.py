@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, needs_shared
+from conftest import TRACES, assert_written_encodings, needs_shared
 
 import tracekit
 from tracekit.cli import main
@@ -27,6 +27,7 @@ def test_ingest_round_trip_is_lossless(path, tmp_path, capsys):
     again = tracekit.load(out)
     assert again.equals(original)
     assert again.schema.metadata == original.schema.metadata
+    assert_written_encodings(out)
     assert main(["info", str(out), "--format", "json"]) == 0
     from_parquet = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert from_parquet["events"] == original.num_rows

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import TRACES, ids, needs_shared, shared_files
+from conftest import TRACES, assert_written_encodings, ids, needs_shared, shared_files
 from test_kineto_digests import DIGESTS, OWN_KINETO, REPO_DATA, SHARED_KINETO
 from test_nsys_digests import column_digests
 
@@ -70,6 +70,7 @@ def test_windows_give_the_recorded_table_of_the_h100_traces(path: Path, tmp_path
     want = json.loads(DIGESTS.read_text())[path.relative_to(REPO_DATA).as_posix()]
     assert column_digests(parquet.read(out)) == want
     assert parquet.read(out).schema.metadata == load(path).schema.metadata
+    assert_written_encodings(out)
 
 
 @needs_shared

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from tracekit import _native, schema
 from tracekit.atomic import atomic_path
 from tracekit.errors import InputError, OutputError, TracekitError
-from tracekit.ingest import kineto
+from tracekit.ingest import kineto, parquet
 from tracekit.ingest.files import gunzip_to_file
 
 DEFAULT_WINDOW_BYTES = 16 << 20
@@ -151,7 +151,7 @@ def _write_windows(path: Path, mm: mmap.mmap, out: Path, windows: list[tuple[int
     arrow_schema = schema.ARROW_SCHEMA.with_metadata(meta.to_metadata())
     written = 0
     with atomic_path(out) as tmp, ThreadPoolExecutor(max_workers=1) as pool:
-        with pq.ParquetWriter(tmp, arrow_schema, compression="zstd") as writer:
+        with pq.ParquetWriter(tmp, arrow_schema, **parquet.write_options(arrow_schema)) as writer:
             pending = pool.submit(_scan, path, scan.scan_window, mm, windows[0][0], windows[0][0] + window_bytes,
                                   windows[0][1], True, threads)
             row = 0
