@@ -54,3 +54,48 @@ def test_no_skinny_gemm_remedy_without_its_evidence(tmp_path):
     assert not blind.top_ops.shapes_recorded
     assert not any("skinny GEMM" in x for x in blind.remedies)  # no shapes, no claim
     assert "aten::mm" in set(blind.top_ops.ops.name)
+
+
+def _every_rows_dims(table, rows, code, self_ns, ranked, top):
+    """The reference: Input Dims read from every op row."""
+    from tracekit.analyze import top_ops as module
+
+    shape_code, texts = module._input_dims(table, rows)
+    return shape_code, texts, any(texts)
+
+
+
+
+@pytest.mark.parametrize("top", [1, 3, 15])
+def test_top_ops_reads_the_args_of_the_top_names_only_and_ranks_as_if_it_read_all(top, monkeypatch, tmp_path):
+    """Reading Input Dims only for the names that can reach the top gives the table, the waiting list
+    and ``shapes_recorded`` that reading every row gives, on real traces with and without shapes."""
+    from conftest import TRACES
+
+    from tracekit.analyze import top_ops as module
+    from tracekit.analyze.classify import classify_rows
+    from tracekit.analyze.frame import frame_of
+    from tracekit.analyze.steps import step_stats
+
+    if not TRACES.exists():
+        pytest.skip("needs ../shared/traces (real traces with and without Input Dims)")
+    paths = [p for pattern in ("trace_compare/*/*.json.gz", "trace_diff/*/*.json.gz", "trace_filter/*.json.gz",
+                               "negative_queue_length_values_check/*.json.gz", "amd_trace/*.json.gz",
+                               "cpu_only/*.json.gz", "ns_resolution_trace/*.json.gz")
+             for p in sorted((TRACES / "hta").glob(pattern))]
+    paths.append(_capture(tmp_path / "skinny.json", record_shapes=True, k=8))
+    with_shapes = 0
+    for path in paths:
+        frame = frame_of(tracekit.load(path))
+        classes = classify_rows(frame)
+        steps = step_stats(frame)
+        for used in (None, steps.used_step_numbers() if steps is not None and len(steps.steps) else None):
+            got = module.top_ops(frame, classes, used, top)
+            with monkeypatch.context() as m:
+                m.setattr(module, "_top_input_dims", _every_rows_dims)
+                want = module.top_ops(frame, classes, used, top)
+            assert got.ops.equals(want.ops), path.name
+            assert got.waiting.equals(want.waiting) and got.remedies == want.remedies, path.name
+            assert got.shapes_recorded == want.shapes_recorded, path.name
+            with_shapes += want.shapes_recorded
+    assert with_shapes >= 8  # both kinds of trace were checked

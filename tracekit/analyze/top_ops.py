@@ -75,7 +75,6 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     empty = pd.DataFrame(columns=["name", "shapes", "op_class", "calls", "self_ns", "mean_ns", "share"])
     if rows.size == 0:
         return TopOps(empty, window, False)
-    shape_code, shape_texts = _input_dims(frame.table, rows)
     code, self_ns, cls = op_name_codes(frame)[rows], op_self_time(frame, rows), classes.op[rows]
     # Per op name: ops that mostly wait while other threads run are set apart, not ranked.
     by_name = _Groups(code)
@@ -85,6 +84,7 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     waiting = ~np.isin(name_cls, compute) & (covered >= WAITING_SHARE * dur) & (name_self > 0)
     ranked = ~waiting[by_name.index]
     # Per (op name, input dims) among the rest: the top by self time, ties in order of first call.
+    shape_code, shape_texts, shapes_recorded = _top_input_dims(frame.table, rows, code, self_ns, ranked, top)
     by_op = _Groups(code[ranked].astype(np.int64) * max(len(shape_texts), 1) + shape_code[ranked])
     op_self, op_calls = by_op.sums(self_ns[ranked]), by_op.counts
     first = np.flatnonzero(ranked)[by_op.first]
@@ -98,7 +98,7 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     })
     out["mean_ns"] = out.self_ns / out.calls
     out["share"] = out.self_ns / window if window else 0.0
-    result = TopOps(out.reset_index(drop=True), window, any(shape_texts),
+    result = TopOps(out.reset_index(drop=True), window, shapes_recorded,
                     threads=int(distinct(frame.thread_key[rows]).size))
     waits = np.flatnonzero(waiting)
     waits = waits[np.lexsort((by_name.first[waits], -name_self[waits]))]
@@ -158,6 +158,73 @@ def _window(frame: Frame, used_steps: list[int] | None) -> int:
         return int(frame.dur[chosen].sum())
     ops = frame.rows("cpu_op")
     return int(frame.end[ops].max() - frame.start[ops].min()) if ops.size else 0
+
+
+def _top_input_dims(table: pa.Table, rows: np.ndarray, code: np.ndarray, self_ns: np.ndarray, ranked: np.ndarray,
+                    top: int) -> tuple[np.ndarray, list[str], bool]:
+    """Each row's code into the Input Dims texts (code 0 is "", not recorded), those texts, and
+    whether any op row has them.
+
+    The args JSON is read only for the op names that can place a (name, dims) group in the top:
+    names in order of their positive self time, in growing batches, until the next name's positive
+    self time is below the ``top``-th group read so far (no group of it or of any later name can
+    outrank that many). The rows of names not read keep code 0 and stay outranked whatever their
+    dims. Ranked by that bound, a long trace reads the args of a few op names, not of every op.
+    """
+    shape_code = np.zeros(rows.size, np.int64)
+    texts, code_of_text = [""], {"": 0}
+    positions = np.flatnonzero(ranked)
+    by_name = _Groups(code[positions])
+    bound = by_name.sums(np.maximum(self_ns[positions], 0))
+    order = np.lexsort((by_name.first, -bound))
+    done, batch = 0, top
+    others_have_dims: bool | None = None  # whether any row not read has Input Dims, once asked
+    while done < order.size:
+        names = order[done:done + batch]
+        done += names.size
+        read = positions[np.isin(by_name.index, names)]
+        found, found_texts = _input_dims(table, rows[read])
+        recode = np.zeros(max(len(found_texts), 1), np.int64)
+        for i, text in enumerate(found_texts):
+            if text not in code_of_text:
+                code_of_text[text] = len(texts)
+                texts.append(text)
+            recode[i] = code_of_text[text]
+        shape_code[read] = recode[found]
+        if done == order.size:
+            break
+        if len(texts) == 1 and others_have_dims is None:
+            others_have_dims = _any_input_dims(table, rows[_unread(rows.size, positions, by_name, order[:done])])
+            if not others_have_dims:
+                break  # a trace without shapes: the top names had none, nor has any other op
+        read_so_far = positions[np.isin(by_name.index, order[:done])]
+        key = code[read_so_far].astype(np.int64) * (len(texts) + 1) + shape_code[read_so_far]
+        group_self = _Groups(key).sums(self_ns[read_so_far])
+        if group_self.size >= top and np.sort(group_self)[-top] > bound[order[done]]:
+            break
+        batch *= 2
+    recorded = len(texts) > 1 or bool(others_have_dims)
+    if not recorded and others_have_dims is None:  # all names read at once: a waiting op may have shapes
+        recorded = _any_input_dims(table, rows[_unread(rows.size, positions, by_name, order)])
+    return shape_code, texts, recorded
+
+
+def _unread(n: int, positions: np.ndarray, by_name: _Groups, names_read: np.ndarray) -> np.ndarray:
+    """The rows (of ``n``) whose args were not read: the waiting ops and the ranked names not read."""
+    unread = np.ones(n, bool)
+    unread[positions[np.isin(by_name.index, names_read)]] = False
+    return unread
+
+
+def _any_input_dims(table: pa.Table, rows: np.ndarray) -> bool:
+    """Whether any of these rows records Input Dims (a substring test first: half the regex's cost)."""
+    if not rows.size:
+        return False
+    args = table.column("args").take(pa.array(rows))
+    storage = pa.chunked_array([c.storage for c in args.chunks], args.type.storage_type)
+    if not pc.any(pc.match_substring(storage, '"Input Dims":')).as_py():
+        return False
+    return any(_input_dims(table, rows)[1])
 
 
 def _input_dims(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
