@@ -155,3 +155,32 @@ def test_priority_timeline_pieces_are_disjoint_and_add_up_to_each_class(implemen
             assert ((start <= s) & (end >= e) & (cls == c)).any()
             assert not ((start < e) & (end > s) & (cls < c)).any()
 
+
+
+def _busy_one_query(q_start, q_end, start, end, gap_share):
+    """``busy_per_interval``'s definition for one query, by walking the merged intervals."""
+    s, e = intervals.union(start, end)
+    tolerance = int(gap_share * (q_end - q_start))
+    limit = 1 << int(np.log2(tolerance)) if tolerance > 0 else 0
+    busy = 0
+    for i in range(s.size):
+        busy += max(0, min(e[i], q_end) - max(s[i], q_start))
+        if i + 1 < s.size and s[i + 1] - e[i] < limit:  # a short gap: busy too
+            busy += max(0, min(s[i + 1], q_end) - max(e[i], q_start))
+    return busy
+
+
+def test_busy_time_counts_the_short_gaps_between_a_workers_ops():
+    rng = np.random.default_rng(7)
+    start = np.sort(rng.integers(0, 1_000_000, 400))
+    end = start + rng.integers(1, 3000, 400)
+    q_start = rng.integers(0, 1_000_000, 300)
+    q_end = q_start + rng.integers(0, 300_000, 300)
+    for share in (0.0, 0.001, 0.01, 0.2):
+        got = intervals.busy_per_interval(q_start, q_end, start, end, share)
+        want = [_busy_one_query(a, b, start, end, share) for a, b in zip(q_start, q_end, strict=True)]
+        assert got.tolist() == want, share
+    # Ops 0-10, 11-20, 21-30 in a 30 ns call: the 1 ns gaps are busy at 10% (3 ns), idle at 1%.
+    s, e = np.array([0, 11, 21]), np.array([10, 20, 30])
+    assert intervals.busy_per_interval(np.array([0]), np.array([30]), s, e, 0.1).tolist() == [30]
+    assert intervals.busy_per_interval(np.array([0]), np.array([30]), s, e, 0.01).tolist() == [28]

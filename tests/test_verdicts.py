@@ -165,9 +165,15 @@ def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):
     assert verdicts.KERAS_CPU_LOOP_REMEDY in r.remedies
     assert verdicts.FUSED_RNN_REMEDY not in r.remedies  # the layer is already Keras's GRU
     # The function's EagerExecute waits on the python thread while the inter-op pool computes: not a
-    # top op. It is named by the function it ran (EagerLocalExecute: __inference_...).
-    assert not any(n.startswith(("EagerExecute", "EagerLocalExecute")) for n in r.top_ops.ops.name)
-    assert any(n.startswith("EagerLocalExecute: __inference_") for n in r.top_ops.waiting.name)
+    # top op. It is named by the function it ran (EagerLocalExecute: __inference_...). Ops run eagerly
+    # (the optimizer's AssignVariableOp) do their own work on that thread and may rank on a busy machine.
+    eager = [n for n in r.top_ops.ops.name if n.startswith(("EagerExecute", "EagerLocalExecute"))]
+    assert not any("__inference_" in n for n in eager)
+    assert not set(r.top_ops.ops.name) & set(r.top_ops.waiting.name)
+    calls = r.top_ops.waiting[r.top_ops.waiting.name.str.startswith("EagerLocalExecute: __inference_")]
+    # The pool is busy through the call: its ops cover half to two thirds of it, the executor's short
+    # gaps between them most of the rest (a wait at 52% went unseen under load before).
+    assert len(calls) == 1 and calls.covered.iloc[0] > 0.9
     top = next(e for e in r.evidence if e.startswith("top ops by self time"))
     assert "gru_cell" in top  # the cell's own ops, not a wrapper
     assert (r.top_ops.ops.op_class.head(10) == "gemm").any()  # MatMul, or oneDNN's _MklMatMul

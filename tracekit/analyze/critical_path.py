@@ -41,6 +41,7 @@ from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, RowClasses, classify_rows, op_name_codes
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.steps import driving_threads
+from tracekit.analyze.top_ops import WAITING_SHARE, WORKER_GAP_SHARE
 from tracekit.errors import UsageError
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
 
@@ -51,7 +52,6 @@ BLOCKING_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQu
                   "cudaMemcpy", "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize",
                   "hipEventSynchronize", "hipMemcpy", "hipMemcpyAsync", "cuStreamSynchronize", "cuCtxSynchronize")
 WHOLE_TRACE = "whole trace"  # the window when no step is marked and no range is named
-WAITING_SHARE = 0.5  # a call waits for other threads when their ops fill this much of it (as top_ops)
 DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|IteratorGetNext|dataloader", re.IGNORECASE)
 
 # Edge types and what they bound.
@@ -259,8 +259,9 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
 
     The evidence, checked per call: it is a framework op that computes nothing itself (not a compute
     op class, a runtime call or a GPU sync) with no host row of its own thread inside it, on a
-    thread that drives the steps (``steps.driving_threads``), and other threads of its process run
-    top-level host rows inside it for at least ``WAITING_SHARE`` of its duration. TF's
+    thread that drives the steps (``steps.driving_threads``), and other threads of its process are
+    busy with top-level host rows inside it for at least ``WAITING_SHARE`` of its duration (the short
+    gaps between a worker's rows count as busy, as in ``top_ops``). TF's
     ``EagerExecute`` of a function is one; two executor ops running side by side are not, nor is a
     PyTorch op that merely overlaps the autograd thread's work."""
     if not host.size:
@@ -293,7 +294,8 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
         inside = outer[a:b]
         inside = inside[(frame.thread_key[inside] != frame.thread_key[call]) & (frame.pid[inside] == frame.pid[call])
                         & (frame.end[inside] <= frame.end[call])]
-        if inside.size and intervals.total(frame.start[inside], frame.end[inside]) >= WAITING_SHARE * frame.dur[call]:
+        if inside.size and intervals.busy_per_interval(frame.start[[call]], frame.end[[call]], frame.start[inside],
+                                                       frame.end[inside], WORKER_GAP_SHARE)[0] >= WAITING_SHARE * frame.dur[call]:
             found[call] = inside
     return found
 

@@ -205,6 +205,33 @@ def overlap_per_interval(q_start: np.ndarray, q_end: np.ndarray, start: np.ndarr
     return covered_before(q_end) - covered_before(q_start)
 
 
+def busy_per_interval(q_start: np.ndarray, q_end: np.ndarray, start: np.ndarray, end: np.ndarray,
+                      gap_share: float) -> np.ndarray:
+    """For each query interval, the time inside it covered by the other intervals or by the gaps
+    between two of them that are shorter than ``gap_share`` of the query (rounded down to a power of
+    two ns). A thread running ops back to back is busy in the short gaps too (TF's executor picks the
+    next op there, untraced); a gap near the query's length is idle time.
+
+    Queries are grouped by that tolerance: one pass over the merged intervals per power of two."""
+    s, e = union(start, end)
+    busy = np.zeros(q_start.size, np.int64)
+    if s.size == 0 or q_start.size == 0:
+        return busy
+    tolerance = np.floor(gap_share * (q_end - q_start)).astype(np.int64)
+    level = np.where(tolerance > 0, np.floor(np.log2(np.maximum(tolerance, 1))), -1).astype(np.int64)
+    gap = s[1:] - e[:-1]
+    for lvl in np.unique(level).tolist():
+        mine = level == lvl
+        if lvl < 0:
+            ls, le = s, e
+        else:  # a gap shorter than 2**lvl ns joins its neighbours
+            keep = np.concatenate([[True], gap >= 1 << lvl])
+            first = np.flatnonzero(keep)
+            ls, le = s[first], e[np.append(first[1:] - 1, s.size - 1)]
+        busy[mine] = overlap_per_interval(q_start[mine], q_end[mine], ls, le, merged=True)
+    return busy
+
+
 def overlap_total(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> int:
     """Time covered by both the union of the ``a`` intervals and the union of the ``b`` intervals."""
     if a_start.size == 0 or b_start.size == 0:
