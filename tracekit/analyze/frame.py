@@ -35,7 +35,10 @@ def _int(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
 def _int64(column: pa.ChunkedArray, null: int = -1) -> np.ndarray:
     """An integer (or dictionary: its codes) column as int64, nulls as ``null``, read from its
     buffers chunk by chunk into one array; an int64 column of one chunk without nulls is not copied
-    (a read-only view)."""
+    (a read-only view), nor is one of nulls only (a read-only broadcast of ``null``: absent GPU
+    columns of a CPU trace take no memory)."""
+    if len(column) and column.null_count == len(column):
+        return np.broadcast_to(np.int64(null), len(column))
     out = np.empty(len(column), np.int64)
     at = 0
     for chunk in column.chunks:

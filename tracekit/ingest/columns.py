@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,32 @@ def numeric_array(values: np.ndarray, dtype: pa.DataType, mask: np.ndarray | Non
         if nulls:
             validity = pa.py_buffer(np.packbits(~np.asarray(mask, bool), bitorder="little"))
     return pa.Array.from_buffers(dtype, data.size, [validity, pa.py_buffer(data)], null_count=nulls)
+
+
+def null_array(n: int, dtype: pa.DataType) -> pa.Array:
+    """``n`` nulls of ``dtype`` (fixed width, string or dictionary of either) over a read-only
+    anonymous mapping of zeros, which the OS fills with pages only when written, so never: an absent
+    column costs no resident memory. ``pa.nulls`` writes its zeros, and on CPU-only traces the
+    absent GPU columns were 35-55% of the table."""
+    if isinstance(dtype, pa.BaseExtensionType):  # arrow.json (the args)
+        return pa.ExtensionArray.from_storage(dtype, null_array(n, dtype.storage_type))
+    if pa.types.is_dictionary(dtype):
+        return pa.DictionaryArray.from_arrays(null_array(n, dtype.index_type), null_array(0, dtype.value_type))
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        width = 8 if pa.types.is_large_string(dtype) else 4
+        zeros = _zero_buffer(max((n + 1) * width, (n + 7) // 8))
+        return pa.Array.from_buffers(dtype, n, [zeros, zeros, pa.py_buffer(b"")], null_count=n)
+    if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)):
+        return pa.nulls(n, dtype)
+    zeros = _zero_buffer(max(n * dtype.bit_width // 8, (n + 7) // 8))
+    return pa.Array.from_buffers(dtype, n, [zeros, zeros], null_count=n)
+
+
+def _zero_buffer(size: int) -> pa.Buffer:
+    if size < mmap.PAGESIZE:  # not worth a mapping
+        return pa.py_buffer(bytes(size))
+    # Private: a shared anonymous mapping is shmem, and reading it allocates pages.
+    return pa.py_buffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ))
 
 
 def validity_mask(array: pa.Array) -> np.ndarray:
@@ -211,6 +238,8 @@ def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.D
 def nullable(values: np.ndarray, null: np.ndarray | int, dtype: pa.DataType) -> pa.Array:
     """Arrow array from numpy values where ``values == null`` (or a boolean mask) marks nulls."""
     mask = null if isinstance(null, np.ndarray) and null.dtype == bool else values == null
+    if mask.size and mask.all():
+        return null_array(mask.size, dtype)
     return numeric_array(values, dtype, mask)
 
 
@@ -287,7 +316,7 @@ def assemble(n: int, columns: dict[str, pa.Array], meta: TraceMeta, links: Links
     for col in schema.COLUMNS:
         arr = cols.get(col.name)
         if arr is None:
-            arr = pa.nulls(n, col.type)
+            arr = null_array(n, col.type)
         elif arr.type != col.type:
             arr = arr.cast(col.type)
         arrays.append(arr)

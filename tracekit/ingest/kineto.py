@@ -511,7 +511,7 @@ def window_table(r: dict, rows: WindowRows, linked: Linked, first_row: int, dict
         "pid": columns.nullable(pid, -1, pa.int64()),
         "tid": columns.nullable(tid, -1, pa.int64()),
         "process_name": columns.dictionary(rows.pid_c, process_labels) if process_labels
-        else pa.nulls(n, pa.dictionary(pa.int32(), pa.string())),
+        else columns.null_array(n, pa.dictionary(pa.int32(), pa.string())),
         "thread_name": columns.dictionary(thread_codes, linked.thread_labels),
         "device_id": columns.nullable(rows.device, -1, pa.int32()),
         "stream_id": columns.nullable(rows.stream, MISSING, pa.int64()),

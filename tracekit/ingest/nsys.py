@@ -244,7 +244,7 @@ def _json_objects(values: list[tuple[Any, ...]], args: _Args) -> pa.Array:
             piece = pc.binary_join_element_wise(pa.scalar("," + json.dumps(key) + ":"), text, "")
             pieces.append(pc.fill_null(piece, ""))
     if not pieces:
-        return pa.nulls(n, pa.large_string())
+        return columns.null_array(n, pa.large_string())
     joined = pc.binary_join_element_wise(*pieces, "") if len(pieces) > 1 else pieces[0]
     wrapped = pc.binary_join_element_wise("{", pc.utf8_slice_codeunits(joined, 1), "}", "")
     return pc.if_else(pc.equal(joined, ""), pa.scalar(None, pa.string()), wrapped).cast(pa.large_string())

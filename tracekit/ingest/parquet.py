@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 from tracekit import schema
 from tracekit.atomic import atomic_path
 from tracekit.errors import InputError, OutputError
+from tracekit.ingest.columns import null_array
 
 
 def write_options(arrow_schema: pa.Schema) -> dict:
@@ -41,12 +42,38 @@ def open_checked(path: Path) -> pq.ParquetFile:
 
 
 def read(path: Path) -> pa.Table:
-    """Read a Parquet file written by ``tracekit ingest``; refuses other Parquet files."""
+    """Read a Parquet file written by ``tracekit ingest``; refuses other Parquet files. Columns that
+    are null in every row group (a CPU trace's GPU columns) are not read: they become nulls that
+    take no memory (``columns.null_array``)."""
     pf = open_checked(path)
     try:
-        return pf.read()
+        absent = _null_columns(pf)
+        table = pf.read(columns=[f.name for f in pf.schema_arrow if f.name not in absent]) if absent else pf.read()
     except (pa.ArrowException, OSError) as e:
         raise InputError(path, f"corrupt Parquet file ({e})") from None
+    if not absent:
+        return table
+    arrays = [null_array(table.num_rows, f.type) if f.name in absent else table.column(f.name) for f in pf.schema_arrow]
+    return pa.Table.from_arrays(arrays, schema=pf.schema_arrow)
+
+
+def _null_columns(pf: pq.ParquetFile) -> set[str]:
+    """The top-level columns whose statistics say every value is null, in every row group."""
+    meta = pf.metadata
+    if meta.num_rows == 0:
+        return set()
+    absent = None
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        nulls = set()
+        for c in range(group.num_columns):
+            column = group.column(c)
+            stats = column.statistics
+            if stats is not None and stats.has_null_count and stats.null_count == group.num_rows:
+                nulls.add(column.path_in_schema.split(".")[0])
+        absent = nulls if absent is None else absent & nulls
+    names = {f.name for f in pf.schema_arrow}
+    return {n for n in absent or set() if n in names}
 
 
 def write(table: pa.Table, out: Path, force: bool = False) -> None:
