@@ -60,11 +60,20 @@ def null_array(n: int, dtype: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(dtype, n, [zeros, zeros], null_count=n)
 
 
+# The largest zero mapping made so far, sliced for every null column: one mapping, not one per
+# column per trace (a process may hold thousands of traces; mappings per process are limited).
+_ZEROS: list[pa.Buffer] = []
+
+
 def _zero_buffer(size: int) -> pa.Buffer:
-    if size < mmap.PAGESIZE:  # not worth a mapping
+    if size < 1 << 20:  # small: not worth a mapping
         return pa.py_buffer(bytes(size))
-    # Private: a shared anonymous mapping is shmem, and reading it allocates pages.
-    return pa.py_buffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ))
+    zeros = _ZEROS[0] if _ZEROS else None
+    if zeros is None or zeros.size < size:
+        # Private: a shared anonymous mapping is shmem, and reading it allocates pages.
+        zeros = pa.py_buffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=mmap.PROT_READ))
+        _ZEROS[:] = [zeros]
+    return zeros.slice(0, size)
 
 
 def validity_mask(array: pa.Array) -> np.ndarray:
