@@ -215,6 +215,53 @@ def test_steps_without_framework_ops_are_not_called_framework_bound(tmp_path):
     assert tracekit.launch(path, keep_all_steps=True).result.verdict != "undetermined"
 
 
+def _sleepy_loop(path: Path, with_stack: bool) -> None:
+    """A real capture: each step runs a few small ops and sleeps 50 ms (waiting on something outside
+    the loop), so that even an op descheduled on a busy machine leaves the step mostly asleep."""
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    x = torch.randn(16, 16)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=3, repeat=1),
+                 with_stack=with_stack) as prof:
+        for _ in range(3):
+            for _ in range(5):
+                x = torch.tanh(x @ x)
+            time.sleep(0.05)
+            prof.step()
+    prof.export_chrome_trace(str(path))
+
+
+def test_a_loop_that_sleeps_is_waiting_when_python_stacks_show_it(tmp_path):
+    """With Python stacks the sleep is a recorded wait: the loop's thread is idle, not dispatching,
+    and no compiler is offered. Without them the same loop's sleep is a stretch with no op running,
+    which the trace cannot tell from dispatch (and whatif says its saving is only an upper bound)."""
+    pytest.importorskip("torch")
+    with_stack, without = tmp_path / "sleepy_stack.json", tmp_path / "sleepy.json"
+    _sleepy_loop(with_stack, True)
+    _sleepy_loop(without, False)
+    r = tracekit.launch(with_stack).result
+    assert r.verdict == "host-idle gaps", r.evidence
+    assert any("waits in Python (a sleep, lock, poll or join) during" in e for e in r.evidence), r.evidence
+    assert not any("torch.compile" in remedy for remedy in r.remedies)
+    cpu = r.breakdown.cpu_ops[r.breakdown.cpu_ops.step >= 0]
+    assert len(cpu) == 3 and (cpu.waiting_ns >= 49e6).all(), cpu  # each step's sleep, whatever the load
+    # The same loop without Python stacks: the sleep is unexplained time outside ops.
+    r = tracekit.launch(without).result
+    assert r.verdict == "CPU/framework-bound", r.evidence
+    assert r.breakdown.cpu_ops.waiting_ns.sum() == 0
+    # whatif keeps a recorded wait: no scenario removes the sleep.
+    table = tracekit.load(with_stack)
+    from tracekit.analyze.whatif import whatif
+
+    w = whatif(table)
+    no_dispatch = next(s for s in w.scenarios if s.name == "no-dispatch")
+    assert no_dispatch.predicted_step_ns > 0.8 * w.measured_step_ns, (no_dispatch, w.measured_step_ns)
+    assert "upper bound" not in no_dispatch.assumptions
+
+
 @needs_shared
 def test_a_compiled_training_step_calls_its_graph_once():
     """HTA's df_index_resolver sample trains a torch.compile'd model: per step one CompiledFunction
@@ -233,3 +280,39 @@ def test_no_cuda_graph_remedy_without_a_gpu():
     assert any("compile the whole loop" in r for r in judge(Evidence(compiled_calls_per_step=20, **cpu))[2])
     gpu = dict(source="torch", has_ops=True, has_gpu=True, idle_share=0.9)
     assert any("reduce-overhead" in r for r in judge(Evidence(compiled_calls_per_step=1, **gpu))[2])
+
+
+def _iterations(path: Path, marked_by_range: bool) -> None:
+    """A real capture of 4 iterations with no ProfilerStep (no schedule), two matmuls each, each
+    iteration in record_function("train_step") or not."""
+    import contextlib
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    x = torch.randn(32, 32)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(4):
+            with record_function("train_step") if marked_by_range else contextlib.nullcontext():
+                x = torch.tanh(torch.mm(torch.mm(x, x), x))
+    prof.export_chrome_trace(str(path))
+
+
+def test_calls_per_step_without_steps_use_a_repeated_range_or_say_they_are_the_whole_trace(tmp_path):
+    """With no step marked, a user range around each iteration stands in for the step; without one,
+    the count is the whole trace's and the remedy says so instead of claiming one step calls the
+    graph N times (a plain capture of five training iterations of a torch.compile model did)."""
+    pytest.importorskip("torch")
+    from tracekit.analyze.frame import frame_of
+    from tracekit.analyze.launch import _calls_per_step
+
+    ranged, bare = tmp_path / "ranged.json", tmp_path / "bare.json"
+    _iterations(ranged, True)
+    _iterations(bare, False)
+    assert _calls_per_step(frame_of(tracekit.load(ranged)), ("aten::mm",)) == (2.0, True)
+    assert _calls_per_step(frame_of(tracekit.load(bare)), ("aten::mm",)) == (8.0, False)
+    cpu = dict(source="torch", has_ops=True, dispatch_share=0.7)
+    unknown = judge(Evidence(compiled_calls_per_step=5, calls_per_step_known=False, **cpu))[2]
+    assert unknown[0].startswith("the trace calls a torch.compile graph 5 times and marks no steps"), unknown
+    jax = judge(Evidence(jit_calls_per_step=5, calls_per_step_known=False, **{**cpu, "source": "jax"}))[2]
+    assert jax[0].startswith("the trace makes 5 jitted-function dispatches and marks no steps"), jax

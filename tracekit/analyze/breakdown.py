@@ -14,7 +14,8 @@ union of the compute classes (everything but communication, memcpy, memset and s
 
 Host view (per step): each host thread's busy time split, in priority order, into launch API,
 sync API, memory API, other runtime API, framework ops (time in cpu ops not inside an API call)
-and Python (python_function time outside ops), summed over threads. A row belongs to the step it
+and Python (python_function time outside ops; not frames blocked in a wait: a lock, sleep, poll,
+join, which leave the thread idle), summed over threads. A row belongs to the step it
 starts in and counts only its part inside that step's window, so no thread has more host time in
 a step than the step lasts. Framework time includes
 user ranges (NVTX / record_function), since nsys traces have no framework op events.
@@ -36,7 +37,15 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.analyze import intervals
-from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, NO_CLASS, OP_CLASSES, RowClasses, classify_rows
+from tracekit.analyze.classify import (
+    API_CLASSES,
+    KERNEL_CLASSES,
+    NO_CLASS,
+    OP_CLASSES,
+    RowClasses,
+    classify_rows,
+    python_wait_rows,
+)
 from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
 from tracekit.analyze.cpu_partition import cpu_partition
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
@@ -46,6 +55,9 @@ from tracekit.ingest.links import byte_mask, nearest_ancestor
 
 COMPUTE_KERNEL_CLASSES = tuple(c for c in KERNEL_CLASSES if c not in ("communication", "memcpy", "memset", "sync"))
 HOST_CLASSES = ("launch", "sync", "memory_api", "other_api", "framework", "python")
+# The host split's priority order: Python frames blocked in a wait come before the frames that
+# enclose them, and their time is not host work (not reported).
+_SPLIT = ("launch", "sync", "memory_api", "other_api", "framework", "waiting", "python")
 # Op classes that do arithmetic; time in a step outside all of them is dispatch overhead.
 COMPUTE_OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "elementwise", "reduction", "communication")
 ALL_STEPS = -1
@@ -64,7 +76,9 @@ class Breakdown:
     host: one row per step plus a whole-trace row (step = -1): ``<class>_ns`` for each of
         ``HOST_CLASSES``, busy_ns, ops (framework op count), launches.
     cpu_ops: CPU-only view, per step plus whole trace: span_ns, ``<class>_ns`` self time per op
-        class, compute_ns (union of compute ops), dispatch_ns (span not in a compute op), ops.
+        class, compute_ns (union of compute ops), dispatch_ns (span not in a compute op nor waiting),
+        waiting_ns (the loop's thread blocked in a Python wait, no compute op running: a sleep, a
+        lock, a poll; seen only with Python stacks recorded), ops.
         Op self times are summed over all threads, so they can overlap dispatch and exceed the span.
     cpu_partition: the exclusive split of each step's span on the step's thread (parts add up to
         span_ns exactly; ``tracekit.analyze.cpu_partition``): step, thread, span_ns, the ``PARTS``,
@@ -218,9 +232,12 @@ def _host_classes(frame: Frame, classes: RowClasses) -> tuple[np.ndarray, np.nda
                API_CLASSES.index("other"): 3}
     api_cls = np.array([api_map[int(c)] for c in range(len(API_CLASSES))], np.int8)[classes.api[api_rows]]
     op_rows = frame.rows(*framework_kinds(frame))
+    wait_rows = python_wait_rows(frame)
     py_rows = frame.rows("python_function")
-    rows = np.concatenate([api_rows, op_rows, py_rows])
-    cls = np.concatenate([api_cls, np.full(op_rows.size, 4, np.int8), np.full(py_rows.size, 5, np.int8)])
+    rows = np.concatenate([api_rows, op_rows, wait_rows, py_rows])
+    cls = np.concatenate([api_cls, np.full(op_rows.size, _SPLIT.index("framework"), np.int8),
+                          np.full(wait_rows.size, _SPLIT.index("waiting"), np.int8),
+                          np.full(py_rows.size, _SPLIT.index("python"), np.int8)])
     return rows, cls
 
 
@@ -233,14 +250,16 @@ def _host(frame: Frame, classes: RowClasses, steps: list[int]) -> pd.DataFrame:
     # Exclusive split per (step, thread), summed over threads: groups are step index x thread.
     of_step, in_steps = step_index(frame.step[rows], steps)
     n_threads = max(thread_keys.size, 1)
-    whole = intervals.exclusive_by_priority_by_group(thread, start, end, cls, len(HOST_CLASSES), thread_keys.size).sum(axis=0)
+    whole = intervals.exclusive_by_priority_by_group(thread, start, end, cls, len(_SPLIT), thread_keys.size).sum(axis=0)
     # A row is in the step it starts in; only its part inside the step's window counts there (a
     # background thread's wait that starts in one step can run on through several).
     lo, hi = step_windows(frame, steps)
     at = of_step[in_steps]
     per_step = intervals.exclusive_by_priority_by_group(
         at * n_threads + thread[in_steps], np.clip(start[in_steps], lo[at], hi[at]), np.clip(end[in_steps], lo[at], hi[at]),
-        cls[in_steps], len(HOST_CLASSES), len(steps) * n_threads).reshape(len(steps), n_threads, len(HOST_CLASSES)).sum(axis=1)
+        cls[in_steps], len(_SPLIT), len(steps) * n_threads).reshape(len(steps), n_threads, len(_SPLIT)).sum(axis=1)
+    reported = [_SPLIT.index(c) for c in HOST_CLASSES]
+    whole, per_step = whole[reported], per_step[:, reported]
     ops = np.bincount(of_step[in_steps & is_op], minlength=len(steps))
     launches = np.bincount(of_step[in_steps & is_launch], minlength=len(steps))
     records = [{"step": ALL_STEPS, **{f"{c}_ns": int(whole[i]) for i, c in enumerate(HOST_CLASSES)},
@@ -285,7 +304,8 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     """CPU op time per step; ``view``: each op row's effective class (``_effective_op_class``)."""
     op_rows = frame.rows("cpu_op")
     if op_rows.size == 0:
-        return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns", "dispatch_ns", "ops"])
+        return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns", "dispatch_ns",
+                                     "waiting_ns", "ops"])
     self_ns = op_self_time(frame, op_rows)
     compute_rows = innermost_compute_ops(frame, classes, op_rows)
     step_rows = frame.rows("step")
@@ -298,9 +318,12 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
         sel = frame.step[op_rows] >= 0
         c_rows = compute_rows[frame.step[compute_rows] >= 0]
     compute = intervals.clip_total(frame.start[c_rows], frame.end[c_rows], lo, hi)
+    wait_s, wait_e = _waits_outside_compute(frame, op_rows, compute_rows)
+    waiting = intervals.clip_total(wait_s, wait_e, lo, hi)
     per_class = np.bincount(view[sel], weights=self_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
     records.append({"step": ALL_STEPS, "span_ns": hi - lo, **{f"{c}_ns": int(per_class[i]) for i, c in enumerate(OP_CLASSES)},
-                    "compute_ns": compute, "dispatch_ns": (hi - lo) - compute, "ops": int(sel.sum())})
+                    "compute_ns": compute, "dispatch_ns": (hi - lo) - compute - waiting, "waiting_ns": waiting,
+                    "ops": int(sel.sum())})
     if not steps:
         return pd.DataFrame.from_records(records)
     # Per step, all steps at once.
@@ -314,12 +337,40 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     by_class = np.bincount(o_index[o_in] * len(OP_CLASSES) + view[o_in], weights=self_ns[o_in],
                            minlength=n * len(OP_CLASSES)).astype(np.int64).reshape(n, len(OP_CLASSES))
     ops = np.bincount(o_index[o_in], minlength=n)
+    waiting_by_step = intervals.overlap_per_interval(w_lo, w_hi, wait_s, wait_e, merged=True)
     for j, st in enumerate(steps):
-        span, compute = int(w_hi[j] - w_lo[j]), int(compute_by_step[j])
+        span, compute, waiting = int(w_hi[j] - w_lo[j]), int(compute_by_step[j]), int(waiting_by_step[j])
         records.append({"step": st, "span_ns": span,
                         **{f"{c}_ns": int(by_class[j, i]) for i, c in enumerate(OP_CLASSES)},
-                        "compute_ns": compute, "dispatch_ns": span - compute, "ops": int(ops[j])})
+                        "compute_ns": compute, "dispatch_ns": span - compute - waiting, "waiting_ns": waiting,
+                        "ops": int(ops[j])})
     return pd.DataFrame.from_records(records)
+
+
+def _waits_outside_compute(frame: Frame, op_rows: np.ndarray, compute_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the loop's thread (the threads that mark steps; else the one with the most ops) waits in
+    Python (``python_wait_rows``: a sleep, a lock, a poll) while no compute op runs on any thread:
+    disjoint sorted intervals. That time is neither compute nor dispatch; without Python stacks in
+    the trace it cannot be told apart and stays in dispatch."""
+    waits = python_wait_rows(frame)
+    none = np.zeros(0, np.int64)
+    if not waits.size:
+        return none, none
+    step_rows = frame.rows("step")
+    if step_rows.size:
+        loop_threads = np.unique(frame.thread_key[step_rows])
+    else:
+        keys, counts = np.unique(frame.thread_key[op_rows], return_counts=True)
+        loop_threads = keys[np.argmax(counts)][None]
+    waits = waits[np.isin(frame.thread_key[waits], loop_threads)]
+    if not waits.size:
+        return none, none
+    s, e, c = intervals.priority_timeline(
+        np.concatenate([frame.start[compute_rows], frame.start[waits]]),
+        np.concatenate([frame.end[compute_rows], frame.end[waits]]),
+        np.concatenate([np.zeros(compute_rows.size, np.int8), np.ones(waits.size, np.int8)]), 2)
+    mine = c == 1
+    return intervals.union(s[mine], e[mine])
 
 
 def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray) -> np.ndarray:

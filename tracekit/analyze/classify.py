@@ -127,6 +127,50 @@ API_RULES: list[tuple[str, str]] = [
                r"cudaMemGetInfo|cuMemGetInfo|MemAdvise|MemPrefetch|cudaPointerGetAttributes"),
 ]
 
+# Python frames in which the thread waits rather than works: a lock, a sleep, a poll, a condition,
+# a join. Python stacks (torch.profiler(with_stack=True), TF's Python tracer) record them like any
+# frame, and a DataLoader's queue feeder or pin-memory thread sits in one for the whole capture. A
+# frame open when the profiler started is recorded without the C call it is blocked in, so the
+# Python-level waits are named too. Only frames whose whole subtree waits are listed (a queue's get
+# also unpickles what it got). torch names frames "threading.py(327): wait" and C calls as CPython's
+# profiler does; TF "$threading.py:327 wait" and "$time sleep" ("$<unknown> acquire" for methods).
+_AT_LINE = r"(?:\(\d+\): |:\d+ )"
+_FILE = r"(?:^\$|^|/)"
+PYTHON_WAIT = re.compile(
+    r"^<built-in method acquire of (_thread\.lock|_thread\.RLock|_multiprocessing\.SemLock) object|"
+    r"^<built-in function (sleep|select|waitpid|wait|wait3|wait4|sigwait|sigtimedwait|sigwaitinfo)>$|"
+    r"^<built-in method (poll|select|control) of select\.|"
+    r"^<built-in method (recv|recv_into|recvfrom|accept) of _socket\.socket object|"
+    r"^\$(time sleep|select (select|poll|epoll)|posix (waitpid|wait|wait3|wait4)|"
+    r"signal (sigwait|sigtimedwait|sigwaitinfo)|<unknown> (acquire|poll|recv|recv_into|recvfrom|accept))$|"
+    rf"{_FILE}threading\.py{_AT_LINE}(wait|join|_wait_for_tstate_lock)$|"
+    rf"{_FILE}selectors\.py{_AT_LINE}select$|"
+    rf"{_FILE}multiprocessing/connection\.py{_AT_LINE}(wait|poll|_poll)$|"
+    rf"{_FILE}concurrent/futures/_base\.py{_AT_LINE}(result|wait|as_completed)$|"
+    rf"{_FILE}subprocess\.py{_AT_LINE}(wait|_wait|_try_wait|communicate)$")
+
+
+def python_wait_rows(frame: Frame) -> np.ndarray:
+    """The python_function rows in which the thread waits (``PYTHON_WAIT``), with every Python frame
+    they call. Host time leaves them out: a blocked thread is idle. Cached on the frame."""
+    cached = getattr(frame, "_python_wait_rows", None)
+    if cached is not None:
+        return cached
+    rows = frame.rows("python_function")
+    codes = distinct(frame.name_code[rows])
+    waits = [c for c in codes[codes >= 0].tolist() if PYTHON_WAIT.search(frame.names[c])]
+    if waits:
+        waiting = np.zeros(len(frame), bool)
+        waiting[rows[np.isin(frame.name_code[rows], waits)]] = True
+        inside = nearest_ancestor(frame.parent, rows[~waiting[rows]], waiting) >= 0
+        waiting[rows[~waiting[rows]][inside]] = True
+        rows = np.flatnonzero(waiting)
+    else:
+        rows = np.zeros(0, np.int64)
+    frame._python_wait_rows = rows  # type: ignore[attr-defined]
+    return rows
+
+
 _COMPILED: dict[int, list[tuple[str, re.Pattern[str], bool]]] = {}
 
 

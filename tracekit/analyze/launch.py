@@ -24,7 +24,15 @@ import pyarrow as pa
 from tracekit import threads
 from tracekit.analyze import intervals, verdicts
 from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds, step_index
-from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_RULES, classify_name, classify_rows, short_name
+from tracekit.analyze.classify import (
+    API_CLASSES,
+    KERNEL_CLASSES,
+    OP_RULES,
+    classify_name,
+    classify_rows,
+    python_wait_rows,
+    short_name,
+)
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, top_ops
@@ -240,7 +248,9 @@ def launch_loops(frame: Frame, classes) -> LaunchLoops:
 # The host activity a GPU gap's time goes to, in priority order: "launching" comes twice, the
 # enqueue calls first and the host time inside ops that loop over enqueues (LaunchLoops) after syncs
 # and copies, which such an op may also make.
-_GAP_PRIORITY = ("launching", "synchronizing", "data_transfer", "launching", "framework", "python")
+# Python frames blocked in a wait (a pin-memory thread's queue, a sleep) come before the frames that
+# enclose them and count as idle host.
+_GAP_PRIORITY = ("launching", "synchronizing", "data_transfer", "launching", "framework", "waiting", "python")
 
 
 def _gap_priority(frame: Frame, classes) -> np.ndarray:
@@ -255,12 +265,19 @@ def _gap_priority(frame: Frame, classes) -> np.ndarray:
         (api == API_CLASSES.index("memory")) & ~enqueue,
         loop_ops,
         frame.mask(*framework_kinds(frame)) | (api == API_CLASSES.index("other")),
+        _rows_mask(len(frame), python_wait_rows(frame)),
         frame.mask("python_function"),
     ]
     priority = np.full(len(frame), -1, np.int8)
     for i, rows in reversed(list(enumerate(applies))):  # the first that applies is written last
         priority[rows] = i
     return priority
+
+
+def _rows_mask(n: int, rows: np.ndarray) -> np.ndarray:
+    mask = np.zeros(n, bool)
+    mask[rows] = True
+    return mask
 
 
 def _launching_processes(frame: Frame, gpu_rows: np.ndarray) -> np.ndarray | None:
@@ -293,7 +310,10 @@ def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
         # Float sums are exact here: a gap's pieces add up to at most the gap (far below 2**53 ns).
         by_class = np.bincount(gap * len(_GAP_PRIORITY) + seg_c[in_gap] - 1, weights=(seg_e - seg_s)[in_gap],
                                minlength=g_start.size * len(_GAP_PRIORITY)).astype(np.int64).reshape(-1, len(_GAP_PRIORITY))
+        by_class[:, _GAP_PRIORITY.index("waiting")] = 0  # waiting is idle host time
         for i, name in enumerate(_GAP_PRIORITY):
+            if name == "waiting":
+                continue
             out[f"{name}_ns"] = out.get(f"{name}_ns", 0) + by_class[:, i]
         out["host_idle_ns"] = out["dur_ns"] - by_class.sum(axis=1)
         parts.append(pd.DataFrame(out))
@@ -364,9 +384,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     e = verdicts.Evidence(source=framework, has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
     if e.source == "jax":
-        e.jit_calls_per_step = _jit_calls_per_step(frame)
+        e.jit_calls_per_step, e.calls_per_step_known = _jit_calls_per_step(frame)
     if e.source == "torch":
-        e.compiled_calls_per_step = _calls_per_step(frame, _TORCH_COMPILED_CALLS, _TORCH_COMPILED_NOT_CALLS)
+        e.compiled_calls_per_step, e.calls_per_step_known = _calls_per_step(frame, _TORCH_COMPILED_CALLS,
+                                                                            _TORCH_COMPILED_NOT_CALLS)
     ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
     _describe_ops(r, used)
@@ -446,6 +467,8 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     span = int(cpu.span_ns.sum()) if len(cpu) else 0
     dispatch = int(cpu.dispatch_ns.sum()) if len(cpu) else 0
     e.dispatch_share = dispatch / span if span else 0.0
+    waiting = int(cpu.waiting_ns.sum()) if len(cpu) else 0
+    e.wait_step_share = waiting / span if span else 0.0
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
     if e.ops_per_step:
         r.evidence.append(f"{e.dispatch_share:.0%} of step time is outside any compute op (framework dispatch)")
@@ -537,9 +560,8 @@ def _framework_from_kernels(frame: Frame, evidence: list[str]) -> str:
     return framework
 
 
-def _jit_calls_per_step(frame: Frame) -> float:
-    """JAX dispatches of jitted functions (``PjitFunction(f)`` host events) per marked step, or in
-    the whole trace when no step is marked."""
+def _jit_calls_per_step(frame: Frame) -> tuple[float, bool]:
+    """JAX dispatches of jitted functions (``PjitFunction(f)`` host events) per step (``_calls_per_step``)."""
     return _calls_per_step(frame, ("PjitFunction(", "PmapFunction("))
 
 
@@ -551,9 +573,10 @@ _TORCH_COMPILED_CALLS = ("Torch-Compiled Region", "CompiledFunction")
 _TORCH_COMPILED_NOT_CALLS = ("CompiledFunctionBackward",)
 
 
-def _calls_per_step(frame: Frame, prefixes: tuple[str, ...], not_prefixes: tuple[str, ...] = ()) -> float:
-    """Outermost host events named with one of ``prefixes`` (and none of ``not_prefixes``), per marked
-    step (in the whole trace when no step is marked)."""
+def _calls_per_step(frame: Frame, prefixes: tuple[str, ...], not_prefixes: tuple[str, ...] = ()) -> tuple[float, bool]:
+    """Outermost host events named with one of ``prefixes`` (and none of ``not_prefixes``) per marked
+    step, or per instance of a repeated range that stands in for the step; and whether either was
+    found (False: the count is the whole trace's, which may hold many steps)."""
     codes = [i for i, n in enumerate(frame.names) if n.startswith(prefixes) and not n.startswith(not_prefixes)]
     rows = np.flatnonzero(np.isin(frame.name_code, codes))
     parent = frame.parent[rows]
@@ -561,7 +584,34 @@ def _calls_per_step(frame: Frame, prefixes: tuple[str, ...], not_prefixes: tuple
     outer = rows[(parent < 0) | ~np.isin(frame.name_code[np.maximum(parent, 0)], codes)]
     steps = frame.step[outer]
     marked = np.unique(frame.step[frame.rows("step")])
-    return float((steps >= 0).sum() / marked.size) if marked.size else float(steps.size)
+    if marked.size:
+        return float((steps >= 0).sum() / marked.size), True
+    instances = _repeated_enclosing_range(frame, outer)
+    return (float(outer.size / instances), True) if instances else (float(outer.size), not outer.size)
+
+
+def _repeated_enclosing_range(frame: Frame, rows: np.ndarray) -> int:
+    """With no step marked: when every row lies in an instance of one user range name that repeats
+    (``record_function("train_step")`` around each iteration), that range stands in for the step;
+    its number of instances, else 0 (the whole trace is the only step there is)."""
+    if not rows.size:
+        return 0
+    is_range = frame.mask("user_range")
+    outermost = np.full(rows.size, -1, np.int64)
+    cur = frame.parent[rows].copy()
+    alive = np.flatnonzero(cur >= 0)
+    while alive.size:
+        hit = alive[is_range[cur[alive]]]
+        outermost[hit] = cur[hit]
+        cur[alive] = frame.parent[cur[alive]]
+        alive = alive[cur[alive] >= 0]
+    if (outermost < 0).any():
+        return 0
+    codes = np.unique(frame.name_code[outermost])
+    if codes.size != 1:
+        return 0
+    instances = int((frame.name_code[frame.rows("user_range")] == codes[0]).sum())
+    return instances if instances >= 2 else 0
 
 
 # A Keras LSTM/GRU layer's scope ("gru_1/while/...") as opposed to RNN(cell) ("rnn/while/...") or a raw loop.

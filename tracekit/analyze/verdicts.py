@@ -20,6 +20,7 @@ from dataclasses import dataclass
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
 COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
+WAIT_SHARE = 0.5          # CPU-only: the loop's thread waits in Python (sleep, lock, poll) this much of the step
 HOST_IDLE_SHARE = 0.5     # a host-side verdict needs the host busy during most of the GPU's idle time
 COPY_SHARE = 0.5          # host copying during this much of the GPU's idle time
 LAUNCH_GAP_SHARE = 0.5    # launch calls during this much of the GPU's idle time
@@ -50,6 +51,7 @@ class Evidence:
     dispatch_share: float = 0.0  # step time outside any compute op
     load_step_share: float = 0.0  # step time with a batch fetch running
     communication_step_share: float = 0.0  # step time inside collective communication (gloo / NCCL / c10d)
+    wait_step_share: float = 0.0  # step time the loop's thread waits in Python frames, no compute op running
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # GPU traces: shares of the GPU's idle (gap) time
     idle_share: float = 0.0
@@ -73,6 +75,7 @@ class Evidence:
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
     compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
+    calls_per_step_known: bool = True  # False: no step marked, the calls counted are the whole trace's
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ MIXED_PRECISION_REMEDY = "use mixed precision (torch.autocast / keras mixed_floa
 GPU_BOUND_REMEDY = "the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work"
 CPU_COMPUTE_REMEDY = "the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count"
 BATCH_REMEDY = "use larger batches so each launch and op does more work"
+WAIT_REMEDY = ("the loop waits on something outside its own work: another thread or process (a queue, data loading), "
+               "I/O or a sleep; the waiting frames' callers (Python stacks) say what it waits for: profile that")
 COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
                         "buckets during the backward pass; tune bucket_cap_mb), communicate less often (gradient "
                         "accumulation under no_sync()), or send less (a DDP communication hook that compresses "
@@ -134,6 +139,9 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     from graphs."""
     if e.source == "tf":
         return ["run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels"]
+    if e.source == "jax" and e.jit_calls_per_step > 1 and not e.calls_per_step_known:
+        return [f"the trace makes {e.jit_calls_per_step:.0f} jitted-function dispatches and marks no steps: if one step "
+                "makes several, jax.jit the whole step (with lax.scan for loops over timesteps)"]
     if e.source == "jax" and e.jit_calls_per_step > 1:
         return [f"jax.jit the whole step (one XLA computation instead of {e.jit_calls_per_step:.0f} dispatches), "
                 "with lax.scan for loops over timesteps"]
@@ -152,6 +160,11 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
         # The kernels come from inside one library call: nothing to fuse or dispatch less at the framework level.
         return [f"capture the step in a CUDA graph (torch.cuda.graphs, or torch.compile(mode=\"reduce-overhead\")): "
                 f"replay skips {e.launch_loop_op}'s per-kernel host work"]
+    if e.compiled_calls_per_step > 1 and not e.calls_per_step_known:
+        # A trace of five training iterations with no step marked calls its graph five times, once a step.
+        return [f"the trace calls a torch.compile graph {e.compiled_calls_per_step:.0f} times and marks no steps "
+                "(torch.profiler's schedule and prof.step() mark them): if one step calls it several times (a loop "
+                "over timesteps or layers around the compiled function), compile that loop so one graph covers the step"]
     if e.compiled_calls_per_step > 1:
         # Already compiled, but the compiled graph is called over and over (a per-timestep loop around it).
         return [f"the step calls a torch.compile graph {e.compiled_calls_per_step:.0f} times: compile the whole loop "
@@ -213,6 +226,11 @@ RULES: tuple[Rule, ...] = (
          lambda e: "no framework op runs in the steps used: their time is outside the framework (Python, waits, "
                    "I/O), which this trace does not break down",
          lambda e: [], "CPU-only: no framework op runs in the steps used"),
+    # Python stacks show the thread blocked (time.sleep, a lock, a poll): that time is not dispatch.
+    Rule("host-idle gaps", lambda e: not e.has_gpu and e.wait_step_share >= WAIT_SHARE,
+         lambda e: f"the loop's thread waits in Python (a sleep, lock, poll or join) during {e.wait_step_share:.0%} of "
+                   "the step time, with no compute op running",
+         lambda e: [WAIT_REMEDY], "CPU-only: the loop's thread waits in Python frames during at least half the step time"),
     Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
          _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
     Rule("CPU compute-bound", lambda e: not e.has_gpu, None,

@@ -8,7 +8,9 @@ events in call-stack order, each owned by the innermost event open during it:
 - ``compute:<class>``: inside a compute op (GEMM, RNN, elementwise, cast, reduction, ...);
 - ``launch``: inside a kernel-launch call; ``sync``: inside a blocking call (cudaDeviceSynchronize,
   cudaStreamSynchronize, cudaMemcpy, ...), where the replay waits for the GPU work it awaited;
-- ``api``: inside other runtime calls.
+- ``api``: inside other runtime calls;
+- ``wait``: inside a Python frame that blocks (``classify.python_wait_rows``: a sleep, a lock, a
+  poll; recorded with Python stacks), which no scenario shortens.
 
 The replay walks the segments with their (changed) durations; a launch call puts its GPU work on
 its stream, which starts at the later of the stream being free and the launch plus the trace's own
@@ -30,7 +32,7 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
-from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows
+from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows, python_wait_rows
 from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import RNN_CELL_OPS
@@ -275,8 +277,11 @@ def _segment_kinds(frame: Frame, classes, rows: np.ndarray, blocking: set[int]) 
     compute = {OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES}
     op_kind = frame.mask("cpu_op")
     api_kind = frame.mask("runtime_api", "driver_api")
+    waits = set(python_wait_rows(frame).tolist())
     for r in rows.tolist():
-        if api_kind[r]:
+        if r in waits:
+            out[r] = "wait"
+        elif api_kind[r]:
             if int(frame.name_code[r]) in blocking or classes.api[r] == sync:
                 out[r] = "sync"
             elif classes.api[r] == launch:
@@ -377,8 +382,8 @@ def _no_dispatch(step: _Step) -> tuple[int, str] | None:
         return _work(step, seg) if seg.kind.startswith("compute") else seg.dur
 
     predicted = _replay(step, host_scale=host)
-    return predicted, (f"framework and Python time outside compute ops (except waits for other threads' compute) goes "
-                       f"to 0, and so does each compute op's fixed "
+    return predicted, (f"framework and Python time outside compute ops (except waits: for other threads' compute, and Python "
+                       f"frames blocked in a sleep, lock or poll) goes to 0, and so does each compute op's fixed "
                        f"cost ({step.op_floor / 1e3:.1f} µs, the trace's 10th-percentile op time) (a compiled graph: "
                        "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged")
 
