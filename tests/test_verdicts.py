@@ -152,10 +152,52 @@ def _keras_capture(tmp: Path, layer: str) -> Path:
     return logdir
 
 
+def _keras_fit_capture(tmp: Path) -> Path:
+    """A small Dense classifier trained with model.fit on a tf.data pipeline under the TF profiler
+    (start/stop around fit, no step markers: tracekit takes each call of Keras's train function as a
+    step). The function's ops are small, so TF's executor and tf.data, not ops, fill most of the
+    inter-op pool's time during each call."""
+    import keras
+    import numpy as np
+
+    tf.random.set_seed(0)
+    rng = np.random.default_rng(0)
+    x, y = rng.random((1024, 32), dtype=np.float32), rng.integers(0, 10, 1024)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).map(lambda a, b: (a * 2.0, b)).prefetch(2)
+    model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(128, activation="relu"),
+                              keras.layers.Dropout(0.1), keras.layers.Dense(10)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    logdir = tmp / "fit"
+    tf.profiler.experimental.start(str(logdir))
+    try:
+        model.fit(data, epochs=1, verbose=0)
+    finally:
+        tf.profiler.experimental.stop()
+    return logdir
+
+
 @pytest.fixture(scope="module")
 def keras_logdirs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("keras")
-    return {layer: _keras_capture(tmp, layer) for layer in ("gru", "cell")}
+    return {**{layer: _keras_capture(tmp, layer) for layer in ("gru", "cell")}, "fit": _keras_fit_capture(tmp)}
+
+
+def test_a_keras_fit_step_waits_for_the_executor_and_is_analysed_on_a_steady_step(keras_logdirs):
+    """model.fit's function call on the Python thread waits while the inter-op pool runs its ops, TF's
+    executor around them and tf.data: with ops alone covering a third of the call it was ranked the
+    top op (74% of the steps) and the critical path was that one call. The executor's and tf.data's
+    events count as the pool being busy. critical-path and whatif take the first steady step, not
+    the warm-up one that builds the graph."""
+    r = tracekit.launch(keras_logdirs["fit"]).result
+    assert r.steps is not None and r.steps.steps.status.iloc[0] == "warm-up", r.steps.steps.head()
+    assert not any("__inference_" in n for n in r.top_ops.ops.name), r.top_ops.ops.name.head()
+    calls = r.top_ops.waiting[r.top_ops.waiting.name.str.contains("__inference_")]
+    assert len(calls) == 1 and calls.covered.iloc[0] >= 0.5, r.top_ops.waiting
+    cp = tracekit.critical_path(keras_logdirs["fit"]).result
+    assert cp.window["instance"] >= 1 and "first steady step" in str(cp.window["chosen"]), cp.window
+    assert cp.handoffs >= 1 and cp.handed_ops > 10, (cp.handoffs, cp.handed_ops)
+    w = tracekit.whatif(keras_logdirs["fit"]).result
+    assert w.window == cp.window
 
 
 def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):

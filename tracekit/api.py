@@ -123,8 +123,8 @@ def ranges(trace: Trace) -> Ranges:
     return Ranges(name, table, _ranges(table))
 
 
-def critical_path(trace: Trace, range_name: str | None = None, instance: int = 0) -> CriticalPathResult:
-    """The critical path of one step (the first by default) or of a named range's instance, and what
+def critical_path(trace: Trace, range_name: str | None = None, instance: int | None = None) -> CriticalPathResult:
+    """The critical path of one step (the first steady one by default) or of a named range's instance, and what
     bounds it (``tracekit.analyze.critical_path``)."""
     from tracekit.analyze.critical_path import critical_path as _critical_path
 
@@ -132,7 +132,7 @@ def critical_path(trace: Trace, range_name: str | None = None, instance: int = 0
     return CriticalPathResult(name, table, _critical_path(table, range_name, instance))
 
 
-def whatif(trace: Trace, range_name: str | None = None, instance: int = 0) -> WhatIfResult:
+def whatif(trace: Trace, range_name: str | None = None, instance: int | None = None) -> WhatIfResult:
     """The step (or range instance) replayed under each what-if scenario, ranked by predicted saving
     (``tracekit.analyze.whatif``)."""
     from tracekit.analyze.whatif import whatif as _whatif

@@ -40,8 +40,8 @@ from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, RowClasses, classify_rows, op_name_codes
 from tracekit.analyze.frame import Frame, frame_of
-from tracekit.analyze.steps import driving_threads
-from tracekit.analyze.top_ops import WAITING_SHARE, WORKER_GAP_SHARE
+from tracekit.analyze.steps import driving_threads, step_stats
+from tracekit.analyze.top_ops import WAITING_SHARE, WORKER_GAP_SHARE, worker_event_rows
 from tracekit.errors import UsageError
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
 
@@ -86,7 +86,7 @@ class CriticalPath:
     handed_ops: int = 0
 
 
-def critical_path(table: pa.Table, range_name: str | None = None, instance: int = 0) -> CriticalPath:
+def critical_path(table: pa.Table, range_name: str | None = None, instance: int | None = None) -> CriticalPath:
     """The critical path of the ``instance``-th range named ``range_name`` (a user range or step),
     or of the first step when no name is given, or of the whole trace when no step is marked."""
     frame = frame_of(table)
@@ -112,15 +112,20 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     return result
 
 
-def step_window(frame: Frame, range_name: str | None, instance: int) -> tuple[int, int, dict[str, object]]:
-    """(start, end, description) of the ``instance``-th range named ``range_name``, or of the first
-    step (the whole trace when no step is marked)."""
+def step_window(frame: Frame, range_name: str | None, instance: int | None) -> tuple[int, int, dict[str, object]]:
+    """(start, end, description) of the ``instance``-th range named ``range_name`` (the first when
+    None), or of the ``instance``-th step; with neither given, the first steady step: a warm-up step
+    (graph building, compilation) or an outlier is not the loop (``steps.step_stats``). The whole
+    trace when no step is marked."""
+    chosen = ""
     if range_name is None:
         steps = frame.rows("step")
         if not steps.size:
             return int(frame.start.min()), int(frame.end.max()), {"name": WHOLE_TRACE, "instance": 0}
         rows = steps[np.argsort(frame.start[steps], kind="stable")]
-        label = "first step"
+        label = "step"
+        if instance is None:
+            instance, chosen = _first_steady_step(frame, rows)
     else:
         codes = [i for i, n in enumerate(frame.names) if n == range_name]
         rows = np.flatnonzero(np.isin(frame.name_code, codes) & frame.mask("user_range", "step", "cpu_op"))
@@ -128,12 +133,28 @@ def step_window(frame: Frame, range_name: str | None, instance: int) -> tuple[in
         label = range_name
         if not rows.size:
             raise UsageError(f"no range named {range_name!r} in the trace (tracekit ranges lists them)")
+    instance = 0 if instance is None else instance
     if not 0 <= instance < rows.size:
         raise UsageError(f"{label}: instance {instance} asked, the trace has {rows.size} (0 to {rows.size - 1})")
     row = rows[instance]
     name = frame.names[frame.name_code[row]] if frame.name_code[row] >= 0 else ""
-    return int(frame.start[row]), int(frame.end[row]), {"name": name, "instance": instance,
+    return int(frame.start[row]), int(frame.end[row]), {"name": name, "instance": instance, "chosen": chosen,
                                                         "start_ns": int(frame.start[row]), "end_ns": int(frame.end[row])}
+
+
+def _first_steady_step(frame: Frame, rows: np.ndarray) -> tuple[int, str]:
+    """The index (among the step rows ``rows``, by start) of the first step used by the step
+    statistics, and why it was chosen over the first ("" when it is the first)."""
+    stats = step_stats(frame)
+    used = stats.used_step_numbers() if len(stats.steps) else []
+    if not used:
+        return 0, ""
+    index = int(np.flatnonzero(frame.step[rows] == used[0])[0]) if (frame.step[rows] == used[0]).any() else 0
+    if index == 0:
+        return 0, ""
+    skipped = stats.steps[~stats.steps.used & (stats.steps.start_ns < stats.steps.start_ns[stats.steps.step == used[0]].iloc[0])]
+    why = ", ".join(f"step {int(r.step)} ({r.status})" for r in skipped.itertuples())
+    return index, f"the first steady step ({why} skipped; --instance picks another)"
 
 
 def _host_rows(frame: Frame, start: int, end: int) -> np.ndarray:
@@ -288,14 +309,23 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
     lo = np.searchsorted(outer_start, frame.start[calls], "left")
     hi = np.searchsorted(outer_start, frame.end[calls], "left")
     found: dict[int, np.ndarray] = {}
+    workers = worker_event_rows(frame)
+    workers = workers[np.argsort(frame.start[workers], kind="stable")]
+    worker_start = frame.start[workers]
     for call, a, b in zip(calls.tolist(), lo.tolist(), hi.tolist(), strict=True):
         if b - a < 1:
             continue
         inside = outer[a:b]
         inside = inside[(frame.thread_key[inside] != frame.thread_key[call]) & (frame.pid[inside] == frame.pid[call])
                         & (frame.end[inside] <= frame.end[call])]
-        if inside.size and intervals.busy_per_interval(frame.start[[call]], frame.end[[call]], frame.start[inside],
-                                                       frame.end[inside], WORKER_GAP_SHARE)[0] >= WAITING_SHARE * frame.dur[call]:
+        if not inside.size:
+            continue
+        # The workers are busy in their ops and in TF's runtime work around them (top_ops.TF_WORKER_EVENTS).
+        w = workers[np.searchsorted(worker_start, frame.start[call]):np.searchsorted(worker_start, frame.end[call])]
+        w = w[(frame.thread_key[w] != frame.thread_key[call]) & (frame.pid[w] == frame.pid[call])]
+        busy = np.concatenate([inside, w])
+        if intervals.busy_per_interval(frame.start[[call]], frame.end[[call]], frame.start[busy], frame.end[busy],
+                                       WORKER_GAP_SHARE)[0] >= WAITING_SHARE * frame.dur[call]:
             found[call] = inside
     return found
 

@@ -5,8 +5,9 @@ Self time (an op's duration minus its child ops') per (op name, input shapes) ov
 ``Input Dims`` (``record_shapes=True``); without them ops group by name alone.
 
 An op on the driving thread (the one holding the steps) that is not a compute op and that runs, for
-at least ``WAITING_SHARE`` of its duration, while other threads of its process are busy with ops
-(TF's ``EagerExecute`` while the inter-op pool runs the function's ops) spends its self time waiting
+at least ``WAITING_SHARE`` of its duration, while other threads of its process are busy with ops or
+TF's runtime work (``TF_WORKER_EVENTS``: TF's ``EagerExecute`` of a function while the inter-op pool
+runs the function's ops and tf.data produces its batch) spends its self time waiting
 for them: it is listed in ``waiting``, not ranked, so a wait never tops the table as if it were
 work. A thread is busy during its ops and in the gaps between them shorter than
 ``WORKER_GAP_SHARE`` of the waiting op: there TF's executor picks the next op, untraced (on TF 2.21
@@ -41,6 +42,16 @@ REMEDY_SHARE = 0.10
 TOP = 15
 WAITING_SHARE = 0.5
 WORKER_GAP_SHARE = 0.01
+# TF's runtime work on its worker threads that is not a framework op: the executor processing the
+# function's nodes (its per-node overhead around each op), and tf.data producing the batch the
+# function asked for. A worker in them is busy on the call's behalf.
+TF_WORKER_EVENTS = ("ExecutorState::Process", "Iterator::")
+
+
+def worker_event_rows(frame: Frame) -> np.ndarray:
+    """Rows of ``TF_WORKER_EVENTS`` (empty for traces of other frameworks)."""
+    codes = [i for i, n in enumerate(frame.names) if n.startswith(TF_WORKER_EVENTS)]
+    return np.flatnonzero(np.isin(frame.name_code, codes)) if codes else np.zeros(0, np.int64)
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
 # Input Dims is a list of per-input dims lists: [[1000, 8], [8, 512], []]
 _INPUT_DIMS = r'"Input Dims":(?P<dims>\[(?:\[[^\]]*\]|[^\[\]])*\])'
@@ -142,13 +153,14 @@ def _covered_by_other_threads(frame: Frame, rows: np.ndarray) -> np.ndarray:
     threads = frame.thread_key[rows]
     if distinct(threads).size < 2:
         return covered
+    workers = np.concatenate([rows, worker_event_rows(frame)])
     for key in driving_threads(frame, rows):
         mine = threads == key
         if not mine.any():
             continue
         pid = frame.pid[rows[mine][0]]
         # Any op: between compute ops a worker still runs TF's executor, not the waiting thread.
-        others = rows[(frame.thread_key[rows] != key) & (frame.pid[rows] == pid)]
+        others = workers[(frame.thread_key[workers] != key) & (frame.pid[workers] == pid)]
         if others.size:
             covered[mine] = intervals.busy_per_interval(frame.start[rows[mine]], frame.end[rows[mine]],
                                                         frame.start[others], frame.end[others], WORKER_GAP_SHARE)

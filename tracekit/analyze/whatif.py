@@ -98,7 +98,7 @@ class _Step:
     other_gpu_busy: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
-def whatif(table: pa.Table, range_name: str | None = None, instance: int = 0) -> WhatIf:
+def whatif(table: pa.Table, range_name: str | None = None, instance: int | None = None) -> WhatIf:
     """Predict the step (or range instance) under each applicable scenario."""
     frame = frame_of(table)
     start, end, window = step_window(frame, range_name, instance)

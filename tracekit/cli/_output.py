@@ -26,9 +26,10 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
     """TRACE and which step or range to analyse (critical-path, whatif)."""
     parser.add_argument("trace", metavar="TRACE", help="a trace file, XSpace run directory or tracekit Parquet file")
     parser.add_argument("--range", dest="range_name", metavar="NAME",
-                        help="a record_function / NVTX / TraceMe range or step name (default: the first step; the "
-                             "whole trace when no step is marked)")
-    parser.add_argument("--instance", type=int, default=0, metavar="N", help="which occurrence of the range (from 0)")
+                        help="a record_function / NVTX / TraceMe range or step name (default: the first steady "
+                             "step, warm-up and outlier steps skipped; the whole trace when no step is marked)")
+    parser.add_argument("--instance", type=int, default=None, metavar="N",
+                        help="which occurrence of the range, or which step without --range (from 0)")
 
 
 def add_step_arguments(parser: argparse.ArgumentParser) -> None:

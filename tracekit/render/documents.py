@@ -379,7 +379,8 @@ PATH_LABELS = {"cpu_bound": "CPU-bound (framework / Python / host calls)", "data
 
 def critical_path_document(name: str, facts: list[tuple[str, str]], cp: CriticalPath) -> Document:
     window = cp.window
-    where = f"{window['name']}" + (f" (instance {window['instance']})" if window.get("instance") else "")
+    where = f"{window['name']}" + (f" (instance {window['instance']})" if window.get("instance") else "") + \
+        (f", {window['chosen']}" if window.get("chosen") else "")
     head = Section("Critical path", [
         f"Window: {where}. The longest chain of dependent work through it is {format_cell(cp.total_ns, 'ns')} "
         f"({cp.nodes:,} nodes, {cp.graph_edges:,} edges in the dependency graph).",
@@ -414,7 +415,8 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
 
 
 def whatif_document(name: str, facts: list[tuple[str, str]], w: WhatIf) -> Document:
-    where = f"{w.window['name']}" + (f" (instance {w.window['instance']})" if w.window.get("instance") else "")
+    where = f"{w.window['name']}" + (f" (instance {w.window['instance']})" if w.window.get("instance") else "") + \
+        (f", {w.window['chosen']}" if w.window.get("chosen") else "")
     head = Section("What if", [
         f"Window: {where}, measured {format_cell(w.measured_step_ns, 'ns')}; replaying the trace unchanged gives "
         f"{format_cell(w.replayed_step_ns, 'ns')} (the replay's own error: "
