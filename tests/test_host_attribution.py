@@ -95,12 +95,12 @@ def test_a_thread_waiting_in_python_is_idle_host(tmp_path):
         busy = host.loc[number, [f"{c}_ns" for c in ("framework", "python") if f"{c}_ns" in host]].sum()
         assert busy <= len(threads) * steps.dur_ns[number], (number, busy, steps.dur_ns[number])
     # The waiter's frames are in the trace, but it only waits (Event.wait: a lock's acquire) and the
-    # loop's thread sleeps 20 ms a step (time.sleep): neither is host work, so most of each step is
-    # idle host. Counting the waits made the steps' host time ~2x their length.
+    # loop's thread sleeps 20 ms a step (time.sleep): neither is host work, so each step's host time
+    # is at most the step less its sleep, however slow a busy machine makes the ops. Counting the
+    # waits made it ~2x the step.
     for number in steps.index:
         busy = host.loc[number, ["framework_ns", "python_ns"]].sum()
-        assert busy < 0.5 * steps.dur_ns[number], (number, busy, steps.dur_ns[number])
-    assert host.loc[-1, "busy_ns"] < 0.5 * steps.dur_ns.sum()
+        assert busy <= steps.dur_ns[number] - 19e6, (number, busy, steps.dur_ns[number])
 
 
 DATALOADER_CAPTURE = """

@@ -170,8 +170,8 @@ def python_wait_rows(frame: Frame) -> np.ndarray:
     if waits:
         waiting = np.zeros(len(frame), bool)
         waiting[rows[np.isin(frame.name_code[rows], waits)]] = True
-        inside = nearest_ancestor(frame.parent, rows[~waiting[rows]], waiting) >= 0
-        waiting[rows[~waiting[rows]][inside]] = True
+        rest = rows[~waiting[rows]]
+        waiting[rest[nearest_ancestor(frame.parent, rest, waiting) >= 0]] = True
         rows = np.flatnonzero(waiting)
     else:
         rows = np.zeros(0, np.int64)

@@ -149,9 +149,10 @@ def _first_steady_step(frame: Frame, rows: np.ndarray) -> tuple[int, str]:
     used = stats.used_step_numbers() if len(stats.steps) else []
     if not used:
         return 0, ""
-    index = int(np.flatnonzero(frame.step[rows] == used[0])[0]) if (frame.step[rows] == used[0]).any() else 0
-    if index == 0:
+    at = np.flatnonzero(frame.step[rows] == used[0])
+    if not at.size or at[0] == 0:
         return 0, ""
+    index = int(at[0])
     skipped = stats.steps[~stats.steps.used & (stats.steps.start_ns < stats.steps.start_ns[stats.steps.step == used[0]].iloc[0])]
     why = ", ".join(f"step {int(r.step)} ({r.status})" for r in skipped.itertuples())
     return index, f"the first steady step ({why} skipped; --instance picks another)"
