@@ -1,6 +1,6 @@
 """nsys SQLite: tracekit's reader and reports against ``nsys stats`` on the same file, at scale.
 
-    python benchmarks/nsys_ingest.py [--sizes 100k,1m] [--nsys PATH]
+    python benchmarks/nsys_ingest.py [--sizes kernels-100k,kernels-1m,nvtx-100k] [--nsys PATH]
 
 The large files are made from real samples in ../shared/traces/nsys by replication: every CUDA
 (kernel, copy, set, sync, runtime/driver API) and NVTX row is copied K times, each copy shifted in time

@@ -108,7 +108,8 @@ def test_breakdown_adds_up_to_the_span(path):
     host = bd.host
     assert (host[[f"{c}_ns" for c in HOST_CLASSES]].sum(axis=1) == host.busy_ns).all()
     if len(bd.cpu_ops):
-        assert (bd.cpu_ops.compute_ns + bd.cpu_ops.dispatch_ns == bd.cpu_ops.span_ns).all()
+        parts = bd.cpu_ops.compute_ns + bd.cpu_ops.dispatch_ns + bd.cpu_ops.waiting_ns
+        assert (parts == bd.cpu_ops.span_ns).all() and (bd.cpu_ops[["waiting_ns", "dispatch_ns"]] >= 0).all(axis=None)
     # Per-step rows partition the GPU work that has a step (steps' work may overlap in time).
     for _, g in bd.gpu.groupby("device_id"):
         assert g[g.step >= 0].activities.sum() <= g[g.step == -1].activities.iloc[0]

@@ -44,6 +44,7 @@ from tracekit.analyze.classify import (
     OP_CLASSES,
     RowClasses,
     classify_rows,
+    collective_work_rows,
     python_wait_rows,
 )
 from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
@@ -348,29 +349,49 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
 
 
 def _waits_outside_compute(frame: Frame, op_rows: np.ndarray, compute_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where the loop's thread (the threads that mark steps; else the one with the most ops) waits in
-    Python (``python_wait_rows``: a sleep, a lock, a poll) while no compute op runs on any thread:
-    disjoint sorted intervals. That time is neither compute nor dispatch; without Python stacks in
-    the trace it cannot be told apart and stays in dispatch."""
-    waits = python_wait_rows(frame)
+    """Where the loop's thread (the threads that mark steps; else the one with the most ops) waits
+    while no compute op runs on any thread: disjoint sorted intervals. Two kinds of evidence:
+
+    - it is blocked in Python (``python_wait_rows``: a sleep, a lock, a poll), seen only when the
+      trace has Python stacks;
+    - it runs no op of its own while a collective runs on another thread of its process (DDP's
+      reducer waiting for gloo's all-reduce of the last gradient bucket, which a slower rank can
+      hold up).
+
+    That time is neither compute nor dispatch; without such evidence it stays in dispatch."""
     none = np.zeros(0, np.int64)
-    if not waits.size:
-        return none, none
     step_rows = frame.rows("step")
     if step_rows.size:
         loop_threads = np.unique(frame.thread_key[step_rows])
-    else:
+    elif op_rows.size:
         keys, counts = np.unique(frame.thread_key[op_rows], return_counts=True)
         loop_threads = keys[np.argmax(counts)][None]
-    waits = waits[np.isin(frame.thread_key[waits], loop_threads)]
-    if not waits.size:
+    else:
         return none, none
-    s, e, c = intervals.priority_timeline(
-        np.concatenate([frame.start[compute_rows], frame.start[waits]]),
-        np.concatenate([frame.end[compute_rows], frame.end[waits]]),
-        np.concatenate([np.zeros(compute_rows.size, np.int8), np.ones(waits.size, np.int8)]), 2)
-    mine = c == 1
-    return intervals.union(s[mine], e[mine])
+    waits = python_wait_rows(frame)
+    waits = waits[np.isin(frame.thread_key[waits], loop_threads)]
+    collectives = collective_work_rows(frame)
+    loop_pids = np.unique(frame.pid[np.isin(frame.thread_key, loop_threads)])
+    collectives = collectives[~np.isin(frame.thread_key[collectives], loop_threads)
+                              & np.isin(frame.pid[collectives], loop_pids)]
+    pieces_s, pieces_e = [none], [none]
+    if waits.size:
+        s, e, c = intervals.priority_timeline(
+            np.concatenate([frame.start[compute_rows], frame.start[waits]]),
+            np.concatenate([frame.end[compute_rows], frame.end[waits]]),
+            np.concatenate([np.zeros(compute_rows.size, np.int8), np.ones(waits.size, np.int8)]), 2)
+        pieces_s.append(s[c == 1])
+        pieces_e.append(e[c == 1])
+    if collectives.size:
+        own = op_rows[np.isin(frame.thread_key[op_rows], loop_threads)]
+        s, e, c = intervals.priority_timeline(
+            np.concatenate([frame.start[compute_rows], frame.start[own], frame.start[collectives]]),
+            np.concatenate([frame.end[compute_rows], frame.end[own], frame.end[collectives]]),
+            np.concatenate([np.zeros(compute_rows.size, np.int8), np.ones(own.size, np.int8),
+                            np.full(collectives.size, 2, np.int8)]), 3)
+        pieces_s.append(s[c == 2])
+        pieces_e.append(e[c == 2])
+    return intervals.union(np.concatenate(pieces_s), np.concatenate(pieces_e))
 
 
 def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray) -> np.ndarray:

@@ -179,6 +179,47 @@ def python_wait_rows(frame: Frame) -> np.ndarray:
     return rows
 
 
+def collective_rows(frame: Frame) -> np.ndarray:
+    """Host rows inside collective communication: ops and ranges named as the communication op class
+    (``gloo:all_reduce`` on gloo's worker thread, ``nccl:all_reduce``, ``c10d::allreduce_``), by row.
+    Cached on the frame."""
+    cached = getattr(frame, "_collective_rows", None)
+    if cached is not None:
+        return cached
+    host = frame.mask("user_range", "cpu_op")
+    codes = [c for c in distinct(frame.name_code[host]).tolist() if c >= 0
+             and classify_name(frame.names[c], OP_RULES) == "communication"]
+    rows = np.flatnonzero(np.isin(frame.name_code, codes) & host) if codes else np.zeros(0, np.int64)
+    frame._collective_rows = rows  # type: ignore[attr-defined]
+    return rows
+
+
+def collective_work_rows(frame: Frame) -> np.ndarray:
+    """The collective ranges that are the communication itself, run on the host: ranges of
+    ``collective_rows`` with no host op or call of their own thread inside them (gloo's worker
+    threads record only ``gloo:all_reduce``). Where the trace has GPU communication kernels, host
+    collectives are NCCL's enqueues (``nccl:all_reduce`` around a kernel launch), and none is."""
+    rows = collective_rows(frame)
+    rows = rows[frame.mask("user_range")[rows]]
+    if not rows.size:
+        return rows
+    kernels = frame.rows("gpu_kernel")
+    if kernels.size and (classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")).any():
+        return rows[:0]
+    host = frame.rows("cpu_op", "runtime_api", "driver_api")
+    host = host[np.isin(frame.thread_key[host], frame.thread_key[rows])]
+    host = host[np.lexsort((frame.start[host], frame.thread_key[host]))]
+    # The first host row of the range's thread that starts at or after the range does: inside it?
+    key, start = frame.thread_key[host], frame.start[host]
+    at = np.searchsorted(key, frame.thread_key[rows], "left")
+    upto = np.searchsorted(key, frame.thread_key[rows], "right")
+    first = np.array([lo + int(np.searchsorted(start[lo:hi], s, "left")) for lo, hi, s in
+                      zip(at.tolist(), upto.tolist(), frame.start[rows].tolist(), strict=True)], np.int64)
+    has_child = (first < upto) & (start[np.minimum(first, max(start.size - 1, 0))] < frame.end[rows]) if start.size \
+        else np.zeros(rows.size, bool)
+    return rows[~has_child]
+
+
 _COMPILED: dict[int, list[tuple[str, re.Pattern[str], bool]]] = {}
 
 

@@ -21,8 +21,14 @@ with numpy and a topological pass instead of networkx:
   the last op to end into the call's end (its return, the call's time). The wait itself weighs
   nothing, as for a sync, so the path runs through the ops and not over the waiting call.
 
+- collective edges, for a collective on a worker thread (gloo runs DDP's all-reduces as
+  ``gloo:all_reduce`` ranges on its own threads; see ``_collective_edges``): its duration, from the
+  communication op that issued it, and into the driving thread's next row where that thread was
+  idle when it ended (the thread waited for it).
+
 The longest path by weight is the critical path; each edge on it is CPU-bound (host op time),
-launch overhead, kernel-kernel overhead, GPU compute, GPU communication or data loading.
+launch overhead, kernel-kernel overhead, GPU compute, GPU communication, host communication (time in
+collectives on the host) or data loading.
 """
 
 from __future__ import annotations
@@ -38,7 +44,15 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
-from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, RowClasses, classify_rows, op_name_codes
+from tracekit.analyze.classify import (
+    KERNEL_CLASSES,
+    OP_CLASSES,
+    RowClasses,
+    classify_rows,
+    collective_rows,
+    collective_work_rows,
+    op_name_codes,
+)
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.top_ops import WAITING_SHARE, WORKER_GAP_SHARE, worker_event_rows
@@ -57,7 +71,7 @@ DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|Iterato
 # Edge types and what they bound.
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = range(5)
 CATEGORIES = ("cpu_bound", "data_loading", "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead",
-              "gpu_compute_bound", "gpu_communication_bound")
+              "gpu_compute_bound", "gpu_communication_bound", "cpu_communication_bound")
 HOST_KINDS = ("cpu_op", "runtime_api", "driver_api")
 GPU_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset")
 
@@ -94,13 +108,15 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     classes = classify_rows(frame)
     host = _host_rows(frame, start, end)
     gpu = _gpu_rows(frame, host)
-    events = np.concatenate([host, gpu])
+    collectives = _side_collectives(frame, host, start, end)
+    events = np.concatenate([host, gpu, collectives])
     if not events.size:
         raise UsageError(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it")
     graph = _Graph(frame, events)
     handoffs = _handoffs(frame, classes, host)
     _host_edges(graph, frame, host, set(handoffs))
     _handoff_edges(graph, frame, handoffs)
+    _collective_edges(graph, frame, host, collectives)
     waits, event_syncs = _event_waits(frame, gpu, graph)
     _gpu_edges(graph, frame, gpu, waits)
     _sync_edges(graph, frame, host, gpu)
@@ -345,6 +361,58 @@ def _handoff_edges(g: _Graph, frame: Frame, handoffs: dict[int, np.ndarray]) -> 
         g.add(g.end(int(by_end[-1])), g.end(call), OPERATOR, call)
 
 
+def _side_collectives(frame: Frame, host: np.ndarray, start: int, end: int) -> np.ndarray:
+    """Collective ranges that start in the window on a thread that drives no step, in a process
+    that does (gloo runs DDP's all-reduces on its own worker threads, as ``gloo:all_reduce``
+    ranges), and are not already host rows of the graph."""
+    rows = collective_work_rows(frame)
+    if not rows.size:
+        return rows
+    drivers = driving_threads(frame, host)
+    in_graph = np.zeros(len(frame), bool)
+    in_graph[host] = True
+    driving_pids = np.unique(frame.pid[np.isin(frame.thread_key, drivers)])
+    keep = ((frame.start[rows] >= start) & (frame.start[rows] <= end) & (frame.dur[rows] > 0) & ~in_graph[rows]
+            & ~np.isin(frame.thread_key[rows], drivers) & np.isin(frame.pid[rows], driving_pids))
+    return rows[keep]
+
+
+def _collective_edges(g: _Graph, frame: Frame, host: np.ndarray, collectives: np.ndarray) -> None:
+    """A collective on a worker thread: its duration (an operator edge), issued by the last
+    communication op on a driving thread of its process that started before it (``c10d::allreduce_``
+    enqueues the work), and waited for by the driving thread when that thread is idle as it ends
+    (no host row of the thread covers the end): an edge into the next top-level row the thread runs.
+    A thread busy with ops when the collective ends did not wait for it, and gets no edge."""
+    if not collectives.size:
+        return
+    for row in collectives.tolist():
+        g.add(g.start(row), g.end(row), OPERATOR, row)
+    drivers = driving_threads(frame, host)
+    talking = collective_rows(frame)
+    for key in drivers.tolist():
+        mine = host[frame.thread_key[host] == key]
+        if not mine.size:
+            continue
+        pid = frame.pid[mine[0]]
+        issued = talking[(frame.thread_key[talking] == key)]
+        issued = issued[np.isin(issued, mine)]
+        issued = issued[np.argsort(frame.start[issued], kind="stable")]
+        by_start = mine[np.lexsort((-frame.end[mine], frame.start[mine]))]
+        top = by_start[frame.start[by_start] >= np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(frame.end[by_start])[:-1]]]
+        reach = np.maximum.accumulate(frame.end[by_start])  # furthest end of the thread's rows so far
+        for row in collectives[frame.pid[collectives] == pid].tolist():
+            i = int(np.searchsorted(frame.start[issued], frame.start[row], "right")) - 1
+            if i >= 0:
+                g.add(g.start(int(issued[i])), g.start(row), DEPENDENCY, -1)
+            end = frame.end[row]
+            j = int(np.searchsorted(frame.start[by_start], end, "left"))
+            if j > 0 and reach[j - 1] > end:
+                continue  # the thread was running something when it ended: no wait
+            k = int(np.searchsorted(frame.start[top], end, "left"))
+            if k < top.size:
+                g.add(g.end(row), g.start(int(top[k])), DEPENDENCY, -1)
+
+
 def _event_waits(frame: Frame, gpu: np.ndarray, g: _Graph) -> tuple[dict[int, int], list[tuple[int, int]]]:
     """CUDA-event dependencies from Kineto's sync records (``wait_on_cuda_event_record_corr_id``):
     a stream waiting on an event (cudaStreamWaitEvent: the next activity launched on the waiting
@@ -442,6 +510,8 @@ def _sync_edges(g: _Graph, frame: Frame, host: np.ndarray, gpu: np.ndarray) -> N
 def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[str, object]) -> CriticalPath:
     gpu_kinds = frame.mask(*GPU_KINDS)
     comm = KERNEL_CLASSES.index("communication")
+    talking = np.zeros(len(frame), bool)
+    talking[collective_work_rows(frame)] = True  # not NCCL's enqueue calls: those are host work
     op_names = op_name_codes(frame)
     records = []
     for e in path:
@@ -458,6 +528,8 @@ def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[s
             category = "gpu_communication_bound" if classes.kernel[row] == comm else "gpu_compute_bound"
         elif DATA_LOADING.search(name):
             category = "data_loading"
+        elif row >= 0 and talking[row]:
+            category = "cpu_communication_bound"
         else:
             category = "cpu_bound"
         records.append({"row": row, "name": name, "kind": KINDS[int(frame.kind[row])] if row >= 0 else "",

@@ -27,9 +27,8 @@ from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds, st
 from tracekit.analyze.classify import (
     API_CLASSES,
     KERNEL_CLASSES,
-    OP_RULES,
-    classify_name,
     classify_rows,
+    collective_rows,
     python_wait_rows,
     short_name,
 )
@@ -644,12 +643,8 @@ def _data_loading(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _communication(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
-    """Union of the host intervals inside collective communication: ops and ranges named as the
-    communication op class (``gloo:all_reduce``, ``nccl:all_reduce``, ``c10d::allreduce_``)."""
-    host = frame.mask("user_range", "cpu_op")
-    codes = [c for c in distinct(frame.name_code[host]) if c >= 0
-             and classify_name(frame.names[c], OP_RULES) == "communication"]
-    rows = np.flatnonzero(np.isin(frame.name_code, codes) & host)
+    """Union of the host intervals inside collective communication (``classify.collective_rows``)."""
+    rows = collective_rows(frame)
     return intervals.union(frame.start[rows], frame.end[rows])
 
 

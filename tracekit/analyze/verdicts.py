@@ -20,7 +20,7 @@ from dataclasses import dataclass
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
 COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
-WAIT_SHARE = 0.5          # CPU-only: the loop's thread waits in Python (sleep, lock, poll) this much of the step
+WAIT_SHARE = 0.5          # CPU-only: the loop's thread waits (Python sleep, lock, poll; a collective) this much of the step
 HOST_IDLE_SHARE = 0.5     # a host-side verdict needs the host busy during most of the GPU's idle time
 COPY_SHARE = 0.5          # host copying during this much of the GPU's idle time
 LAUNCH_GAP_SHARE = 0.5    # launch calls during this much of the GPU's idle time
@@ -51,7 +51,8 @@ class Evidence:
     dispatch_share: float = 0.0  # step time outside any compute op
     load_step_share: float = 0.0  # step time with a batch fetch running
     communication_step_share: float = 0.0  # step time inside collective communication (gloo / NCCL / c10d)
-    wait_step_share: float = 0.0  # step time the loop's thread waits in Python frames, no compute op running
+    wait_step_share: float = 0.0  # step time the loop's thread waits (blocked Python frames, or idle during
+    # another thread's collective), no compute op running (breakdown's waiting_ns)
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # GPU traces: shares of the GPU's idle (gap) time
     idle_share: float = 0.0
@@ -120,7 +121,9 @@ WAIT_REMEDY = ("the loop waits on something outside its own work: another thread
 COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
                         "buckets during the backward pass; tune bucket_cap_mb), communicate less often (gradient "
                         "accumulation under no_sync()), or send less (a DDP communication hook that compresses "
-                        "gradients)")
+                        "gradients). A collective also waits for the slowest rank: if other ranks' traces spend less "
+                        "time in it, one rank holds the others up (uneven work or data per rank; `tracekit compare` "
+                        "the ranks' traces)")
 
 
 def recurrent_remedies(e: Evidence) -> list[str]:
@@ -228,9 +231,10 @@ RULES: tuple[Rule, ...] = (
          lambda e: [], "CPU-only: no framework op runs in the steps used"),
     # Python stacks show the thread blocked (time.sleep, a lock, a poll): that time is not dispatch.
     Rule("host-idle gaps", lambda e: not e.has_gpu and e.wait_step_share >= WAIT_SHARE,
-         lambda e: f"the loop's thread waits in Python (a sleep, lock, poll or join) during {e.wait_step_share:.0%} of "
-                   "the step time, with no compute op running",
-         lambda e: [WAIT_REMEDY], "CPU-only: the loop's thread waits in Python frames during at least half the step time"),
+         lambda e: f"the loop's thread waits (blocked in Python: a sleep, lock, poll or join; or idle while another "
+                   f"thread runs a collective) during {e.wait_step_share:.0%} of the step time, with no compute op running",
+         lambda e: [WAIT_REMEDY], "CPU-only: the loop's thread waits (Python frames blocked, or idle during another "
+                                  "thread's collective) during at least half the step time"),
     Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
          _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
     Rule("CPU compute-bound", lambda e: not e.has_gpu, None,

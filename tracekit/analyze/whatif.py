@@ -32,7 +32,14 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
-from tracekit.analyze.classify import API_CLASSES, KERNEL_CLASSES, OP_CLASSES, classify_rows, python_wait_rows
+from tracekit.analyze.classify import (
+    API_CLASSES,
+    KERNEL_CLASSES,
+    OP_CLASSES,
+    classify_rows,
+    collective_work_rows,
+    python_wait_rows,
+)
 from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import RNN_CELL_OPS
@@ -155,16 +162,24 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     launched_by: dict[int, list[int]] = {}
     for g in gpu.tolist():
         launched_by.setdefault(int(frame.launch_row[g]), []).append(g)
+    collectives = collective_work_rows(frame)
+    collectives = collectives[(frame.thread_key[collectives] != thread) & (frame.pid[collectives] == frame.pid[rows[0]])] \
+        if rows.size else collectives[:0]
     if not gpu.size and not frame.mask("cpu_op")[host].any():
         # Only Python frames, ranges or runtime calls: every scenario would remove all of it and
         # predict a step of nothing. There is no work here for a prediction to keep.
+        in_window = collectives[(frame.start[collectives] < end) & (frame.end[collectives] > start)]
+        if in_window.size:
+            raise UsageError(f"{window['name']}: no framework op and no GPU activity in it; its time is "
+                             f"{frame.name(int(in_window[0]))} on other threads, which no scenario changes "
+                             "(critical-path shows it; --range and --instance pick another window)")
         raise UsageError(f"{window['name']}: no framework op and no GPU activity in it, nothing to predict (only "
                          "Python frames or ranges: was the profiler's active window on the work? --range and "
                          "--instance pick another window)")
     blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
     kinds = _segment_kinds(frame, classes, rows, blocking)
     segments = _segments(frame, rows, kinds, start, end, launched_by)
-    _mark_waits(frame, classes, segments, others)
+    _mark_waits(frame, classes, segments, others, collectives)
     latency = _launch_latency(frame, gpu_all, gpu)
     is_op = frame.mask("cpu_op")
     op_class = {r: OP_CLASSES[int(classes.op[r])] if is_op[r] and classes.op[r] >= 0 else "other"
@@ -237,11 +252,13 @@ def _enclosing_ops(frame: Frame, row: int, op: np.ndarray) -> list[int]:
     return out
 
 
-def _mark_waits(frame: Frame, classes, segments: list[Segment], others: np.ndarray) -> None:
+def _mark_waits(frame: Frame, classes, segments: list[Segment], others: np.ndarray, collectives: np.ndarray) -> None:
     """Dispatch time on the driving thread while other threads run compute ops (TF's executor
-    threads, a DataLoader) is the step waiting for that work: no scenario removes it."""
+    threads, a DataLoader) or collectives (gloo's all-reduce, which DDP's reducer waits for) is the
+    step waiting for that work: no scenario removes it."""
     compute = byte_mask(classes.op[others], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
-    busy_s, busy_e = intervals.union(frame.start[others[compute]], frame.end[others[compute]])
+    busy = np.concatenate([others[compute], collectives])
+    busy_s, busy_e = intervals.union(frame.start[busy], frame.end[busy])
     if not busy_s.size:
         return
     dispatch = [seg for seg in segments if seg.kind == "dispatch" and seg.dur]
@@ -378,12 +395,13 @@ def _no_dispatch(step: _Step) -> tuple[int, str] | None:
 
     def host(seg: Segment) -> int:
         if seg.kind == "dispatch":
-            return seg.covered  # waiting for other threads' compute stays
+            return seg.covered  # waiting for other threads' compute or collectives stays
         return _work(step, seg) if seg.kind.startswith("compute") else seg.dur
 
     predicted = _replay(step, host_scale=host)
-    return predicted, (f"framework and Python time outside compute ops (except waits: for other threads' compute, and Python "
-                       f"frames blocked in a sleep, lock or poll) goes to 0, and so does each compute op's fixed "
+    return predicted, (f"framework and Python time outside compute ops (except waits: for other threads' compute or "
+                       f"collectives, and Python frames blocked in a sleep, lock or poll) goes to 0, and so does each "
+                       f"compute op's fixed "
                        f"cost ({step.op_floor / 1e3:.1f} µs, the trace's 10th-percentile op time) (a compiled graph: "
                        "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged")
 

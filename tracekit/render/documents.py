@@ -126,8 +126,9 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
         rows = chosen if chosen is not None and len(chosen) else bd.cpu_ops[bd.cpu_ops.step == -1]
         waiting = rows.waiting_ns.sum() / max(rows.span_ns.sum(), 1)
         if waiting:
-            s.sentences.append(f"{waiting:.0%} of that time the loop's thread waits in Python (a sleep, lock, poll or "
-                               "join; recorded with Python stacks) with no compute op running: not dispatch.")
+            s.sentences.append(f"{waiting:.0%} of that time the loop's thread waits, with no compute op running: "
+                               "blocked in Python (a sleep, lock, poll or join; recorded with Python stacks) or "
+                               "idle while a collective runs on another thread. Not dispatch.")
         used = [c for c in OP_CLASSES if bd.cpu_ops[f"{c}_ns"].sum() > 0]
         extra = ["dispatch", *(["waiting"] if bd.cpu_ops.waiting_ns.sum() > 0 else [])]
         cols = [Column("step"), Column("span", "ns"), *[Column(c, "ns") for c in [*used, *extra]], Column("ops", "count")]
@@ -374,7 +375,8 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
 
 PATH_LABELS = {"cpu_bound": "CPU-bound (framework / Python / host calls)", "data_loading": "data loading",
                "gpu_kernel_launch_overhead": "kernel launch overhead", "gpu_kernel_kernel_overhead": "kernel-kernel overhead",
-               "gpu_compute_bound": "GPU compute", "gpu_communication_bound": "GPU communication"}
+               "gpu_compute_bound": "GPU compute", "gpu_communication_bound": "GPU communication",
+               "cpu_communication_bound": "host communication (collectives)"}
 
 
 def critical_path_document(name: str, facts: list[tuple[str, str]], cp: CriticalPath) -> Document:
