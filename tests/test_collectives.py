@@ -111,3 +111,10 @@ def test_the_straggler_itself_is_not_communication_bound(ddp_traces):
     assert report.launch.verdict != "communication-bound"
     steps = report.breakdown.cpu_ops[report.breakdown.cpu_ops.step >= 0]
     assert (steps.waiting_ns <= 0.3 * STRAGGLER_SLEEP_S * 1e9).all(), steps
+
+
+def test_compare_says_which_rank_holds_the_other_up(ddp_traces):
+    result = tracekit.compare(list(ddp_traces)).result
+    waiting = result.metrics.set_index("metric").loc["waiting_time"]
+    assert waiting.A >= 0.6 * STRAGGLER_SLEEP_S * 1e9 > waiting.B, waiting
+    assert any("B holds A up" in f for f in result.findings), result.findings

@@ -9,7 +9,9 @@ CPU-op classes, per-name totals, per-range totals, step times) before comparing.
     METRIC    total_time | gpu_time | gpu_busy | idle_time | gpu_devices | kernel_count | launch_count | op_count |
               step_time | <class>_time (a GPU kernel class, e.g. gemm_time, cast_time) |
               op_<class>_time (framework-op self time by op class, e.g. op_gemm_time, op_cast_time) |
-              ops_per_step | dispatch_time (step time outside any compute op, CPU traces)
+              ops_per_step | dispatch_time (step time outside any compute op, CPU traces) |
+              waiting_time (step time the loop's thread waits: blocked in Python, or for another
+              thread's collective, CPU traces; a rank held up by a straggler waits, the straggler not)
     OP        > | >= | < | <=
     THRESHOLD +5% | -10%          relative change against the baseline
               +2ms | -300us | +10    change against the baseline (signed: a delta)
@@ -141,6 +143,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
             metrics[f"op_{c}_time"] = float(ops[f"{c}_ns"])
         metrics["ops_per_step"] = float(ops["ops"]) / max(1, len(bd.steps))
         metrics["dispatch_time"] = float(ops["dispatch_ns"])
+        metrics["waiting_time"] = float(ops["waiting_ns"])
     if host is not None:
         for c in ("launch", "sync", "framework", "python"):
             metrics[f"host_{c}_time"] = float(host[f"{c}_ns"])
@@ -220,6 +223,7 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
         out.update({f"op_{c}_time": median(bd.cpu_ops, f"{c}_ns") for c in OP_CLASSES})
         out["ops_per_step"] = out["op_count"]
         out["dispatch_time"] = median(bd.cpu_ops, "dispatch_ns")
+        out["waiting_time"] = median(bd.cpu_ops, "waiting_ns")
     if len(bd.host):
         out.update({f"host_{c}_time": median(bd.host, f"{c}_ns") for c in ("launch", "sync", "framework", "python")})
     return out
@@ -356,6 +360,7 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
                 unit = " per step" if per_step else " over the whole trace"
                 out.append(f"The largest change in classified work is {label}{unit}: {ms(col[top])} in {lab} against "
                            f"{ms(bcol[top])} in {base} ({rel(col[top], bcol[top])}).")
+        out += _waiting_finding(col, bcol, lab, base, ms)
         added = names[(names[f"count_{base}"] == 0) & (names[f"count_{lab}"] > 0)]
         removed = names[(names[f"count_{base}"] > 0) & (names[f"count_{lab}"] == 0)]
         for frame, verb in ((added, "has"), (removed, "lacks")):
@@ -365,6 +370,26 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
                 out.append(f"{lab} {verb} {len(frame)} name(s) that {base} {'lacks' if verb == 'has' else 'has'}: "
                            f"{shown}{more}.")
     return out
+
+
+# A trace waits this share of its step more than another: worth a sentence (ranks of one job held up by one).
+WAITING_GAP_SHARE = 0.2
+
+
+def _waiting_finding(col: pd.Series, bcol: pd.Series, lab: str, base: str, ms) -> list[str]:
+    """One trace's loop waits (for another thread's collective, or blocked in Python) a fifth of its
+    step or more longer than the other's: in one DDP job's ranks, the one that waits least holds up
+    the others (its collectives start last)."""
+    if "waiting_time" not in col or "waiting_time" not in bcol:
+        return []
+    w, bw = float(col["waiting_time"]), float(bcol["waiting_time"])
+    step = max(float(col["step_time"]), float(bcol["step_time"]))
+    if not step or abs(w - bw) < WAITING_GAP_SHARE * step:
+        return []
+    waiter, other = (lab, base) if w > bw else (base, lab)
+    return [f"{waiter}'s loop waits {ms(max(w, bw))} per step ({max(w, bw) / step:.0%} of the step) against "
+            f"{ms(min(w, bw))} in {other}: waiting for another thread's collective or blocked in Python, not work. "
+            f"If they are ranks of one job, {other} holds {waiter} up: its work per step is the one to cut."]
 
 
 # Fine-grained ops with input shapes recorded: the profiler's per-op cost (a few µs) is a real part of them.
