@@ -97,11 +97,20 @@ def test_the_critical_path_runs_through_the_all_reduce_the_thread_waited_for(ddp
     assert path.total_ns >= 0.7 * step, (path.total_ns, step)
 
 
-def test_whatif_keeps_the_wait_for_the_all_reduce(ddp_traces):
+def test_whatif_replays_the_training_thread_and_keeps_its_wait_for_the_all_reduce(ddp_traces):
+    from tracekit.analyze.critical_path import step_window
+    from tracekit.analyze.whatif import _step
+
     result = tracekit.whatif(ddp_traces[0]).result
     no_dispatch = next(s for s in result.scenarios if s.name == "no-dispatch")
     assert no_dispatch.saving_ns <= 0.25 * result.measured_step_ns, (no_dispatch, result.measured_step_ns)
     assert "collectives" in no_dispatch.assumptions
+    # The replayed thread is the one marking the steps, not gloo's worker: its all-reduce ranges sum
+    # to more than the training thread's ops in the step, and the busiest thread was replayed.
+    frame = frame_of(tracekit.load(ddp_traces[0]))
+    step = _step(frame, *step_window(frame, None, None))
+    marker_thread = frame.thread_key[frame.rows("step")[0]]
+    assert step.op_class and all(frame.thread_key[r] == marker_thread for r in step.op_class)
 
 
 def test_the_straggler_itself_is_not_communication_bound(ddp_traces):

@@ -43,6 +43,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import RNN_CELL_OPS
+from tracekit.analyze.steps import driving_threads
 from tracekit.errors import UsageError
 from tracekit.ingest.links import byte_mask
 
@@ -144,10 +145,14 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     host = host[(frame.start[host] >= start) & (frame.end[host] <= end) & (frame.dur[host] > 0)]
     if not host.size:
         raise UsageError(f"{window['name']}: no host events inside it to replay")
-    # The driving thread: the one that launches the most GPU work, else the busiest (the step's thread).
+    # The driving thread: the one that launches the most GPU work, else the one that marks the steps,
+    # else the busiest. Not simply the busiest: gloo's worker thread holds one long range per
+    # all-reduce, longer in sum than the training thread's ops while that thread waits for it.
     keys = frame.thread_key[host]
     launches = frame.mask("runtime_api", "driver_api")[host] & np.isin(host, frame.launch_row[frame.rows(*GPU_KINDS)])
-    busy = {int(k): (int(launches[keys == k].sum()), int(frame.dur[host[keys == k]].sum())) for k in np.unique(keys)}
+    marking = set(driving_threads(frame, host).tolist()) if frame.rows("step").size else set()
+    busy = {int(k): (int(launches[keys == k].sum()), int(k) in marking, int(frame.dur[host[keys == k]].sum()))
+            for k in np.unique(keys)}
     thread = max(busy, key=lambda k: busy[k])
     others = host[(keys != thread) & frame.mask("cpu_op")[host]]
     rows = host[keys == thread]
