@@ -209,14 +209,14 @@ def collective_work_rows(frame: Frame) -> np.ndarray:
     host = frame.rows("cpu_op", "runtime_api", "driver_api")
     host = host[np.isin(frame.thread_key[host], frame.thread_key[rows])]
     host = host[np.lexsort((frame.start[host], frame.thread_key[host]))]
-    # The first host row of the range's thread that starts at or after the range does: inside it?
     key, start = frame.thread_key[host], frame.start[host]
-    at = np.searchsorted(key, frame.thread_key[rows], "left")
-    upto = np.searchsorted(key, frame.thread_key[rows], "right")
-    first = np.array([lo + int(np.searchsorted(start[lo:hi], s, "left")) for lo, hi, s in
-                      zip(at.tolist(), upto.tolist(), frame.start[rows].tolist(), strict=True)], np.int64)
-    has_child = (first < upto) & (start[np.minimum(first, max(start.size - 1, 0))] < frame.end[rows]) if start.size \
-        else np.zeros(rows.size, bool)
+    lo = np.searchsorted(key, frame.thread_key[rows], "left")  # each range's thread: host[lo:hi]
+    hi = np.searchsorted(key, frame.thread_key[rows], "right")
+    has_child = np.zeros(rows.size, bool)
+    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
+        # The thread's first host row that starts at or after the range does: inside the range?
+        j = a + int(np.searchsorted(start[a:b], frame.start[rows[i]], "left"))
+        has_child[i] = j < b and start[j] < frame.end[rows[i]]
     return rows[~has_child]
 
 
