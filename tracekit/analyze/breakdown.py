@@ -44,7 +44,7 @@ from tracekit.analyze.classify import (
     OP_CLASSES,
     RowClasses,
     classify_rows,
-    collective_work_rows,
+    collectives_beside,
     python_wait_rows,
 )
 from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
@@ -370,10 +370,7 @@ def _waits_outside_compute(frame: Frame, op_rows: np.ndarray, compute_rows: np.n
         return none, none
     waits = python_wait_rows(frame)
     waits = waits[np.isin(frame.thread_key[waits], loop_threads)]
-    collectives = collective_work_rows(frame)
-    loop_pids = np.unique(frame.pid[np.isin(frame.thread_key, loop_threads)])
-    collectives = collectives[~np.isin(frame.thread_key[collectives], loop_threads)
-                              & np.isin(frame.pid[collectives], loop_pids)]
+    collectives = collectives_beside(frame, loop_threads)
     pieces_s, pieces_e = [none], [none]
     if waits.size:
         s, e, c = intervals.priority_timeline(

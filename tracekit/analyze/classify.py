@@ -220,6 +220,16 @@ def collective_work_rows(frame: Frame) -> np.ndarray:
     return rows[~has_child]
 
 
+def collectives_beside(frame: Frame, threads: np.ndarray) -> np.ndarray:
+    """``collective_work_rows`` on other threads of the processes of ``threads`` (thread keys): the
+    collectives those threads can be waiting for (gloo's workers beside the training thread)."""
+    rows = collective_work_rows(frame)
+    if not rows.size or not threads.size:
+        return rows[:0]
+    pids = np.unique(frame.pid[np.isin(frame.thread_key, threads)])
+    return rows[~np.isin(frame.thread_key[rows], threads) & np.isin(frame.pid[rows], pids)]
+
+
 _COMPILED: dict[int, list[tuple[str, re.Pattern[str], bool]]] = {}
 
 

@@ -51,6 +51,7 @@ from tracekit.analyze.classify import (
     classify_rows,
     collective_rows,
     collective_work_rows,
+    collectives_beside,
     op_name_codes,
 )
 from tracekit.analyze.frame import Frame, frame_of
@@ -365,15 +366,10 @@ def _side_collectives(frame: Frame, host: np.ndarray, start: int, end: int) -> n
     """Collective ranges that start in the window on a thread that drives no step, in a process
     that does (gloo runs DDP's all-reduces on its own worker threads, as ``gloo:all_reduce``
     ranges), and are not already host rows of the graph."""
-    rows = collective_work_rows(frame)
-    if not rows.size:
-        return rows
-    drivers = driving_threads(frame, host)
+    rows = collectives_beside(frame, driving_threads(frame, host))
     in_graph = np.zeros(len(frame), bool)
     in_graph[host] = True
-    driving_pids = np.unique(frame.pid[np.isin(frame.thread_key, drivers)])
-    keep = ((frame.start[rows] >= start) & (frame.start[rows] <= end) & (frame.dur[rows] > 0) & ~in_graph[rows]
-            & ~np.isin(frame.thread_key[rows], drivers) & np.isin(frame.pid[rows], driving_pids))
+    keep = (frame.start[rows] >= start) & (frame.start[rows] <= end) & (frame.dur[rows] > 0) & ~in_graph[rows]
     return rows[keep]
 
 

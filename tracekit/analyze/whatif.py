@@ -37,7 +37,7 @@ from tracekit.analyze.classify import (
     KERNEL_CLASSES,
     OP_CLASSES,
     classify_rows,
-    collective_work_rows,
+    collectives_beside,
     python_wait_rows,
 )
 from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_window
@@ -167,9 +167,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     launched_by: dict[int, list[int]] = {}
     for g in gpu.tolist():
         launched_by.setdefault(int(frame.launch_row[g]), []).append(g)
-    collectives = collective_work_rows(frame)
-    collectives = collectives[(frame.thread_key[collectives] != thread) & (frame.pid[collectives] == frame.pid[rows[0]])] \
-        if rows.size else collectives[:0]
+    collectives = collectives_beside(frame, np.array([thread], np.int64))
     if not gpu.size and not frame.mask("cpu_op")[host].any():
         # Only Python frames, ranges or runtime calls: every scenario would remove all of it and
         # predict a step of nothing. There is no work here for a prediction to keep.
