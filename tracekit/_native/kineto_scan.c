@@ -717,7 +717,7 @@ static void *worker_main(void *arg) {
     }
 }
 
-/* Append src's rows to dst (codes re-interned, args offsets shifted); src is freed. */
+/* The codes of src's interned strings in dst (dst interns the ones it lacks, in src's order). */
 static int intern_merge(Interner *dst, Interner *src, int32_t **map) {
     *map = malloc((src->count ? src->count : 1) * sizeof(int32_t));
     if (!*map) return -1;
@@ -730,42 +730,99 @@ static int intern_merge(Interner *dst, Interner *src, int32_t **map) {
     }
     return 0;
 }
-static int append_codes(Buf *dst, Buf *src, Interner *idst, Interner *isrc) {
-    int32_t *map = NULL;
-    if (intern_merge(idst, isrc, &map) || buf_reserve(dst, src->len)) { free(map); return -1; }
-    const int32_t *from = (const int32_t *)src->data;
-    int32_t *to = (int32_t *)(dst->data + dst->len);
-    size_t n = src->len / sizeof(int32_t);
-    for (size_t i = 0; i < n; i++) to[i] = from[i] < 0 ? from[i] : map[from[i]];
-    dst->len += src->len;
-    free(map); buf_free(src);
-    return 0;
+
+/* A Cols' buffers in one fixed order, and how each is appended: copied, codes re-mapped (through
+ * the interner of that index), or args offsets (shifted, the leading 0 dropped). */
+enum { B_COPY = -1, B_ARGS_OFF = -2 };
+#define N_BUFS (9 + N_I64 + N_I32)
+static void cols_bufs(Cols *c, Buf *b[N_BUFS], int how[N_BUFS]) {
+    Buf *order[N_BUFS] = {&c->ph, &c->ts, &c->dur, &c->cat, &c->name, &c->pid, &c->tid, &c->args, &c->args_off};
+    int ways[9] = {B_COPY, B_COPY, B_COPY, 0, 1, 2, 3, B_COPY, B_ARGS_OFF};
+    for (int k = 0; k < 9; k++) { b[k] = order[k]; how[k] = ways[k]; }
+    for (int i = 0; i < N_I64; i++) { b[9 + i] = &c->i64[i]; how[9 + i] = B_COPY; }
+    for (int i = 0; i < N_I32; i++) { b[9 + N_I64 + i] = &c->i32[i]; how[9 + N_I64 + i] = B_COPY; }
 }
-static int append_buf(Buf *dst, Buf *src) {
-    int rc = buf_put(dst, src->data, src->len);
-    buf_free(src);
-    return rc;
-}
-static int cols_append(Cols *dst, Cols *src) {
-    size_t args_base = dst->args.len;
-    if (append_buf(&dst->ph, &src->ph) || append_buf(&dst->ts, &src->ts) || append_buf(&dst->dur, &src->dur)) return -1;
-    if (append_codes(&dst->cat, &src->cat, &dst->icat, &src->icat) || append_codes(&dst->name, &src->name, &dst->iname, &src->iname) ||
-        append_codes(&dst->pid, &src->pid, &dst->ipid, &src->ipid) || append_codes(&dst->tid, &src->tid, &dst->itid, &src->itid)) return -1;
-    for (int i = 0; i < N_I64; i++) if (append_buf(&dst->i64[i], &src->i64[i])) return -1;
-    for (int i = 0; i < N_I32; i++) if (append_buf(&dst->i32[i], &src->i32[i])) return -1;
-    if (append_buf(&dst->args, &src->args)) return -1;
-    /* src's offsets start with its own 0, which dst already has as its last entry */
-    size_t n = src->args_off.len / sizeof(int64_t);
-    if (n > 1) {
-        if (buf_reserve(&dst->args_off, (n - 1) * sizeof(int64_t))) return -1;
-        const int64_t *from = (const int64_t *)src->args_off.data;
-        int64_t *to = (int64_t *)(dst->args_off.data + dst->args_off.len);
-        for (size_t i = 1; i < n; i++) to[i - 1] = from[i] + (int64_t)args_base;
-        dst->args_off.len += (n - 1) * sizeof(int64_t);
+
+/* Parts 1..last appended to part 0's columns: the interners are merged in order on this thread
+ * (so codes are as a serial parse gives them), then the bytes are copied by `threads` threads,
+ * a part each at a time, into room reserved once. Each part's buffers are freed once copied. */
+typedef struct {
+    Part *parts;
+    int last;
+    Buf *dst[N_BUFS];
+    int how[N_BUFS];
+    size_t (*at)[N_BUFS];    /* per part: where each of its buffers goes in dst */
+    int32_t *(*maps)[4];     /* per part: its cat, name, pid, tid codes in dst */
+    int next;                /* the next part to copy (atomic) */
+} Merge;
+
+static void copy_part(Merge *m, int j) {
+    Buf *src[N_BUFS]; int how[N_BUFS];
+    cols_bufs(&m->parts[j].own_c, src, how);
+    for (int k = 0; k < N_BUFS; k++) {
+        char *to = m->dst[k]->data + m->at[j][k];
+        if (how[k] == B_COPY) {
+            if (src[k]->len) memcpy(to, src[k]->data, src[k]->len);
+        } else if (how[k] == B_ARGS_OFF) {
+            const int64_t *from = (const int64_t *)src[k]->data;
+            int64_t base = (int64_t)m->at[j][7];  /* where this part's args bytes go */
+            size_t n = src[k]->len / sizeof(int64_t);
+            for (size_t i = 1; i < n; i++) ((int64_t *)to)[i - 1] = from[i] + base;
+        } else {
+            const int32_t *from = (const int32_t *)src[k]->data, *map = m->maps[j][how[k]];
+            size_t n = src[k]->len / sizeof(int32_t);
+            for (size_t i = 0; i < n; i++) ((int32_t *)to)[i] = from[i] < 0 ? from[i] : map[from[i]];
+        }
+        buf_free(src[k]);
     }
-    dst->n += src->n;
-    cols_free(src);
-    return 0;
+}
+
+static void *merge_worker(void *arg) {
+    Merge *m = arg;
+    for (;;) {
+        int j = __atomic_fetch_add(&m->next, 1, __ATOMIC_RELAXED);
+        if (j > m->last) return NULL;
+        copy_part(m, j);
+    }
+}
+
+static int cols_merge(Cols *dst, Part *parts, int last, int threads) {
+    Merge m = {parts, last, {0}, {0}, NULL, NULL, 1};
+    cols_bufs(dst, m.dst, m.how);
+    m.at = calloc((size_t)last + 1, sizeof(*m.at));
+    m.maps = calloc((size_t)last + 1, sizeof(*m.maps));
+    int rc = m.at && m.maps ? 0 : -1;
+    size_t end[N_BUFS];
+    for (int k = 0; k < N_BUFS; k++) end[k] = m.dst[k]->len;
+    Interner *into[4] = {&dst->icat, &dst->iname, &dst->ipid, &dst->itid};
+    size_t rows = 0;
+    for (int j = 1; j <= last && !rc; j++) {
+        Cols *c = &parts[j].own_c;
+        Interner *from[4] = {&c->icat, &c->iname, &c->ipid, &c->itid};
+        for (int f = 0; f < 4 && !rc; f++) rc = intern_merge(into[f], from[f], &m.maps[j][f]);
+        Buf *src[N_BUFS]; int how[N_BUFS];
+        cols_bufs(c, src, how);
+        for (int k = 0; k < N_BUFS; k++) {
+            size_t len = how[k] == B_ARGS_OFF ? (src[k]->len ? src[k]->len - sizeof(int64_t) : 0) : src[k]->len;
+            m.at[j][k] = end[k];
+            end[k] += len;
+        }
+        rows += c->n;
+    }
+    for (int k = 0; k < N_BUFS && !rc; k++) rc = buf_reserve(m.dst[k], end[k] - m.dst[k]->len);
+    if (!rc) {
+        pthread_t tids[MAX_THREADS];
+        int nthreads = 0;
+        for (int t = 1; t < threads && t < last; t++)
+            if (pthread_create(&tids[nthreads], NULL, merge_worker, &m) == 0) nthreads++;
+        merge_worker(&m);
+        for (int t = 0; t < nthreads; t++) pthread_join(tids[t], NULL);
+        for (int k = 0; k < N_BUFS; k++) m.dst[k]->len = end[k];
+        dst->n += rows;
+    }
+    if (m.maps) for (int j = 1; j <= last; j++) for (int f = 0; f < 4; f++) free(m.maps[j][f]);
+    free(m.maps); free(m.at);
+    return rc;
 }
 
 /* Parse the events from s->p (an event's first byte) to the closing ']' on up to `threads` threads,
@@ -817,11 +874,11 @@ static int parse_events_parallel(P *s, Cols *c, int threads, size_t min_part, co
     int j = 0;
     while (rc == 1 && j + 1 < nparts) {
         j++;
-        if (cols_append(c, &parts[j].own_c)) { rc = -3; break; }
         s->p = parts[j].own_s.p;
         rc = parts[j].rc;
         if (rc == -1) { s->err = parts[j].own_s.err; s->err_at = parts[j].own_s.err_at; }
     }
+    if (j > 0 && cols_merge(c, parts, j, threads)) rc = -3;
     for (int i = 1; i < nparts; i++) { cols_free(&parts[i].own_c); p_free(&parts[i].own_s); }
     free(parts);
     if (rc == -3) { s->err = NULL; return -1; }  /* out of memory */

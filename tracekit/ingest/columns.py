@@ -256,7 +256,7 @@ def json_args(offsets: np.ndarray, data: Any) -> pa.Array:
     """The args column from int64 offsets and UTF-8 JSON bytes (a pa.Buffer or any object with the
     buffer protocol, kept without a copy); empty entries become null."""
     n = offsets.size - 1
-    valid = np.diff(offsets) > 0
+    valid = offsets[1:] != offsets[:-1]  # not np.diff: no int64 temporary the size of the column
     bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if not valid.all() else None
     storage = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), data if isinstance(data, pa.Buffer) else pa.py_buffer(data), bitmap)
     return pa.ExtensionArray.from_storage(schema.ARGS_TYPE, storage)

@@ -26,6 +26,7 @@ import json
 import mmap
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,19 +82,21 @@ def read(path: Path, raw: bytes | bytearray | None = None, gz: bool = False, fil
         file_sha256: the sha256 of the file's bytes, if the caller has it (not hashed again).
     """
     if gz:
-        # The sha256 (the trace id) is of the file as stored, hashed while the scanner reads.
+        # The sha256 (the trace id) is of the file as stored, hashed while gzip inflates it.
         with ThreadPoolExecutor(max_workers=1) as pool:
             sha = _known(file_sha256) if file_sha256 else pool.submit(columns.file_sha256, path)
             if raw is None:
                 raw = gunzip(path)
-            return _from_buffer(path, raw, release=False, fmt="kineto-json-gz", sha=sha)
+            return _from_buffer(path, raw, release=False, fmt="kineto-json-gz", sha=lambda: sha)
     with open(path, "rb") as f, _mapped(path, f) as mm:
-        # The pool is inside the mapping: it waits for the hash before the mapping closes.
+        # The pool is inside the mapping: it waits for the hash before the mapping closes. The hash
+        # starts once the scan is done: the scan keeps every core busy, the linking after it one.
         stop = threading.Event()
         with ThreadPoolExecutor(max_workers=1) as pool:
-            sha = _known(file_sha256) if file_sha256 else pool.submit(_sha256_of_mapping, mm, stop)
+            def hash_mapping() -> Future[str]:
+                return _known(file_sha256) if file_sha256 else pool.submit(_sha256_of_mapping, mm, stop)
             try:
-                return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=sha)
+                return _from_buffer(path, mm, release=True, fmt="kineto-json", sha=hash_mapping)
             finally:
                 stop.set()
 
@@ -129,11 +132,15 @@ def _sha256_of_mapping(mm: mmap.mmap, stop: threading.Event) -> str:
     return h.hexdigest()
 
 
-def _from_buffer(path: Path, buf: bytes | bytearray | mmap.mmap, release: bool, fmt: str, sha: Future[str]) -> pa.Table:
+def _from_buffer(path: Path, buf: bytes | bytearray | mmap.mmap, release: bool, fmt: str,
+                 sha: Callable[[], Future[str]]) -> pa.Table:
+    """The table of a whole-file buffer; ``sha()`` starts (or gives) the file's hash, called once
+    the scan is done."""
     try:
         r = _native.scanner.scan(buf, release, _native.scan_threads())
     except ValueError as e:
         raise InputError(path, f"invalid trace JSON: {e}") from None
+    hashed = sha()
     # The C scanner gives byte spans of the other top-level keys; the pure-Python one, decoded pairs.
     items = r.get("header_items")
     if items is None:
@@ -142,7 +149,7 @@ def _from_buffer(path: Path, buf: bytes | bytearray | mmap.mmap, release: bool, 
         raise InputError(path, _not_a_trace_reason([k for k, _ in items]))
     if r["n"] and not has_phases(r):
         raise InputError(path, NO_PHASES)
-    return _to_table(path, r, dict(items), fmt, sha.result())
+    return _to_table(path, r, dict(items), fmt, hashed)
 
 
 # Chrome's trace format requires "ph" on every event; a JSON list of other records (a TensorBoard
@@ -475,8 +482,8 @@ def _pair_begin_end(begin_end: list[tuple[np.ndarray, np.ndarray, np.ndarray]], 
     return keep
 
 
-def _to_table(path: Path, r: dict, header: dict, fmt: str, sha256: str) -> pa.Table:
-    """The event table of a whole-file scan ``r``: one window."""
+def _to_table(path: Path, r: dict, header: dict, fmt: str, sha256: Future[str]) -> pa.Table:
+    """The event table of a whole-file scan ``r``: one window. The hash is waited for last."""
     dicts = Dictionaries()
     dicts.adopt(r)
     rows = WindowRows.of(r, dicts)
@@ -485,7 +492,7 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str, sha256: str) -> pa.Ta
     linked = facts.link(path, _base_time(path, header), dicts)
     del facts
     return_freed_memory()
-    return window_table(r, rows, linked, 0, dicts, _meta(path, header, fmt, sha256))
+    return window_table(r, rows, linked, 0, dicts, _meta(path, header, fmt, sha256.result()))
 
 
 def window_table(r: dict, rows: WindowRows, linked: Linked, first_row: int, dicts: Dictionaries,
