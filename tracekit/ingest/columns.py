@@ -239,7 +239,8 @@ def dictionary(codes: np.ndarray, values: list[str] | pa.Array, index_type: pa.D
         codes = remap[np.where(codes < 0, len(values), codes)]
         values = list(first)
     mask = codes < 0
-    idx = numeric_array(np.where(mask, 0, codes), index_type, mask)
+    # Without nulls the codes are the indices as they are (no copy when the width matches).
+    idx = numeric_array(np.where(mask, 0, codes), index_type, mask) if mask.any() else numeric_array(codes, index_type)
     vals = values if isinstance(values, pa.Array) else string_array(values)
     return pa.DictionaryArray.from_arrays(idx, vals)
 
