@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from tracekit.errors import InputError
-from tracekit.ingest import columns, xplane
+from tracekit.ingest import columns
 from tracekit.ingest.files import regular_file
 
 # What a trace-viewer JSON's head holds (checked by ``sniff``): the time unit the converter writes
@@ -67,6 +67,8 @@ def read(path: Path, gz: bool = False) -> pa.Table:
         raise InputError(path, str(e)) from None
     if not space.planes:
         raise InputError(path, "trace-viewer JSON without any event")
+    from tracekit.ingest import xplane  # here, not at the top: sniffing every JSON trace must not import protobuf
+
     return xplane.to_table(path, [space], columns.file_sha256(path), "xprof-json-gz" if gz else "xprof-json")
 
 
@@ -101,6 +103,8 @@ def to_xspace(events: list[Any]) -> Any:
                     raise BadEvent(f"event {i} ({str(ev.get('name'))[:60]!r}): {field!r} is {str(value)[:40]}, "
                                    f"not a time in µs")
             timed.setdefault((pid, tid), []).append(ev)
+    from tracekit.ingest import xplane
+
     space = xplane.XSpace()
     by_plane: dict[Any, list[tuple[Any, list[dict[str, Any]]]]] = {}
     for (pid, tid), evs in timed.items():
