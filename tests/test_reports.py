@@ -7,6 +7,7 @@ import json
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -39,6 +40,24 @@ def test_format_from_extension_and_refuse_overwrite(command, suffix, check, tmp_
     assert out.read_bytes() == before
     assert main([command, str(NVFUSER), "-o", str(out), "--force"]) == 0
     assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temp files left
+
+
+def test_the_registry_names_each_renderer_as_it_names_itself():
+    from tracekit.render import RENDERERS, renderer
+
+    for name, (_, _, extension) in RENDERERS.items():
+        made = renderer(name)
+        assert (made.name, made.extension) == (name, extension)
+
+
+@needs_shared
+def test_a_json_report_imports_no_other_renderer():
+    """-f json in CI must not pay for rich (the terminal renderer) or the HTML page."""
+    code = ("import sys; from tracekit import api; api.render(api.report(sys.argv[1]), 'json'); "
+            "print(sorted(m for m in sys.modules if m.startswith(('rich', 'tracekit.render.'))))")
+    out = subprocess.run([sys.executable, "-c", code, str(NS_TRACE)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["['tracekit.render.document',", "'tracekit.render.documents',",
+                                  "'tracekit.render.json_report']"]
 
 
 @needs_shared

@@ -34,7 +34,7 @@ from tracekit.analyze.ranges import ranges as _ranges
 from tracekit.analyze.whatif import WhatIf
 from tracekit.errors import UsageError
 from tracekit.ingest import NamedTable, load
-from tracekit.render import documents, renderers
+from tracekit.render import documents, renderer
 from tracekit.render.document import Document
 
 Trace: TypeAlias = str | Path | pa.Table | NamedTable
@@ -202,7 +202,4 @@ def document(result: Report | Launch | Ranges | Compare | Overhead | CriticalPat
 
 def render(result: Report | Launch | Ranges | Compare | Overhead | CriticalPathResult | WhatIfResult, fmt: str = "terminal") -> str:
     """Text of a result in one format: terminal, markdown, json or html."""
-    table = renderers()
-    if fmt not in table:
-        raise UsageError(f"unknown format {fmt!r} (one of: {', '.join(table)})")
-    return table[fmt].render(document(result))
+    return renderer(fmt).render(document(result))

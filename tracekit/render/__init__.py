@@ -6,6 +6,7 @@ the renderer from the extension unless ``-f`` says otherwise.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Protocol
 
@@ -20,27 +21,34 @@ class Renderer(Protocol):
     def render(self, document: Document) -> str: ...
 
 
-def renderers() -> dict[str, Renderer]:
-    from tracekit.render.html_report import HtmlRenderer
-    from tracekit.render.json_report import JsonRenderer
-    from tracekit.render.markdown_report import MarkdownRenderer
-    from tracekit.render.terminal_report import TerminalRenderer
+# name: (module, class, file extension). A renderer's module is imported only when it is used:
+# the terminal one pulls in rich, the HTML one its page template; -f json needs neither.
+RENDERERS: dict[str, tuple[str, str, str]] = {
+    "terminal": ("tracekit.render.terminal_report", "TerminalRenderer", ".txt"),
+    "markdown": ("tracekit.render.markdown_report", "MarkdownRenderer", ".md"),
+    "json": ("tracekit.render.json_report", "JsonRenderer", ".json"),
+    "html": ("tracekit.render.html_report", "HtmlRenderer", ".html"),
+}
 
-    return {r.name: r for r in (TerminalRenderer(), MarkdownRenderer(), JsonRenderer(), HtmlRenderer())}
+
+def renderer(name: str) -> Renderer:
+    """The renderer of a format name (``UsageError`` for an unknown one)."""
+    if name not in RENDERERS:
+        raise UsageError(f"unknown format {name!r} (one of: {', '.join(RENDERERS)})")
+    module, cls, _ = RENDERERS[name]
+    made: Renderer = getattr(importlib.import_module(module), cls)()
+    return made
 
 
 def pick(fmt: str | None, output: Path | None) -> Renderer:
     """The renderer for ``-f`` or, failing that, ``-o``'s extension; terminal by default."""
-    table = renderers()
     if fmt:
-        if fmt not in table:
-            raise UsageError(f"unknown format {fmt!r} (one of: {', '.join(table)})")
-        return table[fmt]
+        return renderer(fmt)
     if output is not None:
-        for r in table.values():
-            if output.suffix.lower() == r.extension:
-                return r
+        for name, (_, _, extension) in RENDERERS.items():
+            if output.suffix.lower() == extension:
+                return renderer(name)
         if output.suffix.lower() == ".markdown":
-            return table["markdown"]
-        raise UsageError(f"cannot tell the format from {output.name!r}; use -f ({', '.join(table)})")
-    return table["terminal"]
+            return renderer("markdown")
+        raise UsageError(f"cannot tell the format from {output.name!r}; use -f ({', '.join(RENDERERS)})")
+    return renderer("terminal")
