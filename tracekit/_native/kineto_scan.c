@@ -734,6 +734,7 @@ static int intern_merge(Interner *dst, Interner *src, int32_t **map) {
 /* A Cols' buffers in one fixed order, and how each is appended: copied, codes re-mapped (through
  * the interner of that index), or args offsets (shifted, the leading 0 dropped). */
 enum { B_COPY = -1, B_ARGS_OFF = -2 };
+enum { K_ARGS = 7 };  /* the args bytes' place in that order */
 #define N_BUFS (9 + N_I64 + N_I32)
 static void cols_bufs(Cols *c, Buf *b[N_BUFS], int how[N_BUFS]) {
     Buf *order[N_BUFS] = {&c->ph, &c->ts, &c->dur, &c->cat, &c->name, &c->pid, &c->tid, &c->args, &c->args_off};
@@ -765,7 +766,7 @@ static void copy_part(Merge *m, int j) {
             if (src[k]->len) memcpy(to, src[k]->data, src[k]->len);
         } else if (how[k] == B_ARGS_OFF) {
             const int64_t *from = (const int64_t *)src[k]->data;
-            int64_t base = (int64_t)m->at[j][7];  /* where this part's args bytes go */
+            int64_t base = (int64_t)m->at[j][K_ARGS];  /* where this part's args bytes go */
             size_t n = src[k]->len / sizeof(int64_t);
             for (size_t i = 1; i < n; i++) ((int64_t *)to)[i - 1] = from[i] + base;
         } else {
