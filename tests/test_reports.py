@@ -61,6 +61,15 @@ def test_a_json_report_imports_no_other_renderer():
 
 
 @needs_shared
+def test_reading_a_kineto_trace_does_not_import_the_xspace_reader():
+    """Sniffing a JSON trace (is it xprof's trace viewer?) must not pull in protobuf."""
+    code = ("import sys; from tracekit.ingest import load; load(sys.argv[1]); "
+            "print(sorted(m for m in sys.modules if m in ('tracekit.ingest.xplane', 'google.protobuf')))")
+    out = subprocess.run([sys.executable, "-c", code, str(NS_TRACE)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@needs_shared
 def test_html_is_deterministic_and_self_contained(tmp_path):
     a, b = tmp_path / "a.html", tmp_path / "b.html"
     assert main(["report", str(NS_TRACE), "-o", str(a)]) == 0
