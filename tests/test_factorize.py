@@ -1,5 +1,6 @@
 """``columns.factorize`` is ``np.unique(values, return_inverse=True)`` without the full sort: the
-same distinct values and codes for any integer column, on both of its paths (small range, runs)."""
+same distinct values and codes for any integer column, on both of its paths (small range, runs).
+``columns.stable_order`` is a stable argsort, by radix where the codes fit 16 bits."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.ingest.columns import distinct, factorize
+from tracekit.ingest.columns import distinct, factorize, stable_order
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -73,3 +74,13 @@ def test_values_and_validity_reads_sliced_chunks_with_nulls() -> None:
     codes, valid = columns.values_and_validity(dictionary)
     assert valid.tolist() == [True, False, True]
     assert [dictionary.chunk(0).dictionary[c].as_py() for c in codes[valid]] == ["b", "a"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(-3, 40), st.integers(2**16 - 2, 2**16 + 1), INT64), max_size=200),
+       st.sampled_from([np.int8, np.int16, np.int32, np.int64, np.uint32]))
+def test_stable_order_is_stable_argsort(values: list[int], dtype: type) -> None:
+    """Equal codes keep their row order on both paths: codes that fit 16 bits (radix) and others
+    (negative, 2**16 and above, or narrow types)."""
+    codes = np.array(values, np.int64).astype(dtype)  # wraps out-of-range values: still valid codes
+    assert np.array_equal(stable_order(codes), np.argsort(codes, kind="stable"))

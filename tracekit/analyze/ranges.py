@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.ingest.columns import stable_order
 from tracekit.ingest.links import nearest_ancestor
 
 RANGE_KINDS = ("user_range", "step")
@@ -143,7 +144,7 @@ def subtree_intervals(parent: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray
     tin = np.zeros(n, np.int64)
     if not n:
         return tin, size
-    by_depth = np.argsort(depth, kind="stable")
+    by_depth = stable_order(depth)
     bounds = np.searchsorted(depth[by_depth], np.arange(int(depth.max()) + 2))
     levels = [by_depth[bounds[d]:bounds[d + 1]] for d in range(int(depth.max()) + 1)]
     for at in reversed(levels[1:]):  # subtree sizes, deepest first

@@ -35,7 +35,7 @@ from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
 from tracekit.analyze.classify import OP_CLASSES, RowClasses, op_name_codes, short_name
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.steps import driving_threads
-from tracekit.ingest.columns import distinct, factorize
+from tracekit.ingest.columns import distinct, factorize, stable_order
 
 SKINNY_DIM = 16
 REMEDY_SHARE = 0.10
@@ -136,7 +136,7 @@ class _Groups:
         self.counts = np.bincount(self.index, minlength=n)
         self.first = np.full(n, key.size, np.int64)
         np.minimum.at(self.first, self.index, np.arange(key.size))
-        self._order = np.argsort(self.index, kind="stable")
+        self._order = stable_order(self.index)
         self._bounds = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.intp)
 
     def sums(self, values: np.ndarray) -> np.ndarray:
