@@ -1,6 +1,7 @@
 """The analysis commands (and compare) read nsys exports with only the args the analyses read
-(``load(path, args_of_kinds=ARGS_READ_OF_KINDS)``): every analysis must say the same as on the
-whole table, and every other column must be the same."""
+(``load(path, args_of_kinds=ARGS_READ_OF_KINDS)``), and tracekit Parquet files with only the columns
+they read (``columns=COLUMNS_READ``): every analysis must say the same as on the whole table, and
+every column read must be the same."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ import pytest
 from conftest import differing_columns, ids, needs_shared, shared_files
 
 from tracekit import api
-from tracekit.analyze.frame import ARGS_READ_OF_KINDS
+from tracekit.analyze.frame import ARGS_READ_OF_KINDS, COLUMNS_READ
 from tracekit.errors import TracekitError
-from tracekit.ingest import NamedTable, load
+from tracekit.ingest import NamedTable, load, parquet
 
 NSYS = shared_files("nsys/*.sqlite")
 KINETO = shared_files("hta/critical_path/alexnet/*.json.gz")[:1]
+# One trace of each source and shape: Kineto GPU, CPU-only and AMD; nsys; XSpace of TF on CPU and of 8 GPUs.
+EVERY_SOURCE = (KINETO + shared_files("hta/cpu_only/*.json.gz")[:1] + shared_files("hta/amd_trace/*.json.gz")[:1]
+                + shared_files("nsys/keras_tf_darknet53_*.sqlite") + shared_files("xprof/cpu_tf2.21/lstm_keras_eager.xplane.pb")
+                + shared_files("xprof/tf_bert_8xV100_gpu_multi_worker.xplane.pb"))
 
 
 def _documents(table: pa.Table) -> dict[str, str]:
@@ -41,6 +46,25 @@ def test_analyses_say_the_same_with_only_the_args_they_read(path: Path) -> None:
     projected = load(path, args_of_kinds=ARGS_READ_OF_KINDS)
     assert differing_columns(whole, projected) in ([], ["args"])
     assert _documents(projected) == _documents(whole)
+
+
+@needs_shared
+@pytest.mark.parametrize("path", EVERY_SOURCE, ids=ids(EVERY_SOURCE))
+def test_analyses_say_the_same_from_parquet_with_only_the_columns_they_read(path: Path, tmp_path: Path) -> None:
+    written = tmp_path / "trace.parquet"
+    parquet.write(load(path), written)
+    whole = load(written)
+    projected = load(written, columns=COLUMNS_READ)
+    assert projected.schema == whole.schema
+    left_out = [name for name in whole.column_names if name not in COLUMNS_READ]
+    assert differing_columns(whole, projected) == [n for n in left_out if whole[n].null_count < whole.num_rows]
+    assert all(projected[n].null_count == projected.num_rows for n in left_out)
+    assert _documents(projected) == _documents(whole)
+
+
+def test_unknown_columns_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown columns"):
+        load(tmp_path / "any.parquet", columns=["kind", "duration"])
 
 
 @needs_shared

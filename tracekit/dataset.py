@@ -334,10 +334,11 @@ def partitions(directory: str | Path) -> list[tuple[Entry, Path]]:
 
 def _metrics_task(partition: str) -> dict[str, float]:
     """Worker-side: read one partition and reduce it (the table never leaves the worker)."""
+    from tracekit.analyze.frame import COLUMNS_READ
     from tracekit.analyze.per_trace import trace_metrics
     from tracekit.ingest import parquet
 
-    return trace_metrics(parquet.read(Path(partition)))
+    return trace_metrics(parquet.read(Path(partition), COLUMNS_READ))
 
 
 def per_trace_metrics(directory: str | Path, engine: str = "local", scheduler: str | None = None) -> Any:

@@ -44,10 +44,11 @@ def load_trace(trace: str) -> NamedTable:
     analyses are most of a short command's start-up, and reading a large file is most of a long one."""
     import importlib
 
-    from tracekit.analyze.frame import ARGS_READ_OF_KINDS
+    from tracekit.analyze.frame import ARGS_READ_OF_KINDS, COLUMNS_READ
     from tracekit.ingest import load_beside
 
-    return load_beside(trace, lambda: importlib.import_module("tracekit.api"), args_of_kinds=ARGS_READ_OF_KINDS)
+    return load_beside(trace, lambda: importlib.import_module("tracekit.api"), args_of_kinds=ARGS_READ_OF_KINDS,
+                       columns=COLUMNS_READ)
 
 
 def emit(document: Document, args: argparse.Namespace) -> None:

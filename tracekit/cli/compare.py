@@ -41,11 +41,12 @@ class CompareCommand:
     def run(self, args: argparse.Namespace) -> int:
         from tracekit import api
         from tracekit.analyze.compare import EXIT_COMPARE_FAILED
-        from tracekit.analyze.frame import ARGS_READ_OF_KINDS
+        from tracekit.analyze.frame import ARGS_READ_OF_KINDS, COLUMNS_READ
         from tracekit.ingest import NamedTable, load
 
-        # Only the args an analysis reads: two big nsys exports are held at once.
-        traces: list[api.Trace] = [NamedTable(t, load(t, args_of_kinds=ARGS_READ_OF_KINDS)) for t in args.traces]
+        # Only the args and columns an analysis reads: two big traces are held at once.
+        traces: list[api.Trace] = [NamedTable(t, load(t, args_of_kinds=ARGS_READ_OF_KINDS, columns=COLUMNS_READ))
+                                   for t in args.traces]
         result = api.compare(traces, labels=args.label, fail_if=args.fail_if, skip_steps=args.skip_steps,
                              keep_all_steps=args.keep_all_steps, step_times=parse_step_times(args.step_time))
         emit(api.document(result), args)

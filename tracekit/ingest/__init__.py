@@ -105,7 +105,8 @@ def resolve_directory(path: Path) -> Path:
     return kineto[0]
 
 
-def load(path: str | Path, args_of_kinds: Collection[str] | None = None, file_sha256: str | None = None) -> pa.Table:
+def load(path: str | Path, args_of_kinds: Collection[str] | None = None, file_sha256: str | None = None,
+         columns: Collection[str] | None = None) -> pa.Table:
     """Read a trace (any supported format) or a tracekit Parquet file into the event table.
 
     A directory is an XSpace run directory, or a torch.profiler TensorBoard log directory with one trace.
@@ -117,10 +118,24 @@ def load(path: str | Path, args_of_kinds: Collection[str] | None = None, file_sh
 
     ``file_sha256``: the sha256 of the file's bytes where the caller has it (a dataset ingest hashes
     every file to find those it holds): the Kineto reader then does not hash it again.
+
+    ``columns``: the columns the caller reads (None: all). A tracekit Parquet file's other columns are
+    not decoded and come back null (a third of the table's memory and load time); readers of the
+    profilers' formats build every column as they parse. The analysis commands pass
+    ``tracekit.analyze.frame.COLUMNS_READ``.
     """
-    kinds = _kinds(args_of_kinds)
+    kinds, wanted = _kinds(args_of_kinds), _columns(columns)
     p = resolve_directory(Path(path))
-    return _load(p, detect(p), kinds, file_sha256)
+    return _load(p, detect(p), kinds, file_sha256, wanted)
+
+
+def _columns(columns: Collection[str] | None) -> frozenset[str] | None:
+    if columns is None:
+        return None
+    unknown = set(columns) - set(schema.COLUMN_NAMES)
+    if unknown:
+        raise ValueError(f"columns: unknown columns {sorted(unknown)}")
+    return frozenset(columns)
 
 
 def _kinds(args_of_kinds: Collection[str] | None) -> frozenset[str] | None:
@@ -132,18 +147,22 @@ def _kinds(args_of_kinds: Collection[str] | None) -> frozenset[str] | None:
     return frozenset(args_of_kinds)
 
 
-def _load(p: Path, fmt: str, args_of_kinds: frozenset[str] | None = None, file_sha256: str | None = None) -> pa.Table:
+def _load(p: Path, fmt: str, args_of_kinds: frozenset[str] | None = None, file_sha256: str | None = None,
+          columns: frozenset[str] | None = None) -> pa.Table:
     """``_read`` with any failure of the reader as this file's one-line error."""
     try:
-        return _read(p, fmt, args_of_kinds, file_sha256)
+        return _read(p, fmt, args_of_kinds, file_sha256, columns)
     except (TracekitError, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - any other failure is still this file's content, in one line
         raise InputError(p, f"cannot be read as {fmt}: {type(e).__name__}: {str(e)[:200]}") from None
 
 
-def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: str | None) -> pa.Table:
+def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: str | None,
+          columns: frozenset[str] | None) -> pa.Table:
     reader = _reader(fmt)
+    if fmt == "tracekit-parquet":
+        return reader.read(p, columns)
     if fmt in ("kineto-json", "kineto-json-gz"):
         return reader.read(p, gz=fmt == "kineto-json-gz", file_sha256=file_sha256)
     if fmt == "xprof-json-gz":
@@ -173,7 +192,8 @@ class NamedTable:
     table: pa.Table
 
 
-def load_beside(path: str | Path, work: Callable[[], object], args_of_kinds: Collection[str] | None = None) -> NamedTable:
+def load_beside(path: str | Path, work: Callable[[], object], args_of_kinds: Collection[str] | None = None,
+                columns: Collection[str] | None = None) -> NamedTable:
     """``load(path)`` on a second thread while this one runs ``work`` (the CLI imports the analysis
     and pandas, a third of a second, while the file is read: the readers release the GIL).
 
@@ -193,7 +213,7 @@ def load_beside(path: str | Path, work: Callable[[], object], args_of_kinds: Col
         _native.sqlite_reader()
     elif fmt.startswith("xspace"):
         _native.xplane_walker()
-    pending = threads.start(_load, p, fmt, _kinds(args_of_kinds))  # detected once, here
+    pending = threads.start(_load, p, fmt, _kinds(args_of_kinds), None, _columns(columns))  # detected once, here
     work()
     return NamedTable(str(path), pending.result())
 

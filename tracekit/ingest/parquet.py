@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 import pyarrow as pa
@@ -41,13 +42,16 @@ def open_checked(path: Path) -> pq.ParquetFile:
     return pf
 
 
-def read(path: Path) -> pa.Table:
+def read(path: Path, columns: Collection[str] | None = None) -> pa.Table:
     """Read a Parquet file written by ``tracekit ingest``; refuses other Parquet files. Columns that
-    are null in every row group (a CPU trace's GPU columns) are not read: they become nulls that
-    take no memory (``columns.null_array``)."""
+    are null in every row group (a CPU trace's GPU columns) are not read, nor are those not in
+    ``columns`` (None: all): they become nulls that take no memory (``columns.null_array``), so the
+    table's schema is the file's whatever is read."""
     pf = open_checked(path)
     try:
         absent = _null_columns(pf)
+        if columns is not None:
+            absent |= {f.name for f in pf.schema_arrow if f.name not in columns}
         table = pf.read(columns=[f.name for f in pf.schema_arrow if f.name not in absent]) if absent else pf.read()
     except (pa.ArrowException, OSError) as e:
         raise InputError(path, f"corrupt Parquet file ({e})") from None
