@@ -130,21 +130,21 @@ def load(path: str | Path, args_of_kinds: Collection[str] | None = None, file_sh
 
 
 def _columns(columns: Collection[str] | None) -> frozenset[str] | None:
-    if columns is None:
-        return None
-    unknown = set(columns) - set(schema.COLUMN_NAMES)
-    if unknown:
-        raise ValueError(f"columns: unknown columns {sorted(unknown)}")
-    return frozenset(columns)
+    return _checked(columns, schema.COLUMN_NAMES, "columns: unknown columns")
 
 
 def _kinds(args_of_kinds: Collection[str] | None) -> frozenset[str] | None:
-    if args_of_kinds is None:
+    return _checked(args_of_kinds, schema.KINDS, "args_of_kinds: unknown kinds")
+
+
+def _checked(names: Collection[str] | None, known: Collection[str], unknown_words: str) -> frozenset[str] | None:
+    """The names a caller asked for (None: all), refused when any is not one of ``known``."""
+    if names is None:
         return None
-    unknown = set(args_of_kinds) - set(schema.KINDS)
+    unknown = set(names) - set(known)
     if unknown:
-        raise ValueError(f"args_of_kinds: unknown kinds {sorted(unknown)}")
-    return frozenset(args_of_kinds)
+        raise ValueError(f"{unknown_words} {sorted(unknown)}")
+    return frozenset(names)
 
 
 def _load(p: Path, fmt: str, args_of_kinds: frozenset[str] | None = None, file_sha256: str | None = None,
