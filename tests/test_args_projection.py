@@ -62,6 +62,22 @@ def test_analyses_say_the_same_from_parquet_with_only_the_columns_they_read(path
     assert _documents(projected) == _documents(whole)
 
 
+@needs_shared
+@pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
+def test_an_nsys_export_read_with_only_the_columns_the_analyses_read(path: Path) -> None:
+    """The nsys reader neither selects nor builds the columns left out (launch shapes, registers,
+    shared memory, bytes, categories, thread names): they are null, the rest is as read whole."""
+    whole = load(path, args_of_kinds=ARGS_READ_OF_KINDS)
+    projected = load(path, args_of_kinds=ARGS_READ_OF_KINDS, columns=COLUMNS_READ)
+    assert projected.schema == whole.schema
+    left_out = [name for name in whole.column_names if name not in COLUMNS_READ]
+    assert differing_columns(whole, projected) == [n for n in left_out if whole[n].null_count < whole.num_rows]
+    assert all(projected[n].null_count == projected.num_rows for n in left_out)
+    # Launch shapes were there to leave out, so the check above can fail.
+    assert whole["grid_x"].null_count < whole.num_rows
+    assert _documents(projected) == _documents(whole)
+
+
 def test_unknown_columns_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown columns"):
         load(tmp_path / "any.parquet", columns=["kind", "duration"])

@@ -184,7 +184,7 @@ def _pairs(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
         "gpu_ns": frame.dur[linked],
         "delay_ns": delay,
         "kernel_class": pd.Categorical.from_codes(classes.kernel[linked].astype(np.int64), list(KERNEL_CLASSES)),
-    })
+    }, copy=False)  # a row per kernel, every column a fresh array: no second copy
 
 
 def enqueue_calls(frame: Frame, classes) -> np.ndarray:
@@ -306,22 +306,39 @@ def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
             np.concatenate([np.zeros(r.size, np.int8), priority[host] + 1]), len(_GAP_PRIORITY) + 1)
         in_gap = (seg_c > 0) & (seg_s >= g_start[0]) & (seg_e <= g_end[-1]) if g_start.size else np.zeros(seg_s.size, bool)
         gap = np.searchsorted(g_start, seg_s[in_gap], side="right") - 1
-        # Float sums are exact here: a gap's pieces add up to at most the gap (far below 2**53 ns).
-        by_class = np.bincount(gap * len(_GAP_PRIORITY) + seg_c[in_gap] - 1, weights=(seg_e - seg_s)[in_gap],
-                               minlength=g_start.size * len(_GAP_PRIORITY)).astype(np.int64).reshape(-1, len(_GAP_PRIORITY))
-        by_class[:, _GAP_PRIORITY.index("waiting")] = 0  # waiting is idle host time
+        length, piece_class = (seg_e - seg_s)[in_gap], seg_c[in_gap] - 1
+        del seg_s, seg_e, seg_c, in_gap  # the timeline is the largest transient on a million-kernel trace
+        host_busy = np.zeros(g_start.size, np.int64)
         for i, name in enumerate(_GAP_PRIORITY):
-            if name == "waiting":
+            if name == "waiting":  # waiting is idle host time
                 continue
-            out[f"{name}_ns"] = out.get(f"{name}_ns", 0) + by_class[:, i]
-        out["host_idle_ns"] = out["dur_ns"] - by_class.sum(axis=1)
-        parts.append(pd.DataFrame(out))
+            mine = piece_class == i
+            # Float sums are exact here: a gap's pieces add up to at most the gap (far below 2**53 ns).
+            ns = np.bincount(gap[mine], weights=length[mine], minlength=g_start.size).astype(np.int64)
+            out[f"{name}_ns"] = out.get(f"{name}_ns", 0) + ns
+            host_busy += ns
+        out["host_idle_ns"] = out["dur_ns"] - host_busy
+        out["attributed"] = pd.Categorical.from_codes(_argmax_of(out, [f"{c}_ns" for c in GAP_HOST_CLASSES]),
+                                                      list(GAP_HOST_CLASSES))
+        # copy=False: a gap per kernel on a million-kernel trace makes each column ~8 MB, and the
+        # frame would otherwise hold them twice.
+        parts.append(pd.DataFrame(out, copy=False))
     if not parts:
         return pd.DataFrame(columns=columns)
-    df = pd.concat(parts, ignore_index=True)
-    host_cols = [f"{c}_ns" for c in GAP_HOST_CLASSES]
-    df["attributed"] = pd.Categorical.from_codes(df[host_cols].to_numpy().argmax(axis=1), list(GAP_HOST_CLASSES))
-    return df.sort_values(["device_id", "start_ns"], kind="stable").reset_index(drop=True)
+    # Devices ascending, each device's gaps by start: already ordered by (device_id, start_ns).
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def _argmax_of(columns: dict[str, np.ndarray], names: list[str]) -> np.ndarray:
+    """Per row, the index in ``names`` of the column with the largest value (the first on ties), as
+    ``np.argmax`` over the stacked columns gives, without stacking them."""
+    best = np.asarray(columns[names[0]])
+    which = np.zeros(best.size, np.int8)
+    for i, name in enumerate(names[1:], start=1):
+        larger = columns[name] > best
+        which[larger] = i
+        best = np.where(larger, columns[name], best)
+    return which
 
 
 def _per_step(frame: Frame, classes, gpu_rows: np.ndarray, bd: Breakdown) -> pd.DataFrame:

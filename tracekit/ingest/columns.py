@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import mmap
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,8 +321,10 @@ class TraceMeta:
         }
 
 
-def assemble(n: int, columns: dict[str, pa.Array], meta: TraceMeta, links: Links) -> pa.Table:
-    """Put columns in schema order, fill absent ones with nulls, attach links and metadata."""
+def assemble(n: int, columns: dict[str, pa.Array], meta: TraceMeta, links: Links,
+             wanted: Collection[str] | None = None) -> pa.Table:
+    """Put columns in schema order, fill absent ones with nulls, attach links and metadata.
+    ``wanted``: the columns the caller reads (None: all); the others are nulls too."""
     cols = dict(columns)
     cols["trace_id"] = dictionary(np.zeros(n, np.int32), [meta.trace_id])
     cols["source"] = dictionary(np.zeros(n, np.int8), [meta.source], pa.int8())
@@ -333,7 +335,7 @@ def assemble(n: int, columns: dict[str, pa.Array], meta: TraceMeta, links: Links
     cols["op_row"] = nullable(links.op_row, -1, pa.int64())
     arrays = []
     for col in schema.COLUMNS:
-        arr = cols.get(col.name)
+        arr = cols.get(col.name) if wanted is None or col.name in wanted else None
         if arr is None:
             arr = null_array(n, col.type)
         elif arr.type != col.type:

@@ -28,6 +28,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from types import ModuleType
@@ -153,9 +154,10 @@ class _Db:
     walker opens its own) and the walker, None where it is not built."""
 
     def __init__(self, con: sqlite3.Connection, uri: str, walker: ModuleType | None, strings: dict[int, str],
-                 args_of_kinds: frozenset[str] | None = None) -> None:
+                 args_of_kinds: frozenset[str] | None = None, columns: frozenset[str] | None = None) -> None:
         self.uri = uri
         self.args_of_kinds = args_of_kinds
+        self.columns = columns
         self.walker = walker
         self.strings = strings
         self._string_texts: _IdText | None = None
@@ -181,7 +183,13 @@ class _Db:
         """Whether a table with rows of these kinds fills its args: not where the caller reads the
         args of none of them. Every row's JSON is 40% of a big export's table (313 of 749 MB with a
         million kernels), and the analyses read the args of few kinds."""
-        return self.args_of_kinds is None or not self.args_of_kinds.isdisjoint(kinds)
+        return self.wants("args") and (self.args_of_kinds is None or not self.args_of_kinds.isdisjoint(kinds))
+
+    def wants(self, *names: str) -> bool:
+        """Whether the caller reads any of these event-table columns (``tracekit.ingest.load``'s
+        ``columns``): the launch shapes and byte counts are a third of the values a kernel table
+        holds, and the analyses read none of them."""
+        return self.columns is None or not self.columns.isdisjoint(names)
 
     def string_or_id(self) -> _IdText:
         """A StringIds reference as its string; an unknown id as the number (built once per file)."""
@@ -319,7 +327,8 @@ def _enum(con: sqlite3.Connection, have: set[str], table: str, fallback: dict[in
     return {int(r[0]): str(r[1]) for r in con.execute(f'SELECT id, "{label}" FROM "{table}"')}
 
 
-def read_report(path: Path, args_of_kinds: frozenset[str] | None = None) -> pa.Table:
+def read_report(path: Path, args_of_kinds: frozenset[str] | None = None,
+                columns: frozenset[str] | None = None) -> pa.Table:
     """Export a ``.nsys-rep``/``.qdrep`` to SQLite with ``nsys export`` and read that."""
     nsys = shutil.which("nsys")
     if nsys is None:
@@ -333,15 +342,17 @@ def read_report(path: Path, args_of_kinds: frozenset[str] | None = None) -> pa.T
         if proc.returncode != 0 or not out.exists():
             last = (proc.stderr or proc.stdout).strip().splitlines()
             raise InputError(path, "nsys export failed: " + (last[-1] if last else f"exit code {proc.returncode}"))
-        table = read(out, display_path=path, args_of_kinds=args_of_kinds)
+        table = read(out, display_path=path, args_of_kinds=args_of_kinds, columns=columns)
     return table
 
 
-def read(path: Path, display_path: Path | None = None, args_of_kinds: frozenset[str] | None = None) -> pa.Table:
+def read(path: Path, display_path: Path | None = None, args_of_kinds: frozenset[str] | None = None,
+         columns: frozenset[str] | None = None) -> pa.Table:
     """Read an nsys SQLite export into the event table.
 
     ``args_of_kinds``: when given, only tables with rows of these kinds fill ``args``; the others'
-    rows get null args (``tracekit.ingest.load``)."""
+    rows get null args. ``columns``: when given, the other columns are neither selected nor built,
+    and come back null (``tracekit.ingest.load``)."""
     shown = display_path or path
     con = open_db(path)
     try:
@@ -350,14 +361,14 @@ def read(path: Path, display_path: Path | None = None, args_of_kinds: frozenset[
         if "StringIds" not in have or (meta_table is None and not any(t.startswith(("CUPTI_", "NVTX_")) for t in have)):
             raise InputError(shown, "SQLite database, but not an Nsight Systems export (no StringIds / META_DATA_EXPORT tables)")
         strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
-        db = _Db(con, db_uri(path), _native.sqlite_reader(), strings, args_of_kinds)
+        db = _Db(con, db_uri(path), _native.sqlite_reader(), strings, args_of_kinds, columns)
         try:
             blocks = [b for b in _read_tables(db, have) if b is not None and len(b)]
         finally:
             db.close()
         meta = _meta(con, have, meta_table, shown, path)
         names = _thread_names(con, have, strings)
-        return _to_table(blocks, meta, names)
+        return _to_table(blocks, meta, names, columns)
     except sqlite3.DatabaseError as e:
         raise InputError(shown, f"corrupt or unreadable nsys export ({e})") from None
     except (TypeError, ValueError, OverflowError, KeyError, pa.ArrowException) as e:
@@ -395,6 +406,7 @@ def _dims(present: set[str], prefix: str) -> list[str]:
     return [f"CASE WHEN {unknown} THEN -1 ELSE {c} END" for c in xyz]
 
 
+LAUNCH_SHAPE = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 KERNEL_USED = {"start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName", "gridX", "gridY",
                "gridZ", "blockX", "blockY", "blockZ", "registersPerThread", "staticSharedMemory", "dynamicSharedMemory"}
 
@@ -407,21 +419,31 @@ def _read_kernels(db: _Db, have: set[str]) -> _Block | None:
     c = set(cols)
     shared = [_column(c, "staticSharedMemory"), _column(c, "dynamicSharedMemory")]
     regs = _column(c, "registersPerThread")
-    sql = (f'SELECT start, "end" - start, coalesce({_column(c, "deviceId")}, -1), coalesce({_column(c, "streamId")}, -1), '
-           f'coalesce({_column(c, "correlationId")}, -1), coalesce({_column(c, "globalPid")}, 0), '
-           f'coalesce({_column(c, "demangledName")}, -1), {", ".join(_dims(c, "grid") + _dims(c, "block"))}, '
-           f'coalesce({regs}, -1), {regs} IS NULL, coalesce({shared[0]}, 0) + coalesce({shared[1]}, 0), '
-           f'{shared[0]} IS NULL AND {shared[1]} IS NULL, '
-           f'@ARGS@ FROM "{table}"')
-    (start, dur, device, stream, corr, gpid, name_id, gx, gy, gz, bx, by, bz, regs_v, regs_null, shm, shm_null), _, args = \
-        db.fetch(sql, 17, 0, _args(cols, KERNEL_USED, by_id={k: db.string_or_id() for k in ("shortName", "mangledName")})
-                            if db.wants_args(["gpu_kernel"]) else NO_ARGS)
-    codes, values = _names_of_ids(name_id, db.strings)
-    return _Block(table, np.full(start.size, KIND_CODES["gpu_kernel"], np.int8), _dictionary(codes, values), start, dur,
-                  np.zeros(start.size, bool), gpid, True, args, device=device, stream=stream, corr=corr,
-                  grid=[gx, gy, gz], block=[bx, by, bz],
-                  optional={"registers_per_thread": (regs_v, regs_null.astype(bool)),
-                            "shared_memory_bytes": (shm, shm_null.astype(bool))})
+    select = {"start": "start", "dur": '"end" - start', "device": f'coalesce({_column(c, "deviceId")}, -1)',
+              "stream": f'coalesce({_column(c, "streamId")}, -1)', "corr": f'coalesce({_column(c, "correlationId")}, -1)',
+              "gpid": f'coalesce({_column(c, "globalPid")}, 0)', "name_id": f'coalesce({_column(c, "demangledName")}, -1)'}
+    if db.wants(*LAUNCH_SHAPE):
+        select.update(zip(("gx", "gy", "gz", "bx", "by", "bz"), _dims(c, "grid") + _dims(c, "block"), strict=True))
+    if db.wants("registers_per_thread"):
+        select.update(regs=f"coalesce({regs}, -1)", regs_null=f"{regs} IS NULL")
+    if db.wants("shared_memory_bytes"):
+        select.update(shm=f"coalesce({shared[0]}, 0) + coalesce({shared[1]}, 0)",
+                      shm_null=f"{shared[0]} IS NULL AND {shared[1]} IS NULL")
+    sql = f'SELECT {", ".join(select.values())}, @ARGS@ FROM "{table}"'
+    arrays, _, args = db.fetch(sql, len(select), 0, _args(cols, KERNEL_USED, by_id={k: db.string_or_id() for k in ("shortName", "mangledName")})
+                               if db.wants_args(["gpu_kernel"]) else NO_ARGS)
+    v = dict(zip(select, arrays, strict=True))
+    codes, values = _names_of_ids(v["name_id"], db.strings)
+    optional = {}
+    if "regs" in v:
+        optional["registers_per_thread"] = (v["regs"], v["regs_null"].astype(bool))
+    if "shm" in v:
+        optional["shared_memory_bytes"] = (v["shm"], v["shm_null"].astype(bool))
+    start = v["start"]
+    return _Block(table, np.full(start.size, KIND_CODES["gpu_kernel"], np.int8), _dictionary(codes, values), start,
+                  v["dur"], np.zeros(start.size, bool), v["gpid"], True, args, device=v["device"], stream=v["stream"],
+                  corr=v["corr"], grid=[v["gx"], v["gy"], v["gz"]] if "gx" in v else None,
+                  block=[v["bx"], v["by"], v["bz"]] if "bx" in v else None, optional=optional)
 
 
 def _read_memory_ops(db: _Db, have: set[str]) -> list[_Block]:
@@ -441,7 +463,7 @@ def _read_memory_ops(db: _Db, have: set[str]) -> list[_Block]:
         cols = table_columns(db.con, table)
         c = set(cols)
         used = {"start", "end", "globalPid", "deviceId", "streamId", "correlationId", "bytes"}
-        nbytes = _column(c, "bytes")
+        nbytes = _column(c, "bytes") if db.wants("bytes") else "NULL"
         sql = (f'SELECT start, "end" - start, coalesce({_column(c, "deviceId")}, -1), '
                f'coalesce({_column(c, "streamId")}, -1), coalesce({_column(c, "correlationId")}, -1), '
                f'coalesce({_column(c, "globalPid")}, 0), coalesce({nbytes}, -1), {nbytes} IS NULL, '
@@ -601,7 +623,8 @@ def _meta(con: sqlite3.Connection, have: set[str], meta_table: str | None, shown
     )
 
 
-def _to_table(blocks: list[_Block], meta: TraceMeta, names: tuple[dict[int, str], dict[int, str]]) -> pa.Table:
+def _to_table(blocks: list[_Block], meta: TraceMeta, names: tuple[dict[int, str], dict[int, str]],
+              wanted: frozenset[str] | None = None) -> pa.Table:
     n = sum(len(b) for b in blocks)
     sizes = [len(b) for b in blocks]
 
@@ -634,18 +657,6 @@ def _to_table(blocks: list[_Block], meta: TraceMeta, names: tuple[dict[int, str]
                            process=pid)
     del group
     threads, procs = names
-    # Thread names: a host row's thread, a GPU row's stream; looked up once per distinct key.
-    thread_key = np.where(gpu, stream, gtid)
-    del gtid
-    thread_codes = np.full(n, -1, np.int64)
-    thread_values: dict[str, int] = {}
-    for on_gpu in (False, True):
-        sel = np.flatnonzero(gpu == on_gpu)
-        distinct, inverse = columns.factorize(thread_key[sel])
-        labels = [f"stream {k}" if on_gpu else threads.get(int(k)) for k in distinct.tolist()]
-        code = np.array([-1 if v is None else thread_values.setdefault(v, len(thread_values)) for v in labels] or [-1])
-        thread_codes[sel] = code[inverse]
-    del thread_key
     distinct_pid, pid_inverse = columns.factorize(pid)
     proc_labels = [procs.get(int(p)) for p in distinct_pid.tolist()]
     proc_values: dict[str, int] = {}
@@ -664,28 +675,43 @@ def _to_table(blocks: list[_Block], meta: TraceMeta, names: tuple[dict[int, str]
         return columns.nullable(values, -1, pa.int32())
 
     categories = [b.category for b in blocks]
-    cols = {
-        "kind": columns.dictionary(kind, columns.KIND_DICTIONARY, pa.int8()),
-        "category": columns.dictionary(np.repeat(np.arange(len(blocks)), sizes), categories),
-        "name": (pa.chunked_array([b.name for b in blocks], pa.dictionary(pa.int32(), pa.string()))
-                 .unify_dictionaries().combine_chunks()) if blocks else columns.string_array([]).dictionary_encode(),
-        "pid": columns.nullable(np.where(gpu, -1, pid), -1, pa.int64()),
-        "tid": columns.nullable(np.where(gpu, -1, tid), -1, pa.int64()),
-        "process_name": columns.dictionary(proc_code[pid_inverse] if n else np.zeros(0, np.int64),
-                                           list(proc_values)),
-        "thread_name": columns.dictionary(thread_codes, list(thread_values)),
-        "device_id": columns.nullable(device, -1, pa.int32()),
-        "stream_id": columns.nullable(stream, -1, pa.int64()),
-        "start_ns": columns.numeric_array(start, pa.int64()),
-        "dur_ns": columns.nullable(dur, dur_missing, pa.int64()),
-        "correlation_id": columns.nullable(corr, -1, pa.int64()),
-        "grid_x": dims("grid", 0), "grid_y": dims("grid", 1), "grid_z": dims("grid", 2),
-        "block_x": dims("block", 0), "block_y": dims("block", 1), "block_z": dims("block", 2),
-        "registers_per_thread": optional("registers_per_thread", pa.int32()),
-        "shared_memory_bytes": optional("shared_memory_bytes", pa.int64()),
-        "bytes": optional("bytes", pa.int64()),
+    # Built only where wanted (``columns`` of ``read``): each is called once, in this order.
+    build: dict[str, Callable[[], pa.Array | pa.ChunkedArray]] = {
+        "kind": lambda: columns.dictionary(kind, columns.KIND_DICTIONARY, pa.int8()),
+        "category": lambda: columns.dictionary(np.repeat(np.arange(len(blocks)), sizes), categories),
+        "name": lambda: (pa.chunked_array([b.name for b in blocks], pa.dictionary(pa.int32(), pa.string()))
+                         .unify_dictionaries().combine_chunks()) if blocks else columns.string_array([]).dictionary_encode(),
+        "pid": lambda: columns.nullable(np.where(gpu, -1, pid), -1, pa.int64()),
+        "tid": lambda: columns.nullable(np.where(gpu, -1, tid), -1, pa.int64()),
+        "process_name": lambda: columns.dictionary(proc_code[pid_inverse] if n else np.zeros(0, np.int64),
+                                                   list(proc_values)),
+        "thread_name": lambda: _thread_name_column(gpu, stream, gtid, threads),
+        "device_id": lambda: columns.nullable(device, -1, pa.int32()),
+        "stream_id": lambda: columns.nullable(stream, -1, pa.int64()),
+        "start_ns": lambda: columns.numeric_array(start, pa.int64()),
+        "dur_ns": lambda: columns.nullable(dur, dur_missing, pa.int64()),
+        "correlation_id": lambda: columns.nullable(corr, -1, pa.int64()),
+        **{f"{attr}_{axis}": partial(dims, attr, i) for attr in ("grid", "block") for i, axis in enumerate("xyz")},
+        "registers_per_thread": lambda: optional("registers_per_thread", pa.int32()),
+        "shared_memory_bytes": lambda: optional("shared_memory_bytes", pa.int64()),
+        "bytes": lambda: optional("bytes", pa.int64()),
         # One chunk per table: concatenating them would hold the args twice (a third of the table).
-        "args": pa.chunked_array([pa.ExtensionArray.from_storage(schema.ARGS_TYPE, b.args) for b in blocks],
-                                 schema.ARGS_TYPE),
+        "args": lambda: pa.chunked_array([pa.ExtensionArray.from_storage(schema.ARGS_TYPE, b.args) for b in blocks],
+                                         schema.ARGS_TYPE),
     }
-    return columns.assemble(n, cols, meta, row_links)
+    cols = {name: make() for name, make in build.items() if wanted is None or name in wanted}
+    return columns.assemble(n, cols, meta, row_links, wanted)
+
+
+def _thread_name_column(gpu: np.ndarray, stream: np.ndarray, gtid: np.ndarray, threads: dict[int, str]) -> pa.Array:
+    """A host row's thread name, a GPU row's stream; looked up once per distinct key."""
+    thread_key = np.where(gpu, stream, gtid)
+    thread_codes = np.full(gpu.size, -1, np.int64)
+    thread_values: dict[str, int] = {}
+    for on_gpu in (False, True):
+        sel = np.flatnonzero(gpu == on_gpu)
+        distinct, inverse = columns.factorize(thread_key[sel])
+        labels = [f"stream {k}" if on_gpu else threads.get(int(k)) for k in distinct.tolist()]
+        code = np.array([-1 if v is None else thread_values.setdefault(v, len(thread_values)) for v in labels] or [-1])
+        thread_codes[sel] = code[inverse]
+    return columns.dictionary(thread_codes, list(thread_values))
