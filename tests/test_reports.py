@@ -93,6 +93,30 @@ def test_json_report_has_schema_version_and_units(tmp_path):
 
 
 @needs_shared
+def test_json_report_holds_the_same_data_as_the_standard_encoder_one_record_per_line():
+    """The renderer writes records with the C encoder, one per line; the data is what
+    json.dumps(indent=1) wrote before, NaN, infinity and numpy scalars included."""
+    import numpy as np
+
+    from tracekit.render.document import Document
+    from tracekit.render.json_report import JsonRenderer, _clean
+
+    doc = api.document(api.ranges(NVFUSER))
+    text = JsonRenderer().render(doc)
+    data = json.loads(text)
+    expected = json.loads(json.dumps({"report_schema_version": REPORT_SCHEMA_VERSION, "report": doc.kind,
+                                      "title": doc.title, **_clean(doc.data)}, indent=1))
+    assert data == expected and len(data["instances"]) > 20_000
+    lines = text.splitlines()
+    assert sum(line.startswith("  {") for line in lines) >= len(data["instances"])
+    odd = Document("odd", "report", [], [], {"rows": [{"a": np.int64(3), "b": np.float32(0.5), "c": float("nan")}],
+                                             "top": {"x": float("inf"), "y": [np.bool_(True)]}, "empty": []})
+    assert json.loads(JsonRenderer().render(odd)) == {"report_schema_version": REPORT_SCHEMA_VERSION, "report": "report",
+                                                      "title": "odd", "rows": [{"a": 3, "b": 0.5, "c": None}],
+                                                      "top": {"x": None, "y": [True]}, "empty": []}
+
+
+@needs_shared
 def test_terminal_and_markdown_show_kernel_names_verbatim():
     """Kernel names are full of brackets that rich would read as markup and Markdown as HTML."""
     from tracekit.render.document import Column, Document, Section, Table
