@@ -516,7 +516,9 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
     predicted = _replay(step, host_scale=host, launch_latency=0)
     return predicted, (f"{len(cells)} cell calls become one fused RNN op: their GEMM work is kept, and one pointwise "
                        f"pass per cell (its longest pointwise op); their dispatch, launch calls, other pointwise ops "
-                       f"and each op's fixed cost ({step.op_floor / 1e3:.1f} µs) go to 0")
+                       f"and each op's fixed cost ({step.op_floor / 1e3:.1f} µs) go to 0; the GEMMs keep the rate they "
+                       "ran at in the loop, so the saving is a lower bound: a fused kernel that batches the input "
+                       "GEMMs of all timesteps runs faster (oneDNN on an AVX-512 CPU: 2.4-2.9x the loop's GEMMs)")
 
 
 def _amp(step: _Step) -> tuple[int, str] | None:
