@@ -23,12 +23,15 @@ user ranges (NVTX / record_function), since nsys traces have no framework op eve
 CPU-only traces: self time of every framework op, given to the op-view class of the nearest
 classified op at or above it; and dispatch overhead, the part of each step not inside any
 innermost compute op (a compute op with no compute op below it: composite ops such as
-``aten::lstm_cell`` count only through the ops they dispatch).
+``aten::lstm_cell`` count only through the ops they dispatch). Part of that dispatch time can be
+compiled graphs' own code (``compiled_code_self``): generated kernels and their wrapper, which the
+trace does not tell apart.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,7 +82,9 @@ class Breakdown:
     cpu_ops: CPU-only view, per step plus whole trace: span_ns, ``<class>_ns`` self time per op
         class, compute_ns (union of compute ops), dispatch_ns (span not in a compute op nor waiting),
         waiting_ns (the loop's thread blocked in a Python wait, no compute op running: a sleep, a
-        lock, a poll; seen only with Python stacks recorded), ops.
+        lock, a poll; seen only with Python stacks recorded), compiled_code_ns (the part of
+        dispatch_ns that compiled graphs' own code ran in, ``compiled_code_self``: generated kernels
+        or wrapper, the trace does not say which), ops.
         Op self times are summed over all threads, so they can overlap dispatch and exceed the span.
     cpu_partition: the exclusive split of each step's span on the step's thread (parts add up to
         span_ns exactly; ``tracekit.analyze.cpu_partition``): step, thread, span_ns, the ``PARTS``,
@@ -291,13 +296,53 @@ def step_windows(frame: Frame, steps: list[int]) -> tuple[np.ndarray, np.ndarray
     return w_lo, w_hi
 
 
-def op_self_time(frame: Frame, op_rows: np.ndarray) -> np.ndarray:
-    """Self time of each op row: its duration minus its child ops' durations (never negative)."""
+# Events whose own time runs a compiled graph's code, which no op event covers: Inductor's graph call
+# (its Python wrapper, and its generated C++ kernels unless torch._inductor.config.cpp.
+# enable_kernel_profile recorded them as graph_N_cpp_fused_* ops), TF's XLA clusters and TorchScript's
+# fusion groups (NNC kernels). Before the graph call was a range of its own, CompiledFunction's self
+# time held it.
+COMPILED_GRAPH_CALL = "## Call CompiledFxGraph"
+COMPILED_CODE_OPS = re.compile(r"(^|:)_XlaRun$|(^|:)XlaLaunch$|^prim::(TensorExprGroup|FusionGroup|CudaFusionGroup)$")
+COMPILED_CODE_OPS_BEFORE_CALL_RANGES = re.compile(r"^CompiledFunction(Backward)?$")
+GENERATED_KERNEL = re.compile(r"^(graph_\d+_)?cpp_fused_")
+
+
+def compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that run compiled graphs' own code, and each one's self time (its duration less the
+    ops and other such rows directly inside it). That time is the graph's generated kernels and
+    its wrapper together: neither a known compute op nor plain framework dispatch."""
+    calls = [i for i, n in enumerate(frame.names) if n.startswith(COMPILED_GRAPH_CALL)]
+    body_ops = COMPILED_CODE_OPS if calls else COMPILED_CODE_OPS_BEFORE_CALL_RANGES
+    if any(GENERATED_KERNEL.search(n) for n in frame.names):
+        # Kernel profiling was on: the kernels are ops, and Inductor's own time around them is wrapper.
+        calls, body_ops = [], COMPILED_CODE_OPS
+    codes = calls + [i for i, n in enumerate(frame.names) if body_ops.search(n) or COMPILED_CODE_OPS.search(n)]
+    none = np.zeros(0, np.int64)
+    if not codes:
+        return none, none
     is_op = frame.mask("cpu_op")
-    child = np.flatnonzero(is_op & (frame.parent >= 0))
-    child = child[is_op[frame.parent[child]]]
+    bodies = np.flatnonzero(np.isin(frame.name_code, codes) & (is_op | frame.mask("user_range")))
+    if not bodies.size:
+        return none, none
+    inside = is_op.copy()
+    inside[bodies] = True
+    rows = np.flatnonzero(inside)
+    holder = nearest_ancestor(frame.parent, rows, inside)
+    is_body = np.zeros(len(frame), bool)
+    is_body[bodies] = True
+    direct = (holder >= 0) & is_body[np.maximum(holder, 0)]
     child_total = np.zeros(len(frame), np.int64)
-    np.add.at(child_total, frame.parent[child], frame.dur[child])
+    np.add.at(child_total, holder[direct], frame.dur[rows[direct]])
+    return bodies, np.maximum(frame.dur[bodies] - child_total[bodies], 0)
+
+
+def op_self_time(frame: Frame, op_rows: np.ndarray) -> np.ndarray:
+    """Self time of each op row: its duration minus the durations of the ops it calls, ranges
+    between them skipped (``Frame.op_parent``), never negative."""
+    op_parent = frame.op_parent
+    child = np.flatnonzero(op_parent >= 0)
+    child_total = np.zeros(len(frame), np.int64)
+    np.add.at(child_total, op_parent[child], frame.dur[child])
     return np.maximum(frame.dur[op_rows] - child_total[op_rows], 0)
 
 
@@ -306,7 +351,7 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     op_rows = frame.rows("cpu_op")
     if op_rows.size == 0:
         return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns", "dispatch_ns",
-                                     "waiting_ns", "ops"])
+                                     "waiting_ns", "compiled_code_ns", "ops"])
     self_ns = op_self_time(frame, op_rows)
     compute_rows = innermost_compute_ops(frame, classes, op_rows)
     step_rows = frame.rows("step")
@@ -322,9 +367,12 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     wait_s, wait_e = _waits_outside_compute(frame, op_rows, compute_rows)
     waiting = intervals.clip_total(wait_s, wait_e, lo, hi)
     per_class = np.bincount(view[sel], weights=self_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
+    dispatch = (hi - lo) - compute - waiting
+    bodies, body_self = compiled_code_self(frame)
+    in_loop = frame.step[bodies] >= 0 if step_rows.size else np.ones(bodies.size, bool)
     records.append({"step": ALL_STEPS, "span_ns": hi - lo, **{f"{c}_ns": int(per_class[i]) for i, c in enumerate(OP_CLASSES)},
-                    "compute_ns": compute, "dispatch_ns": (hi - lo) - compute - waiting, "waiting_ns": waiting,
-                    "ops": int(sel.sum())})
+                    "compute_ns": compute, "dispatch_ns": dispatch, "waiting_ns": waiting,
+                    "compiled_code_ns": min(int(body_self[in_loop].sum()), max(dispatch, 0)), "ops": int(sel.sum())})
     if not steps:
         return pd.DataFrame.from_records(records)
     # Per step, all steps at once.
@@ -339,12 +387,15 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
                            minlength=n * len(OP_CLASSES)).astype(np.int64).reshape(n, len(OP_CLASSES))
     ops = np.bincount(o_index[o_in], minlength=n)
     waiting_by_step = intervals.overlap_per_interval(w_lo, w_hi, wait_s, wait_e, merged=True)
+    b_index, b_in = step_index(frame.step[bodies], steps)
+    compiled_by_step = np.bincount(b_index[b_in], weights=body_self[b_in], minlength=n).astype(np.int64)
     for j, st in enumerate(steps):
         span, compute, waiting = int(w_hi[j] - w_lo[j]), int(compute_by_step[j]), int(waiting_by_step[j])
+        dispatch = span - compute - waiting
         records.append({"step": st, "span_ns": span,
                         **{f"{c}_ns": int(by_class[j, i]) for i, c in enumerate(OP_CLASSES)},
-                        "compute_ns": compute, "dispatch_ns": span - compute - waiting, "waiting_ns": waiting,
-                        "ops": int(ops[j])})
+                        "compute_ns": compute, "dispatch_ns": dispatch, "waiting_ns": waiting,
+                        "compiled_code_ns": min(int(compiled_by_step[j]), max(dispatch, 0)), "ops": int(ops[j])})
     return pd.DataFrame.from_records(records)
 
 

@@ -98,8 +98,14 @@ OP_RULES: list[tuple[str, str]] = [
     ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
     ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|(^|:)(NcclAllReduce|CollectiveReduce\w*|_Send|_Recv|"
                       r"_HostSend|_HostRecv)$"),
+    # Inductor's generated C++ kernels (recorded with torch._inductor.config.cpp.enable_kernel_profile),
+    # named by the ops they fuse: graph_0_cpp_fused_gelu_native_layer_norm_0. Compute, not wrappers.
+    ("gemm", r"^(graph_\d+_)?cpp_fused_(\w+?_)?(addmm|mm|bmm|baddbmm|linear)_"),
+    ("reduction", r"^(graph_\d+_)?cpp_fused_\w*?_(sum|mean|amax|amin|argmax|argmin|prod|softmax|norm|var|std|"
+                  r"logsumexp|cumsum|max_pool2d_with_indices|avg_pool2d|nll_loss\w*)_"),
+    ("elementwise", r"^(graph_\d+_)?cpp_fused_"),
     ("compiled", r"^Torch-Compiled Region|^TorchDynamo Cache Lookup|^## Call CompiledFxGraph|^CompiledFunction|"
-                 r"AOTDispatcher|^Pregraph bytecode|^graph_\d+_cpp_fused_|^prim::(TensorExprGroup|CudaFusionGroup|"
+                 r"AOTDispatcher|^Pregraph bytecode|^prim::(TensorExprGroup|CudaFusionGroup|"
                  r"FusionGroup|DifferentiableGraph)$|(^|:)_XlaRun$|(^|:)XlaLaunch$"),
     ("reduction", r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax|"
                   r"nll_loss\w*|cross_entropy_loss|layer_norm|native_layer_norm|batch_norm|native_batch_norm|norm|"

@@ -24,7 +24,6 @@ import pandas as pd
 from tracekit.analyze import intervals
 from tracekit.analyze.classify import OP_CLASSES
 from tracekit.analyze.frame import Frame
-from tracekit.ingest.links import nearest_ancestor
 
 PARTITION_CLASSES = ("rnn", "convolution", "gemm", "cast", "elementwise", "reduction", "communication", "compiled")
 PARTS = (*[f"{c}_ns" for c in PARTITION_CLASSES], "framework_ns", "outside_ops_ns")
@@ -45,8 +44,7 @@ def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: li
     part_of_class = np.array([PARTITION_CLASSES.index(c) if c in PARTITION_CLASSES else len(PARTITION_CLASSES)
                               for c in OP_CLASSES], np.int64)
     parts = part_of_class[view]  # index into PARTS (framework_ns for non-compute classes)
-    is_op = frame.mask("cpu_op")
-    op_parent = nearest_ancestor(frame.parent, op_rows, is_op)
+    op_parent = frame.op_parent[op_rows]
     records = _all_windows(frame, op_rows, parts, op_parent, _windows(frame, op_rows, steps))
     df = pd.DataFrame.from_records(records, columns=COLUMNS)
     if steps and len(df):

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.ingest.columns import validity_mask, values_view
-from tracekit.ingest.links import byte_mask
+from tracekit.ingest.links import byte_mask, nearest_ancestor
 
 KIND_INDEX = schema.KIND_CODES
 GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
@@ -133,6 +133,17 @@ class Frame:
     @cached_property
     def parent(self) -> np.ndarray:
         return _int(self.table, "parent")
+
+    @cached_property
+    def op_parent(self) -> np.ndarray:
+        """Each cpu_op row's nearest enclosing cpu_op (-1 for top-level ops and for other rows). Not
+        ``parent``: a range can sit between an op and the ops it calls (torch.compile's ``## Call
+        CompiledFxGraph`` between ``CompiledFunction`` and the graph's ``aten::addmm``)."""
+        out = np.full(len(self), -1, np.int64)
+        ops = self.rows("cpu_op")
+        out[ops] = nearest_ancestor(self.parent, ops, self.mask("cpu_op"))
+        out.flags.writeable = False
+        return out
 
     @cached_property
     def launch_row(self) -> np.ndarray:

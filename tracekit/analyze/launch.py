@@ -34,7 +34,7 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.steps import StepStats, step_stats
-from tracekit.analyze.top_ops import TopOps, top_ops
+from tracekit.analyze.top_ops import TopOps, compact_shapes, top_ops
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
 from tracekit.ingest.columns import distinct
@@ -415,7 +415,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     r.verdict, says, remedies = verdicts.judge(e)
     ev.extend(says)
     if not r.has_gpu and e.has_ops and r.top_ops is not None and len(r.top_ops.ops):
-        named = [f"{short_name(o.name)} {o.share:.0%}" for o in r.top_ops.ops.head(3).itertuples()]
+        top = r.top_ops.ops.head(3)
+        repeated = set(top.name[top.name.duplicated()])  # one op at several shapes: the shapes tell them apart
+        named = [f"{short_name(o.name)}{f' ({compact_shapes(o.shapes)})' if o.name in repeated else ''} {o.share:.0%}"
+                 for o in top.itertuples()]
         ev.append("top ops by self time: " + ", ".join(named))
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)
@@ -482,11 +485,17 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     cpu = bd.cpu_ops[bd.cpu_ops.step.isin(used)] if used is not None else bd.cpu_ops[bd.cpu_ops.step == -1]
     span = int(cpu.span_ns.sum()) if len(cpu) else 0
     dispatch = int(cpu.dispatch_ns.sum()) if len(cpu) else 0
-    e.dispatch_share = dispatch / span if span else 0.0
+    compiled = int(cpu.compiled_code_ns.sum()) if len(cpu) else 0
+    e.dispatch_share = (dispatch - compiled) / span if span else 0.0
+    e.compiled_code_share = compiled / span if span else 0.0
     waiting = int(cpu.waiting_ns.sum()) if len(cpu) else 0
     e.wait_step_share = waiting / span if span else 0.0
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
-    if e.ops_per_step:
+    if e.ops_per_step and compiled:
+        r.evidence.append(f"{dispatch / span:.0%} of step time is outside any compute op: {e.dispatch_share:.0%} "
+                          f"framework dispatch and {e.compiled_code_share:.0%} compiled graphs' own code (their "
+                          "generated kernels and wrapper, not split by the trace)")
+    elif e.ops_per_step:
         r.evidence.append(f"{e.dispatch_share:.0%} of step time is outside any compute op (framework dispatch)")
     loading = _data_loading(frame)
     if span and loading[0].size:

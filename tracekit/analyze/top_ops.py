@@ -126,6 +126,16 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     return result
 
 
+def compact_shapes(shapes: str) -> str:
+    """Input dims for a sentence: ``[[8,32,128],[],[]]`` -> ``8x32x128``, ``[[64,128],[128,256]]`` ->
+    ``64x128, 128x256`` (scalars and empty inputs left out); the text itself when it is not such a list."""
+    try:
+        dims = json.loads(shapes)
+        return ", ".join("x".join(str(d) for d in one) for one in dims if isinstance(one, list) and one) or shapes
+    except (ValueError, TypeError):
+        return shapes
+
+
 class _Groups:
     """Rows grouped by an integer key: each row's group (``index``), each group's first row and row
     count, and exact int64 sums per group (a float-weighted bincount rounds past 2**53)."""

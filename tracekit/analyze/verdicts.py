@@ -48,7 +48,8 @@ class Evidence:
     has_ops: bool = False      # framework ops recorded
     has_gpu: bool = False      # GPU activity recorded
     # CPU-only traces
-    dispatch_share: float = 0.0  # step time outside any compute op
+    dispatch_share: float = 0.0  # step time outside any compute op, compiled graphs' own code left out
+    compiled_code_share: float = 0.0  # step time in compiled graphs' own code (generated kernels or wrapper)
     load_step_share: float = 0.0  # step time with a batch fetch running
     communication_step_share: float = 0.0  # step time inside collective communication (gloo / NCCL / c10d)
     wait_step_share: float = 0.0  # step time the loop's thread waits (blocked Python frames, or idle during
@@ -116,6 +117,9 @@ MIXED_PRECISION_REMEDY = "use mixed precision (torch.autocast / keras mixed_floa
 GPU_BOUND_REMEDY = "the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work"
 CPU_COMPUTE_REMEDY = "the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count"
 BATCH_REMEDY = "use larger batches so each launch and op does more work"
+KERNEL_PROFILE_REMEDY = ("profile again with torch._inductor.config.cpp.enable_kernel_profile = True: Inductor's C++ "
+                         "kernels then appear as graph_N_cpp_fused_* ops, and the compiled code splits into kernels "
+                         "and wrapper")
 WAIT_REMEDY = ("the loop waits on something outside its own work: another thread or process (a queue, data loading), "
                "I/O or a sleep; the waiting frames' callers (Python stacks) say what it waits for: profile that")
 COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
@@ -237,6 +241,15 @@ RULES: tuple[Rule, ...] = (
                                   "thread's collective) during at least half the step time"),
     Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
          _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
+    # Compiled code with no op inside is kernels or wrapper, and the trace does not say how much of each:
+    # when that split decides the verdict, say so rather than guess.
+    Rule("undetermined", lambda e: not e.has_gpu and e.dispatch_share + e.compiled_code_share >= DISPATCH_SHARE,
+         lambda e: f"how the compiled graphs' own code ({e.compiled_code_share:.0%} of step time) splits into generated "
+                   f"kernels (compute) and wrapper (overhead) decides between CPU/framework-bound and CPU "
+                   "compute-bound, and this trace does not record it",
+         lambda e: [*([KERNEL_PROFILE_REMEDY] if e.source in ("torch", "") else []), *_compile_remedies(e, False)],
+         "CPU-only: compiled graphs' own code (kernels or wrapper, not split) holds the balance between "
+         "dispatch and compute"),
     Rule("CPU compute-bound", lambda e: not e.has_gpu, None,
          lambda e: [*recurrent_remedies(e), CPU_COMPUTE_REMEDY], "CPU-only: most step time is inside compute ops"),
     Rule("GPU-bound", lambda e: not _gap(e),
