@@ -114,6 +114,8 @@ def test_the_graph_calls_own_time_is_compiled_code_not_dispatch(traces):
     expected = "CPU/framework-bound" if d >= 0.5 else "undetermined" if d + c >= 0.5 else "CPU compute-bound"
     assert r.launch.verdict == expected, (d, c, r.launch.evidence)
     assert any("compiled graphs' own code" in e for e in r.launch.evidence), r.launch.evidence
+    page = tracekit.render(r, "markdown")
+    assert "| compiled code |" in page and "counted in that dispatch, runs in compiled graphs' own code" in page
     if expected == "undetermined":
         assert r.launch.remedies[0] == KERNEL_PROFILE_REMEDY
 
@@ -145,3 +147,17 @@ def test_compiled_code_decides_the_verdict_only_when_its_split_would(dispatch, c
     assert (KERNEL_PROFILE_REMEDY in remedies) == (verdict == "undetermined")
     if verdict == "undetermined":
         assert "compiled graphs' own code" in says[0]
+
+
+def test_no_dispatch_keeps_the_compiled_graphs_own_code(traces):
+    """Removing dispatch cannot remove the generated kernels that run inside the graph call."""
+    table = load(traces["opaque"])
+    w = tracekit.whatif(table).result
+    no_dispatch = next(s for s in w.scenarios if s.name == "no-dispatch")
+    assert "compiled graphs' own code stays" in no_dispatch.assumptions
+    frame = frame_of(table)
+    bodies, body_self = compiled_code_self(frame)
+    start, end = int(w.window["start_ns"]), int(w.window["end_ns"])
+    window = (frame.start[bodies] >= start) & (frame.end[bodies] <= end)
+    assert window.any()
+    assert no_dispatch.predicted_step_ns >= body_self[window].sum()

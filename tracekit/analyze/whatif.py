@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.analyze import intervals
-from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self
 from tracekit.analyze.classify import (
     API_CLASSES,
     KERNEL_CLASSES,
@@ -181,6 +181,12 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
                          "--instance pick another window)")
     blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
     kinds = _segment_kinds(frame, classes, rows, blocking)
+    if not gpu_all.size:
+        # A compiled graph's own code runs its generated kernels as well as its wrapper, and the trace
+        # does not split them: no scenario removes it as dispatch. (With a GPU the kernels are on the GPU.)
+        for body in compiled_code_self(frame)[0].tolist():
+            if body in kinds:
+                kinds[body] = "compiled"
     segments = _segments(frame, rows, kinds, start, end, launched_by)
     _mark_waits(frame, classes, segments, others, collectives)
     latency = _launch_latency(frame, gpu_all, gpu)
@@ -402,11 +408,13 @@ def _no_dispatch(step: _Step) -> tuple[int, str] | None:
         return _work(step, seg) if seg.kind.startswith("compute") else seg.dur
 
     predicted = _replay(step, host_scale=host)
+    kept = ("; compiled graphs' own code stays (their generated kernels and wrapper, which the trace does not split)"
+            if any(s.kind == "compiled" for s in step.segments) else "")
     return predicted, (f"framework and Python time outside compute ops (except waits: for other threads' compute or "
                        f"collectives, and Python frames blocked in a sleep, lock or poll) goes to 0, and so does each "
                        f"compute op's fixed "
                        f"cost ({step.op_floor / 1e3:.1f} µs, the trace's 10th-percentile op time) (a compiled graph: "
-                       "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged")
+                       "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged" + kept)
 
 
 def _cuda_graphs(step: _Step) -> tuple[int, str] | None:

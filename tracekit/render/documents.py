@@ -124,14 +124,21 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
         if bd.timesteps and bd.steps:
             s.sentences.append(f"{ops_per_step / bd.timesteps:,.2f} framework ops per timestep ({bd.timesteps} timesteps per step).")
         rows = chosen if chosen is not None and len(chosen) else bd.cpu_ops[bd.cpu_ops.step == -1]
+        compiled = rows.compiled_code_ns.sum() / max(rows.span_ns.sum(), 1)
+        if compiled:
+            s.sentences.append(f"{compiled:.0%} of step time, counted in that dispatch, runs in compiled graphs' own "
+                               "code: their generated kernels and wrapper, which the trace does not split (the "
+                               "compiled code column).")
         waiting = rows.waiting_ns.sum() / max(rows.span_ns.sum(), 1)
         if waiting:
             s.sentences.append(f"{waiting:.0%} of that time the loop's thread waits, with no compute op running: "
                                "blocked in Python (a sleep, lock, poll or join; recorded with Python stacks) or "
                                "idle while a collective runs on another thread. Not dispatch.")
         used = [c for c in OP_CLASSES if bd.cpu_ops[f"{c}_ns"].sum() > 0]
-        extra = ["dispatch", *(["waiting"] if bd.cpu_ops.waiting_ns.sum() > 0 else [])]
-        cols = [Column("step"), Column("span", "ns"), *[Column(c, "ns") for c in [*used, *extra]], Column("ops", "count")]
+        extra = ["dispatch", *(["compiled_code"] if bd.cpu_ops.compiled_code_ns.sum() > 0 else []),
+                 *(["waiting"] if bd.cpu_ops.waiting_ns.sum() > 0 else [])]
+        cols = [Column("step"), Column("span", "ns"), *[Column(c.replace("_", " "), "ns") for c in [*used, *extra]],
+                Column("ops", "count")]
         s.tables.append(Table("", cols, [[_step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in [*used, *extra]], r["ops"]]
                                          for r in records(bd.cpu_ops)]))
         steps = bd.cpu_ops[bd.cpu_ops.step >= 0].head(MAX_STEP_BARS)
