@@ -312,11 +312,12 @@ def compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     ops and other such rows directly inside it). That time is the graph's generated kernels and
     its wrapper together: neither a known compute op nor plain framework dispatch."""
     calls = [i for i, n in enumerate(frame.names) if n.startswith(COMPILED_GRAPH_CALL)]
-    body_ops = COMPILED_CODE_OPS if calls else COMPILED_CODE_OPS_BEFORE_CALL_RANGES
+    before_call_ranges = not calls
     if any(GENERATED_KERNEL.search(n) for n in frame.names):
         # Kernel profiling was on: the kernels are ops, and Inductor's own time around them is wrapper.
-        calls, body_ops = [], COMPILED_CODE_OPS
-    codes = calls + [i for i, n in enumerate(frame.names) if body_ops.search(n) or COMPILED_CODE_OPS.search(n)]
+        calls, before_call_ranges = [], False
+    codes = calls + [i for i, n in enumerate(frame.names) if COMPILED_CODE_OPS.search(n) or
+                     (before_call_ranges and COMPILED_CODE_OPS_BEFORE_CALL_RANGES.search(n))]
     none = np.zeros(0, np.int64)
     if not codes:
         return none, none
