@@ -99,3 +99,41 @@ def test_top_ops_reads_the_args_of_the_top_names_only_and_ranks_as_if_it_read_al
             assert got.shapes_recorded == want.shapes_recorded, path.name
             with_shapes += want.shapes_recorded
     assert with_shapes >= 8  # both kinds of trace were checked
+
+
+def test_the_verdicts_top_ops_read_apart_when_their_short_names_collide(tmp_path):
+    """One op at two shapes (tanh over two activations) is named with its shapes in the verdict's
+    evidence, so the sentence does not list the same name twice."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    small, large = torch.randn(64, 256), torch.randn(64, 1024)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=3, repeat=1)) as prof:
+        for _ in range(4):
+            for _ in range(20):
+                torch.tanh(small)
+                torch.tanh(large)
+            prof.step()
+    prof.export_chrome_trace(str(tmp_path / "tanh.json"))
+    r = tracekit.launch(tmp_path / "tanh.json", keep_all_steps=True).result
+    assert r.top_ops.ops.name.head(2).tolist() == ["aten::tanh", "aten::tanh"]
+    line = next(e for e in r.evidence if e.startswith("top ops by self time: "))
+    names = [part.rsplit(" ", 1)[0] for part in line.removeprefix("top ops by self time: ").split(", ") if "%" in part]
+    assert any("64x1024" in n for n in line.split(", ")), line
+    assert len(set(names)) == len(names), line
+
+
+def test_sentence_labels_take_the_scopes_that_tell_tf_replicas_apart():
+    from tracekit.analyze.top_ops import sentence_labels
+
+    names = ["StatefulPartitionedCall/sequential_1/dense_1/Relu:_MklNativeFusedMatMul",
+             "StatefulPartitionedCall/gradient_tape/sequential_1/dense_1_2/MatMul/MatMul:_MklMatMul",
+             "StatefulPartitionedCall/gradient_tape/replica_1/sequential_1/dense_1_2/MatMul/MatMul:_MklMatMul"]
+    labels = sentence_labels(names, ["", "", ""])
+    assert labels == ["…/sequential_1/dense_1/Relu:_MklNativeFusedMatMul",
+                      "…/gradient_tape/sequential_1/dense_1_2/MatMul/MatMul:_MklMatMul",
+                      "…/replica_1/sequential_1/dense_1_2/MatMul/MatMul:_MklMatMul"]
+    assert sentence_labels(["aten::mm", "aten::mm"], ["[[8,16],[16,4]]", "[[2,16],[16,4]]"]) == \
+        ["aten::mm (8x16, 16x4)", "aten::mm (2x16, 16x4)"]
+    assert sentence_labels(["aten::mm", "aten::add"], ["", ""]) == ["aten::mm", "aten::add"]

@@ -34,7 +34,7 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.steps import StepStats, step_stats
-from tracekit.analyze.top_ops import TopOps, compact_shapes, top_ops
+from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
 from tracekit.ingest.columns import distinct
@@ -416,9 +416,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     ev.extend(says)
     if not r.has_gpu and e.has_ops and r.top_ops is not None and len(r.top_ops.ops):
         top = r.top_ops.ops.head(3)
-        repeated = set(top.name[top.name.duplicated()])  # one op at several shapes: the shapes tell them apart
-        named = [f"{short_name(o.name)}{f' ({compact_shapes(o.shapes)})' if o.name in repeated else ''} {o.share:.0%}"
-                 for o in top.itertuples()]
+        named = [f"{label} {share:.0%}" for label, share in
+                 zip(sentence_labels(top.name.tolist(), top.shapes.tolist()), top.share.tolist(), strict=True)]
         ev.append("top ops by self time: " + ", ".join(named))
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)

@@ -126,6 +126,29 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     return result
 
 
+def sentence_labels(names: list[str], shapes: list[str]) -> list[str]:
+    """Ops named for a sentence (``short_name``), told apart where two would read the same: by their
+    input shapes when those differ (one op at two shapes), else by as many more of their name's scopes
+    as it takes (one TF op in two replicas: ``replica_1/…/MatMul`` and ``…/MatMul``)."""
+    labels = [short_name(n) for n in names]
+    for label in set(labels):
+        same = [i for i, x in enumerate(labels) if x == label]
+        if len(same) < 2:
+            continue
+        if len({shapes[i] for i in same}) == len(same) and all(shapes[i] for i in same):
+            for i in same:
+                labels[i] = f"{label} ({compact_shapes(shapes[i])})"
+            continue
+        scopes = [names[i].split("/") for i in same]
+        for k in range(1, max(len(x) for x in scopes) + 1):
+            tails = ["/".join(x[-k:]) for x in scopes]
+            if len(set(tails)) == len(tails):
+                break
+        for i, x, tail in zip(same, scopes, tails, strict=True):
+            labels[i] = tail if k >= len(x) else "…/" + tail
+    return labels
+
+
 def compact_shapes(shapes: str) -> str:
     """Input dims for a sentence: ``[[8,32,128],[],[]]`` -> ``8x32x128``, ``[[64,128],[128,256]]`` ->
     ``64x128, 128x256`` (scalars and empty inputs left out); the text itself when it is not such a list."""
