@@ -214,8 +214,9 @@ def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):
     assert not set(r.top_ops.ops.name) & set(r.top_ops.waiting.name)
     calls = r.top_ops.waiting[r.top_ops.waiting.name.str.startswith("EagerLocalExecute: __inference_")]
     # The pool is busy through the call: its ops cover half to two thirds of it, the executor's short
-    # gaps between them most of the rest (a wait at 52% went unseen under load before).
-    assert len(calls) == 1 and calls.covered.iloc[0] > 0.9
+    # gaps between them most of the rest (a wait at 52% went unseen under load before). Measured 0.97
+    # on an idle machine and 0.90 with other jobs beside it (longer executor gaps): well above 0.65.
+    assert len(calls) == 1 and calls.covered.iloc[0] > 0.8
     top = next(e for e in r.evidence if e.startswith("top ops by self time"))
     assert "gru_cell" in top  # the cell's own ops, not a wrapper
     assert (r.top_ops.ops.op_class.head(10) == "gemm").any()  # MatMul, or oneDNN's _MklMatMul
