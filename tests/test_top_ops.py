@@ -60,7 +60,7 @@ def _every_rows_dims(table, rows, code, self_ns, ranked, top):
     """The reference: Input Dims read from every op row."""
     from tracekit.analyze import top_ops as module
 
-    shape_code, texts = module._input_dims(table, rows)
+    shape_code, texts = module.input_dims(table, rows)
     return shape_code, texts, any(texts)
 
 

@@ -33,6 +33,7 @@ from tracekit.analyze.classify import (
     short_name,
 )
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
 from tracekit.analyze.utilization import low_utilization
@@ -406,12 +407,13 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                                                                             _TORCH_COMPILED_NOT_CALLS)
     ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
+    stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops else None
     _describe_ops(r, used)
     if e.has_ops or e.has_gpu:
         if r.has_gpu:
             _measure_gpu(r, frame, e)
         else:
-            _measure_cpu(r, frame, e, used)
+            _measure_cpu(r, frame, e, used, stalls)
     r.verdict, says, remedies = verdicts.judge(e)
     ev.extend(says)
     if not r.has_gpu and e.has_ops and r.top_ops is not None and len(r.top_ops.ops):
@@ -478,7 +480,8 @@ def _describe_ops(r: LaunchReport, used: list[int] | None) -> None:
                           f"{ops_step:.0f} framework ops (no steps marked)")
 
 
-def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None) -> None:
+def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None,
+                 stalls: Stalls | None) -> None:
     bd = r.breakdown
     assert bd is not None
     cpu = bd.cpu_ops[bd.cpu_ops.step.isin(used)] if used is not None else bd.cpu_ops[bd.cpu_ops.step == -1]
@@ -502,6 +505,28 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     talking = _communication(frame)
     if span and talking[0].size:
         e.communication_step_share = intervals.overlap_total(*talking, *_step_windows(frame, used)) / span
+    if stalls is not None and span:
+        judged = stalls.within(frame, used) if used is not None else stalls
+        e.stall_step_share = int(judged.stall_ns.sum()) / span
+        if e.stall_step_share >= STALL_NOTE_SHARE:
+            r.evidence.append(judged.describe(frame, span))
+
+
+STALL_NOTE_SHARE = 0.05  # stalls losing this much of the step time are stated as evidence
+
+
+def _stalls(r: LaunchReport, frame: Frame) -> Stalls | None:
+    """Stalled op calls (``tracekit.analyze.stalls``), compared over every step but warm-up and cut-short
+    ones, so that a step left out as an outlier is explained by them (``StepStats.stalled_ns``)."""
+    if r.steps is None or r.steps.steps.empty:
+        return None
+    table = r.steps.steps
+    compared = [int(s) for s in table.step[table.status.isin(("steady", "outlier"))]]
+    stalls = stalled_calls(frame, classify_rows(frame), compared)
+    if not stalls.rows.size:
+        return None
+    r.steps.stalled_ns = stalls.by_step(frame)
+    return stalls
 
 
 def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:

@@ -18,7 +18,7 @@ within noise: ``compare`` claims one only when the bootstrap interval of the rat
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -43,6 +43,7 @@ class StepStats:
     steps: pd.DataFrame
     keep_all: bool = False
     origin: str = ""  # where the steps come from when the trace does not mark them ("" : step markers)
+    stalled_ns: dict[int, int] = field(default_factory=dict)  # step number: time lost in stalled op calls
 
     @property
     def used(self) -> np.ndarray:
@@ -83,7 +84,9 @@ class StepStats:
         out = []
         for r in self.flagged.itertuples():
             ratio = f", {r.dur_ns / med:.1f}x the median" if med else ""
-            out.append(f"step {r.step} ({r.dur_ns / 1e6:,.1f} ms{ratio}): {r.status}")
+            lost = self.stalled_ns.get(int(r.step), 0)
+            note = f"; {lost / 1e6:,.2f} ms of it in stalled op calls" if lost else ""
+            out.append(f"step {r.step} ({r.dur_ns / 1e6:,.1f} ms{ratio}): {r.status}{note}")
         return out
 
 

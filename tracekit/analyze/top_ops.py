@@ -232,7 +232,7 @@ def _top_input_dims(table: pa.Table, rows: np.ndarray, code: np.ndarray, self_ns
         names = order[done:done + batch]
         done += names.size
         read = positions[np.isin(by_name.index, names)]
-        found, found_texts = _input_dims(table, rows[read])
+        found, found_texts = input_dims(table, rows[read])
         recode = np.zeros(max(len(found_texts), 1), np.int64)
         for i, text in enumerate(found_texts):
             if text not in code_of_text:
@@ -275,7 +275,7 @@ def _any_input_dims(table: pa.Table, rows: np.ndarray) -> bool:
     return pc.any(pc.is_valid(pc.extract_regex(storage, _INPUT_DIMS))).as_py()
 
 
-def _input_dims(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def input_dims(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Each row's code into the distinct ``Input Dims`` JSON texts ("" when absent), and those texts,
     in one vectorized regex pass. Ops group by the integer code: far cheaper than by the text."""
     found = pc.fill_null(pc.struct_field(pc.extract_regex(_args_text(table, rows), _INPUT_DIMS), "dims"), "")

@@ -21,6 +21,7 @@ DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above 
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
 COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
 WAIT_SHARE = 0.5          # CPU-only: the loop's thread waits (Python sleep, lock, poll; a collective) this much of the step
+STALL_SHARE = 0.3         # CPU-only: stalled op calls (tracekit.analyze.stalls) lose this much of the step
 HOST_IDLE_SHARE = 0.5     # a host-side verdict needs the host busy during most of the GPU's idle time
 COPY_SHARE = 0.5          # host copying during this much of the GPU's idle time
 LAUNCH_GAP_SHARE = 0.5    # launch calls during this much of the GPU's idle time
@@ -31,7 +32,7 @@ LOW_PRECISION_MOSTLY = 0.5  # math kernel time already in fp16/bf16/fp8: no mixe
 MATH_CLASSES = ("gemm", "rnn", "convolution", "attention")
 
 VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loading-bound", "communication-bound",
-            "CPU/framework-bound", "CPU compute-bound", "host-idle gaps", "undetermined")
+            "CPU/framework-bound", "CPU compute-bound", "CPU-contended", "host-idle gaps", "undetermined")
 
 # Recurrent styles (``Evidence.recurrent``).
 TORCH_CELL_LOOP = "torch cell loop"          # aten::lstm_cell / gru_cell / rnn_*_cell called per timestep
@@ -54,6 +55,8 @@ class Evidence:
     communication_step_share: float = 0.0  # step time inside collective communication (gloo / NCCL / c10d)
     wait_step_share: float = 0.0  # step time the loop's thread waits (blocked Python frames, or idle during
     # another thread's collective), no compute op running (breakdown's waiting_ns)
+    stall_step_share: float = 0.0  # step time lost in stalled op calls: the excess over the same call's median
+    # in the other steps (tracekit.analyze.stalls)
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # GPU traces: shares of the GPU's idle (gap) time
     idle_share: float = 0.0
@@ -122,6 +125,10 @@ KERNEL_PROFILE_REMEDY = ("profile again with torch._inductor.config.cpp.enable_k
                          "and wrapper")
 WAIT_REMEDY = ("the loop waits on something outside its own work: another thread or process (a queue, data loading), "
                "I/O or a sleep; the waiting frames' callers (Python stacks) say what it waits for: profile that")
+CONTENTION_REMEDY = ("give the loop's thread a core: keep the threads that run at once at or below the cores "
+                     "(torch.set_num_threads / OMP_NUM_THREADS per process = cores / processes when several ranks or "
+                     "jobs share a host; DataLoader workers count too), and look at the host's other load "
+                     "(top, perf sched) and its memory (swapping, page faults) during the run")
 COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
                         "buckets during the backward pass; tune bucket_cap_mb), communicate less often (gradient "
                         "accumulation under no_sync()), or send less (a DDP communication hook that compresses "
@@ -239,6 +246,11 @@ RULES: tuple[Rule, ...] = (
                    f"thread runs a collective) during {e.wait_step_share:.0%} of the step time, with no compute op running",
          lambda e: [WAIT_REMEDY], "CPU-only: the loop's thread waits (Python frames blocked, or idle during another "
                                   "thread's collective) during at least half the step time"),
+    # A call that does the same work every step but ran 10x longer in one did not compute that time: the
+    # thread was not running, and neither compute nor dispatch remedies would recover it.
+    Rule("CPU-contended", lambda e: not e.has_gpu and e.stall_step_share >= STALL_SHARE, None,
+         lambda e: [CONTENTION_REMEDY], "CPU-only: op calls that run 10x their median over the steps (stalled: the "
+                                        "thread was not running) lose at least 30% of the step time"),
     Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
          _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
     # Compiled code with no op inside is kernels or wrapper, and the trace does not say how much of each:

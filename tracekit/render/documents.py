@@ -184,14 +184,21 @@ def steps_section(st: StepStats) -> Section:
     if flagged:
         verb = "kept (--keep-all-steps)" if st.keep_all else "left out of the verdict and headline numbers"
         s.sentences.append(f"Far from the others, {verb}: " + "; ".join(flagged) + ".")
-    s.tables.append(Table("", [Column("step"), Column("duration", "ns"), Column("status"), Column("used")],
-                          [[int(r.step), int(r.dur_ns), r.status, "yes" if r.used else "no"] for r in st.steps.itertuples()]))
+    columns = [Column("step"), Column("duration", "ns"), Column("status"), Column("used")]
+    rows = [[int(r.step), int(r.dur_ns), r.status, "yes" if r.used else "no"] for r in st.steps.itertuples()]
+    if st.stalled_ns:
+        s.sentences.append("Stalled: time lost in op calls that ran 10x the same call's median over the steps "
+                           "(the thread was not running; see the verdict's evidence).")
+        columns.append(Column("stalled", "ns"))
+        rows = [[*row, st.stalled_ns.get(row[0], 0)] for row in rows]
+    s.tables.append(Table("", columns, rows))
     return s
 
 
 def steps_data(st: StepStats) -> dict:
     return {"min_ns": st.min_ns, "median_ns": st.median_ns, "max_ns": st.max_ns, "cv": st.cv, "origin": st.origin,
-            "left_out": [int(x) for x in st.left_out.step], "steps": records(st.steps)}
+            "left_out": [int(x) for x in st.left_out.step], "steps": records(st.steps),
+            "stalled": [{"step": k, "stalled_ns": v} for k, v in sorted(st.stalled_ns.items())]}
 
 
 def top_ops_section(t: TopOps) -> Section:

@@ -1,0 +1,152 @@
+"""Stalled op calls (tracekit.analyze.stalls): a call that does the same work every step but ran 10x
+longer in one was not running. Real torch.profiler captures: a process stopped by the OS inside its
+GEMMs, steps whose work really grew, and a 2-rank DDP run on an oversubscribed 2-core host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tracekit  # noqa: E402
+from tracekit.analyze.classify import classify_rows  # noqa: E402
+from tracekit.analyze.frame import frame_of  # noqa: E402
+from tracekit.analyze.stalls import STALL_MIN_NS, stalled_calls  # noqa: E402
+from tracekit.analyze.steps import step_stats  # noqa: E402
+from tracekit.analyze.verdicts import CONTENTION_REMEDY, Evidence, judge  # noqa: E402
+from tracekit.ingest import load  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data" / "cpu"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"
+GEMMS_PER_STEP = 8
+# Stops the process that started it 3 ms after it reads a line, for 300 ms: the OS takes the CPU
+# from whatever op runs then, as on a host with more runnable threads than cores.
+STOPPER = ("import os, signal, sys, time\n"
+           "print('ready', flush=True); sys.stdin.readline(); time.sleep(0.003)\n"
+           "os.kill(int(sys.argv[1]), signal.SIGSTOP); time.sleep(0.3); os.kill(int(sys.argv[1]), signal.SIGCONT)\n")
+
+
+def _capture(path: Path, stop_step: int | None = None, grow_step: int | None = None, grow_all: bool = True,
+             record_shapes: bool = False) -> Path:
+    """Seven loop iterations (the first a profiler warm-up) of GEMMs + relu + sum. ``stop_step``: the
+    process is stopped inside that iteration's GEMMs. ``grow_step``: that iteration's GEMMs take 16x
+    the rows; ``grow_all``: the ops after them too (a longer sequence), else only the GEMMs."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread per test process: a busy machine stalls fewer calls of its own
+    a, b, big = torch.randn(256, 1024), torch.randn(1024, 1024), torch.randn(256 * 16, 1024)
+    stopper = None
+    if stop_step is not None:
+        stopper = subprocess.Popen([sys.executable, "-c", STOPPER, str(os.getpid())], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, text=True)
+        assert stopper.stdout is not None and stopper.stdout.readline().strip() == "ready"
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes,
+                 schedule=schedule(wait=0, warmup=1, active=6),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for step in range(7):
+            if stopper is not None and step == stop_step:
+                assert stopper.stdin is not None
+                stopper.stdin.write("go\n")
+                stopper.stdin.flush()
+            x = big if step == grow_step else a
+            for _ in range(GEMMS_PER_STEP):
+                y = torch.mm(x, b)
+            if not grow_all:
+                y = y[:256]
+            torch.relu(y).sum()
+            prof.step()
+    torch.set_num_threads(threads)
+    if stopper is not None:
+        assert stopper.wait(timeout=30) == 0
+    return path
+
+
+def _stalls(path: Path):
+    frame = frame_of(load(path))
+    steps = step_stats(frame, keep_all=True)
+    return frame, stalled_calls(frame, classify_rows(frame), steps.used_step_numbers())
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _capture(tmp_path_factory.mktemp("stalls") / "stopped.json", stop_step=4)
+
+
+def _worst(frame, stalls) -> tuple[int, float, float]:
+    """The stalled call that lost the most: its row, stall and median."""
+    assert stalls.rows.size, "no stalled call"
+    i = int(stalls.stall_ns.argmax())
+    return int(stalls.rows[i]), float(stalls.stall_ns[i]), float(stalls.median_ns[i])
+
+
+def test_a_process_stopped_inside_its_ops_shows_a_stalled_call(stopped: Path):
+    # A busy machine may stall other calls of its own (real stalls); the stop is the longest.
+    frame, stalls = _stalls(stopped)
+    row, stall, median = _worst(frame, stalls)
+    assert frame.name(row) in ("aten::mm", "aten::clamp_min", "aten::sum")
+    assert 250e6 < stall < 600e6 and median < 30e6  # the stop lasted 300 ms; the call's usual time is far less
+    assert stalls.steps_compared == 6
+    assert stalls.by_step(frame)[int(frame.step[row])] >= stall - 1  # ns, rounded
+
+
+def test_the_stalled_step_is_explained_and_decides_the_verdict_when_kept(stopped: Path):
+    # By default the stopped step is an outlier, left out of the verdict: its note says why it is long.
+    r = tracekit.launch(stopped).result
+    assert r.verdict == "CPU compute-bound"
+    left_out = next(e for e in r.evidence if e.startswith("left out of this verdict"))
+    assert "in stalled op calls" in left_out, left_out
+    # Judged on every step, the stall is most of the time and the verdict says the thread lost its core.
+    kept = tracekit.launch(stopped, keep_all_steps=True).result
+    assert kept.verdict == "CPU-contended", kept.evidence
+    said = next(e for e in kept.evidence if "stalled, losing" in e)
+    assert "against a median of" in said and "in 6 steps" in said
+    assert kept.remedies[0] == CONTENTION_REMEDY
+    page = tracekit.render(tracekit.report(stopped, keep_all_steps=True), "markdown")
+    assert "| stalled |" in page
+
+
+@pytest.mark.parametrize(("grow_all", "record_shapes"), [(True, False), (False, True)],
+                         ids=["longer step, no shapes", "one call at new shapes, shapes recorded"])
+def test_calls_whose_work_grew_are_not_stalls(tmp_path: Path, grow_all: bool, record_shapes: bool):
+    """16x the rows in one step: the step's other calls grew as well (a longer sequence), or the
+    recorded input shapes differ. Either way the calls did more work, and no stall is claimed."""
+    frame, stalls = _stalls(_capture(tmp_path / "grown.json", grow_step=4, grow_all=grow_all,
+                                     record_shapes=record_shapes))
+    steps = step_stats(frame, keep_all=True).steps
+    grown = int(steps.step[steps.dur_ns.idxmax()])
+    assert steps.dur_ns.max() > 5 * steps.dur_ns.median()  # the step really grew
+    # (a busy machine may stall a call elsewhere: only the grown step's calls are in question)
+    assert grown not in stalls.by_step(frame), [(frame.name(r), s) for r, s in zip(stalls.rows, stalls.stall_ns, strict=True)]
+
+
+def test_an_oversubscribed_ddp_rank_is_contended_and_the_rank_waiting_for_it_is_not():
+    """tests/data/cpu/make_ddp_gloo.py: rank 0's aten::mul ran 8 ms once against 8 us in its other
+    steps; rank 1 waited for it inside a non-compute aten::copy_ (a wait, not a stall)."""
+    rank0 = tracekit.launch(DATA / "ddp_gloo_rank0.pt.trace.json.gz").result
+    assert rank0.verdict == "CPU-contended", rank0.evidence
+    assert any("aten::mul in step 4 ran 7.97 ms" in e for e in rank0.evidence), rank0.evidence
+    _, stalls = _stalls(DATA / "ddp_gloo_rank1.pt.trace.json.gz")
+    assert stalls.rows.size == 0
+    assert tracekit.launch(DATA / "ddp_gloo_rank1.pt.trace.json.gz").result.verdict != "CPU-contended"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces is absent (real traces live there)")
+def test_a_trace_with_steady_calls_has_no_stalls():
+    _, stalls = _stalls(SHARED / "hta" / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    assert stalls.rows.size == 0
+
+
+def test_the_rule_needs_a_third_of_the_step():
+    cpu = dict(has_ops=True, dispatch_share=0.1)
+    assert judge(Evidence(**cpu, stall_step_share=0.35))[0] == "CPU-contended"
+    assert judge(Evidence(**cpu, stall_step_share=0.2))[0] == "CPU compute-bound"
+    # Stalls are CPU-side evidence only: a GPU trace's host calls also block on a full launch queue.
+    assert judge(Evidence(**cpu, stall_step_share=0.9, has_gpu=True, idle_share=0.1))[0] == "GPU-bound"
+    assert STALL_MIN_NS == 500_000

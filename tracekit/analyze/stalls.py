@@ -1,0 +1,182 @@
+"""Stalled op calls: a compute op that took far longer than the same call in the other steps.
+
+A training or inference loop makes the same op calls in every step. The k-th call of an op name on
+a thread, in steps that make the same number of calls of that name there, is the same call doing
+the same work each step. When one such call runs ``STALL_RATIO`` times its median over the steps,
+and at least ``STALL_MIN_NS`` longer, the work did not take that long: its thread was not running
+or was kept waiting. It lost its core (more runnable threads than cores: intra-op threads x
+processes on one host, DataLoader workers, other jobs), waited for a thread pool busy with other
+ops (TF's inter- and intra-op pools) or on a lock, or stalled in the OS (page faults, swapping).
+Profilers record no scheduler events, so this is the trace's own evidence of it; the excess over
+the median is the call's *stall*.
+
+Each rule checks its own evidence:
+* only compute ops (``COMPUTE_OP_CLASSES`` but communication, which waits for other ranks by design)
+  and their self time, so a parent is not blamed for a stalled child;
+* at least ``MIN_STEPS`` steps that make the same number of calls of the name on the thread, else
+  "the k-th call" may be a different call each step (a data-dependent branch) and it is not compared;
+* where input shapes are recorded, the calls compared have the same shapes (a data-dependent op
+  or a branch can change them at the same place);
+* the stalled call's step runs its other calls in at most ``STEP_WORK_RATIO`` times what a usual
+  step's calls take (the median over the steps): when they all take longer, the step's work grew
+  (a longer sequence, a bigger batch) and no call is said to stall. Without recorded shapes, one call whose input alone
+  grew 10x in one step is indistinguishable from a stall; ``record_shapes=True`` rules it out;
+* the trace's first step is compared but never called stalled: first calls create oneDNN
+  primitives, compile kernels and touch fresh memory;
+* ``STALL_MIN_NS`` (0.5 ms) is about the shortest slice the Linux scheduler gives another runnable
+  thread: a descheduled thread loses at least that, and faster noise (cache misses, frequency
+  changes) is not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
+from tracekit.analyze.classify import OP_CLASSES, RowClasses, short_name
+from tracekit.analyze.frame import Frame
+from tracekit.analyze.top_ops import input_dims
+from tracekit.ingest.columns import distinct
+from tracekit.ingest.links import byte_mask
+
+STALL_RATIO = 10.0
+STALL_MIN_NS = 500_000
+MIN_STEPS = 3
+STEP_WORK_RATIO = 2.0
+STALL_CLASSES = tuple(c for c in COMPUTE_OP_CLASSES if c != "communication")
+
+
+@dataclass
+class Stalls:
+    """Stalled calls in the steps examined. Times in ns.
+
+    rows: the stalled op rows; self_ns, median_ns: each one's self time and its call's median over the
+        steps compared; stall_ns: self_ns - median_ns.
+    steps_compared: how many steps the medians are over (0: too few steps to compare).
+    """
+
+    rows: np.ndarray
+    self_ns: np.ndarray
+    median_ns: np.ndarray
+    steps_compared: int
+
+    @property
+    def stall_ns(self) -> np.ndarray:
+        return self.self_ns - self.median_ns
+
+    def within(self, frame: Frame, steps: list[int]) -> Stalls:
+        """The stalled calls of ``steps`` only."""
+        keep = np.isin(frame.step[self.rows], steps)
+        return Stalls(self.rows[keep], self.self_ns[keep], self.median_ns[keep], self.steps_compared)
+
+    def by_step(self, frame: Frame) -> dict[int, int]:
+        """Stall time per step number."""
+        steps, at = np.unique(frame.step[self.rows], return_inverse=True)
+        lost = np.bincount(at, weights=self.stall_ns, minlength=steps.size)
+        return {int(s): int(v) for s, v in zip(steps, lost, strict=True)}
+
+    def describe(self, frame: Frame, span_ns: int) -> str:
+        """One sentence: how many calls stalled, the worst one, and the share of ``span_ns`` lost (at
+        least one call)."""
+        worst = int(np.argmax(self.stall_ns))
+        row, med = int(self.rows[worst]), float(self.median_ns[worst])
+        ratio = f"{self.self_ns[worst] / med:,.0f}x" if med > 0 else "far above"
+        n = self.rows.size
+        lost = self.stall_ns.sum()
+        return (f"{n} op call{'s' if n > 1 else ''} stalled, losing {lost / 1e6:,.2f} ms ({lost / span_ns:.0%} of step "
+                f"time): {short_name(frame.name(row))} in step {frame.step[row]} ran {self.self_ns[worst] / 1e6:,.2f} ms "
+                f"against a median of {_time(med)} for the same call in {self.steps_compared} steps ({ratio}). The "
+                "call does the same work every step, so its thread was not running or was kept waiting: descheduled "
+                "(more runnable threads than cores), waiting for a thread pool busy with other ops, on a lock, or "
+                "blocked in the OS (page faults, swapping)")
+
+
+def _time(ns: float) -> str:
+    return f"{ns / 1e6:,.2f} ms" if ns >= 1e6 else f"{ns / 1e3:,.1f} µs"
+
+
+def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls:
+    """The stalled compute-op calls of ``steps`` (the steps to compare: warm-up and cut-short steps
+    left out), as the module doc defines them."""
+    none = Stalls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0)
+    if len(steps) < MIN_STEPS:
+        return none
+    rows = frame.rows("cpu_op")
+    compute = [OP_CLASSES.index(c) for c in STALL_CLASSES]
+    step = frame.step[rows]
+    wanted = np.zeros(max(int(step.max(initial=0)), max(steps)) + 2, bool)
+    wanted[[s for s in steps if s >= 0]] = True
+    rows = rows[wanted[step] & byte_mask(classes.op[rows], compute)]
+    if rows.size == 0:
+        return none
+    step, thread, name = frame.step[rows], frame.thread_key[rows], frame.name_code[rows]
+    # The k-th call of a name on a thread within a step: order by (thread, name, step, start). A
+    # series is one (thread, name); a run is one series in one step.
+    order = np.lexsort((frame.start[rows], step, name, thread))
+    rows, step, thread, name = rows[order], step[order], thread[order], name[order]
+    new_series = np.r_[True, (thread[1:] != thread[:-1]) | (name[1:] != name[:-1])]
+    series = np.cumsum(new_series) - 1
+    run_start = np.flatnonzero(new_series | np.r_[True, step[1:] != step[:-1]])
+    run_length = np.diff(np.r_[run_start, rows.size])
+    run_series = series[run_start]
+    # Positions compare only where every step makes the same number of calls of the name on the thread.
+    fewest = np.full(int(series[-1]) + 1, np.iinfo(np.int64).max)
+    most = np.zeros(fewest.size, np.int64)
+    np.minimum.at(fewest, run_series, run_length)
+    np.maximum.at(most, run_series, run_length)
+    steps_with = np.bincount(run_series, minlength=fewest.size)
+    comparable = ((fewest == most) & (steps_with >= MIN_STEPS))[series]
+    if not comparable.any():
+        return none
+    keep = np.flatnonzero(comparable)
+    self_ns = np.zeros(rows.size, np.int64)
+    self_ns[keep] = op_self_time(frame, rows[keep])
+    first_step = int(frame.step[frame.rows("step")].min()) if frame.rows("step").size else min(steps)
+    # Only a call that took STALL_MIN_NS can have stalled by that much: medians for those calls only.
+    at = np.flatnonzero(comparable & (self_ns >= STALL_MIN_NS) & (step != first_step))
+    if at.size == 0:
+        return none
+    # A comparable series is a steps x calls matrix in row order (step-major); the call (series, k)
+    # is a column of it: rows start + s * calls + k, s over the steps.
+    start = np.flatnonzero(new_series)[series[at]]
+    calls, count = most[series[at]], steps_with[series[at]]
+    first_cell = start + (at - start) % calls  # the call's row in the series' first step
+    med = np.empty(at.size, np.float64)
+    same_dims = np.ones(at.size, bool)
+    cells_of: list[tuple[np.ndarray, np.ndarray]] = []  # (candidates, their calls' rows in every step)
+    for n in distinct(count):
+        of_n = np.flatnonzero(count == n)
+        cells = first_cell[of_n, None] + np.arange(n) * calls[of_n, None]
+        cells_of.append((of_n, cells))
+        block = np.sort(self_ns[cells], axis=1)
+        med[of_n] = (block[:, (n - 1) // 2] + block[:, n // 2]) / 2
+        slow = self_ns[at[of_n]] >= STALL_RATIO * med[of_n]
+        if slow.any():  # where shapes are recorded, the calls compared must have the same ones
+            dims, _ = input_dims(frame.table, rows[cells[slow]].ravel())
+            dims = dims.reshape(int(slow.sum()), n)
+            same_dims[of_n[slow]] = (dims == dims[:, :1]).all(axis=1)
+    stalled = (self_ns[at] >= STALL_RATIO * med) & (self_ns[at] - med >= STALL_MIN_NS) & same_dims
+    if stalled.any():
+        stalled &= ~_step_grew(step, self_ns, keep, at, stalled, cells_of)
+    hit = at[stalled]
+    return Stalls(rows[hit], self_ns[hit], med[stalled], int(distinct(step[keep]).size))
+
+
+def _step_grew(step: np.ndarray, self_ns: np.ndarray, keep: np.ndarray, at: np.ndarray, stalled: np.ndarray,
+               cells_of: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Per candidate: whether, in its step, the compared calls other than the stalled ones took over
+    ``STEP_WORK_RATIO`` times what those same calls take in a usual step (the median over the
+    steps). Then the step's work grew (a longer sequence, a bigger batch), not one call's wait."""
+    steps = distinct(step[keep])
+    took = np.bincount(np.searchsorted(steps, step[keep]), weights=self_ns[keep], minlength=steps.size)
+    # Leave out every step's rows of the stalled calls (each call once, whichever steps it stalled in).
+    stalled_cells = np.unique(np.concatenate([cells[stalled[of_n]].ravel() for of_n, cells in cells_of]))
+    took -= np.bincount(np.searchsorted(steps, step[stalled_cells]), weights=self_ns[stalled_cells],
+                        minlength=steps.size)
+    grew = took > STEP_WORK_RATIO * float(np.median(took))
+    return grew[np.searchsorted(steps, step[at])]
+
+
+__all__ = ["STALL_MIN_NS", "STALL_RATIO", "Stalls", "stalled_calls"]
