@@ -64,6 +64,10 @@ def test_report_holds_the_published_vs_measured_table(study):
     assert "No GPU on this machine" in text  # said, not left as a gap
     assert "CPU analogue:" in text
     assert "## Time against the native baseline" in text and "## Every traced run" in text
+    # CPU runs are judged too: every traced run's row ends in a verdict.
+    traced = text.split("## Every traced run")[1].split("\n## ")[0]
+    rows = [line for line in traced.splitlines() if line.startswith("| ") and not line.startswith(("| framework", "|:"))]
+    assert rows and all(line.rstrip(" |").rsplit("|", 1)[1].strip() for line in rows), rows[:3]
     data = json.loads((study / "report.html").read_text().split('<script type="application/json" id="tracekit-data">')[1]
                       .split("</script>")[0])
     assert len(data["findings"]) == 10

@@ -29,7 +29,7 @@ class Study:
     facts: StudyFacts
     rows: list[dict[str, Any]]  # the manifest's latest row per run
     breakdowns: dict[str, Breakdown]  # by run id, for every traced run
-    launches: dict[str, LaunchReport]  # by run id, for traced runs with GPU activity
+    launches: dict[str, LaunchReport]  # by run id, for every traced run (GPU and CPU verdicts)
     findings: list[Finding]  # the published findings beside this machine's measurements
     overhead: OverheadReport  # framework overhead against the native baseline
     failed: bool = False  # a run failed (skipped runs are not failures)
@@ -102,7 +102,7 @@ def analyze_study(directory: str | Path, preset_name: str, device: str, notes: l
     tables = {first_trace[path]: parquet.read(out / "dataset" / entry.partition) for path, entry in ingested.items()
               if latest[first_trace[path]]["profiler"] in TRACED_PROFILERS}
     breakdowns = {rid: breakdown(t) for rid, t in tables.items()}
-    launches = {rid: launch(t, bd=breakdowns[rid]) for rid, t in tables.items() if breakdowns[rid].has_gpu}
+    launches = {rid: launch(t, bd=breakdowns[rid]) for rid, t in tables.items()}
     layer_tables = {rid: t for rid, t in tables.items() if decomposable(latest[rid])}
     names = [r.get("device_name") for r in rows if r.get("device") == device and r.get("device_name")]
     facts = StudyFacts(str(out), preset_name, device, str(names[0]) if names else device, wall_s,

@@ -59,7 +59,7 @@ def variant_table(rows: Sequence[Mapping[str, Any]], breakdowns: Mapping[str, Br
         steps = max(1, len(bd.steps))
         ops_per_ts = float(ops.iloc[0]["ops"]) / steps / c["timesteps"] if len(ops) and c.get("timesteps") else None
         shares, rest = _shares(bd, table.classes, gpu)
-        verdict = launches[r["run_id"]].verdict if r["run_id"] in launches and bd.has_gpu else ""
+        verdict = launches[r["run_id"]].verdict if r["run_id"] in launches else ""
         table.rows.append({"framework": r["framework"], "variant": r["variant"], "profiler": r["profiler"],
                            "dtype": r["dtype"], "shape": shape, "time_ns": run_time_ns(r), "ops_per_timestep": ops_per_ts,
                            "shares": shares, "rest": rest, "verdict": verdict})
