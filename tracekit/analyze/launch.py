@@ -488,15 +488,23 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     span = int(cpu.span_ns.sum()) if len(cpu) else 0
     dispatch = int(cpu.dispatch_ns.sum()) if len(cpu) else 0
     compiled = int(cpu.compiled_code_ns.sum()) if len(cpu) else 0
-    e.dispatch_share = (dispatch - compiled) / span if span else 0.0
+    judged = stalls.within(frame, used) if stalls is not None and used is not None else stalls
+    # A stalled copy (a non-compute op) is not dispatch either: the thread was not running.
+    stalled_outside = judged.outside_compute_ns(classify_rows(frame)) if judged is not None else 0
+    e.dispatch_share = max(dispatch - compiled - stalled_outside, 0) / span if span else 0.0
     e.compiled_code_share = compiled / span if span else 0.0
     waiting = int(cpu.waiting_ns.sum()) if len(cpu) else 0
     e.wait_step_share = waiting / span if span else 0.0
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
-    if e.ops_per_step and compiled:
-        r.evidence.append(f"{dispatch / span:.0%} of step time is outside any compute op: {e.dispatch_share:.0%} "
-                          f"framework dispatch and {e.compiled_code_share:.0%} compiled graphs' own code (their "
-                          "generated kernels and wrapper, not split by the trace)")
+    parts = [f"{e.dispatch_share:.0%} framework dispatch"]
+    if compiled:
+        parts.append(f"{e.compiled_code_share:.0%} compiled graphs' own code (their generated kernels and wrapper, "
+                     "not split by the trace)")
+    if stalled_outside:
+        parts.append(f"{stalled_outside / span:.0%} stalled copies")
+    if e.ops_per_step and len(parts) > 1:
+        r.evidence.append(f"{dispatch / span:.0%} of step time is outside any compute op: "
+                          + ", ".join(parts[:-1]) + f" and {parts[-1]}")
     elif e.ops_per_step:
         r.evidence.append(f"{e.dispatch_share:.0%} of step time is outside any compute op (framework dispatch)")
     loading = _data_loading(frame)
@@ -505,8 +513,7 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     talking = _communication(frame)
     if span and talking[0].size:
         e.communication_step_share = intervals.overlap_total(*talking, *_step_windows(frame, used)) / span
-    if stalls is not None and span:
-        judged = stalls.within(frame, used) if used is not None else stalls
+    if judged is not None and judged.rows.size and span:
         e.stall_step_share = int(judged.stall_ns.sum()) / span
         if e.stall_step_share >= STALL_NOTE_SHARE:
             r.evidence.append(judged.describe(frame, span))

@@ -12,7 +12,8 @@ the median is the call's *stall*.
 
 Each rule checks its own evidence:
 * only compute ops (``COMPUTE_OP_CLASSES`` but communication, which waits for other ranks by design)
-  and their self time, so a parent is not blamed for a stalled child;
+  and copies (memory work on the CPU), and their self time, so a parent is not blamed for a
+  stalled child;
 * at least ``MIN_STEPS`` steps that make the same number of calls of the name on the thread, else
   "the k-th call" may be a different call each step (a data-dependent branch) and it is not compared;
 * where input shapes are recorded, the calls compared have the same shapes (a data-dependent op
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
-from tracekit.analyze.classify import OP_CLASSES, RowClasses, short_name
+from tracekit.analyze.classify import OP_CLASSES, OP_RULES, RowClasses, classify_name, short_name
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.top_ops import input_dims
 from tracekit.ingest.columns import distinct
@@ -70,6 +71,12 @@ class Stalls:
         """The stalled calls of ``steps`` only."""
         keep = np.isin(frame.step[self.rows], steps)
         return Stalls(self.rows[keep], self.self_ns[keep], self.median_ns[keep], self.steps_compared)
+
+    def outside_compute_ns(self, classes: RowClasses) -> int:
+        """Stall time of the calls that are not compute ops (copies outside one): time the CPU
+        breakdown counts as dispatch."""
+        compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
+        return int(self.stall_ns[~byte_mask(classes.op[self.rows], compute)].sum())
 
     def by_step(self, frame: Frame) -> dict[int, int]:
         """Stall time per step number."""
@@ -108,7 +115,7 @@ def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls
     step = frame.step[rows]
     wanted = np.zeros(max(int(step.max(initial=0)), max(steps)) + 2, bool)
     wanted[[s for s in steps if s >= 0]] = True
-    rows = rows[wanted[step] & byte_mask(classes.op[rows], compute)]
+    rows = rows[wanted[step] & (byte_mask(classes.op[rows], compute) | _copies(frame, rows))]
     if rows.size == 0:
         return none
     step, thread, name = frame.step[rows], frame.thread_key[rows], frame.name_code[rows]
@@ -162,6 +169,14 @@ def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls
         stalled &= ~_step_grew(step, self_ns, keep, at, stalled, cells_of)
     hit = at[stalled]
     return Stalls(rows[hit], self_ns[hit], med[stalled], int(distinct(step[keep]).size))
+
+
+def _copies(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """Per row: a copy op by its name (``aten::copy_``, ``to``, ``clone``...). A copy takes the class of
+    the op around it, or none; on the CPU it is memory work, the same at the same shapes."""
+    codes = [c for c in distinct(frame.name_code[rows]).tolist()
+             if c >= 0 and classify_name(frame.names[c], OP_RULES) == "copy"]
+    return np.isin(frame.name_code[rows], codes) if codes else np.zeros(rows.size, bool)
 
 
 def _step_grew(step: np.ndarray, self_ns: np.ndarray, keep: np.ndarray, at: np.ndarray, stalled: np.ndarray,
