@@ -4,8 +4,8 @@
 
 Two processes with torch's default intra-op threads (2 each) and gloo's worker threads share two
 cores: more runnable threads than cores. In the captured run (torch 2.13.0, 2-core AMD EPYC) rank 0's
-``aten::mul`` under the reducer ran 8 ms in one step against 8 us in the others (its thread was
-descheduled), and rank 1 waited for it inside ``aten::copy_`` under ``copy_bucket_to_grad``.
+``aten::mul`` under the reducer ran 8 ms in one step against 8 us in the others, and over the same
+8 ms rank 1's ``aten::copy_`` under ``copy_bucket_to_grad`` (26 us in its other steps): both stalled.
 Another run gives other stalls, or none: the files are kept because the stall cannot be re-made
 at will.
 """
