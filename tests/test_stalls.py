@@ -150,7 +150,8 @@ def test_a_trace_with_steady_calls_has_no_stalls():
 
 def test_the_rule_needs_a_third_of_the_step():
     cpu = dict(has_ops=True, dispatch_share=0.1)
-    assert judge(Evidence(**cpu, stall_step_share=0.35))[0] == "CPU-contended"
+    assert judge(Evidence(**cpu, stall_step_share=0.35))[:3:2] == ("CPU-contended", [CONTENTION_REMEDY])
+    assert "tf.config.threading" in judge(Evidence(**cpu, source="tf", stall_step_share=0.35))[2][0]
     assert judge(Evidence(**cpu, stall_step_share=0.2))[0] == "CPU compute-bound"
     # Stalls are CPU-side evidence only: a GPU trace's host calls also block on a full launch queue.
     assert judge(Evidence(**cpu, stall_step_share=0.9, has_gpu=True, idle_share=0.1))[0] == "GPU-bound"

@@ -129,6 +129,10 @@ CONTENTION_REMEDY = ("give the loop's thread a core: keep the threads that run a
                      "(torch.set_num_threads / OMP_NUM_THREADS per process = cores / processes when several ranks or "
                      "jobs share a host; DataLoader workers count too), and look at the host's other load "
                      "(top, perf sched) and its memory (swapping, page faults) during the run")
+TF_CONTENTION_REMEDY = ("give the ops' threads cores: keep TF's inter-op x intra-op threads at or below the cores "
+                        "(tf.config.threading.set_inter_op_parallelism_threads / "
+                        "set_intra_op_parallelism_threads, per process when several share a host), and look at the "
+                        "host's other load (top, perf sched) and its memory (swapping, page faults) during the run")
 COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
                         "buckets during the backward pass; tune bucket_cap_mb), communicate less often (gradient "
                         "accumulation under no_sync()), or send less (a DDP communication hook that compresses "
@@ -249,7 +253,7 @@ RULES: tuple[Rule, ...] = (
     # A call that does the same work every step but ran 10x longer in one did not compute that time: the
     # thread was not running, and neither compute nor dispatch remedies would recover it.
     Rule("CPU-contended", lambda e: not e.has_gpu and e.stall_step_share >= STALL_SHARE, None,
-         lambda e: [CONTENTION_REMEDY], "CPU-only: op calls that run 10x their median over the steps (stalled: the "
+         lambda e: [TF_CONTENTION_REMEDY if e.source == "tf" else CONTENTION_REMEDY], "CPU-only: op calls that run 10x their median over the steps (stalled: the "
                                         "thread was not running) lose at least 30% of the step time"),
     Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
          _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
