@@ -47,6 +47,32 @@ def test_report_names_the_top_ops_with_shapes_and_the_skinny_gemm_remedy(tmp_pat
     assert "## Top ops (self time)" in text and "[[1000,8],[8,512]]" in text
 
 
+def test_a_cpu_gemm_op_gets_the_rate_its_shapes_and_self_time_give(tmp_path, capsys):
+    """2 x 1000 x 256 x 512 FLOP per aten::mm call over its self time; tanh has no rate; without shapes,
+    and on a GPU trace (where aten::mm's self time is its launch), no rate is said."""
+    trace = _capture(tmp_path / "wide.json", record_shapes=True, k=256)
+    top = tracekit.launch(trace, keep_all_steps=True).result.top_ops.ops
+    mm = top[top.name == "aten::mm"].iloc[0]
+    assert mm.gflops == pytest.approx(2 * 1000 * 256 * 512 * mm.calls / mm.self_ns)
+    assert 0.1 < mm.gflops < 10_000  # a CPU's GEMM rate, in GFLOP/s
+    assert top[top.name != "aten::mm"].gflops.isna().all()
+    assert main(["report", str(trace), "-f", "markdown"]) == 0
+    assert "| GFLOP/s |" in capsys.readouterr().out
+    blind = tracekit.launch(_capture(tmp_path / "blind.json", record_shapes=False, k=256)).result.top_ops.ops
+    assert blind.gflops.isna().all()
+
+
+def test_gemm_flops_reads_each_gemm_ops_inputs():
+    from tracekit.analyze.top_ops import gemm_flops
+
+    assert gemm_flops("aten::mm", "[[64,256],[256,1024]]") == 2 * 64 * 256 * 1024
+    assert gemm_flops("aten::addmm", "[[1024],[64,256],[256,1024],[],[]]") == 2 * 64 * 256 * 1024
+    assert gemm_flops("aten::bmm", "[[8,64,32],[8,32,16]]") == 2 * 8 * 64 * 32 * 16
+    assert gemm_flops("aten::baddbmm", "[[8,64,16],[8,64,32],[8,32,16],[],[]]") == 2 * 8 * 64 * 32 * 16
+    assert gemm_flops("aten::linear", "[[64,256],[1024,256],[1024]]") is None  # a wrapper: addmm has the time
+    assert gemm_flops("aten::mm", "") is None and gemm_flops("aten::mm", "[[64,256],[128,1024]]") is None
+
+
 def test_no_skinny_gemm_remedy_without_its_evidence(tmp_path):
     wide = tracekit.launch(_capture(tmp_path / "wide.json", record_shapes=True, k=256)).result
     assert not any("skinny GEMM" in x for x in wide.remedies)  # K = 256: not skinny

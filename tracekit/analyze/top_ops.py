@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
 from tracekit.analyze.classify import OP_CLASSES, RowClasses, op_name_codes, short_name
-from tracekit.analyze.frame import Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.steps import driving_threads
 from tracekit.ingest.columns import distinct, factorize, stable_order
 
@@ -63,7 +63,9 @@ class TopOps:
 
     ops: one row per (name, shapes), largest self time first: name, shapes (JSON text of the
         input dims, "" when not recorded), op_class, calls, self_ns, mean_ns, share (of the time
-        the ops ran in: the steps used, or the trace).
+        the ops ran in: the steps used, or the trace), gflops (the GEMM rate a CPU trace's
+        aten::mm / addmm / bmm / baddbmm achieved from its shapes: 10**9 FLOP per second of self
+        time; NaN for other ops, without shapes, and on GPU traces).
     remedies: sentences naming an op, its shapes and the share of time it accounts for.
     waiting: ops left out of ``ops`` because they wait for compute ops on other threads: name,
         calls, self_ns, covered (share of their duration with other threads busy with ops).
@@ -87,7 +89,7 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     if used_steps is not None:
         rows = rows[np.isin(frame.step[rows], used_steps)]
     window = _window(frame, used_steps)
-    empty = pd.DataFrame(columns=["name", "shapes", "op_class", "calls", "self_ns", "mean_ns", "share"])
+    empty = pd.DataFrame(columns=["name", "shapes", "op_class", "calls", "self_ns", "mean_ns", "share", "gflops"])
     if rows.size == 0:
         return TopOps(empty, window, False)
     code, self_ns, cls = op_name_codes(frame)[rows], op_self_time(frame, rows), classes.op[rows]
@@ -113,6 +115,10 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     })
     out["mean_ns"] = out.self_ns / out.calls
     out["share"] = out.self_ns / window if window else 0.0
+    # On the CPU a GEMM op's self time is the GEMM; on a GPU trace it is the launch, and no rate is said.
+    cpu_only = frame.rows(*GPU_BUSY_KINDS).size == 0
+    out["gflops"] = [gemm_flops(n, sh) * c / t if cpu_only and t > 0 and gemm_flops(n, sh) else np.nan
+                     for n, sh, c, t in zip(out.name, out.shapes, out.calls, out.self_ns, strict=True)]
     result = TopOps(out.reset_index(drop=True), window, shapes_recorded,
                     threads=int(distinct(frame.thread_key[rows]).size))
     waits = np.flatnonzero(waiting)
@@ -306,6 +312,29 @@ def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool) -> list[str]:
                    f"{m}x{k} by {k}x{n}) runs far below GEMM throughput; batch it (across timesteps, or several "
                    f"small GEMMs into one)")
     return out
+
+
+GEMM_FLOP_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")  # their self time is the GEMM
+
+
+def gemm_flops(name: str, shapes: str) -> float | None:
+    """Floating-point operations of one call of a GEMM op (2 x M x K x N, times the batch of a bmm)
+    from its input dims; None for other ops (``linear`` and ``matmul`` are wrappers: their GEMM is a
+    child op's self time) or when the dims are not recorded."""
+    if name not in GEMM_FLOP_OPS:
+        return None
+    if name in ("aten::bmm", "aten::baddbmm"):
+        try:
+            dims = [d for d in json.loads(shapes) if d] if shapes else []
+        except ValueError:
+            return None
+        dims = dims[1:3] if name == "aten::baddbmm" else dims[:2]
+        if len(dims) != 2 or len(dims[0]) != 3 or len(dims[1]) != 3 or dims[0][2] != dims[1][1]:
+            return None
+        (b, m, k), (_, _, n) = dims
+        return 2.0 * b * m * k * n
+    mkn = _gemm_dims(name, shapes)
+    return 2.0 * mkn[0] * mkn[1] * mkn[2] if mkn else None
 
 
 def _gemm_dims(name: str, shapes: str) -> tuple[int, int, int] | None:

@@ -210,11 +210,16 @@ def top_ops_section(t: TopOps) -> Section:
         "Shapes are the ops' input dims." if t.shapes_recorded else
         "No input shapes recorded (torch.profiler(record_shapes=True) records them)."))
     shapes = [Column("input shapes")] if t.shapes_recorded else []
+    rated = "gflops" in t.ops and bool(t.ops.gflops.notna().any())
+    if rated:
+        s.sentences.append("GFLOP/s: the rate a GEMM op achieved, its FLOPs (2 x M x K x N per call, from its shapes) "
+                           "over its self time.")
     cols = [Column("op"), *shapes, Column("class"), Column("calls", "count"), Column("self time", "ns"),
-            Column("mean", "ns"), Column("share", "pct")]
+            Column("mean", "ns"), Column("share", "pct"), *([Column("GFLOP/s", "float")] if rated else [])]
     # Names as in sentences (TF scopes cut to the last three); JSON keeps them whole.
     s.tables.append(Table("", cols, [[short_name(r["name"], 100), *([r["shapes"]] if shapes else []), r["op_class"],
-                                      r["calls"], r["self_ns"], r["mean_ns"], r["share"]] for r in records(t.ops)]))
+                                      r["calls"], r["self_ns"], r["mean_ns"], r["share"],
+                                      *([r["gflops"]] if rated else [])] for r in records(t.ops)]))
     s.sentences.extend(f"{w}." for w in t.describe_waiting())
     return s
 
