@@ -20,8 +20,9 @@ Each rule checks its own evidence:
   or a branch can change them at the same place);
 * the stalled call's step runs its other calls in at most ``STEP_WORK_RATIO`` times what a usual
   step's calls take (the median over the steps): when they all take longer, the step's work grew
-  (a longer sequence, a bigger batch) and no call is said to stall. Without recorded shapes, one call whose input alone
-  grew 10x in one step is indistinguishable from a stall; ``record_shapes=True`` rules it out;
+  (a longer sequence, a bigger batch) and no call is said to stall. Without recorded shapes, one
+  call whose input alone grew 10x in one step is indistinguishable from a stall;
+  ``record_shapes=True`` rules it out;
 * the trace's first step is compared but never called stalled: first calls create oneDNN
   primitives, compile kernels and touch fresh memory;
 * ``STALL_MIN_NS`` (0.5 ms) is about the shortest slice the Linux scheduler gives another runnable

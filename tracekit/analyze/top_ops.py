@@ -117,8 +117,8 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     out["share"] = out.self_ns / window if window else 0.0
     # On the CPU a GEMM op's self time is the GEMM; on a GPU trace it is the launch, and no rate is said.
     cpu_only = frame.rows(*GPU_BUSY_KINDS).size == 0
-    out["gflops"] = [gemm_flops(n, sh) * c / t if cpu_only and t > 0 and gemm_flops(n, sh) else np.nan
-                     for n, sh, c, t in zip(out.name, out.shapes, out.calls, out.self_ns, strict=True)]
+    flops = [gemm_flops(n, sh) if cpu_only else None for n, sh in zip(out.name, out.shapes, strict=True)]
+    out["gflops"] = [f * c / t if f and t > 0 else np.nan for f, c, t in zip(flops, out.calls, out.self_ns, strict=True)]
     result = TopOps(out.reset_index(drop=True), window, shapes_recorded,
                     threads=int(distinct(frame.thread_key[rows]).size))
     waits = np.flatnonzero(waiting)
