@@ -17,6 +17,7 @@ from tracekit.analyze.critical_path import CATEGORIES as PATH_CATEGORIES
 from tracekit.analyze.critical_path import WHOLE_TRACE, CriticalPath
 from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
 from tracekit.analyze.ranges import RangesReport
+from tracekit.analyze.stalls import STALL_RATIO
 from tracekit.analyze.steps import StepStats
 from tracekit.analyze.top_ops import TopOps
 from tracekit.analyze.whatif import WhatIf
@@ -187,8 +188,8 @@ def steps_section(st: StepStats) -> Section:
     columns = [Column("step"), Column("duration", "ns"), Column("status"), Column("used")]
     rows = [[int(r.step), int(r.dur_ns), r.status, "yes" if r.used else "no"] for r in st.steps.itertuples()]
     if st.stalled_ns:
-        s.sentences.append("Stalled: time lost in op calls that ran 10x the same call's median over the steps "
-                           "(the thread was not running; see the verdict's evidence).")
+        s.sentences.append(f"Stalled: time lost in op calls that ran {STALL_RATIO:g}x the same call's median over the "
+                           "steps (the thread was not running; see the verdict's evidence).")
         columns.append(Column("stalled", "ns"))
         rows = [[*row, st.stalled_ns.get(row[0], 0)] for row in rows]
     s.tables.append(Table("", columns, rows))
