@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, needs_shared
 
-from tracekit import dataset
+from tracekit import dataset, engine
 from tracekit.analyze.per_trace import trace_metrics
 from tracekit.cli import main
 from tracekit.ingest import load
@@ -176,6 +176,25 @@ def test_dask_local_cluster_gives_the_same_dataset_and_results(hta_dataset, tmp_
     on_dask = dataset.per_trace_metrics(out, engine="dask")  # a LocalCluster of its own
     single = dataset.per_trace_metrics(local)
     assert on_dask.drop(columns="source_file").equals(single.drop(columns="source_file"))
+
+
+def _worker_setup() -> dict:
+    import os
+    import sys
+
+    import dask
+    return {"trim": os.environ.get("MALLOC_TRIM_THRESHOLD_"), "profile": dask.config.get("distributed.worker.profile.enabled"),
+            "preloaded": sorted(m for m in engine.WORKER_PRELOAD if m in sys.modules)}
+
+
+def test_tracekit_starts_its_dask_workers_without_the_malloc_trim_setting_and_with_the_reader_imported(monkeypatch):
+    """The settings that made a Kineto ingest task 22% slower inside a Dask worker than outside
+    (benchmarks/dask_ingest.py; engine.local_cluster says why)."""
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)  # a worker inherits this process's own
+    with engine.local_cluster(1) as cluster, distributed.Client(cluster) as client:
+        (setup,) = client.run(_worker_setup).values()
+    assert setup == {"trim": None, "profile": False, "preloaded": sorted(engine.WORKER_PRELOAD)}
 
 
 @needs_shared
