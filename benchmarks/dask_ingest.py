@@ -8,7 +8,7 @@ skip them. Both runs use the cluster ``tracekit ingest --engine dask`` starts
 (``engine.local_cluster``: single-threaded worker processes that import the reader as they start),
 started before the clock starts, so the figure is the ingest itself (hashing and parsing, both on
 the workers); the reference is the 1-worker run, measured in the same invocation, interleaved with the 2-worker
-runs; medians of --repeats. Target on a 2-core machine (issue 20): >= 1.8x.
+runs; medians of --repeats (5). Target on a 2-core machine (issue 20): >= 1.8x.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--source", type=Path, default=DEFAULT)
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per worker count (interleaved; median)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per worker count (interleaved; median)")
     args = parser.parse_args()
     if not args.source.exists():
         print(f"{args.source} not found (../shared/traces beside the checkout, or pass --source)", file=sys.stderr)

@@ -32,7 +32,8 @@ class Mapper:
         if self.client is None or not tasks:
             return [fn(*t) for t in tasks]
         # pure=False: re-running a task must re-run it (ingest writes files), not reuse a cached result.
-        return self.client.gather([self.client.submit(fn, *t, pure=False) for t in tasks])
+        # One map call sends the scheduler one graph update, not one message per task.
+        return self.client.gather(self.client.map(fn, *zip(*tasks, strict=True), pure=False))
 
 
 @contextlib.contextmanager
