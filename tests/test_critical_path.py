@@ -141,3 +141,34 @@ def test_a_trace_without_steps_is_said_to_be_analysed_whole(capsys) -> None:
     assert main(["critical-path", str(H100 / "nn_lstm-cuda-fp32-b64-h1024-i1024-l1-t100.pt.trace.json.gz"),
                  "-f", "markdown"]) == 0
     assert "No step is marked" not in capsys.readouterr().out
+
+
+@needs_shared
+def test_cpu_bound_time_inside_compute_ops_run_on_the_cpu_is_told_apart() -> None:
+    """On a CPU-only trace most of the path is the math itself (the keras LSTM's MatMuls), which
+    "CPU-bound (framework / Python)" alone would misname; the part is within cpu_bound."""
+    table = load(TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_eager.xplane.pb")
+    cp = critical_path(table)
+    assert cp.shares["cpu_bound"] == pytest.approx(100.0)
+    assert 0.3 * cp.total_ns < cp.cpu_compute_ns < cp.total_ns
+    compute = cp.edges[cp.edges.cpu_compute]
+    assert (compute.category == "cpu_bound").all()
+    assert "EagerLocalExecute: MatMul" in set(compute.name)
+    assert cp.cpu_compute_ns == compute.weight_ns.sum()
+
+
+def test_an_op_whose_callees_launch_gpu_work_is_not_cpu_compute() -> None:
+    """aten::linear's GEMM runs on the GPU (launched by a callee): its host time is dispatch."""
+    table = load(H100 / "nn_lstm-cuda-fp32-b64-h1024-i1024-l1-t100.pt.trace.json.gz")
+    cp = critical_path(table)
+    frame = frame_of(table)
+    owners = frame.op_row[frame.rows("gpu_kernel")]
+    launching = set(owners[owners >= 0].tolist())
+    ancestors = set()
+    for row in launching:
+        while row >= 0:
+            ancestors.add(row)
+            row = int(frame.op_parent[row])
+    compute_rows = set(cp.edges.row[cp.edges.cpu_compute].tolist())
+    assert not compute_rows & ancestors
+    assert cp.cpu_compute_ns < 0.05 * cp.total_ns

@@ -84,8 +84,9 @@ class CriticalPath:
     window: what was analysed (the range or step name, its instance, start and end).
     shares: percent of the path's weight per category (``CATEGORIES``), adding up to 100.
     edges: one row per weighted edge on the path, in order: row (the event), name, kind,
-        category, start_ns (where the edge begins), weight_ns.
-    top: the events with the most path time: name, category, weight_ns, share (percent).
+        category, cpu_compute (a cpu_bound edge inside a compute op run on the CPU), start_ns (where
+        the edge begins), weight_ns.
+    top: the events with the most path time: name, category, cpu_compute, weight_ns, share (percent).
     handoffs: calls that handed their work to other threads and waited (``_handoffs``), and
         handed_ops: how many top-level ops ran for them.
     """
@@ -99,6 +100,10 @@ class CriticalPath:
     graph_edges: int
     handoffs: int = 0
     handed_ops: int = 0
+    # The part of cpu_bound spent inside compute ops that run on the CPU (GEMM, elementwise, ... with
+    # no GPU work of their own): the math itself, not framework overhead. On a CPU-only trace it is
+    # most of the path, which "CPU-bound" alone would leave unsaid.
+    cpu_compute_ns: int = 0
 
 
 def critical_path(table: pa.Table, range_name: str | None = None, instance: int | None = None) -> CriticalPath:
@@ -509,6 +514,17 @@ def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[s
     talking = np.zeros(len(frame), bool)
     talking[collective_work_rows(frame)] = True  # not NCCL's enqueue calls: those are host work
     op_names = op_name_codes(frame)
+    cpu_compute = np.isin(classes.op, [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES if c != "communication"])
+    # An op whose work, or whose callees' work, runs on a GPU: its host time is dispatch and launches.
+    owners = np.unique(frame.op_row[frame.rows(*GPU_KINDS)])
+    owners = owners[owners >= 0]
+    seen = np.zeros(len(frame), bool)
+    while owners.size:
+        seen[owners] = True
+        owners = frame.op_parent[owners]
+        owners = np.unique(owners[owners >= 0])
+        owners = owners[~seen[owners]]  # stop where an earlier walk already went
+    cpu_compute &= ~seen
     records = []
     for e in path:
         weight = int(g.w[e])
@@ -529,13 +545,16 @@ def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[s
         else:
             category = "cpu_bound"
         records.append({"row": row, "name": name, "kind": KINDS[int(frame.kind[row])] if row >= 0 else "",
-                        "category": category, "start_ns": int(g.ts[g.src[e]]), "weight_ns": weight})
-    edges = pd.DataFrame.from_records(records, columns=["row", "name", "kind", "category", "start_ns", "weight_ns"])
+                        "category": category, "cpu_compute": category == "cpu_bound" and row >= 0 and bool(cpu_compute[row]),
+                        "start_ns": int(g.ts[g.src[e]]), "weight_ns": weight})
+    edges = pd.DataFrame.from_records(records, columns=["row", "name", "kind", "category", "cpu_compute", "start_ns",
+                                                       "weight_ns"])
     total = int(edges.weight_ns.sum()) if len(edges) else 0
     by = edges.groupby("category").weight_ns.sum() if len(edges) else pd.Series(dtype=float)
     shares = {c: (100 * float(by.get(c, 0)) / total if total else 0.0) for c in CATEGORIES}
-    top = (edges.groupby(["name", "category"], as_index=False).weight_ns.sum()
+    top = (edges.groupby(["name", "category", "cpu_compute"], as_index=False).weight_ns.sum()
            .sort_values("weight_ns", ascending=False).head(15).reset_index(drop=True)) if len(edges) else \
-        pd.DataFrame(columns=["name", "category", "weight_ns"])
+        pd.DataFrame(columns=["name", "category", "cpu_compute", "weight_ns"])
     top["share"] = 100 * top.weight_ns / total if total else 0.0
-    return CriticalPath(window, total, shares, edges, top, int(g.ts.size), len(g.src))
+    cpu_compute_ns = int(edges.weight_ns[edges.cpu_compute.astype(bool)].sum()) if len(edges) else 0
+    return CriticalPath(window, total, shares, edges, top, int(g.ts.size), len(g.src), cpu_compute_ns=cpu_compute_ns)

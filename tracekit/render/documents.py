@@ -393,10 +393,15 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
     return Document("tracekit compare: " + " vs ".join(cmp.labels), "compare", facts, sections, data)
 
 
-PATH_LABELS = {"cpu_bound": "CPU-bound (framework / Python / host calls)", "data_loading": "data loading",
+PATH_LABELS = {"cpu_bound": "CPU-bound (framework / Python / host calls / CPU compute ops)", "data_loading": "data loading",
                "gpu_kernel_launch_overhead": "kernel launch overhead", "gpu_kernel_kernel_overhead": "kernel-kernel overhead",
                "gpu_compute_bound": "GPU compute", "gpu_communication_bound": "GPU communication",
                "cpu_communication_bound": "host communication (collectives)"}
+
+
+# One event's label in the top table: a cpu_bound event is either a compute op run on the CPU or not.
+EVENT_LABELS = {**PATH_LABELS, "cpu_bound": "CPU-bound: framework / Python / host call"}
+CPU_COMPUTE_LABEL = "CPU-bound: a compute op run on the CPU"
 
 
 def critical_path_document(name: str, facts: list[tuple[str, str]], cp: CriticalPath) -> Document:
@@ -418,21 +423,31 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
     bound = max(PATH_CATEGORIES, key=lambda c: cp.shares[c]) if cp.total_ns else ""
     if bound:
         head.sentences.append(f"Bound by: {PATH_LABELS[bound]}, {cp.shares[bound]:.1f}% of the path.")
+    compute_share = 100 * cp.cpu_compute_ns / cp.total_ns if cp.total_ns else 0.0
+    if cp.cpu_compute_ns:
+        head.sentences.append(
+            f"Of the CPU-bound {cp.shares['cpu_bound']:.1f}%, {compute_share:.1f} points are inside compute ops that ran "
+            f"on the CPU (GEMM, elementwise, reductions, ... with no GPU work of their own): the math itself; the other "
+            f"{cp.shares['cpu_bound'] - compute_share:.1f} are framework, Python and host calls.")
+    made_of = [[PATH_LABELS[c], cp.shares[c] / 100, cp.shares[c] / 100 * cp.total_ns] for c in PATH_CATEGORIES]
+    if cp.cpu_compute_ns:  # the sub-row right under CPU-bound, which it is part of
+        made_of.insert(PATH_CATEGORIES.index("cpu_bound") + 1,
+                       ["  of which compute ops run on the CPU", compute_share / 100, cp.cpu_compute_ns])
     head.tables.append(Table("What the path is made of", [Column("bound by"), Column("share", "pct"), Column("time", "ns")],
-                             [[PATH_LABELS[c], cp.shares[c] / 100, cp.shares[c] / 100 * cp.total_ns]
-                              for c in PATH_CATEGORIES]))
+                             made_of))
     head.charts.append(Chart("stacked", "Critical path by what bounds it", [where],
                              [PATH_LABELS[c] for c in PATH_CATEGORIES],
                              [[cp.shares[c] / 100 * cp.total_ns / 1e6 for c in PATH_CATEGORIES]]))
     top = Section("Top events on the path")
     top.tables.append(Table("", [Column("event"), Column("bound by"), Column("time on path", "ns"), Column("share", "pct")],
-                            [[short_name(r.name), PATH_LABELS.get(r.category, r.category), r.weight_ns, r.share / 100]
-                             for r in cp.top.itertuples()]))
+                            [[short_name(r.name), CPU_COMPUTE_LABEL if r.cpu_compute else EVENT_LABELS.get(r.category, r.category),
+                              r.weight_ns, r.share / 100] for r in cp.top.itertuples()]))
     data = {"window": window, "path_ns": cp.total_ns, "nodes": cp.nodes, "edges": cp.graph_edges,
             "handoffs": cp.handoffs, "handed_ops": cp.handed_ops,
             "shares_pct": {c: round(cp.shares[c], 4) for c in PATH_CATEGORIES},
-            "top": [{"name": r.name, "category": r.category, "weight_ns": int(r.weight_ns), "share_pct": round(r.share, 4)}
-                    for r in cp.top.itertuples()]}
+            "cpu_bound_in_cpu_compute_ops_pct": round(compute_share, 4),
+            "top": [{"name": r.name, "category": r.category, "cpu_compute_op": bool(r.cpu_compute),
+                     "weight_ns": int(r.weight_ns), "share_pct": round(r.share, 4)} for r in cp.top.itertuples()]}
     return Document(f"tracekit critical-path: {name}", "critical-path", facts, [head, top], data)
 
 
