@@ -202,14 +202,16 @@ def steps_data(st: StepStats) -> dict:
             "stalled": [{"step": k, "stalled_ns": v} for k, v in sorted(st.stalled_ns.items())]}
 
 
-def top_ops_section(t: TopOps) -> Section:
+def top_ops_section(t: TopOps, source: str = "") -> Section:
+    """``source``: the trace's source (torch, tf, nsys, ...), for the hint on recording shapes."""
     s = Section("Top ops (self time)")
     where = "the steps used" if t.window_ns else "the trace"
     threads = (f" Ops ran on {t.threads} threads, so their shares can add up to more than 100%."
                if t.threads > 1 else "")
     s.sentences.append(f"Share: of {where} ({t.window_ns / 1e6:,.3f} ms).{threads} " + (
         "Shapes are the ops' input dims." if t.shapes_recorded else
-        "No input shapes recorded (torch.profiler(record_shapes=True) records them)."))
+        "No input shapes recorded (torch.profiler(record_shapes=True) records them)." if source == "torch" else
+        "No input shapes recorded in this trace."))
     shapes = [Column("input shapes")] if t.shapes_recorded else []
     rated = "gflops" in t.ops and bool(t.ops.gflops.notna().any())
     if rated:
@@ -233,7 +235,7 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
         if lr.steps is not None and len(lr.steps.steps):
             sections.append(steps_section(lr.steps))
         if lr.top_ops is not None and len(lr.top_ops.ops):
-            sections.append(top_ops_section(lr.top_ops))
+            sections.append(top_ops_section(lr.top_ops, dict(facts).get("source", "")))
     used = lr.steps.used_step_numbers() if lr is not None and lr.steps is not None and len(lr.steps.steps) else None
     sections += breakdown_sections(bd, used)
     data: dict[str, Any] = {"breakdown": _breakdown_data(bd)}
