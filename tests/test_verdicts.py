@@ -359,3 +359,15 @@ def test_calls_per_step_without_steps_use_a_repeated_range_or_say_they_are_the_w
     assert unknown[0].startswith("the trace calls a torch.compile graph 5 times and marks no steps"), unknown
     jax = judge(Evidence(jit_calls_per_step=5, calls_per_step_known=False, **{**cpu, "source": "jax"}))[2]
     assert jax[0].startswith("the trace makes 5 jitted-function dispatches and marks no steps"), jax
+
+
+def test_a_compute_bound_verdict_near_the_dispatch_threshold_says_so_and_adds_its_remedies():
+    """48% dispatch is compute-bound by the rule, but only just: the reader is told, and the
+    dispatch remedies follow the compute one (a transformer training step on CPU measured 48%)."""
+    close = Evidence(source="torch", has_ops=True, dispatch_share=0.48, ops_per_step=2000)
+    verdict, says, remedies = judge(close)
+    assert verdict == "CPU compute-bound"
+    assert any("close behind at 48%" in s for s in says)
+    assert remedies[0].startswith("the time is in compute ops") and any("torch.compile" in r for r in remedies)
+    verdict, says, remedies = judge(Evidence(source="torch", has_ops=True, dispatch_share=0.2, ops_per_step=2000))
+    assert verdict == "CPU compute-bound" and not says and not any("torch.compile" in r for r in remedies)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 # Thresholds (shares in 0..1).
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
+DISPATCH_CLOSE_SHARE = 0.4  # CPU compute-bound with this much dispatch: framework time is close behind, said so
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
 COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
 WAIT_SHARE = 0.5          # CPU-only: the loop's thread waits (Python sleep, lock, poll; a collective) this much of the step
@@ -90,7 +91,7 @@ class Rule:
 
     verdict: str
     test: Callable[[Evidence], bool]
-    says: Callable[[Evidence], str] | None
+    says: Callable[[Evidence], str | None] | None  # None, or a None result: nothing beyond the general evidence
     remedies: Callable[[Evidence], list[str]]
     why: str  # the rule in words, for the docs
 
@@ -207,6 +208,21 @@ def _host_bound_remedies(launch_bound: bool) -> Callable[[Evidence], list[str]]:
     return remedies
 
 
+def _close_to_framework_bound(e: Evidence) -> str | None:
+    """A compute-bound verdict near the dispatch threshold: both halves of the step matter."""
+    if e.dispatch_share < DISPATCH_CLOSE_SHARE:
+        return None
+    return (f"framework dispatch is close behind at {e.dispatch_share:.0%} of step time (CPU/framework-bound from "
+            f"{DISPATCH_SHARE:.0%}), so its remedies apply too")
+
+
+def _cpu_compute_remedies(e: Evidence) -> list[str]:
+    remedies = [*recurrent_remedies(e), CPU_COMPUTE_REMEDY]
+    if e.dispatch_share >= DISPATCH_CLOSE_SHARE:
+        remedies += [r for r in _host_bound_remedies(False)(e) if r not in remedies]
+    return remedies
+
+
 def _launch_bound_says(e: Evidence) -> str:
     """The condition that made the trace launch-bound, in words (and what graphs already cover)."""
     if e.launch_p50_ns >= e.kernel_p50_ns:
@@ -266,8 +282,9 @@ RULES: tuple[Rule, ...] = (
          lambda e: [*([KERNEL_PROFILE_REMEDY] if e.source in ("torch", "") else []), *_compile_remedies(e, False)],
          "CPU-only: compiled graphs' own code (kernels or wrapper, not split) holds the balance between "
          "dispatch and compute"),
-    Rule("CPU compute-bound", lambda e: not e.has_gpu, None,
-         lambda e: [*recurrent_remedies(e), CPU_COMPUTE_REMEDY], "CPU-only: most step time is inside compute ops"),
+    Rule("CPU compute-bound", lambda e: not e.has_gpu, _close_to_framework_bound, _cpu_compute_remedies,
+         "CPU-only: most step time is inside compute ops (with dispatch at 40% or more of it, said to be close "
+         "behind, and its remedies follow the compute one)"),
     Rule("GPU-bound", lambda e: not _gap(e),
          lambda e: f"largest GPU class: {e.top_gpu_class or 'other'} ({e.top_gpu_class_share:.0%} of busy time)",
          lambda e: ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in MATH_CLASSES
@@ -302,8 +319,8 @@ def judge(e: Evidence) -> tuple[str, list[str], list[str]]:
     """The first rule that holds: (verdict, its evidence sentences, its remedies)."""
     for rule in RULES:
         if rule.test(e):
-            says = [rule.says(e)] if rule.says is not None else []
-            return rule.verdict, says, rule.remedies(e)
+            said = rule.says(e) if rule.says is not None else None
+            return rule.verdict, [said] if said else [], rule.remedies(e)
     raise AssertionError("the last rule always holds")
 
 
