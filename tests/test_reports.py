@@ -176,6 +176,24 @@ def test_compare_across_sources_reports_added_and_removed_names():
     assert metrics.loc["kernel_count", "nsys"] == 1002
 
 
+def test_compare_of_three_traces_says_which_trace_added_or_removed_a_name():
+    """A name the second trace keeps and the third drops is removed in the third only (it was
+    "removed" outright, beside a count of 40 in the second)."""
+    h100 = Path(__file__).parent / "data" / "h100"
+    a, b, c = (h100 / f"{v}-cuda-fp32-b16-h256-i256-l1-t10.pt.trace.json.gz"
+               for v in ("custom_eager", "lstmcell_loop", "custom_compile_cudagraphs"))
+    names = api.compare([a, b, c]).result.names
+    for row in names.itertuples():
+        counts = {"B": row.count_B, "C": row.count_C}
+        if row.count_A == 0:
+            assert row.status == "added in " + ", ".join(k for k, v in counts.items() if v > 0), row
+        elif all(v > 0 for v in counts.values()):
+            assert row.status == "common", row
+        else:
+            assert row.status == "removed in " + ", ".join(k for k, v in counts.items() if v == 0), row
+    assert {"removed in C", "removed in B, C", "added in B", "added in C"} <= set(names.status)
+
+
 def _png_is_blank(png: bytes) -> bool:
     """True when every pixel of an 8-bit RGB(A) PNG has the same colour."""
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

@@ -84,8 +84,9 @@ class Comparison:
 
     metrics: one row per metric, one column per label (values: ns or counts).
     names: per (kind, name): ``count_<label>``, ``total_ns_<label>``, ``mean_ns_<label>``, and
-        status (``common``, ``added``, ``removed`` relative to the baseline), sorted by the
-        largest absolute total change.
+        status relative to the baseline (``common``, ``added``, ``removed``; with three or more
+        traces, which ones: ``added in B, C``, ``removed in C``), sorted by the largest absolute total
+        change.
     ranges: per range name: ``total_ns_<label>``, ``instances_<label>``.
     steps: per position in each trace (``index`` 0 = its first step): ``step_<label>`` (the step's
         own number, as ``report`` shows it), ``dur_ns_<label>``, ``status_<label>``.
@@ -238,6 +239,26 @@ def _trace_extra(table: pa.Table) -> dict:
     return extra if isinstance(extra, dict) else {}
 
 
+def _name_status(present: dict[str, pd.Series], base: str, others: list[str]) -> np.ndarray:
+    """Per name: ``added`` (absent in the baseline), ``removed`` (in the baseline, absent from a
+    trace) or ``common``; with several traces to compare, the traces it was added in or removed from,
+    so that a name one trace keeps and another drops is not called removed from both."""
+    in_base = present[base].to_numpy(bool)
+    has = np.array([present[o].to_numpy(bool) for o in others]).reshape(len(others), in_base.size)
+    differs = has != in_base  # per other trace: has the name where the baseline lacks it, or the reverse
+    status = np.where(~in_base & differs.any(axis=0), "added", np.where(in_base & differs.any(axis=0), "removed", "common"))
+    if len(others) < 2:
+        return status.astype(object)
+    # Which traces, as one code per distinct pattern of them (few patterns, however many names).
+    pattern = (differs * (1 << np.arange(len(others)))[:, None]).sum(axis=0)
+    out = status.astype(object)
+    for code in np.unique(pattern[pattern > 0]):
+        which = ", ".join(o for k, o in enumerate(others) if code >> k & 1)
+        rows = pattern == code
+        out[rows] = np.char.add(status[rows].astype(str), f" in {which}")
+    return out
+
+
 def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: list[str] | None = None,
             skip_steps: int = 0, keep_all_steps: bool = False, step_times: dict[str, float] | None = None) -> Comparison:
     """Compare traces against the first one (see the module doc for ``fail_if``).
@@ -273,8 +294,7 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
         names[f"mean_ns_{lab}"] = (names[f"total_ns_{lab}"] / names[f"count_{lab}"].where(names[f"count_{lab}"] > 0)).fillna(0)
     base, others = labels[0], labels[1:]
     present = {lab: names[f"count_{lab}"] > 0 for lab in labels}
-    names["status"] = np.where(~present[base] & np.any([present[o] for o in others], axis=0), "added",
-                               np.where(present[base] & ~np.all([present[o] for o in others], axis=0), "removed", "common"))
+    names["status"] = _name_status(present, base, others)
     change = np.max([np.abs(names[f"total_ns_{o}"] - names[f"total_ns_{base}"]) for o in others], axis=0)
     names = names.assign(_c=change).sort_values("_c", ascending=False, kind="stable").drop(columns="_c").reset_index(drop=True)
     rng = _wide([s.ranges.assign(label=s.label) for s in sums], ["name"], ["instances", "total_ns"], labels)

@@ -369,8 +369,8 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
     n.tables.append(Table("", ncols, [[r["kind"], r["name"], r["status"], *[r[f"count_{lab}"] for lab in cmp.labels],
                                        *[r[f"total_ns_{lab}"] for lab in cmp.labels], *[r[f"mean_ns_{lab}"] for lab in cmp.labels]]
                                       for r in records(cmp.names)]))
-    added = int((cmp.names.status == "added").sum())
-    removed = int((cmp.names.status == "removed").sum())
+    added = int(cmp.names.status.str.startswith("added").sum())
+    removed = int(cmp.names.status.str.startswith("removed").sum())
     n.sentences.append(f"{added} names appear and {removed} disappear relative to {base}.")
     sections.append(n)
     if len(cmp.ranges):
