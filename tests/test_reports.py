@@ -350,3 +350,18 @@ def test_html_page_keeps_its_embedded_data_within_a_budget():
     assert len(text) <= 20_000 and what and data["truncated"]["gaps"] == len(full["gaps"])
     assert data["gaps"] == full["gaps"][:len(data["gaps"])]
     assert html_report.embedded_data({"a": list(range(10))}, budget=20_000) == ('{"a":[0,1,2,3,4,5,6,7,8,9]}', "")
+
+
+@needs_shared
+def test_ranges_of_a_cpu_only_trace_leave_out_the_gpu_columns(capsys):
+    """A CPU capture's ranges launch nothing: three columns of zeros would say nothing (JSON keeps them)."""
+    cpu = TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_fn.xplane.pb"
+    assert main(["ranges", str(cpu), "-f", "markdown"]) == 0
+    page = capsys.readouterr().out
+    header = next(line for line in page.splitlines() if line.startswith("| range |"))
+    assert "GPU" not in header and "No range launched GPU work" in page
+    assert main(["ranges", str(cpu), "-f", "json"]) == 0
+    assert all("gpu_ops" in r for r in json.loads(capsys.readouterr().out)["summary"])
+    gpu = Path(__file__).parent / "data" / "h100" / "nn_lstm_amp-cuda-fp16-b64-h256-i256-l1-t20.pt.trace.json.gz"
+    assert main(["ranges", str(gpu), "-f", "markdown"]) == 0
+    assert "| GPU projection |" in capsys.readouterr().out

@@ -316,11 +316,15 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
 
 def ranges_document(name: str, facts: list[tuple[str, str]], rr: RangesReport) -> Document:
     s = Section("Ranges (NVTX / record_function / TraceMe), by total CPU time")
+    # A trace whose ranges launched no GPU work (a CPU-only capture) gets no columns of zeros; JSON keeps them.
+    gpu = bool(len(rr.summary)) and bool(rr.summary.gpu_ops.any())
     cols = [Column("range"), Column("instances", "count"), Column("total", "ns"), Column("mean", "ns"), Column("depth", "float"),
-            Column("GPU projection", "ns"), Column("GPU ops", "count"), Column("GPU busy", "ns")]
-    s.tables.append(Table("", cols, [[r["name"], r["instances"], r["total_ns"], r["mean_ns"], r["mean_depth"], r["proj_total_ns"],
-                                      r["gpu_ops"], r["gpu_busy_ns"]] for r in records(rr.summary)],
-                          "GPU projection: first start to last end of the GPU work launched inside the range (as nsys nvtx_gpu_proj)"))
+            *([Column("GPU projection", "ns"), Column("GPU ops", "count"), Column("GPU busy", "ns")] if gpu else [])]
+    s.tables.append(Table("", cols, [[r["name"], r["instances"], r["total_ns"], r["mean_ns"], r["mean_depth"],
+                                      *([r["proj_total_ns"], r["gpu_ops"], r["gpu_busy_ns"]] if gpu else [])]
+                                     for r in records(rr.summary)],
+                          "GPU projection: first start to last end of the GPU work launched inside the range (as nsys nvtx_gpu_proj)"
+                          if gpu else "No range launched GPU work: the GPU columns are left out (the JSON output has them)."))
     return Document(f"tracekit ranges: {name}", "ranges", facts, [s],
                     {"summary": records(rr.summary), "instances": records(rr.instances)})
 
