@@ -365,3 +365,13 @@ def test_ranges_of_a_cpu_only_trace_leave_out_the_gpu_columns(capsys):
     gpu = Path(__file__).parent / "data" / "h100" / "nn_lstm_amp-cuda-fp16-b64-h256-i256-l1-t20.pt.trace.json.gz"
     assert main(["ranges", str(gpu), "-f", "markdown"]) == 0
     assert "| GPU projection |" in capsys.readouterr().out
+
+
+@needs_shared
+def test_compare_says_when_work_moved_from_one_class_into_another():
+    """The Keras LSTM's per-timestep MatMuls (gemm) become one BlockLSTM op (rnn): the rise in rnn
+    alone would read as new work."""
+    cpu = TRACES / "xprof" / "cpu_tf2.21"
+    findings = api.compare([cpu / "lstm_keras_eager.xplane.pb", cpu / "lstm_raw_blocklstm_fn.xplane.pb"]).result.findings
+    moved = next(f for f in findings if f.startswith("The largest change in classified work"))
+    assert "framework-op rnn time" in moved and "framework-op gemm time fell" in moved and "moved out of" in moved

@@ -378,8 +378,21 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
             if deltas.iloc[0] > 0:
                 label = f"framework-op {top[3:-5]} time" if top.startswith("op_") else f"GPU {top[:-5]} time"
                 unit = " per step" if per_step else " over the whole trace"
-                out.append(f"The largest change in classified work is {label}{unit}: {ms(col[top])} in {lab} against "
-                           f"{ms(bcol[top])} in {base} ({rel(col[top], bcol[top])}).")
+                sentence = (f"The largest change in classified work is {label}{unit}: {ms(col[top])} in {lab} against "
+                            f"{ms(bcol[top])} in {base} ({rel(col[top], bcol[top])})")
+                # A drop in one class beside a rise in another of the same kind (op or GPU) is often the same
+                # work under a new class (separate GEMM ops folded into one fused RNN op): say both.
+                change = col[classes] - bcol[classes]
+                kin = [m for m in classes if m.startswith("op_") == top.startswith("op_") and m != top]
+                # The other way: the largest rise beside a drop, the largest drop beside a rise.
+                other = (change[kin].idxmax() if change[top] < 0 else change[kin].idxmin()) if kin else None
+                if other is not None and -change[other] * np.sign(change[top]) >= 0.25 * abs(change[top]):
+                    what = f"framework-op {other[3:-5]}" if other.startswith("op_") else f"GPU {other[:-5]}"
+                    moved = "out of" if change[top] > 0 else "into"
+                    sentence += (f", while {what} time {'rose' if change[other] > 0 else 'fell'} from "
+                                 f"{ms(bcol[other])} to {ms(col[other])}: part of the work may have moved {moved} "
+                                 "that class (a fused op doing what separate ops did)")
+                out.append(sentence + ".")
         out += _waiting_finding(col, bcol, lab, base, ms)
         added = names[(names[f"count_{base}"] == 0) & (names[f"count_{lab}"] > 0)]
         removed = names[(names[f"count_{base}"] > 0) & (names[f"count_{lab}"] == 0)]
