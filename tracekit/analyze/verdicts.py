@@ -283,8 +283,8 @@ RULES: tuple[Rule, ...] = (
          "CPU-only: compiled graphs' own code (kernels or wrapper, not split) holds the balance between "
          "dispatch and compute"),
     Rule("CPU compute-bound", lambda e: not e.has_gpu, _close_to_framework_bound, _cpu_compute_remedies,
-         "CPU-only: most step time is inside compute ops (with dispatch at 40% or more of it, said to be close "
-         "behind, and its remedies follow the compute one)"),
+         "CPU-only: most step time is inside compute ops (with 40% or more outside them, framework dispatch is "
+         "said to be close behind and its remedies follow the compute one)"),
     Rule("GPU-bound", lambda e: not _gap(e),
          lambda e: f"largest GPU class: {e.top_gpu_class or 'other'} ({e.top_gpu_class_share:.0%} of busy time)",
          lambda e: ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in MATH_CLASSES
