@@ -12,15 +12,17 @@ import os
 from types import ModuleType
 
 from tracekit import threads
-from tracekit._native import pure
 
 
 def _load() -> tuple[ModuleType, str]:
+    # The pure-Python scanner is imported only where it is used (9 ms of every command's start-up).
     if os.environ.get("TRACEKIT_PURE_PYTHON", "") not in ("", "0"):
+        from tracekit._native import pure
         return pure, "python"
     try:
         from tracekit._native import _kineto_scan
     except ImportError:
+        from tracekit._native import pure
         return pure, "python"
     return _kineto_scan, "c"
 
