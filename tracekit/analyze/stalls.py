@@ -20,9 +20,11 @@ Each rule checks its own evidence:
   or a branch can change them at the same place);
 * the stalled call's step runs its other calls in at most ``STEP_WORK_RATIO`` times what a usual
   step's calls take (the median over the steps): when they all take longer, the step's work grew
-  (a longer sequence, a bigger batch) and no call is said to stall. Without recorded shapes, one
-  call whose input alone grew 10x in one step is indistinguishable from a stall;
-  ``record_shapes=True`` rules it out;
+  (a longer sequence, a bigger batch) and no call is said to stall. Where the calls not suspected
+  are too little work to judge by (under ``STALL_MIN_NS`` in a usual step: every substantial call
+  of the step is suspected), only the worst suspect is left out and the others witness. Without
+  recorded shapes, one call whose input alone grew 10x in one step is indistinguishable from a
+  stall; ``record_shapes=True`` rules it out;
 * the trace's first step is compared but never called stalled: first calls create oneDNN
   primitives, compile kernels and touch fresh memory;
 * ``STALL_MIN_NS`` (0.5 ms) is about the shortest slice the Linux scheduler gives another runnable
@@ -186,11 +188,20 @@ def _step_grew(step: np.ndarray, self_ns: np.ndarray, keep: np.ndarray, at: np.n
     ``STEP_WORK_RATIO`` times what those same calls take in a usual step (the median over the
     steps). Then the step's work grew (a longer sequence, a bigger batch), not one call's wait."""
     steps = distinct(step[keep])
-    took = np.bincount(np.searchsorted(steps, step[keep]), weights=self_ns[keep], minlength=steps.size)
+    took_all = np.bincount(np.searchsorted(steps, step[keep]), weights=self_ns[keep], minlength=steps.size)
+
+    def without(cells: np.ndarray) -> np.ndarray:
+        return took_all - np.bincount(np.searchsorted(steps, step[cells]), weights=self_ns[cells], minlength=steps.size)
+
     # Leave out every step's rows of the stalled calls (each call once, whichever steps it stalled in).
-    stalled_cells = np.unique(np.concatenate([cells[stalled[of_n]].ravel() for of_n, cells in cells_of]))
-    took -= np.bincount(np.searchsorted(steps, step[stalled_cells]), weights=self_ns[stalled_cells],
-                        minlength=steps.size)
+    took = without(np.unique(np.concatenate([cells[stalled[of_n]].ravel() for of_n, cells in cells_of])))
+    if float(np.median(took)) < STALL_MIN_NS:
+        # The other calls are too little work to tell growth from noise (every substantial call of the
+        # step is a candidate: all grew alike). Leave out only the call with the largest stall: the
+        # candidates then witness for each other, and a step whose calls all grew is not a stall.
+        worst = max(((of_n[i], cells[i]) for of_n, cells in cells_of for i in np.flatnonzero(stalled[of_n])),
+                    key=lambda c: self_ns[at[c[0]]])
+        took = without(worst[1])
     grew = took > STEP_WORK_RATIO * float(np.median(took))
     return grew[np.searchsorted(steps, step[at])]
 
