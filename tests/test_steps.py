@@ -196,3 +196,22 @@ def test_a_step_waiting_on_its_dataloader_is_data_loading_bound(tmp_path):
     r = tracekit.launch(path).result
     assert r.verdict == "data-loading-bound", r.evidence
     assert any("DataLoader's __next__" in e for e in r.evidence) and any("num_workers" in x for x in r.remedies)
+
+
+def test_a_torch_capture_without_a_schedule_is_told_how_to_mark_steps(tmp_path):
+    """torch.profiler without a schedule writes no ProfilerStep#N even when prof.step() is called:
+    the verdict is on the whole capture, and the evidence says how to get steps."""
+    from torch.profiler import ProfilerActivity, profile
+
+    layer, x = torch.nn.Linear(64, 64), torch.randn(8, 64)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            layer(x).relu().sum()
+            prof.step()
+    path = tmp_path / "no_schedule.json"
+    prof.export_chrome_trace(str(path))
+    r = tracekit.launch(path).result
+    assert r.steps is None or not len(r.steps.steps)
+    assert any("profile(schedule=torch.profiler.schedule(...))" in e for e in r.evidence), r.evidence
+    marked = tracekit.launch(_capture(tmp_path / "marked.json", [0.0, 0.0, 0.0])).result
+    assert not any("torch.profiler.schedule" in e for e in marked.evidence)

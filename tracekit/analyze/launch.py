@@ -408,7 +408,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
     stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops else None
-    _describe_ops(r, used)
+    _describe_ops(r, used, source)
     if e.has_ops or e.has_gpu:
         if r.has_gpu:
             _measure_gpu(r, frame, e)
@@ -462,8 +462,16 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame) -> None:
                       + ", ".join(f"{sc} {share:.1%}" if share < 0.1 else f"{sc} {share:.0%}" for sc, share in named))
 
 
-def _describe_ops(r: LaunchReport, used: list[int] | None) -> None:
-    """Ops per step (or timestep), and which steps the verdict leaves out."""
+# torch.profiler writes ProfilerStep#N ranges only when it is given a schedule (torch/profiler/profiler.py:
+# record_steps); without one, prof.step() marks nothing and every analysis reads the whole capture.
+TORCH_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: torch.profiler writes ProfilerStep#N "
+                       "only when given a schedule, profile(schedule=torch.profiler.schedule(...)), with prof.step() "
+                       "once per iteration")
+
+
+def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> None:
+    """Ops per step (or timestep), and which steps the verdict leaves out. ``source``: the trace's
+    framework, for the hint on marking steps."""
     bd = r.breakdown
     assert bd is not None
     marked = bool(bd.steps)  # "per step" only where steps are marked; else the count is the whole trace's
@@ -478,6 +486,8 @@ def _describe_ops(r: LaunchReport, used: list[int] | None) -> None:
     elif ops_step:
         r.evidence.append(f"{ops_step:.0f} framework ops per step" if marked else
                           f"{ops_step:.0f} framework ops (no steps marked)")
+    if not marked and source == "torch":
+        r.evidence.append(TORCH_NO_STEPS_HINT)
 
 
 def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None,
