@@ -22,7 +22,7 @@ Each rule checks its own evidence:
   step's calls take (the median over the steps): when they all take longer, the step's work grew
   (a longer sequence, a bigger batch) and no call is said to stall. Where the calls not suspected
   are too little work to judge by (under ``STALL_MIN_NS`` in a usual step: every substantial call
-  of the step is suspected), only the worst suspect is left out and the others witness. Without
+  of the step is suspected), only the longest suspect is left out and the others witness. Without
   recorded shapes, one call whose input alone grew 10x in one step is indistinguishable from a
   stall; ``record_shapes=True`` rules it out;
 * the trace's first step is compared but never called stalled: first calls create oneDNN
@@ -197,7 +197,7 @@ def _step_grew(step: np.ndarray, self_ns: np.ndarray, keep: np.ndarray, at: np.n
     took = without(np.unique(np.concatenate([cells[stalled[of_n]].ravel() for of_n, cells in cells_of])))
     if float(np.median(took)) < STALL_MIN_NS:
         # The other calls are too little work to tell growth from noise (every substantial call of the
-        # step is a candidate: all grew alike). Leave out only the call with the largest stall: the
+        # step is a candidate: all grew alike). Leave out only the longest suspected call: the
         # candidates then witness for each other, and a step whose calls all grew is not a stall.
         worst = max(((of_n[i], cells[i]) for of_n, cells in cells_of for i in np.flatnonzero(stalled[of_n])),
                     key=lambda c: self_ns[at[c[0]]])
