@@ -471,7 +471,7 @@ TORCH_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: torch
 
 def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> None:
     """Ops per step (or timestep), and which steps the verdict leaves out. ``source``: the trace's
-    framework, for the hint on marking steps."""
+    source (``torch`` for a Kineto trace; not inferred from kernel names), for the hint on marking steps."""
     bd = r.breakdown
     assert bd is not None
     marked = bool(bd.steps)  # "per step" only where steps are marked; else the count is the whole trace's

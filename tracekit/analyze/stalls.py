@@ -197,8 +197,8 @@ def _step_grew(step: np.ndarray, self_ns: np.ndarray, keep: np.ndarray, at: np.n
     took = without(np.unique(np.concatenate([cells[stalled[of_n]].ravel() for of_n, cells in cells_of])))
     if float(np.median(took)) < STALL_MIN_NS:
         # The other calls are too little work to tell growth from noise (every substantial call of the
-        # step is a suspect). Leave out only the longest suspected call: the
-        # candidates then witness for each other, and a step whose calls all grew is not a stall.
+        # step is a suspect). Leave out only the longest suspected call: the other suspects then
+        # witness for each other, and a step whose calls all grew is not a stall.
         worst = max(((of_n[i], cells[i]) for of_n, cells in cells_of for i in np.flatnonzero(stalled[of_n])),
                     key=lambda c: self_ns[at[c[0]]])
         took = without(worst[1])
