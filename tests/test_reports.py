@@ -130,7 +130,24 @@ def test_terminal_and_markdown_show_kernel_names_verbatim():
     assert name in text
     assert "1,234,567" in text
     md = MarkdownRenderer().render(doc)
-    assert name.replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|") in md
+    assert name.replace("<", "&lt;").replace("|", "\\|") in md
+
+
+def test_markdown_keeps_arrows_and_never_opens_a_blockquote_or_a_tag():
+    """Only ``<`` needs escaping to keep HTML out; ``>`` stays readable in the raw file, except at the
+    start of a line, where it would open a blockquote."""
+    from tracekit.render.document import Column, Document, Section, Table
+    from tracekit.render.markdown_report import MarkdownRenderer
+
+    doc = Document("t", "test", [], [Section("s", sentences=["launch -> start: 5 > 3", "> 85% of time in GEMM"],
+                                             tables=[Table("", [Column("name")], [["<script>x</script>"]],
+                                                           note=" > a note")])], {})
+    md = MarkdownRenderer().render(doc)
+    assert "launch -> start: 5 > 3" in md
+    assert "&lt;script>x&lt;/script>" in md and "<script" not in md
+    lines = md.splitlines()
+    assert "\\> 85% of time in GEMM  " in lines and " \\> a note" in lines
+    assert not any(line.lstrip().startswith(">") for line in lines)
 
 
 @needs_shared

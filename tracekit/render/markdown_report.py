@@ -8,8 +8,18 @@ MAX_ROWS = 200
 
 
 def _cell(text: str) -> str:
-    """Pipes, backslashes and angle brackets escaped; control characters (newlines too) made visible."""
-    return visible(text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;"))
+    """Pipes, backslashes and ``<`` escaped; control characters (newlines too) made visible.
+
+    Escaping ``<`` is enough to keep any HTML tag from forming; ``>`` is left as typed ("a -> b"
+    reads as such in the raw file too) except where it would open a blockquote (``_line``)."""
+    return visible(text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;"))
+
+
+def _line(text: str) -> str:
+    """A cell's text that starts a line: a leading ``>`` would make it a blockquote."""
+    out = _cell(text)
+    indent = len(out) - len(out.lstrip())
+    return out[:indent] + "\\" + out[indent:] if out[indent:].startswith(">") else out
 
 
 class MarkdownRenderer:
@@ -21,7 +31,7 @@ class MarkdownRenderer:
         out += [f"- **{_cell(k)}**: {_cell(v)}" for k, v in document.facts]
         for section in document.sections:
             out += ["", f"## {_cell(section.title)}", ""]
-            out += [f"{_cell(s)}  " for s in section.sentences]
+            out += [f"{_line(s)}  " for s in section.sentences]
             for t in section.tables:
                 if t.title:
                     out += ["", f"**{_cell(t.title)}**"]
@@ -32,5 +42,5 @@ class MarkdownRenderer:
                 if len(t.rows) > MAX_ROWS:
                     out.append(f"\n({len(t.rows) - MAX_ROWS:,} more rows in the JSON report)")
                 if t.note:
-                    out += ["", _cell(t.note)]
+                    out += ["", _line(t.note)]
         return "\n".join(out).rstrip() + "\n"
