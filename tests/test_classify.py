@@ -110,7 +110,7 @@ def test_template_arguments_do_not_decide_what_a_kernel_is():
 
 @pytest.mark.parametrize(("name", "cls"), OPS.items())
 def test_op_rules(name, cls):
-    assert classify_name(classify._tf_op_type(name), OP_RULES) == cls
+    assert classify_name(classify.tf_base_op(name), OP_RULES) == cls
 
 
 @pytest.mark.parametrize(("name", "cls"), APIS.items())

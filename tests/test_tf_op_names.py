@@ -8,8 +8,7 @@ import pytest
 from conftest import TRACES, needs_shared
 
 import tracekit
-from tracekit.analyze.classify import classify_rows
-from tracekit.analyze.compare import _tf_base_op
+from tracekit.analyze.classify import classify_rows, tf_base_op
 from tracekit.analyze.frame import frame_of
 from tracekit.analyze.top_ops import top_ops
 
@@ -56,5 +55,5 @@ def test_an_eager_capture_and_its_graph_twin_compare_op_by_op() -> None:
     ("x:_Mklfoo", "_Mklfoo"),  # not a rewrite: the prefix must start an op name
     ("aten::mm", "aten::mm"),
 ])
-def test_tf_base_op(event: str, op: str) -> None:
-    assert _tf_base_op(event) == op
+def testtf_base_op(event: str, op: str) -> None:
+    assert tf_base_op(event) == op

@@ -79,25 +79,52 @@ KERNEL_RULES: list[tuple[str, str, str]] = [
 ]
 
 # PyTorch ATen/compiled names; TensorFlow op types are matched on the text after the last ':'.
+# PyTorch ATen/compiled names; TensorFlow op types are matched as ``tf_base_op`` gives them (the type
+# after the last ':', oneDNN's ``_Mkl``/``_MklNative`` rewrite undone), by family: a gradient, a fused
+# or a quantized variant of an op is in the op's class. Unknown ops are "other", which the breakdown
+# does not count as compute, so a family missing here shows up as framework time.
+TF_CONV = r"^_?(Fused|Quantized)?(Pad|ResizeAndPad)?(Conv[123]D|DepthwiseConv2dNative)\w*$"
+TF_GEMM = r"^_?(Fused|Quantized)?(Batch)?MatMul\w*$|^(Einsum|SparseMatMul|SparseTensorDenseMatMul)$"
+TF_REDUCTION = (r"^(Sum|Mean|Max|Min|Prod|All|Any|ArgMax|ArgMin|EuclideanNorm|Softmax|LogSoftmax|"
+                r"SoftmaxCrossEntropyWithLogits|SparseSoftmaxCrossEntropyWithLogits|L2Loss|BiasAddGrad|Cumsum|Cumprod|"
+                r"TopKV2|LRN|LRNGrad|Segment\w+|UnsortedSegment\w+)$|"
+                r"^_?(Fused)?(BatchNorm|LayerNorm|InstanceNorm)\w*$|^(Max|Avg)Pool\w*$")
+TF_ELEMENTWISE_OPS = (
+    r"Add|AddV2|AddN|Sub|Mul|MulNoNan|RealDiv|Div|DivNoNan|FloorDiv|FloorMod|Mod|TruncateDiv|TruncateMod|"
+    r"Sigmoid|Tanh|Relu|Relu6|Elu|Selu|Gelu|LeakyRelu|Softplus|Softsign|Swish|Mish|Exp|Expm1|Log|Log1p|Neg|Abs|"
+    r"Sign|Square|SquaredDifference|Sqrt|Rsqrt|Reciprocal|Inv|Pow|Maximum|Minimum|Floor|Ceil|Round|Rint|Cos|Sin|"
+    r"Tan|Acos|Asin|Atan|Atan2|Cosh|Sinh|Erf|Erfc|Greater|GreaterEqual|Less|LessEqual|Equal|NotEqual|LogicalAnd|"
+    r"LogicalOr|LogicalNot|IsFinite|IsNan|IsInf|Select|SelectV2|ClipByValue|BiasAdd|BiasAddV1|Fill|ZerosLike|"
+    r"OnesLike|ConcatV2|Pack|Unpack|Split|SplitV|AssignAddVariableOp|AssignSubVariableOp")
+# Kernels that move or generate data (Transpose, Tile, StridedSlice, TensorList reads and writes,
+# random fills): memory-bound work the executor runs like any op; on a GPU the same ops run as
+# Eigen kernels, which the kernel rules count as elementwise. Pure metadata ops (Reshape, ExpandDims,
+# Identity, ReadVariableOp) stay "other".
+TF_DATA_OPS = (
+    r"Transpose|ConjugateTranspose|Tile|Pad|PadV2|MirrorPad|MirrorPadGrad|Slice|StridedSlice|StridedSliceGrad|"
+    r"GatherV2|GatherNd|ResourceGather|ScatterNd|TensorScatterUpdate|TensorScatterAdd|ReverseV2|BroadcastTo|OneHot|"
+    r"DepthToSpace|SpaceToDepth|ResizeBilinear|ResizeBilinearGrad|ResizeNearestNeighbor|ResizeNearestNeighborGrad|"
+    r"TensorListStack|TensorListFromTensor|TensorListGetItem|TensorListSetItem|TensorListGather|TensorListScatter\w*|"
+    r"AssignVariableOp|RandomUniform|RandomUniformInt|RandomStandardNormal|TruncatedNormal|StatelessRandom\w*")
+TF_ELEMENTWISE = (rf"^_?(Fused)?({TF_ELEMENTWISE_OPS})$|^({TF_DATA_OPS})$|"
+                  r"^(Relu|Relu6|Elu|Selu|Gelu|LeakyRelu|Softplus|Softsign|Sigmoid|Tanh|Sqrt|Rsqrt|Reciprocal|Inv)Grad$|"
+                  r"^(Resource)?(Sparse)?Apply\w+$")  # optimizer updates: ResourceApplyAdam, ApplyGradientDescent
+
 OP_RULES: list[tuple[str, str]] = [
     ("rnn", r"^aten::(lstm|gru|rnn_tanh|rnn_relu)$|_cudnn_rnn|mkldnn_rnn|miopen_rnn|_thnn_fused_lstm_cell|"
             r"_thnn_fused_gru_cell|^aten::(lstm_cell|gru_cell|rnn_tanh_cell|rnn_relu_cell)$|"
-            r"(^|:)(BlockLSTM|BlockLSTMV2|BlockLSTMGrad|BlockLSTMGradV2|LSTMBlockCell|LSTMBlockCellGrad|"
-            r"CudnnRNN|CudnnRNNV2|CudnnRNNV3|CudnnRNNBackprop|CudnnRNNBackpropV2|CudnnRNNBackpropV3|GRUBlockCell)$"),
+            r"^(BlockLSTM|BlockLSTMV2|BlockLSTMGrad|BlockLSTMGradV2|LSTMBlockCell|LSTMBlockCellGrad|GRUBlockCell|"
+            r"GRUBlockCellGrad|CudnnRNN|CudnnRNNV2|CudnnRNNV3|CudnnRNNBackprop|CudnnRNNBackpropV2|CudnnRNNBackpropV3)$"),
     ("convolution", r"^aten::(convolution|_convolution|conv1d|conv2d|conv3d|cudnn_convolution\w*|"
-                    r"convolution_backward|mkldnn_convolution|_convolution_depthwise2d|conv_transpose\w*)$|"
-                    r"(^|:)(_Mkl|_MklNative|_MklFused)?(Conv2D|Conv3D|Conv2DBackpropInput|Conv2DBackpropFilter|"
-                    r"DepthwiseConv2dNative|FusedConv2D|Conv2DWithBias)$"),
+                    r"convolution_backward|mkldnn_convolution|_convolution_depthwise2d|conv_transpose\w*)$|" + TF_CONV),
     ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation)$|mkldnn.*(linear|matmul)|"
-             r"^mkl::|_mkl_linear|onednn::|_linear_pointwise|"
-             r"(^|:)(_Mkl|_MklNative)?(MatMul|BatchMatMul|BatchMatMulV2|BatchMatMulV3|_FusedMatMul|Einsum)$|"
-             r"(^|:)_MklFusedBatchMatMulV2$|(^|:)_MklFusedMatMul$|"
+             r"^mkl::|_mkl_linear|onednn::|_linear_pointwise|" + TF_GEMM + "|"
              # XLA:CPU HLO instructions (tf.function(jit_compile=True)): MatMul.8, MatMul_1.10, dot.3
              r"^(MatMul|BatchMatMul\w*|dot)(_\d+)?\.\d+$"),
-    ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|(^|:)(_Mkl)?Cast$"),
+    ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|^(Cast|QuantizeV2|Dequantize)$"),
     ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
-    ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|(^|:)(NcclAllReduce|CollectiveReduce\w*|_Send|_Recv|"
-                      r"_HostSend|_HostRecv)$"),
+    ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|^(NcclAllReduce|NcclReduce|NcclBroadcast|"
+                      r"Collective(Reduce|Gather|Bcast|AllToAll|ReduceScatter)\w*|_Send|_Recv|_HostSend|_HostRecv)$"),
     # Inductor's generated C++ kernels (recorded with torch._inductor.config.cpp.enable_kernel_profile),
     # named by the ops they fuse: graph_0_cpp_fused_gelu_native_layer_norm_0. Compute, not wrappers.
     ("gemm", r"^(graph_\d+_)?cpp_fused_(\w+?_)?(addmm|mm|bmm|baddbmm|linear)_"),
@@ -106,15 +133,14 @@ OP_RULES: list[tuple[str, str]] = [
     ("elementwise", r"^(graph_\d+_)?cpp_fused_"),
     ("compiled", r"^Torch-Compiled Region|^TorchDynamo Cache Lookup|^## Call CompiledFxGraph|^CompiledFunction|"
                  r"AOTDispatcher|^Pregraph bytecode|^prim::(TensorExprGroup|CudaFusionGroup|"
-                 r"FusionGroup|DifferentiableGraph)$|(^|:)_XlaRun$|(^|:)XlaLaunch$"),
+                 r"FusionGroup|DifferentiableGraph)$|^_XlaRun$|^XlaLaunch$"),
     ("reduction", r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax|"
                   r"nll_loss\w*|cross_entropy_loss|layer_norm|native_layer_norm|batch_norm|native_batch_norm|norm|"
                   r"var|std|prod|cumsum|native_layer_norm_backward|native_batch_norm_backward|cudnn_batch_norm|"
                   r"cudnn_batch_norm_backward|miopen_batch_norm|_batch_norm_impl_index|_batch_norm_impl_index_backward|"
                   r"max_pool[123]d|max_pool[123]d_with_indices|avg_pool[123]d|_?adaptive_avg_pool[123]d|"
                   r"_?adaptive_max_pool[123]d|binary_cross_entropy|binary_cross_entropy_with_logits|mse_loss|"
-                  r"l1_loss|smooth_l1_loss|all|any|logsumexp|topk|sort|argsort)$|(^|:)(Sum|Mean|Max|Min|Prod|ArgMax|ArgMin|Softmax|LogSoftmax|"
-                  r"SparseSoftmaxCrossEntropyWithLogits|SoftmaxCrossEntropyWithLogits|FusedBatchNorm\w*|_Mkl\w*Norm\w*)$"),
+                  r"l1_loss|smooth_l1_loss|all|any|logsumexp|topk|sort|argsort)$|" + TF_REDUCTION),
     ("elementwise", r"^aten::(add|add_|sub|sub_|mul|mul_|div|div_|sigmoid|sigmoid_|tanh|tanh_|relu|relu_|gelu|"
                     r"silu|exp|log|neg|rsub|addcmul_|addcdiv_|lerp_|sqrt|rsqrt|pow|fill_|zero_|zeros|ones|"
                     r"zeros_like|ones_like|empty_like|where|clamp|clamp_|threshold_backward|sigmoid_backward|"
@@ -122,11 +148,7 @@ OP_RULES: list[tuple[str, str]] = [
                     r"clamp_min_?|clamp_max_?|bernoulli_?|uniform_|normal_|exp_|log2|log1p|log_|abs|sign|reciprocal|"
                     r"erf|floor|ceil|round|trunc|minimum|maximum|eq|ne|lt|gt|le|ge|logical_(and|or|not)|nan_to_num|"
                     r"hardtanh_?|leaky_relu_?|elu_?|softplus|gelu_backward|silu_backward|hardswish_?|"
-                    r"leaky_relu_backward|sqrt_|pow_|neg_|relu6)$|"
-                    r"(^|:)(_Mkl)?(Add|AddV2|AddN|Sub|Mul|RealDiv|Div|Sigmoid|Tanh|Relu|Relu6|Elu|Selu|Exp|Log|Neg|"
-                    r"Square|Sqrt|Rsqrt|Maximum|Minimum|BiasAdd|BiasAddV1|BiasAddGrad|SigmoidGrad|TanhGrad|"
-                    r"ReluGrad|Select|SelectV2|Fill|ZerosLike|OnesLike|ConcatV2|Pack|Unpack|Split|SplitV|"
-                    r"AssignAddVariableOp|ResourceApplyAdam|ResourceApplyGradientDescent|Erf|Pow)$|"
+                    r"leaky_relu_backward|sqrt_|pow_|neg_|relu6)$|" + TF_ELEMENTWISE + "|"
                     # XLA:CPU loop fusions and wrapped pointwise HLOs: tanh_multiply_fusion, wrapped_add
                     r"^[a-z_\-]+_fusion(\.\d+)?$|^wrapped_[a-z_]+(\.\d+)?$"),
 ]
@@ -341,6 +363,7 @@ _TF_OP_TYPE = re.compile(r"^[^\s:]+:(_?[A-Za-z][A-Za-z0-9_]*)$")
 
 
 EAGER_OP = "EagerLocalExecute: "
+_MKL_PREFIX = re.compile(r"^_Mkl(Native)?(?=[A-Z])")
 
 
 def _tf_op_type(name: str) -> str:
@@ -350,6 +373,17 @@ def _tf_op_type(name: str) -> str:
         return name[len(EAGER_OP):]
     m = _TF_OP_TYPE.match(name)
     return m.group(1) if m else name
+
+
+def tf_base_op(name: str) -> str:
+    """The TF op type an event ran, with oneDNN's graph rewrite undone (``_MklMatMul`` ->
+    ``MatMul``, ``_MklNativeFusedMatMul`` -> ``_FusedMatMul``), so an eager op and its graph-mode
+    twin, or a build with oneDNN and one without, pair up and get one class; other names unchanged."""
+    op = _tf_op_type(name)
+    base = _MKL_PREFIX.sub("", op)
+    if base == op:
+        return op
+    return "_" + base if base.startswith("Fused") and not base.startswith("FusedBatchNorm") else base
 
 
 def _eager_ops(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
@@ -372,7 +406,7 @@ def _eager_ops(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
 def _classify_eager_ops(frame: Frame, op: np.ndarray) -> None:
     parents, codes = _eager_ops(frame)
     for code in np.unique(codes):
-        op[parents[codes == code]] = OP_CLASSES.index(classify_name(frame.names[code][len(EAGER_OP):], OP_RULES))
+        op[parents[codes == code]] = OP_CLASSES.index(classify_name(tf_base_op(frame.names[code]), OP_RULES))
 
 
 def op_name_codes(frame: Frame) -> np.ndarray:
@@ -416,7 +450,7 @@ def _classify_rows(frame: Frame) -> RowClasses:
     kernel[frame.rows("gpu_sync")] = KERNEL_CLASSES.index("sync")
 
     op_rows = frame.rows("cpu_op")
-    op[op_rows] = _by_name(frame, op_rows, OP_RULES, OP_CLASSES, _tf_op_type)
+    op[op_rows] = _by_name(frame, op_rows, OP_RULES, OP_CLASSES, tf_base_op)
     _classify_eager_ops(frame, op)
     _resolve_copies(frame, op, op_rows)
 

@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.analyze.breakdown import Breakdown, breakdown, step_index
-from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, _tf_op_type, op_name_codes, short_name
+from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, op_name_codes, short_name, tf_base_op
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
@@ -175,26 +175,12 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
                         bool(extra.get("record_shapes")), ops_per_ms)
 
 
-_MKL_PREFIX = re.compile(r"^_Mkl(Native)?(?=[A-Z])")
-
-
-def _tf_base_op(name: str) -> str:
-    """The TF op type an event ran, with oneDNN's graph rewrite undone (``_MklMatMul`` ->
-    ``MatMul``, ``_MklNativeFusedMatMul`` -> ``_FusedMatMul``), so an eager op and its graph-mode
-    twin, or a build with oneDNN and one without, pair up."""
-    op = _tf_op_type(name)
-    base = _MKL_PREFIX.sub("", op)
-    if base == op:
-        return op
-    return "_" + base if base.startswith("Fused") and not base.startswith("FusedBatchNorm") else base
-
-
 def _names(frame: Frame, rows: np.ndarray, tf_source: bool) -> pd.DataFrame:
     """count and total_ns per (kind, name) of the given op and GPU rows."""
     kinds = np.where(frame.mask("cpu_op")[rows], "cpu_op", "gpu")
     names_df = pd.DataFrame({"kind": kinds, "code": op_name_codes(frame)[rows], "dur": frame.dur[rows]})
     agg = names_df.groupby(["kind", "code"]).agg(count=("dur", "size"), total_ns=("dur", "sum")).reset_index()
-    agg["name"] = [("" if c < 0 else _tf_base_op(frame.names[c]) if tf_source and k == "cpu_op" else frame.names[c])
+    agg["name"] = [("" if c < 0 else tf_base_op(frame.names[c]) if tf_source and k == "cpu_op" else frame.names[c])
                    for k, c in zip(agg.kind, agg.code, strict=True)]
     return agg.groupby(["kind", "name"], as_index=False)[["count", "total_ns"]].sum().astype({"count": float,
                                                                                                "total_ns": float})

@@ -1,0 +1,56 @@
+"""TensorFlow op types get their class by family, on a real capture of a model nobody here wrote:
+Keras's MobileNetV2 training step under the TF profiler (oneDNN rewrites its ops to ``_MklNative*``,
+grappler fuses some into ``_FusedMatMul`` / ``_FusedConv2D``, and the backward pass runs ``*Backprop*``
+and ``*Grad`` ops). An op left "other" is not compute, so its time would read as framework dispatch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit.analyze.classify import classify_rows, tf_base_op
+from tracekit.analyze.frame import frame_of
+from tracekit.analyze.top_ops import top_ops
+
+
+@pytest.fixture(scope="module")
+def mobilenet_logdir(tmp_path_factory) -> Path:
+    tf = pytest.importorskip("tensorflow")
+    logdir = tmp_path_factory.mktemp("mobilenet")
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=4, alpha=0.35)
+    x, y = tf.random.stateless_normal((2, 32, 32, 3), seed=(1, 2)), tf.constant([0, 3])
+    opt, loss_fn = tf.keras.optimizers.SGD(0.01), tf.keras.losses.SparseCategoricalCrossentropy()
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True))
+        return loss
+
+    step(x, y)
+    tf.profiler.experimental.start(str(logdir))
+    for i in range(2):
+        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+            step(x, y).numpy()
+    tf.profiler.experimental.stop()
+    return logdir
+
+
+def test_every_op_family_of_a_cnn_training_step_has_its_class(mobilenet_logdir):
+    frame = frame_of(tracekit.load(mobilenet_logdir))
+    ops = top_ops(frame, classify_rows(frame), top=100_000).ops
+    types = ops.assign(op=[tf_base_op(n) for n in ops.name]).groupby("op").agg(cls=("op_class", "first"),
+                                                                                self_ns=("self_ns", "sum"))
+    expected = {"Conv2D": "convolution", "Conv2DBackpropFilter": "convolution", "Conv2DBackpropInput": "convolution",
+                "DepthwiseConv2dNative": "convolution", "DepthwiseConv2dNativeBackpropFilter": "convolution",
+                "DepthwiseConv2dNativeBackpropInput": "convolution", "Relu6Grad": "elementwise",
+                "SquaredDifference": "elementwise", "Mean": "reduction", "AssignSubVariableOp": "elementwise"}
+    assert {op: types.cls.get(op) for op in expected} == expected
+    assert {types.cls[op] for op in types.index if "MatMul" in op} == {"gemm"}  # MatMul and grappler's _FusedMatMul
+    # What stays "other" is metadata (ReadVariableOp, Identity): a sliver of the op time, not a family.
+    other = types[types.cls == "other"]
+    assert other.self_ns.sum() < 0.03 * types.self_ns.sum(), other.sort_values("self_ns").tail()
