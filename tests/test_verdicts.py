@@ -258,6 +258,33 @@ def test_steps_without_framework_ops_are_not_called_framework_bound(tmp_path):
     assert tracekit.launch(path, keep_all_steps=True).result.verdict != "undetermined"
 
 
+def test_long_ops_of_no_class_are_not_taken_for_dispatch(tmp_path):
+    """FNet-style mixing in the frequency domain, then a small read-out: aten::_fft_r2c / _fft_c2r do
+    nearly all of the step's arithmetic, and no class rule knows them. Counted as dispatch they made a real capture CPU/framework-bound and
+    whatif's no-dispatch took them away; now the verdict says they decide it, naming them, no
+    scenario removes them, and the critical path counts them as CPU compute."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    x, readout = torch.randn(64, 4096), torch.nn.Linear(64, 8)
+    path = tmp_path / "fft.json"
+    for _ in range(3):  # a busy machine can stall a call 10x (CPU-contended, a verdict of its own): capture again
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+                                      schedule=schedule(wait=0, warmup=1, active=4, repeat=1)) as prof:
+            for _ in range(5):
+                readout(torch.fft.irfft(torch.fft.rfft(x, dim=-1), n=4096, dim=-1)[:, :64]).sum()
+                prof.step()
+        r = tracekit.launch(path).result
+        if r.verdict != "CPU-contended":
+            break
+    assert r.verdict == "undetermined", r.evidence
+    assert any("no class" in e and "aten::_fft_r2c" in e for e in r.evidence), r.evidence
+    no_dispatch = next(s for s in tracekit.whatif(path).result.scenarios if s.name == "no-dispatch")
+    assert no_dispatch.saving_ns < 0.5 * (no_dispatch.saving_ns + no_dispatch.predicted_step_ns)
+    cp = tracekit.critical_path(path).result  # the FFTs are the path's CPU compute, not framework time
+    assert cp.cpu_compute_ns > 0.5 * cp.total_ns
+
+
 def _sleepy_loop(path: Path, with_stack: bool) -> None:
     """A real capture: each step runs a few small ops and sleeps 50 ms (waiting on something outside
     the loop), so that even an op descheduled on a busy machine leaves the step mostly asleep."""

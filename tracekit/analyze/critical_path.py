@@ -57,6 +57,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.top_ops import WAITING_SHARE, WORKER_GAP_SHARE, worker_event_rows
+from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
 
@@ -525,6 +526,8 @@ def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[s
         owners = np.unique(owners[owners >= 0])
         owners = owners[~seen[owners]]  # stop where an earlier walk already went
     cpu_compute &= ~seen
+    if not gpu_kinds.any():  # CPU-only: ops of no class doing long work of their own (an FFT) compute too
+        cpu_compute[unclassified_work_rows(frame, frame.rows("cpu_op"))] = True
     records = []
     for e in path:
         weight = int(g.w[e])

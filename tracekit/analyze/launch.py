@@ -36,6 +36,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
+from tracekit.analyze.unclassified import UNCLASSIFIED_WORK_NS, unclassified_work
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
 from tracekit.ingest.columns import distinct
@@ -517,6 +518,15 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
                           + ", ".join(parts[:-1]) + f" and {parts[-1]}")
     elif e.ops_per_step:
         r.evidence.append(f"{e.dispatch_share:.0%} of step time is outside any compute op (framework dispatch)")
+    # Time counted as dispatch may be work the class rules do not know (an FFT, a custom op): check.
+    work_ns, work_ops = unclassified_work(frame, used)
+    work = min(work_ns, int(e.dispatch_share * span))
+    e.unclassified_work_share = work / span if span else 0.0
+    e.unclassified_work_ops = ", ".join(f"{short_name(name)} {ns / span:.0%}" for name, ns in work_ops[:3]) if span else ""
+    if e.unclassified_work_share >= UNCLASSIFIED_WORK_NOTE_SHARE and not verdicts.unclassified_work_decides(e):
+        r.evidence.append(f"{e.unclassified_work_share:.0%} of step time counted as dispatch is inside ops with no class "
+                          f"that run {UNCLASSIFIED_WORK_NS / 1e3:.0f} µs or more a call on their own "
+                          f"({e.unclassified_work_ops}): arithmetic the class rules do not know, or slow calls")
     loading = _data_loading(frame)
     if span and loading[0].size:
         e.load_step_share = intervals.overlap_total(*loading, *_step_windows(frame, used)) / span
@@ -530,6 +540,7 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
 
 
 STALL_NOTE_SHARE = 0.05  # stalls losing this much of the step time are stated as evidence
+UNCLASSIFIED_WORK_NOTE_SHARE = 0.05  # ops of no class doing long work: this much of the step time is stated
 
 
 def _stalls(r: LaunchReport, frame: Frame) -> Stalls | None:

@@ -95,7 +95,7 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     code, self_ns, cls = op_name_codes(frame)[rows], op_self_time(frame, rows), classes.op[rows]
     # Per op name: ops that mostly wait while other threads run are set apart, not ranked.
     by_name = _Groups(code)
-    dur, covered = by_name.sums(frame.dur[rows]), by_name.sums(_covered_by_other_threads(frame, rows))
+    dur, covered = by_name.sums(frame.dur[rows]), by_name.sums(covered_by_other_threads(frame, rows))
     name_self, name_cls = by_name.sums(self_ns), cls[by_name.first]
     compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
     waiting = ~np.isin(name_cls, compute) & (covered >= WAITING_SHARE * dur) & (name_self > 0)
@@ -184,16 +184,18 @@ class _Groups:
         return np.add.reduceat(np.asarray(values, np.int64)[self._order], self._bounds)
 
 
-def _covered_by_other_threads(frame: Frame, rows: np.ndarray) -> np.ndarray:
+def covered_by_other_threads(frame: Frame, rows: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
     """For each op row on a driving thread (one that holds a step marker; without steps, the thread of
     the longest op), how long the other threads of its process are busy with ops during it (see the
-    module doc). Worker threads run side by side, so one is not said to wait for another."""
+    module doc). Worker threads run side by side, so one is not said to wait for another.
+    ``among``: the op rows that make the threads busy and choose the driving threads (default ``rows``)."""
     covered = np.zeros(rows.size, np.int64)
+    among = rows if among is None else among
     threads = frame.thread_key[rows]
-    if distinct(threads).size < 2:
+    if distinct(frame.thread_key[among]).size < 2:
         return covered
-    workers = np.concatenate([rows, worker_event_rows(frame)])
-    for key in driving_threads(frame, rows):
+    workers = np.concatenate([among, worker_event_rows(frame)])
+    for key in driving_threads(frame, among):
         mine = threads == key
         if not mine.any():
             continue

@@ -58,6 +58,8 @@ class Evidence:
     # another thread's collective), no compute op running (breakdown's waiting_ns)
     stall_step_share: float = 0.0  # step time lost in stalled op calls: the excess over the same call's median
     # in the other steps (tracekit.analyze.stalls)
+    unclassified_work_share: float = 0.0  # of dispatch_share: inside long ops of no class (launch.unclassified_work)
+    unclassified_work_ops: str = ""  # those ops with their shares, e.g. "aten::_fft_r2c 37%, aten::_fft_c2r 9%"
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # GPU traces: shares of the GPU's idle (gap) time
     idle_share: float = 0.0
@@ -119,6 +121,9 @@ SYNC_REMEDY = ("remove synchronizations from the loop (.item(), .cpu(), printing
                "use non_blocking copies from pinned memory")
 MIXED_PRECISION_REMEDY = "use mixed precision (torch.autocast / keras mixed_float16) so GEMMs run on tensor cores"
 GPU_BOUND_REMEDY = "the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work"
+UNCLASSIFIED_WORK_REMEDY = ("find out what those ops do (the top ops table gives their calls and mean time): the "
+                            "model's arithmetic is tuned like any compute op (thread count, a faster library); "
+                            "slow framework calls take the dispatch remedies that follow")
 CPU_COMPUTE_REMEDY = "the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count"
 BATCH_REMEDY = "use larger batches so each launch and op does more work"
 KERNEL_PROFILE_REMEDY = ("profile again with torch._inductor.config.cpp.enable_kernel_profile = True: Inductor's C++ "
@@ -208,6 +213,11 @@ def _host_bound_remedies(launch_bound: bool) -> Callable[[Evidence], list[str]]:
     return remedies
 
 
+def unclassified_work_decides(e: Evidence) -> bool:
+    """CPU/framework-bound only with the long ops of no class counted as dispatch."""
+    return not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE > e.dispatch_share - e.unclassified_work_share
+
+
 def _close_to_framework_bound(e: Evidence) -> str | None:
     """A compute-bound verdict near the dispatch threshold: both halves of the step matter."""
     if e.dispatch_share < DISPATCH_CLOSE_SHARE:
@@ -271,6 +281,15 @@ RULES: tuple[Rule, ...] = (
     Rule("CPU-contended", lambda e: not e.has_gpu and e.stall_step_share >= STALL_SHARE, None,
          lambda e: [TF_CONTENTION_REMEDY if e.source == "tf" else CONTENTION_REMEDY], "CPU-only: op calls that run 10x their median over the steps (stalled: the "
                                         "thread was not running) lose at least 30% of the step time"),
+    # Time outside compute ops that sits inside long ops of no class may be arithmetic the rules do not
+    # know: when it decides the verdict, say so rather than call it dispatch.
+    Rule("undetermined", lambda e: unclassified_work_decides(e),
+         lambda e: f"{e.unclassified_work_share:.0%} of the step time outside compute ops is inside ops tracekit has "
+                   f"no class for, each call long enough to be work of its own ({e.unclassified_work_ops}): if they "
+                   "compute, the step is CPU compute-bound; if they are slow framework calls, CPU/framework-bound",
+         lambda e: [UNCLASSIFIED_WORK_REMEDY, *_host_bound_remedies(False)(e)],
+         "CPU-only: at least half the step time is outside compute ops, but without the ops of no class that run "
+         "50 µs or more a call on their own it would be less than half"),
     Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
          _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
     # Compiled code with no op inside is kernels or wrapper, and the trace does not say how much of each:

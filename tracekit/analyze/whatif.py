@@ -44,6 +44,7 @@ from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_windo
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import RNN_CELL_OPS
 from tracekit.analyze.steps import driving_threads
+from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
 from tracekit.ingest.links import byte_mask
 
@@ -187,6 +188,13 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
         for body in compiled_code_self(frame)[0].tolist():
             if body in kinds:
                 kinds[body] = "compiled"
+        # Ops of no class that do long work of their own may be arithmetic the rules do not know (an
+        # FFT): no scenario removes them as dispatch (tracekit.analyze.unclassified).
+        # (Judged among the other threads' ops too: a call that waits for them is not work.)
+        window_ops = np.concatenate([rows[frame.mask("cpu_op")[rows]], others])
+        for row in unclassified_work_rows(frame, window_ops).tolist():
+            if row in kinds:
+                kinds[row] = "compute:other"
     segments = _segments(frame, rows, kinds, start, end, launched_by)
     _mark_waits(frame, classes, segments, others, collectives)
     latency = _launch_latency(frame, gpu_all, gpu)

@@ -1,0 +1,53 @@
+"""Ops of no class that do long work of their own.
+
+The class rules know the common framework ops by name; an op they do not know is ``other``, and the
+breakdown counts its time as dispatch (outside compute ops). That is right for metadata ops and
+allocations, which cost a few µs a call, and wrong for arithmetic the rules have not met: an FFT,
+a custom op, an op added in a later framework release. Such an op shows itself by what it does:
+calls that average ``UNCLASSIFIED_WORK_NS`` or more, nearly all of it self time (not a wrapper
+around other ops), while no other thread is busy on its behalf (not a TF function call waiting for
+its executor). The verdict says when these ops decide it; whatif does not count them as dispatch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracekit.analyze.breakdown import op_self_time
+from tracekit.analyze.classify import OP_CLASSES, classify_rows, op_name_codes
+from tracekit.analyze.frame import Frame
+from tracekit.analyze.top_ops import covered_by_other_threads
+
+UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata ops cost a few µs
+
+
+def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """The op rows among ``rows`` (op rows of one window or all) that are such work."""
+    unknown = rows[classify_rows(frame).op[rows] == OP_CLASSES.index("other")]
+    self_ns = op_self_time(frame, unknown)
+    own = self_ns * 2 >= frame.dur[unknown]
+    unknown, self_ns = unknown[own], self_ns[own]
+    if unknown.size == 0:
+        return unknown
+    _, index = np.unique(op_name_codes(frame)[unknown], return_inverse=True)
+    mean = np.bincount(index, weights=self_ns) / np.bincount(index)
+    unknown = unknown[mean[index] >= UNCLASSIFIED_WORK_NS]
+    if unknown.size == 0:
+        return unknown
+    return unknown[covered_by_other_threads(frame, unknown, among=rows) * 2 < frame.dur[unknown]]
+
+
+def unclassified_work(frame: Frame, used: list[int] | None) -> tuple[int, list[tuple[str, int]]]:
+    """Self time of ``unclassified_work_rows`` in the steps used (every op when no step is marked):
+    the total and (name, ns) per op name, largest first."""
+    rows = frame.rows("cpu_op")
+    if used is not None and frame.rows("step").size:
+        rows = rows[np.isin(frame.step[rows], used)]
+    work = unclassified_work_rows(frame, rows)
+    if work.size == 0:
+        return 0, []
+    self_ns = op_self_time(frame, work)
+    codes, index = np.unique(op_name_codes(frame)[work], return_inverse=True)
+    per_name = np.bincount(index, weights=self_ns, minlength=codes.size).astype(np.int64)
+    order = np.argsort(-per_name, kind="stable")
+    return int(per_name.sum()), [(frame.names[codes[i]] if codes[i] >= 0 else "", int(per_name[i])) for i in order]
