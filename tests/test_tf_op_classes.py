@@ -54,3 +54,18 @@ def test_every_op_family_of_a_cnn_training_step_has_its_class(mobilenet_logdir):
     # What stays "other" is metadata (ReadVariableOp, Identity): a sliver of the op time, not a family.
     other = types[types.cls == "other"]
     assert other.self_ns.sum() < 0.03 * types.self_ns.sum(), other.sort_values("self_ns").tail()
+
+
+def test_time_spread_over_per_layer_op_names_is_told_by_op_type(mobilenet_logdir):
+    """Each layer's op has its own TF name, so no single op holds much of a CNN step; the verdict then
+    names the op types that do (summed over layers)."""
+    r = tracekit.launch(mobilenet_logdir).result
+    by_type = next(e for e in r.evidence if e.startswith("top op types by self time: "))
+    assert "Conv2DBackprop" in by_type or "DepthwiseConv2dNative" in by_type, by_type
+    assert r.top_ops is not None and r.top_ops.op_types[0][1] > r.top_ops.ops.share.iloc[0]
+
+
+def test_op_types_are_left_out_where_names_are_types():
+    torch_cpu = Path(__file__).parent / "data" / "cpu" / "ddp_gloo_rank1.pt.trace.json.gz"
+    frame = frame_of(tracekit.load(torch_cpu))
+    assert top_ops(frame, classify_rows(frame)).op_types == []

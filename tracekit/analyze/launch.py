@@ -422,6 +422,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         named = [f"{label} {share:.0%}" for label, share in
                  zip(sentence_labels(top.name.tolist(), top.shapes.tolist()), top.share.tolist(), strict=True)]
         ev.append("top ops by self time: " + ", ".join(named))
+        # Spread over many per-layer TF op names, the time is told by op type too.
+        types = r.top_ops.op_types
+        if types and float(top.share.sum()) < SPREAD_TOP_SHARE:
+            ev.append("top op types by self time: " + ", ".join(f"{t} {share:.0%}" for t, share in types[:3]))
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)
     r.remedies.extend(remedies)
@@ -539,6 +543,7 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
             r.evidence.append(judged.describe(frame, span))
 
 
+SPREAD_TOP_SHARE = 0.3  # the top three ops holding less than this: the time is spread over many ops
 STALL_NOTE_SHARE = 0.05  # stalls losing this much of the step time are stated as evidence
 UNCLASSIFIED_WORK_NOTE_SHARE = 0.05  # ops of no class doing long work: this much of the step time is stated
 

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
-from tracekit.analyze.classify import OP_CLASSES, RowClasses, op_name_codes, short_name
+from tracekit.analyze.classify import EAGER_OP, OP_CLASSES, RowClasses, op_name_codes, short_name, tf_base_op
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.steps import driving_threads
 from tracekit.ingest.columns import distinct, factorize, stable_order
@@ -77,6 +77,9 @@ class TopOps:
     remedies: list[str] = field(default_factory=list)
     waiting: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["name", "calls", "self_ns", "covered"]))
     threads: int = 1  # host threads the ops ran on: with several, shares of the window can add to over 100%
+    # TF ops are named per layer (``…/block_1_expand/Conv2D:_MklNativeConv2D``): their self time per op
+    # type (``tf_base_op``), largest first, as (type, share); empty where names are already types (torch).
+    op_types: list[tuple[str, float]] = field(default_factory=list)
 
     def describe_waiting(self) -> list[str]:
         return [f"{short_name(w.name)} ({w.self_ns / 1e6:,.1f} ms self time) runs {w.covered:.0%} of its time while "
@@ -129,7 +132,22 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
                                    "self_ns": name_self[waits].astype(np.int64),
                                    "covered": (covered[waits] / np.maximum(dur[waits], 1)).astype(float)})
     result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None)
+    result.op_types = _op_types(frame, code[by_name.first[~waiting]], name_self[~waiting], window)
     return result
+
+
+def _op_types(frame: Frame, codes: np.ndarray, self_ns: np.ndarray, window: int) -> list[tuple[str, float]]:
+    """Self time per TF op type of the named ops, as shares of the window; [] when no name is a scoped TF op."""
+    per_type: dict[str, int] = {}
+    scoped = False
+    for c, t in zip(codes.tolist(), self_ns.tolist(), strict=True):
+        name = frame.names[c] if c >= 0 else ""
+        op_type = tf_base_op(name)
+        scoped |= op_type != name and not name.startswith(EAGER_OP)
+        per_type[op_type] = per_type.get(op_type, 0) + int(t)
+    if not scoped or not window:
+        return []
+    return [(k, v / window) for k, v in sorted(per_type.items(), key=lambda kv: -kv[1])]
 
 
 def sentence_labels(names: list[str], shapes: list[str]) -> list[str]:

@@ -224,6 +224,9 @@ def top_ops_section(t: TopOps, source: str = "") -> Section:
                                       r["calls"], r["self_ns"], r["mean_ns"], r["share"],
                                       *([r["gflops"]] if rated else [])] for r in records(t.ops)]))
     s.sentences.extend(f"{w}." for w in t.describe_waiting())
+    if t.op_types:  # TF names each layer's op apart: the same time summed per op type
+        s.tables.append(Table("By op type", [Column("op type"), Column("share", "pct")],
+                              [[op_type, share] for op_type, share in t.op_types[:len(t.ops)]]))
     return s
 
 
@@ -245,6 +248,8 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
             data["steps"] = steps_data(lr.steps)
         if lr.top_ops is not None:
             data["top_ops"] = records(lr.top_ops.ops)
+            if lr.top_ops.op_types:
+                data["top_op_types"] = [{"op_type": t, "share": share} for t, share in lr.top_ops.op_types]
             data["waiting_ops"] = records(lr.top_ops.waiting)
     return Document(f"tracekit report: {name}", "report", facts, sections, data)
 
