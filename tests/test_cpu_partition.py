@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
+from conftest import TRACES, needs_shared
 
 from tracekit.analyze.cpu_partition import _innermost_sweep
 
@@ -52,3 +53,17 @@ def test_sweep_splits_each_instant_once():
             covered += e - max(s, reach)
             reach = e
     assert out.sum() == covered and (out >= 0).all()
+
+
+@needs_shared
+def test_a_tf_function_call_waiting_for_the_inter_op_pool_is_waiting_not_framework():
+    """In TF graph mode the Python thread sits in the function call while the inter-op pool runs the
+    ops: the split called that time framework (98% of the step on the shared Keras LSTM capture)."""
+    import tracekit
+    from tracekit.analyze.breakdown import breakdown
+
+    whole = breakdown(tracekit.load(TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_fn.xplane.pb")).cpu_partition.iloc[0]
+    assert whole.waiting_ns > 0.9 * whole.span_ns and whole.framework_ns < 0.05 * whole.span_ns, whole
+    # An eager capture runs its ops on the Python thread itself: nothing waits there.
+    eager = breakdown(tracekit.load(TRACES / "xprof" / "cpu_tf2.21" / "lstm_keras_eager.xplane.pb")).cpu_partition.iloc[0]
+    assert eager.waiting_ns < 0.05 * eager.span_ns, eager

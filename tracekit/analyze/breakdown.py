@@ -53,6 +53,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
 from tracekit.analyze.cpu_partition import cpu_partition
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.waiting import waiting_calls
 from tracekit.errors import TracekitError
 from tracekit.ingest.columns import factorize
 from tracekit.ingest.links import byte_mask, nearest_ancestor
@@ -124,7 +125,10 @@ def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: 
     gpu, gpu_classes = _gpu(frame, classes, gpu_rows)
     op_rows = frame.rows("cpu_op")
     op_class = _effective_op_class(frame, classes, op_rows)
-    partition = cpu_partition(frame, op_class, op_rows, steps)
+    # CPU-only (the partition is shown only there): the calls that wait for other threads' ops.
+    compute = np.isin(classes.op[op_rows], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
+    waiting = waiting_calls(frame, op_rows, ~compute) if not gpu_rows.size else None
+    partition = cpu_partition(frame, op_class, op_rows, steps, waiting)
     return Breakdown(
         gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, op_class, steps),
         has_gpu=gpu_rows.size > 0, steps=steps, timesteps=timesteps if timesteps is not None else _meta_timesteps(table),

@@ -7,6 +7,9 @@ TraceMe / NVTX step range), belongs to exactly one part:
   that class (its self time, clipped to the step);
 * ``framework_ns``: the innermost op is a wrapper, copy or other non-compute op (dispatcher and
   framework overhead inside ops);
+* ``waiting_ns``: the innermost op is a non-compute op that waits for other threads (a TF function
+  call on the Python thread while the inter-op pool runs its ops: ``tracekit.analyze.waiting``),
+  given only where the caller passes them (CPU-only traces);
 * ``outside_ops_ns``: no op runs on the thread (Python between ops, data loading, waiting for
   other threads, idle).
 
@@ -26,11 +29,12 @@ from tracekit.analyze.classify import OP_CLASSES
 from tracekit.analyze.frame import Frame
 
 PARTITION_CLASSES = ("rnn", "convolution", "gemm", "cast", "elementwise", "reduction", "communication", "compiled")
-PARTS = (*[f"{c}_ns" for c in PARTITION_CLASSES], "framework_ns", "outside_ops_ns")
+PARTS = (*[f"{c}_ns" for c in PARTITION_CLASSES], "framework_ns", "waiting_ns", "outside_ops_ns")
 COLUMNS = ["step", "thread", "span_ns", *PARTS, "other_threads_ns"]
 
 
-def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: list[int]) -> pd.DataFrame:
+def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: list[int],
+                  waiting: np.ndarray | None = None) -> pd.DataFrame:
     """Per step (and a whole row, step -1, summing them): span_ns and the ``PARTS`` that add up to it.
 
     Args:
@@ -38,12 +42,16 @@ def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: li
         view: the effective op class (index into ``OP_CLASSES``) of each row of ``op_rows``.
         op_rows: the cpu_op rows, ascending.
         steps: the marked step numbers.
+        waiting: for each row of ``op_rows``, whether it is a non-compute op waiting for other
+            threads (its self time goes to ``waiting_ns``); None: none is.
     """
     if op_rows.size == 0:
         return pd.DataFrame(columns=COLUMNS)
-    part_of_class = np.array([PARTITION_CLASSES.index(c) if c in PARTITION_CLASSES else len(PARTITION_CLASSES)
+    part_of_class = np.array([PARTITION_CLASSES.index(c) if c in PARTITION_CLASSES else PARTS.index("framework_ns")
                               for c in OP_CLASSES], np.int64)
     parts = part_of_class[view]  # index into PARTS (framework_ns for non-compute classes)
+    if waiting is not None:
+        parts[waiting & (parts == PARTS.index("framework_ns"))] = PARTS.index("waiting_ns")
     op_parent = frame.op_parent[op_rows]
     records = _all_windows(frame, op_rows, parts, op_parent, _windows(frame, op_rows, steps))
     df = pd.DataFrame.from_records(records, columns=COLUMNS)

@@ -56,8 +56,8 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.steps import driving_threads, step_stats
-from tracekit.analyze.top_ops import WAITING_SHARE, WORKER_GAP_SHARE, worker_event_rows
 from tracekit.analyze.unclassified import unclassified_work_rows
+from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, worker_event_rows
 from tracekit.errors import UsageError
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
 

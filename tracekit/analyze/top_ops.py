@@ -30,28 +30,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
 from tracekit.analyze.classify import EAGER_OP, OP_CLASSES, RowClasses, op_name_codes, short_name, tf_base_op
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
-from tracekit.analyze.steps import driving_threads
+from tracekit.analyze.waiting import WAITING_SHARE, covered_by_other_threads
 from tracekit.ingest.columns import distinct, factorize, stable_order
 
 SKINNY_DIM = 16
 REMEDY_SHARE = 0.10
 TOP = 15
-WAITING_SHARE = 0.5
-WORKER_GAP_SHARE = 0.01
-# TF's runtime work on its worker threads that is not a framework op: the executor processing the
-# function's nodes (its per-node overhead around each op), and tf.data producing the batch the
-# function asked for. A worker in them is busy on the call's behalf.
-TF_WORKER_EVENTS = ("ExecutorState::Process", "Iterator::")
-
-
-def worker_event_rows(frame: Frame) -> np.ndarray:
-    """Rows of ``TF_WORKER_EVENTS`` (empty for traces of other frameworks)."""
-    codes = [i for i, n in enumerate(frame.names) if n.startswith(TF_WORKER_EVENTS)]
-    return np.flatnonzero(np.isin(frame.name_code, codes)) if codes else np.zeros(0, np.int64)
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
 # Input Dims is a list of per-input dims lists: [[1000, 8], [8, 512], []]
 _INPUT_DIMS = r'"Input Dims":(?P<dims>\[(?:\[[^\]]*\]|[^\[\]])*\])'
@@ -200,30 +187,6 @@ class _Groups:
         if not self._order.size:
             return np.zeros(0, np.int64)
         return np.add.reduceat(np.asarray(values, np.int64)[self._order], self._bounds)
-
-
-def covered_by_other_threads(frame: Frame, rows: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
-    """For each op row on a driving thread (one that holds a step marker; without steps, the thread of
-    the longest op), how long the other threads of its process are busy with ops during it (see the
-    module doc). Worker threads run side by side, so one is not said to wait for another.
-    ``among``: the op rows that make the threads busy and choose the driving threads (default ``rows``)."""
-    covered = np.zeros(rows.size, np.int64)
-    among = rows if among is None else among
-    threads = frame.thread_key[rows]
-    if distinct(frame.thread_key[among]).size < 2:
-        return covered
-    workers = np.concatenate([among, worker_event_rows(frame)])
-    for key in driving_threads(frame, among):
-        mine = threads == key
-        if not mine.any():
-            continue
-        pid = frame.pid[rows[mine][0]]
-        # Any op: between compute ops a worker still runs TF's executor, not the waiting thread.
-        others = workers[(frame.thread_key[workers] != key) & (frame.pid[workers] == pid)]
-        if others.size:
-            covered[mine] = intervals.busy_per_interval(frame.start[rows[mine]], frame.end[rows[mine]],
-                                                        frame.start[others], frame.end[others], WORKER_GAP_SHARE)
-    return covered
 
 
 def _window(frame: Frame, used_steps: list[int] | None) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 from tracekit.analyze.breakdown import op_self_time
 from tracekit.analyze.classify import OP_CLASSES, classify_rows, op_name_codes
 from tracekit.analyze.frame import Frame
-from tracekit.analyze.top_ops import covered_by_other_threads
+from tracekit.analyze.waiting import covered_by_other_threads
 
 UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata ops cost a few µs
 

@@ -156,8 +156,9 @@ def _partition_section(bd: Breakdown) -> Section:
     p = bd.cpu_partition
     s = Section("Exclusive CPU split on the step's thread (the parts add up to the span)")
     s.sentences.append("Each instant of a step, on the thread that ran it, goes to the class of the innermost op running "
-                       "then, to framework (a wrapper or non-compute op), or to outside ops (Python, data loading, "
-                       "waiting for other threads). Op time on other threads is listed apart, not in the split.")
+                       "then, to framework (a wrapper or non-compute op), to waiting (inside a call whose ops other "
+                       "threads run, such as a TF function call), or to outside ops (Python, data loading, waiting "
+                       "with no op open). Op time on other threads is listed apart, not in the split.")
     parts = [c for c in PARTS if p[c].sum() > 0]
     cols = [Column("step"), Column("span", "ns"), *[Column(c[:-3].replace("_", " "), "ns") for c in parts],
             Column("other threads", "ns")]
