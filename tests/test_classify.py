@@ -50,6 +50,16 @@ OPS = {
     "aten::max_pool2d_with_indices": "reduction", "aten::cudnn_batch_norm": "reduction",
     "aten::native_layer_norm_backward": "reduction", "aten::binary_cross_entropy_with_logits": "reduction",
     "aten::_adaptive_avg_pool2d": "reduction",
+    # Backward ops of a torch CNN and transformer training step (real captures) that were "other".
+    "aten::max_pool2d_with_indices_backward": "reduction", "aten::_log_softmax_backward_data": "reduction",
+    "aten::_softmax_backward_data": "reduction", "aten::embedding_dense_backward": "reduction",
+    "aten::isneginf": "elementwise", "aten::_scaled_dot_product_flash_attention_for_cpu": "gemm",
+    # TF op types by family (tf_base_op undoes oneDNN's rewrite first).
+    "block_1/depthwise/DepthwiseConv2dNativeBackpropFilter:_MklNativeDepthwiseConv2dNativeBackpropFilter": "convolution",
+    "dense/Relu:_MklNativeFusedMatMul": "gemm", "conv/BiasAdd:_FusedConv2D": "convolution",
+    "bn/FusedBatchNormGradV3:FusedBatchNormGradV3": "reduction", "x/Relu6Grad:Relu6Grad": "elementwise",
+    "sq/SquaredDifference:SquaredDifference": "elementwise", "t/transpose:_MklTranspose": "elementwise",
+    "SGD/AssignSubVariableOp:AssignSubVariableOp": "elementwise", "r/Reshape:Reshape": "other",
     # Views and allocations stay "other": they do no arithmetic.
     "aten::empty_strided": "other", "aten::as_strided": "other", "aten::view": "other", "aten::equal": "other",
 }

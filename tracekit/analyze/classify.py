@@ -117,7 +117,10 @@ OP_RULES: list[tuple[str, str]] = [
             r"GRUBlockCellGrad|CudnnRNN|CudnnRNNV2|CudnnRNNV3|CudnnRNNBackprop|CudnnRNNBackpropV2|CudnnRNNBackpropV3)$"),
     ("convolution", r"^aten::(convolution|_convolution|conv1d|conv2d|conv3d|cudnn_convolution\w*|"
                     r"convolution_backward|mkldnn_convolution|_convolution_depthwise2d|conv_transpose\w*)$|" + TF_CONV),
-    ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation)$|mkldnn.*(linear|matmul)|"
+    # CPU fused attention (two GEMMs around a softmax, in one op) is counted with the GEMMs.
+    ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation|addbmm|"
+             r"_scaled_dot_product_flash_attention_for_cpu|_scaled_dot_product_flash_attention_for_cpu_backward)$|"
+             r"mkldnn.*(linear|matmul)|"
              r"^mkl::|_mkl_linear|onednn::|_linear_pointwise|" + TF_GEMM + "|"
              # XLA:CPU HLO instructions (tf.function(jit_compile=True)): MatMul.8, MatMul_1.10, dot.3
              r"^(MatMul|BatchMatMul\w*|dot)(_\d+)?\.\d+$"),
@@ -140,7 +143,13 @@ OP_RULES: list[tuple[str, str]] = [
                   r"cudnn_batch_norm_backward|miopen_batch_norm|_batch_norm_impl_index|_batch_norm_impl_index_backward|"
                   r"max_pool[123]d|max_pool[123]d_with_indices|avg_pool[123]d|_?adaptive_avg_pool[123]d|"
                   r"_?adaptive_max_pool[123]d|binary_cross_entropy|binary_cross_entropy_with_logits|mse_loss|"
-                  r"l1_loss|smooth_l1_loss|all|any|logsumexp|topk|sort|argsort)$|" + TF_REDUCTION),
+                  r"l1_loss|smooth_l1_loss|all|any|logsumexp|topk|sort|argsort|"
+                  # backward passes of the reductions above, and embedding gradients (a scatter-add)
+                  r"_softmax_backward_data|_log_softmax_backward_data|max_pool[123]d_with_indices_backward|"
+                  r"avg_pool[123]d_backward|_adaptive_avg_pool[123]d_backward|adaptive_max_pool[123]d_backward|"
+                  r"mse_loss_backward|binary_cross_entropy_backward|smooth_l1_loss_backward|embedding_dense_backward|"
+                  r"_embedding_bag|_embedding_bag_forward_only|_embedding_bag_backward|_embedding_bag_dense_backward)$|"
+                  + TF_REDUCTION),
     ("elementwise", r"^aten::(add|add_|sub|sub_|mul|mul_|div|div_|sigmoid|sigmoid_|tanh|tanh_|relu|relu_|gelu|"
                     r"silu|exp|log|neg|rsub|addcmul_|addcdiv_|lerp_|sqrt|rsqrt|pow|fill_|zero_|zeros|ones|"
                     r"zeros_like|ones_like|empty_like|where|clamp|clamp_|threshold_backward|sigmoid_backward|"
@@ -148,7 +157,9 @@ OP_RULES: list[tuple[str, str]] = [
                     r"clamp_min_?|clamp_max_?|bernoulli_?|uniform_|normal_|exp_|log2|log1p|log_|abs|sign|reciprocal|"
                     r"erf|floor|ceil|round|trunc|minimum|maximum|eq|ne|lt|gt|le|ge|logical_(and|or|not)|nan_to_num|"
                     r"hardtanh_?|leaky_relu_?|elu_?|softplus|gelu_backward|silu_backward|hardswish_?|"
-                    r"leaky_relu_backward|sqrt_|pow_|neg_|relu6)$|" + TF_ELEMENTWISE + "|"
+                    r"leaky_relu_backward|sqrt_|pow_|neg_|relu6|hardswish_backward|hardsigmoid_?|hardsigmoid_backward|"
+                    r"elu_backward|softplus_backward|hardtanh_backward|mish_?|mish_backward|addcmul|addcdiv|lerp|"
+                    r"isnan|isinf|isneginf|isposinf|isfinite|_transform_bias_rescale_qkv)$|" + TF_ELEMENTWISE + "|"
                     # XLA:CPU loop fusions and wrapped pointwise HLOs: tanh_multiply_fusion, wrapped_add
                     r"^[a-z_\-]+_fusion(\.\d+)?$|^wrapped_[a-z_]+(\.\d+)?$"),
 ]
