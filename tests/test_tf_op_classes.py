@@ -69,3 +69,40 @@ def test_op_types_are_left_out_where_names_are_types():
     torch_cpu = Path(__file__).parent / "data" / "cpu" / "ddp_gloo_rank1.pt.trace.json.gz"
     frame = frame_of(tracekit.load(torch_cpu))
     assert top_ops(frame, classify_rows(frame)).op_types == []
+
+
+def test_an_xla_compiled_cnn_step_has_hlo_classes_and_its_program_is_compiled_code(tmp_path):
+    """tf.function(jit_compile=True) on CPU records the XLA program as one op named for the function,
+    with its HLO instructions inside (``convolution.2``, ``wrapped_reduce-window.1``). The HLOs get
+    their classes, and the program's own time (XLA's runtime and work it does not record) is compiled
+    code, not an op of no class doing work."""
+    tf = pytest.importorskip("tensorflow")
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.Sequential([tf.keras.Input((32, 32, 3)), tf.keras.layers.Conv2D(16, 3, activation="relu"),
+                                 tf.keras.layers.MaxPool2D(), tf.keras.layers.Conv2D(32, 3, activation="relu"),
+                                 tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(10)])
+    x, y = tf.random.stateless_normal((16, 32, 32, 3), seed=(1, 2)), tf.constant([i % 10 for i in range(16)])
+    opt = tf.keras.optimizers.SGD(0.01)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function(jit_compile=True)
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True))
+        return loss
+
+    step(x, y)
+    tf.profiler.experimental.start(str(tmp_path))
+    for i in range(3):
+        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+            step(x, y).numpy()
+    tf.profiler.experimental.stop()
+    frame = frame_of(tracekit.load(tmp_path))
+    ops = top_ops(frame, classify_rows(frame), top=100_000).ops
+    cls = dict(zip(ops.name, ops.op_class, strict=True))
+    assert {c for n, c in cls.items() if n.split(".")[0] in ("convolution", "wrapped_convolution")} == {"convolution"}
+    assert {c for n, c in cls.items() if "reduce-window" in n or "select-and-scatter" in n} == {"reduction"}
+    r = tracekit.launch(tmp_path).result
+    assert not any("no class" in e for e in r.evidence), r.evidence
+    assert any("compiled graphs' own code" in e for e in r.evidence), r.evidence

@@ -306,7 +306,12 @@ def step_windows(frame: Frame, steps: list[int]) -> tuple[np.ndarray, np.ndarray
 # fusion groups (NNC kernels). Before the graph call was a range of its own, CompiledFunction's self
 # time held it.
 COMPILED_GRAPH_CALL = "## Call CompiledFxGraph"
-COMPILED_CODE_OPS = re.compile(r"(^|:)_XlaRun$|(^|:)XlaLaunch$|^prim::(TensorExprGroup|FusionGroup|CudaFusionGroup)$")
+COMPILED_CODE_OPS = re.compile(r"(^|:)_XlaRun$|(^|:)XlaLaunch$|^prim::(TensorExprGroup|FusionGroup|CudaFusionGroup)$|"
+                               r"^(?P<fn>__inference_\w+):(?P=fn)$")
+# A TF function run as one op (``__inference_step_218:__inference_step_218``) is a compiled XLA program
+# when its HLO instructions are recorded inside it on its thread (tf.function(jit_compile=True));
+# without them it is a plain call whose ops other threads run, and not compiled code.
+XLA_PROGRAM = re.compile(r"^(__inference_\w+):\1$")
 COMPILED_CODE_OPS_BEFORE_CALL_RANGES = re.compile(r"^CompiledFunction(Backward)?$")
 GENERATED_KERNEL = re.compile(r"^(graph_\d+_)?cpp_fused_")
 
@@ -338,6 +343,11 @@ def compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     direct = (holder >= 0) & is_body[np.maximum(holder, 0)]
     child_total = np.zeros(len(frame), np.int64)
     np.add.at(child_total, holder[direct], frame.dur[rows[direct]])
+    programs = [i for i in codes if XLA_PROGRAM.match(frame.names[i])]
+    if programs:
+        with_children = np.zeros(len(frame), bool)
+        with_children[holder[direct]] = True
+        bodies = bodies[with_children[bodies] | ~np.isin(frame.name_code[bodies], programs)]
     return bodies, np.maximum(frame.dur[bodies] - child_total[bodies], 0)
 
 

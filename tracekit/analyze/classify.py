@@ -116,14 +116,16 @@ OP_RULES: list[tuple[str, str]] = [
             r"^(BlockLSTM|BlockLSTMV2|BlockLSTMGrad|BlockLSTMGradV2|LSTMBlockCell|LSTMBlockCellGrad|GRUBlockCell|"
             r"GRUBlockCellGrad|CudnnRNN|CudnnRNNV2|CudnnRNNV3|CudnnRNNBackprop|CudnnRNNBackpropV2|CudnnRNNBackpropV3)$"),
     ("convolution", r"^aten::(convolution|_convolution|conv1d|conv2d|conv3d|cudnn_convolution\w*|"
-                    r"convolution_backward|mkldnn_convolution|_convolution_depthwise2d|conv_transpose\w*)$|" + TF_CONV),
+                    r"convolution_backward|mkldnn_convolution|_convolution_depthwise2d|conv_transpose\w*)$|" + TF_CONV + "|"
+                    # XLA:CPU HLO instructions: convolution.2, and fusions named for a convolution
+                    r"^(wrapped_)?convolution([a-z_\-]*_fusion)?(\.\d+)?$"),
     # CPU fused attention (two GEMMs around a softmax, in one op) is counted with the GEMMs.
     ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation|addbmm|"
              r"_scaled_dot_product_flash_attention_for_cpu|_scaled_dot_product_flash_attention_for_cpu_backward)$|"
              r"mkldnn.*(linear|matmul)|"
              r"^mkl::|_mkl_linear|onednn::|_linear_pointwise|" + TF_GEMM + "|"
              # XLA:CPU HLO instructions (tf.function(jit_compile=True)): MatMul.8, MatMul_1.10, dot.3
-             r"^(MatMul|BatchMatMul\w*|dot)(_\d+)?\.\d+$"),
+             r"^(MatMul|BatchMatMul\w*|dot)(_\d+)?\.\d+$|^(wrapped_)?dot(\.\d+)?$"),
     ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|^(Cast|QuantizeV2|Dequantize)$"),
     ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
     ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|^(NcclAllReduce|NcclReduce|NcclBroadcast|"
@@ -149,7 +151,9 @@ OP_RULES: list[tuple[str, str]] = [
                   r"avg_pool[123]d_backward|_adaptive_avg_pool[123]d_backward|adaptive_max_pool[123]d_backward|"
                   r"mse_loss_backward|binary_cross_entropy_backward|smooth_l1_loss_backward|embedding_dense_backward|"
                   r"_embedding_bag|_embedding_bag_forward_only|_embedding_bag_backward|_embedding_bag_dense_backward)$|"
-                  + TF_REDUCTION),
+                  + TF_REDUCTION + "|"
+                  # XLA:CPU HLO reductions: reduce, and pooling (reduce-window) with its gradient (select-and-scatter)
+                  r"^(wrapped_)?(reduce|reduce-window|select-and-scatter)(\.\d+)?$"),
     ("elementwise", r"^aten::(add|add_|sub|sub_|mul|mul_|div|div_|sigmoid|sigmoid_|tanh|tanh_|relu|relu_|gelu|"
                     r"silu|exp|log|neg|rsub|addcmul_|addcdiv_|lerp_|sqrt|rsqrt|pow|fill_|zero_|zeros|ones|"
                     r"zeros_like|ones_like|empty_like|where|clamp|clamp_|threshold_backward|sigmoid_backward|"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracekit.analyze.breakdown import op_self_time
+from tracekit.analyze.breakdown import compiled_code_self, op_self_time
 from tracekit.analyze.classify import OP_CLASSES, classify_rows, op_name_codes
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.waiting import covered_by_other_threads
@@ -24,6 +24,7 @@ UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata op
 def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     """The op rows among ``rows`` (op rows of one window or all) that are such work."""
     unknown = rows[classify_rows(frame).op[rows] == OP_CLASSES.index("other")]
+    unknown = unknown[~np.isin(unknown, compiled_code_self(frame)[0])]  # compiled graphs are judged apart
     self_ns = op_self_time(frame, unknown)
     own = self_ns * 2 >= frame.dur[unknown]
     unknown, self_ns = unknown[own], self_ns[own]
