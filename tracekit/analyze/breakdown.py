@@ -306,12 +306,12 @@ def step_windows(frame: Frame, steps: list[int]) -> tuple[np.ndarray, np.ndarray
 # fusion groups (NNC kernels). Before the graph call was a range of its own, CompiledFunction's self
 # time held it.
 COMPILED_GRAPH_CALL = "## Call CompiledFxGraph"
-COMPILED_CODE_OPS = re.compile(r"(^|:)_XlaRun$|(^|:)XlaLaunch$|^prim::(TensorExprGroup|FusionGroup|CudaFusionGroup)$|"
-                               r"^(?P<fn>__inference_\w+):(?P=fn)$")
 # A TF function run as one op (``__inference_step_218:__inference_step_218``) is a compiled XLA program
 # when its HLO instructions are recorded inside it on its thread (tf.function(jit_compile=True));
 # without them it is a plain call whose ops other threads run, and not compiled code.
-XLA_PROGRAM = re.compile(r"^(__inference_\w+):\1$")
+XLA_PROGRAM = re.compile(r"^(?P<fn>__inference_\w+):(?P=fn)$")
+COMPILED_CODE_OPS = re.compile(r"(^|:)_XlaRun$|(^|:)XlaLaunch$|^prim::(TensorExprGroup|FusionGroup|CudaFusionGroup)$|"
+                               + XLA_PROGRAM.pattern)
 COMPILED_CODE_OPS_BEFORE_CALL_RANGES = re.compile(r"^CompiledFunction(Backward)?$")
 GENERATED_KERNEL = re.compile(r"^(graph_\d+_)?cpp_fused_")
 

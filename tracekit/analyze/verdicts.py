@@ -58,7 +58,7 @@ class Evidence:
     # another thread's collective), no compute op running (breakdown's waiting_ns)
     stall_step_share: float = 0.0  # step time lost in stalled op calls: the excess over the same call's median
     # in the other steps (tracekit.analyze.stalls)
-    unclassified_work_share: float = 0.0  # of dispatch_share: inside long ops of no class (launch.unclassified_work)
+    unclassified_work_share: float = 0.0  # of dispatch_share: inside long ops of no class (analyze.unclassified)
     unclassified_work_ops: str = ""  # those ops with their shares, e.g. "aten::_fft_r2c 37%, aten::_fft_c2r 9%"
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # GPU traces: shares of the GPU's idle (gap) time
@@ -289,7 +289,7 @@ RULES: tuple[Rule, ...] = (
                    "compute, the step is CPU compute-bound; if they are slow framework calls, CPU/framework-bound",
          lambda e: [UNCLASSIFIED_WORK_REMEDY, *_host_bound_remedies(False)(e)],
          "CPU-only: at least half the step time is outside compute ops, but without the ops of no class that run "
-         "50 µs or more a call on their own it would be less than half"),
+         "50 µs or more a call on their own it would be less than half"),  # UNCLASSIFIED_WORK_NS
     Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
          _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
     # Compiled code with no op inside is kernels or wrapper, and the trace does not say how much of each:

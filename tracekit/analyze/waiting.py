@@ -31,8 +31,9 @@ def worker_event_rows(frame: Frame) -> np.ndarray:
 def covered_by_other_threads(frame: Frame, rows: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:
     """For each op row on a driving thread (one that holds a step marker; without steps, the thread of
     the longest op), how long the other threads of its process are busy with ops during it (gaps
-    under ``WORKER_GAP_SHARE`` of the call bridged). Worker threads run side by side, so one is not said to wait for another.
-    ``among``: the op rows that make the threads busy and choose the driving threads (default ``rows``)."""
+    under ``WORKER_GAP_SHARE`` of the call bridged). Worker threads run side by side, so one is not
+    said to wait for another. ``among``: the op rows that make the threads busy and choose the
+    driving threads (default ``rows``)."""
     covered = np.zeros(rows.size, np.int64)
     among = rows if among is None else among
     threads = frame.thread_key[rows]
