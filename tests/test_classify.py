@@ -9,7 +9,7 @@ import pytest
 from conftest import TRACES, needs_shared
 
 from tracekit.analyze import classify
-from tracekit.analyze.classify import API_RULES, KERNEL_RULES, OP_RULES, classify_name
+from tracekit.analyze.classify import API_RULES, KERNEL_RULES, classify_name
 from tracekit.analyze.frame import Frame
 from tracekit.ingest import load
 
@@ -120,7 +120,7 @@ def test_template_arguments_do_not_decide_what_a_kernel_is():
 
 @pytest.mark.parametrize(("name", "cls"), OPS.items())
 def test_op_rules(name, cls):
-    assert classify_name(classify.tf_base_op(name), OP_RULES) == cls
+    assert classify.classify_op_name(name) == cls
 
 
 @pytest.mark.parametrize(("name", "cls"), APIS.items())
@@ -179,3 +179,10 @@ def test_cast_rule_on_a_real_torch_trace(tmp_path):
     assert "cast" in by_name["aten::copy_"]
     assert by_name["aten::to"] == {"cast"} or "cast" in by_name["aten::to"]
     assert "cast" not in by_name.get("aten::clone", {"other"})
+
+
+def test_torch_collectives_keep_their_class_and_tf_ones_get_it_by_op_type():
+    """``gloo:all_reduce`` looks like a TF ``scope:Type`` name; the name as recorded is matched first."""
+    assert classify.classify_op_name("gloo:all_reduce") == "communication"
+    assert classify.classify_op_name("nccl:all_reduce") == "communication"
+    assert classify.classify_op_name("replica/allreduce:CollectiveReduceV2") == "communication"

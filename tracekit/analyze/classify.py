@@ -78,7 +78,6 @@ KERNEL_RULES: list[tuple[str, str, str]] = [
                     r"^loop_\w*fusion|act_and_mul|silu|gelu|rotary|rope_", "base"),
 ]
 
-# PyTorch ATen/compiled names; TensorFlow op types are matched on the text after the last ':'.
 # PyTorch ATen/compiled names; TensorFlow op types are matched as ``tf_base_op`` gives them (the type
 # after the last ':', oneDNN's ``_Mkl``/``_MklNative`` rewrite undone), by family: a gradient, a fused
 # or a quantized variant of an op is in the op's class. Unknown ops are "other", which the breakdown
@@ -231,7 +230,7 @@ def collective_rows(frame: Frame) -> np.ndarray:
         return cached
     host = frame.mask("user_range", "cpu_op")
     codes = [c for c in distinct(frame.name_code[host]).tolist() if c >= 0
-             and classify_name(frame.names[c], OP_RULES) == "communication"]
+             and classify_op_name(frame.names[c]) == "communication"]
     rows = np.flatnonzero(np.isin(frame.name_code, codes) & host) if codes else np.zeros(0, np.int64)
     frame._collective_rows = rows  # type: ignore[attr-defined]
     return rows
@@ -363,15 +362,26 @@ class RowClasses:
 
 
 def _by_name(frame: Frame, rows: np.ndarray, rules: Sequence[tuple[str, ...]], classes: Sequence[str],
-             transform: Callable[[str], str] | None = None) -> np.ndarray:
-    """Class index of each row, classifying each distinct name once."""
+             classify: Callable[[str], str] | None = None) -> np.ndarray:
+    """Class index of each row, classifying each distinct name once (by ``classify`` when given)."""
     codes = frame.name_code[rows]
     used = distinct(codes)
     lookup = np.full(len(frame.names) + 1, classes.index("other"), np.int8)
     for code in used[used >= 0]:
         name = frame.names[code]
-        lookup[code] = classes.index(classify_name(transform(name) if transform else name, rules))
+        lookup[code] = classes.index(classify(name) if classify else classify_name(name, rules))
     return lookup[codes]
+
+
+def classify_op_name(name: str) -> str:
+    """An op's class by ``OP_RULES``: the name as recorded (``aten::mm``, ``gloo:all_reduce``), else the
+    TF op type it ran (``tf_base_op``: ``…/Conv2D:_MklNativeConv2D`` -> ``Conv2D``)."""
+    cls = classify_name(name, OP_RULES)
+    if cls == "other":
+        op_type = tf_base_op(name)
+        if op_type != name:
+            cls = classify_name(op_type, OP_RULES)
+    return cls
 
 
 _TF_OP_TYPE = re.compile(r"^[^\s:]+:(_?[A-Za-z][A-Za-z0-9_]*)$")
@@ -421,7 +431,7 @@ def _eager_ops(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
 def _classify_eager_ops(frame: Frame, op: np.ndarray) -> None:
     parents, codes = _eager_ops(frame)
     for code in np.unique(codes):
-        op[parents[codes == code]] = OP_CLASSES.index(classify_name(tf_base_op(frame.names[code]), OP_RULES))
+        op[parents[codes == code]] = OP_CLASSES.index(classify_op_name(frame.names[code]))
 
 
 def op_name_codes(frame: Frame) -> np.ndarray:
@@ -465,7 +475,7 @@ def _classify_rows(frame: Frame) -> RowClasses:
     kernel[frame.rows("gpu_sync")] = KERNEL_CLASSES.index("sync")
 
     op_rows = frame.rows("cpu_op")
-    op[op_rows] = _by_name(frame, op_rows, OP_RULES, OP_CLASSES, tf_base_op)
+    op[op_rows] = _by_name(frame, op_rows, OP_RULES, OP_CLASSES, classify_op_name)
     _classify_eager_ops(frame, op)
     _resolve_copies(frame, op, op_rows)
 
