@@ -15,16 +15,11 @@ from tracekit.analyze.frame import frame_of
 from tracekit.analyze.top_ops import top_ops
 
 
-@pytest.fixture(scope="module")
-def mobilenet_logdir(tmp_path_factory) -> Path:
-    tf = pytest.importorskip("tensorflow")
-    logdir = tmp_path_factory.mktemp("mobilenet")
-    tf.keras.utils.set_random_seed(0)
-    model = tf.keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=4, alpha=0.35)
-    x, y = tf.random.stateless_normal((2, 32, 32, 3), seed=(1, 2)), tf.constant([0, 3])
-    opt, loss_fn = tf.keras.optimizers.SGD(0.01), tf.keras.losses.SparseCategoricalCrossentropy()
+def _profile_training(tf, model, x, y, logdir: Path, steps: int, from_logits: bool, jit_compile: bool) -> Path:
+    """``steps`` SGD steps of ``model`` under the TF profiler, one step marker each, after one untimed."""
+    opt, loss_fn = tf.keras.optimizers.SGD(0.01), tf.keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits)
 
-    @tf.function
+    @tf.function(jit_compile=jit_compile)
     def step(x, y):
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
@@ -33,11 +28,20 @@ def mobilenet_logdir(tmp_path_factory) -> Path:
 
     step(x, y)
     tf.profiler.experimental.start(str(logdir))
-    for i in range(2):
+    for i in range(steps):
         with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
             step(x, y).numpy()
     tf.profiler.experimental.stop()
     return logdir
+
+
+@pytest.fixture(scope="module")
+def mobilenet_logdir(tmp_path_factory) -> Path:
+    tf = pytest.importorskip("tensorflow")
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=4, alpha=0.35)
+    x, y = tf.random.stateless_normal((2, 32, 32, 3), seed=(1, 2)), tf.constant([0, 3])
+    return _profile_training(tf, model, x, y, tmp_path_factory.mktemp("mobilenet"), 2, from_logits=False, jit_compile=False)
 
 
 def test_every_op_family_of_a_cnn_training_step_has_its_class(mobilenet_logdir):
@@ -82,22 +86,7 @@ def test_an_xla_compiled_cnn_step_has_hlo_classes_and_its_program_is_compiled_co
                                  tf.keras.layers.MaxPool2D(), tf.keras.layers.Conv2D(32, 3, activation="relu"),
                                  tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(10)])
     x, y = tf.random.stateless_normal((16, 32, 32, 3), seed=(1, 2)), tf.constant([i % 10 for i in range(16)])
-    opt = tf.keras.optimizers.SGD(0.01)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-    @tf.function(jit_compile=True)
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True))
-        return loss
-
-    step(x, y)
-    tf.profiler.experimental.start(str(tmp_path))
-    for i in range(3):
-        with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-            step(x, y).numpy()
-    tf.profiler.experimental.stop()
+    _profile_training(tf, model, x, y, tmp_path, 3, from_logits=True, jit_compile=True)
     frame = frame_of(tracekit.load(tmp_path))
     ops = top_ops(frame, classify_rows(frame), top=100_000).ops
     cls = dict(zip(ops.name, ops.op_class, strict=True))
