@@ -96,6 +96,9 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
     host = bd.host
     if len(host) and host.busy_ns.sum() > 0:
         s = Section("Host time (per thread, exclusive, summed over threads)")
+        if not bd.has_gpu:  # the split is made for GPU traces, where host time is overhead around kernels
+            s.sentences.append("No GPU in this trace: framework is all time inside framework ops, their arithmetic "
+                               "included; the sections below split it into op classes and dispatch.")
         # Classes no thread ever spent time in (launch calls in a CPU-only trace) are left out.
         shown = [c for c in HOST_CLASSES if host[f"{c}_ns"].sum() > 0]
         counts = ["ops", *(["launches"] if host.launches.sum() > 0 else [])]
