@@ -29,13 +29,21 @@ def kind_mask(kind: np.ndarray, *names: str) -> np.ndarray:
 
 
 def byte_mask(values: np.ndarray, codes: list[int]) -> np.ndarray:
-    """``np.isin`` for a one-byte column (kind codes, Chrome phases): a 256-entry lookup table,
-    4x faster than np.isin on a million rows."""
+    """``np.isin`` for a one-byte column (kind codes, Chrome phases). A few codes: one vectorized
+    comparison each (0.15-0.2 ms per code on a million rows); more: a 256-entry lookup table (2 ms,
+    against 3.5 ms for fancy indexing and 4x that for np.isin)."""
     if values.dtype.itemsize != 1:
         return np.isin(values, codes)
+    raw = values.view(np.uint8)
+    wanted = sorted({int(c) & 0xFF for c in codes})
+    if len(wanted) <= 8:
+        mask = np.zeros(raw.size, bool)
+        for c in wanted:
+            mask |= raw == c
+        return mask.reshape(values.shape)
     lut = np.zeros(256, bool)
-    lut[np.asarray(codes, np.int64) & 0xFF] = True
-    return lut[values.view(np.uint8)]
+    lut[wanted] = True
+    return np.take(lut, raw)
 
 
 def nesting_order(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
