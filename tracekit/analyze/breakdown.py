@@ -126,8 +126,9 @@ def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: 
     op_rows = frame.rows("cpu_op")
     op_class = _effective_op_class(frame, classes, op_rows)
     # CPU-only (the partition is shown only there): the calls that wait for other threads' ops.
-    compute = np.isin(classes.op[op_rows], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
-    waiting = waiting_calls(frame, op_rows, ~compute) if not gpu_rows.size else None
+    waiting = None
+    if not gpu_rows.size:
+        waiting = waiting_calls(frame, op_rows, ~byte_mask(classes.op[op_rows], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]))
     partition = cpu_partition(frame, op_class, op_rows, steps, waiting)
     return Breakdown(
         gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, op_class, steps),
@@ -468,7 +469,7 @@ def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray
     """
     compute_idx = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
     is_compute = np.zeros(len(frame), bool)
-    is_compute[op_rows] = np.isin(classes.op[op_rows], compute_idx)
+    is_compute[op_rows] = byte_mask(classes.op[op_rows], compute_idx)
     has_compute_below = np.zeros(len(frame), bool)
     cur = frame.parent[np.flatnonzero(is_compute)]
     while cur.size:
