@@ -49,8 +49,8 @@ def byte_mask(values: np.ndarray, codes: list[int]) -> np.ndarray:
 def nesting_order(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Positions by group, start ascending, end descending, then position: what
     ``np.lexsort((-end, start, group))`` gives. One unstable sort of a combined (group, start) key,
-    then only the ties (a parent and its first child starting together) sorted further: on a
-    million rows 0.03-0.05 s against lexsort's 0.12-0.17 s (three stable passes)."""
+    then only the ties (a parent and its first child starting together) sorted further: on the
+    681k host rows of the 1M-event benchmark trace 0.04 s against lexsort's 0.08 s."""
     from tracekit.ingest.columns import factorize  # columns imports this module
 
     if start.size == 0:
