@@ -320,7 +320,16 @@ GENERATED_KERNEL = re.compile(r"^(graph_\d+_)?cpp_fused_")
 def compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     """The rows that run compiled graphs' own code, and each one's self time (its duration less the
     ops and other such rows directly inside it). That time is the graph's generated kernels and
-    its wrapper together: neither a known compute op nor plain framework dispatch."""
+    its wrapper together: neither a known compute op nor plain framework dispatch. Cached on the
+    frame (the breakdown, the verdict's unclassified-work check and whatif all read it)."""
+    cached = getattr(frame, "_compiled_code_self", None)
+    if cached is None:
+        cached = _compiled_code_self(frame)
+        frame._compiled_code_self = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     calls = [i for i, n in enumerate(frame.names) if n.startswith(COMPILED_GRAPH_CALL)]
     before_call_ranges = not calls
     if any(GENERATED_KERNEL.search(n) for n in frame.names):
