@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tracekit.ingest.links import byte_mask, nesting_order
+from tracekit.ingest.links import byte_mask, member_mask, nesting_order
 
 
 @pytest.mark.parametrize("scale", [1, 10**15])  # 10**15: the combined key would overflow, so lexsort is used
@@ -29,3 +29,18 @@ def test_byte_mask_is_isin_for_few_and_many_codes(dtype):
     for k in (0, 1, 3, 8, 9, 40):  # up to 8 codes: comparisons; more: a lookup table
         codes = [int(c) for c in rng.integers(lo, hi, k)]
         assert np.array_equal(byte_mask(values, codes), np.isin(values, codes)), (dtype, codes)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64, np.uint32])
+def test_member_mask_is_isin(dtype):
+    rng = np.random.default_rng(2)
+    info = np.iinfo(dtype)
+    for spread in (10, 5_000, int(info.max)):  # a dense range: a table; a sparse one: np.isin
+        lo = max(int(info.min), -spread)
+        values = rng.integers(lo, min(spread, int(info.max)), 3_000, endpoint=True).astype(dtype)
+        for k in (0, 1, 3, 8, 9, 40):
+            wanted = rng.integers(lo, min(spread, int(info.max)), k, endpoint=True)
+            for among in (wanted.tolist(), wanted, wanted.tolist() + [int(info.max) + 1, int(info.min) - 1]):
+                assert np.array_equal(member_mask(values, among), np.isin(values, among)), (dtype, spread, among)
+    assert np.array_equal(member_mask(np.zeros(0, dtype), [1, 2]), np.zeros(0, bool))
+    assert np.array_equal(member_mask(np.arange(5, dtype=dtype), np.array([], np.float64)), np.zeros(5, bool))

@@ -56,7 +56,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.waiting import waiting_calls
 from tracekit.errors import TracekitError
 from tracekit.ingest.columns import factorize
-from tracekit.ingest.links import byte_mask, nearest_ancestor
+from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 
 COMPUTE_KERNEL_CLASSES = tuple(c for c in KERNEL_CLASSES if c not in ("communication", "memcpy", "memset", "sync"))
 HOST_CLASSES = ("launch", "sync", "memory_api", "other_api", "framework", "python")
@@ -341,7 +341,7 @@ def _compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     if not codes:
         return none, none
     is_op = frame.mask("cpu_op")
-    bodies = np.flatnonzero(np.isin(frame.name_code, codes) & (is_op | frame.mask("user_range")))
+    bodies = np.flatnonzero(member_mask(frame.name_code, codes) & (is_op | frame.mask("user_range")))
     if not bodies.size:
         return none, none
     inside = is_op.copy()
@@ -357,7 +357,7 @@ def _compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     if programs:
         with_children = np.zeros(len(frame), bool)
         with_children[holder[direct]] = True
-        bodies = bodies[with_children[bodies] | ~np.isin(frame.name_code[bodies], programs)]
+        bodies = bodies[with_children[bodies] | ~member_mask(frame.name_code[bodies], programs)]
     return bodies, np.maximum(frame.dur[bodies] - child_total[bodies], 0)
 
 
@@ -445,7 +445,7 @@ def _waits_outside_compute(frame: Frame, op_rows: np.ndarray, compute_rows: np.n
     else:
         return none, none
     waits = python_wait_rows(frame)
-    waits = waits[np.isin(frame.thread_key[waits], loop_threads)]
+    waits = waits[member_mask(frame.thread_key[waits], loop_threads)]
     collectives = collectives_beside(frame, loop_threads)
     pieces_s, pieces_e = [none], [none]
     if waits.size:
@@ -456,7 +456,7 @@ def _waits_outside_compute(frame: Frame, op_rows: np.ndarray, compute_rows: np.n
         pieces_s.append(s[c == 1])
         pieces_e.append(e[c == 1])
     if collectives.size:
-        own = op_rows[np.isin(frame.thread_key[op_rows], loop_threads)]
+        own = op_rows[member_mask(frame.thread_key[op_rows], loop_threads)]
         s, e, c = intervals.priority_timeline(
             np.concatenate([frame.start[compute_rows], frame.start[own], frame.start[collectives]]),
             np.concatenate([frame.end[compute_rows], frame.end[own], frame.end[collectives]]),

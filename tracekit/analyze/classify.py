@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame
 from tracekit.ingest.columns import distinct
-from tracekit.ingest.links import byte_mask, nearest_ancestor
+from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 from tracekit.schema import GPU_ACTIVITY_KINDS
 
 # Classes, in the priority order the GPU breakdown uses when kernels overlap (see breakdown.py).
@@ -211,7 +211,7 @@ def python_wait_rows(frame: Frame) -> np.ndarray:
     waits = [c for c in codes[codes >= 0].tolist() if PYTHON_WAIT.search(frame.names[c])]
     if waits:
         waiting = np.zeros(len(frame), bool)
-        waiting[rows[np.isin(frame.name_code[rows], waits)]] = True
+        waiting[rows[member_mask(frame.name_code[rows], waits)]] = True
         rest = rows[~waiting[rows]]
         waiting[rest[nearest_ancestor(frame.parent, rest, waiting) >= 0]] = True
         rows = np.flatnonzero(waiting)
@@ -231,7 +231,7 @@ def collective_rows(frame: Frame) -> np.ndarray:
     host = frame.mask("user_range", "cpu_op")
     codes = [c for c in distinct(frame.name_code[host]).tolist() if c >= 0
              and classify_op_name(frame.names[c]) == "communication"]
-    rows = np.flatnonzero(np.isin(frame.name_code, codes) & host) if codes else np.zeros(0, np.int64)
+    rows = np.flatnonzero(member_mask(frame.name_code, codes) & host) if codes else np.zeros(0, np.int64)
     frame._collective_rows = rows  # type: ignore[attr-defined]
     return rows
 
@@ -240,26 +240,28 @@ def collective_work_rows(frame: Frame) -> np.ndarray:
     """The collective ranges that are the communication itself, run on the host: ranges of
     ``collective_rows`` with no host op or call of their own thread inside them (gloo's worker
     threads record only ``gloo:all_reduce``). Where the trace has GPU communication kernels, host
-    collectives are NCCL's enqueues (``nccl:all_reduce`` around a kernel launch), and none is."""
+    collectives are NCCL's enqueues (``nccl:all_reduce`` around a kernel launch), and none is.
+    Cached on the frame."""
+    cached = getattr(frame, "_collective_work_rows", None)
+    if cached is not None:
+        return cached
     rows = collective_rows(frame)
     rows = rows[frame.mask("user_range")[rows]]
-    if not rows.size:
-        return rows
     kernels = frame.rows("gpu_kernel")
-    if kernels.size and (classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")).any():
-        return rows[:0]
-    host = frame.rows("cpu_op", "runtime_api", "driver_api")
-    host = host[np.isin(frame.thread_key[host], frame.thread_key[rows])]
-    host = host[np.lexsort((frame.start[host], frame.thread_key[host]))]
-    key, start = frame.thread_key[host], frame.start[host]
-    lo = np.searchsorted(key, frame.thread_key[rows], "left")  # each range's thread: host[lo:hi]
-    hi = np.searchsorted(key, frame.thread_key[rows], "right")
+    if rows.size and kernels.size and (classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")).any():
+        rows = rows[:0]
     has_child = np.zeros(rows.size, bool)
-    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
+    host = frame.mask("cpu_op", "runtime_api", "driver_api")
+    for thread in np.unique(frame.thread_key[rows]).tolist():  # few threads: one vectorized search each
+        starts = np.sort(frame.start[host & (frame.thread_key == thread)], kind="stable")  # timsort: near-sorted
+        if not starts.size:
+            continue
+        mine = np.flatnonzero(frame.thread_key[rows] == thread)
         # The thread's first host row that starts at or after the range does: inside the range?
-        j = a + int(np.searchsorted(start[a:b], frame.start[rows[i]], "left"))
-        has_child[i] = j < b and start[j] < frame.end[rows[i]]
-    return rows[~has_child]
+        j = np.searchsorted(starts, frame.start[rows[mine]], "left")
+        has_child[mine] = (j < starts.size) & (starts[np.minimum(j, starts.size - 1)] < frame.end[rows[mine]])
+    frame._collective_work_rows = rows[~has_child]  # type: ignore[attr-defined]
+    return frame._collective_work_rows  # type: ignore[attr-defined]
 
 
 def collectives_beside(frame: Frame, threads: np.ndarray) -> np.ndarray:
@@ -268,8 +270,8 @@ def collectives_beside(frame: Frame, threads: np.ndarray) -> np.ndarray:
     rows = collective_work_rows(frame)
     if not rows.size or not threads.size:
         return rows[:0]
-    pids = np.unique(frame.pid[np.isin(frame.thread_key, threads)])
-    return rows[~np.isin(frame.thread_key[rows], threads) & np.isin(frame.pid[rows], pids)]
+    pids = np.unique(frame.pid[member_mask(frame.thread_key, threads)])
+    return rows[~member_mask(frame.thread_key[rows], threads) & member_mask(frame.pid[rows], pids)]
 
 
 _COMPILED: dict[int, list[tuple[str, re.Pattern[str], bool]]] = {}
@@ -419,7 +421,7 @@ def _eager_ops(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     none = np.zeros(0, np.int64)
     if not codes or "EagerExecute" not in frame.names:
         return none, none
-    rows = np.flatnonzero(np.isin(frame.name_code, codes))
+    rows = np.flatnonzero(member_mask(frame.name_code, codes))
     parents = frame.parent[rows]
     ok = parents >= 0
     rows, parents = rows[ok], parents[ok]

@@ -45,6 +45,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
 from tracekit.errors import UsageError
+from tracekit.ingest.links import member_mask
 
 EXIT_COMPARE_FAILED = 3
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -156,7 +157,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     names_per_step = None
     used = stats.used_step_numbers() if len(stats.steps) else []
     if used:
-        in_used = np.isin(frame.step[rows], used)
+        in_used = member_mask(frame.step[rows], used)
         names_per_step = _names(frame, rows[in_used], tf_source)
         names_per_step[["count", "total_ns"]] = names_per_step[["count", "total_ns"]] / len(used)
     rr = ranges(table).summary[["name", "instances", "total_ns"]]

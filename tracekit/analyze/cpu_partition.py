@@ -27,6 +27,7 @@ import pandas as pd
 from tracekit.analyze import intervals
 from tracekit.analyze.classify import OP_CLASSES
 from tracekit.analyze.frame import Frame
+from tracekit.ingest.columns import stable_order
 
 PARTITION_CLASSES = ("rnn", "convolution", "gemm", "cast", "elementwise", "reduction", "communication", "compiled")
 PARTS = (*[f"{c}_ns" for c in PARTITION_CLASSES], "framework_ns", "waiting_ns", "outside_ops_ns")
@@ -112,7 +113,7 @@ def _disjoint_windows(frame: Frame, op_rows: np.ndarray, parts: np.ndarray, op_p
     sel = np.repeat(mine, count)  # index into op_rows of each pair
     offsets = np.arange(sel.size) - np.repeat(np.cumsum(count) - count, count)
     w = np.repeat(first, count) + offsets
-    order = np.lexsort((sel, w))
+    order = stable_order(w)  # by window, then row: sel ascends already (as lexsort((sel, w)), radix-sorted)
     sel, w = sel[order], w[order]
     rows = op_rows[sel]
     s, e = np.clip(frame.start[rows], lo[w], hi[w]), np.clip(frame.end[rows], lo[w], hi[w])

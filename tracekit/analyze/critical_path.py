@@ -59,6 +59,7 @@ from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, worker_event_rows
 from tracekit.errors import UsageError
+from tracekit.ingest.links import member_mask
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
 
 KINDS = list(KIND_DESCRIPTIONS)
@@ -151,7 +152,7 @@ def step_window(frame: Frame, range_name: str | None, instance: int | None) -> t
             instance, chosen = _first_steady_step(frame, rows)
     else:
         codes = [i for i, n in enumerate(frame.names) if n == range_name]
-        rows = np.flatnonzero(np.isin(frame.name_code, codes) & frame.mask("user_range", "step", "cpu_op"))
+        rows = np.flatnonzero(member_mask(frame.name_code, codes) & frame.mask("user_range", "step", "cpu_op"))
         rows = rows[np.argsort(frame.start[rows], kind="stable")]
         label = range_name
         if not rows.size:
@@ -325,8 +326,8 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
         leaf[part[-1]] = True
     blocking = [i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS]
     compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
-    calls = host[leaf & frame.mask("cpu_op")[host] & ~np.isin(frame.name_code[host], blocking)
-                 & ~np.isin(classes.op[host], compute) & np.isin(frame.thread_key[host], driving_threads(frame, host))]
+    calls = host[leaf & frame.mask("cpu_op")[host] & ~member_mask(frame.name_code[host], blocking)
+                 & ~member_mask(classes.op[host], compute) & member_mask(frame.thread_key[host], driving_threads(frame, host))]
     outer = host[top]
     outer = outer[np.argsort(frame.start[outer], kind="stable")]
     outer_start = frame.start[outer]
@@ -397,7 +398,7 @@ def _collective_edges(g: _Graph, frame: Frame, host: np.ndarray, collectives: np
             continue
         pid = frame.pid[mine[0]]
         issued = talking[(frame.thread_key[talking] == key)]
-        issued = issued[np.isin(issued, mine)]
+        issued = issued[member_mask(issued, mine)]
         issued = issued[np.argsort(frame.start[issued], kind="stable")]
         by_start = mine[np.lexsort((-frame.end[mine], frame.start[mine]))]
         top = by_start[frame.start[by_start] >= np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(frame.end[by_start])[:-1]]]
@@ -497,7 +498,7 @@ def _sync_edges(g: _Graph, frame: Frame, host: np.ndarray, gpu: np.ndarray) -> N
     if not gpu.size:
         return
     blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
-    calls = host[np.isin(frame.name_code[host], list(blocking))]
+    calls = host[member_mask(frame.name_code[host], list(blocking))]
     order = gpu[np.argsort(frame.end[gpu], kind="stable")]
     ends = frame.end[order]
     for call in calls.tolist():
@@ -515,7 +516,7 @@ def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[s
     talking = np.zeros(len(frame), bool)
     talking[collective_work_rows(frame)] = True  # not NCCL's enqueue calls: those are host work
     op_names = op_name_codes(frame)
-    cpu_compute = np.isin(classes.op, [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES if c != "communication"])
+    cpu_compute = member_mask(classes.op, [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES if c != "communication"])
     # An op whose work, or whose callees' work, runs on a GPU: its host time is dispatch and launches.
     owners = np.unique(frame.op_row[frame.rows(*GPU_KINDS)])
     owners = owners[owners >= 0]

@@ -43,7 +43,7 @@ from tracekit.analyze.classify import OP_CLASSES, OP_RULES, RowClasses, classify
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.top_ops import input_dims
 from tracekit.ingest.columns import distinct
-from tracekit.ingest.links import byte_mask
+from tracekit.ingest.links import byte_mask, member_mask
 
 STALL_RATIO = 10.0
 STALL_MIN_NS = 500_000
@@ -72,7 +72,7 @@ class Stalls:
 
     def within(self, frame: Frame, steps: list[int]) -> Stalls:
         """The stalled calls of ``steps`` only."""
-        keep = np.isin(frame.step[self.rows], steps)
+        keep = member_mask(frame.step[self.rows], steps)
         return Stalls(self.rows[keep], self.self_ns[keep], self.median_ns[keep], self.steps_compared)
 
     def outside_compute_ns(self, classes: RowClasses) -> int:
@@ -179,7 +179,7 @@ def _copies(frame: Frame, rows: np.ndarray) -> np.ndarray:
     the op around it, or none; on the CPU it is memory work, the same at the same shapes."""
     codes = [c for c in distinct(frame.name_code[rows]).tolist()
              if c >= 0 and classify_name(frame.names[c], OP_RULES) == "copy"]
-    return np.isin(frame.name_code[rows], codes) if codes else np.zeros(rows.size, bool)
+    return member_mask(frame.name_code[rows], codes) if codes else np.zeros(rows.size, bool)
 
 
 def _step_grew(step: np.ndarray, self_ns: np.ndarray, keep: np.ndarray, at: np.ndarray, stalled: np.ndarray,

@@ -25,6 +25,7 @@ import pandas as pd
 
 from tracekit import schema
 from tracekit.analyze.frame import Frame
+from tracekit.ingest.links import member_mask
 
 FAR_RATIO = 1.5
 ROBUST_SIGMAS = 3.0
@@ -124,7 +125,7 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
         mad = float(np.median(np.abs(d - med))) * 1.4826
         long = (d > FAR_RATIO * med) & (d > med + ROBUST_SIGMAS * mad)
         # Only the first and last step can be cut by the profiler starting or stopping inside them.
-        short = (d < SHORT_RATIO * med) & np.isin(np.arange(d.size), [0, d.size - 1])
+        short = (d < SHORT_RATIO * med) & member_mask(np.arange(d.size), [0, d.size - 1])
         status[long] = "outlier"
         status[short] = "cut short"
         lead = 0

@@ -35,6 +35,7 @@ from tracekit.analyze.classify import EAGER_OP, OP_CLASSES, RowClasses, op_name_
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.waiting import WAITING_SHARE, covered_by_other_threads
 from tracekit.ingest.columns import distinct, factorize, stable_order
+from tracekit.ingest.links import member_mask
 
 SKINNY_DIM = 16
 REMEDY_SHARE = 0.10
@@ -77,7 +78,7 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     """The ops with the most self time (see the module doc)."""
     rows = frame.rows("cpu_op")
     if used_steps is not None:
-        rows = rows[np.isin(frame.step[rows], used_steps)]
+        rows = rows[member_mask(frame.step[rows], used_steps)]
     window = _window(frame, used_steps)
     empty = pd.DataFrame(columns=["name", "shapes", "op_class", "calls", "self_ns", "mean_ns", "share", "gflops"])
     if rows.size == 0:
@@ -85,10 +86,13 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     code, self_ns, cls = op_name_codes(frame)[rows], op_self_time(frame, rows), classes.op[rows]
     # Per op name: ops that mostly wait while other threads run are set apart, not ranked.
     by_name = _Groups(code)
-    dur, covered = by_name.sums(frame.dur[rows]), by_name.sums(covered_by_other_threads(frame, rows))
     name_self, name_cls = by_name.sums(self_ns), cls[by_name.first]
-    compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
-    waiting = ~np.isin(name_cls, compute) & (covered >= WAITING_SHARE * dur) & (name_self > 0)
+    candidate = ~member_mask(name_cls, [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])  # compute ops never wait
+    asked = np.flatnonzero(candidate[by_name.index])
+    covered_rows = np.zeros(rows.size, np.int64)
+    covered_rows[asked] = covered_by_other_threads(frame, rows[asked], among=rows)
+    dur, covered = by_name.sums(frame.dur[rows]), by_name.sums(covered_rows)
+    waiting = candidate & (covered >= WAITING_SHARE * dur) & (name_self > 0)
     ranked = ~waiting[by_name.index]
     # Per (op name, input dims) among the rest: the top by self time, ties in order of first call.
     shape_code, shape_texts, shapes_recorded = _top_input_dims(frame.table, rows, code, self_ns, ranked, top)
@@ -192,7 +196,7 @@ class _Groups:
 def _window(frame: Frame, used_steps: list[int] | None) -> int:
     steps = frame.rows("step")
     if used_steps is not None and steps.size:
-        chosen = steps[np.isin(frame.step[steps], used_steps)]
+        chosen = steps[member_mask(frame.step[steps], used_steps)]
         return int(frame.dur[chosen].sum())
     ops = frame.rows("cpu_op")
     return int(frame.end[ops].max() - frame.start[ops].min()) if ops.size else 0
@@ -220,7 +224,7 @@ def _top_input_dims(table: pa.Table, rows: np.ndarray, code: np.ndarray, self_ns
     while done < order.size:
         names = order[done:done + batch]
         done += names.size
-        read = positions[np.isin(by_name.index, names)]
+        read = positions[member_mask(by_name.index, names)]
         found, found_texts = input_dims(table, rows[read])
         recode = np.zeros(max(len(found_texts), 1), np.int64)
         for i, text in enumerate(found_texts):
@@ -235,7 +239,7 @@ def _top_input_dims(table: pa.Table, rows: np.ndarray, code: np.ndarray, self_ns
             others_have_dims = _any_input_dims(table, rows[_unread(rows.size, positions, by_name, order[:done])])
             if not others_have_dims:
                 break  # a trace without shapes: the top names had none, nor has any other op
-        read_so_far = positions[np.isin(by_name.index, order[:done])]
+        read_so_far = positions[member_mask(by_name.index, order[:done])]
         key = code[read_so_far].astype(np.int64) * (len(texts) + 1) + shape_code[read_so_far]
         group_self = _Groups(key).sums(self_ns[read_so_far])
         if group_self.size >= top and np.sort(group_self)[-top] > bound[order[done]]:
@@ -250,7 +254,7 @@ def _top_input_dims(table: pa.Table, rows: np.ndarray, code: np.ndarray, self_ns
 def _unread(n: int, positions: np.ndarray, by_name: _Groups, names_read: np.ndarray) -> np.ndarray:
     """The rows (of ``n``) whose args were not read: the waiting ops and the ranked names not read."""
     unread = np.ones(n, bool)
-    unread[positions[np.isin(by_name.index, names_read)]] = False
+    unread[positions[member_mask(by_name.index, names_read)]] = False
     return unread
 
 

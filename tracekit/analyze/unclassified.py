@@ -17,6 +17,7 @@ from tracekit.analyze.breakdown import compiled_code_self, op_self_time
 from tracekit.analyze.classify import OP_CLASSES, classify_rows, op_name_codes
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.waiting import covered_by_other_threads
+from tracekit.ingest.links import member_mask
 
 UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata ops cost a few µs
 
@@ -24,7 +25,7 @@ UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata op
 def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     """The op rows among ``rows`` (op rows of one window or all) that are such work."""
     unknown = rows[classify_rows(frame).op[rows] == OP_CLASSES.index("other")]
-    unknown = unknown[~np.isin(unknown, compiled_code_self(frame)[0])]  # compiled graphs are judged apart
+    unknown = unknown[~member_mask(unknown, compiled_code_self(frame)[0])]  # compiled graphs are judged apart
     self_ns = op_self_time(frame, unknown)
     own = self_ns * 2 >= frame.dur[unknown]
     unknown, self_ns = unknown[own], self_ns[own]
@@ -43,7 +44,7 @@ def unclassified_work(frame: Frame, used: list[int] | None) -> tuple[int, list[t
     the total and (name, ns) per op name, largest first."""
     rows = frame.rows("cpu_op")
     if used is not None and frame.rows("step").size:
-        rows = rows[np.isin(frame.step[rows], used)]
+        rows = rows[member_mask(frame.step[rows], used)]
     work = unclassified_work_rows(frame, rows)
     if work.size == 0:
         return 0, []

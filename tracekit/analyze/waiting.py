@@ -13,6 +13,7 @@ from tracekit.analyze import intervals
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.steps import driving_threads
 from tracekit.ingest.columns import distinct
+from tracekit.ingest.links import member_mask
 
 WAITING_SHARE = 0.5
 WORKER_GAP_SHARE = 0.01
@@ -25,7 +26,7 @@ TF_WORKER_EVENTS = ("ExecutorState::Process", "Iterator::")
 def worker_event_rows(frame: Frame) -> np.ndarray:
     """Rows of ``TF_WORKER_EVENTS`` (empty for traces of other frameworks)."""
     codes = [i for i, n in enumerate(frame.names) if n.startswith(TF_WORKER_EVENTS)]
-    return np.flatnonzero(np.isin(frame.name_code, codes)) if codes else np.zeros(0, np.int64)
+    return np.flatnonzero(member_mask(frame.name_code, codes)) if codes else np.zeros(0, np.int64)
 
 
 def covered_by_other_threads(frame: Frame, rows: np.ndarray, among: np.ndarray | None = None) -> np.ndarray:

@@ -46,7 +46,7 @@ from tracekit.analyze.launch import RNN_CELL_OPS
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
-from tracekit.ingest.links import byte_mask
+from tracekit.ingest.links import byte_mask, member_mask
 
 HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
 FUSIBLE = ("elementwise", "cast")
@@ -150,7 +150,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     # else the busiest. Not simply the busiest: gloo's worker thread holds one long range per
     # all-reduce, longer in sum than the training thread's ops while that thread waits for it.
     keys = frame.thread_key[host]
-    launches = frame.mask("runtime_api", "driver_api")[host] & np.isin(host, frame.launch_row[frame.rows(*GPU_KINDS)])
+    launches = frame.mask("runtime_api", "driver_api")[host] & member_mask(host, frame.launch_row[frame.rows(*GPU_KINDS)])
     marking = set(driving_threads(frame, host).tolist()) if frame.rows("step").size else set()
     busy = {int(k): (int(launches[keys == k].sum()), int(k) in marking, int(frame.dur[host[keys == k]].sum()))
             for k in np.unique(keys)}
