@@ -65,6 +65,21 @@ def test_info_terminal_output(capsys):
     assert "kernel->launch links" in out and "100.0 %" in out and "gpu_kernel" in out
 
 
+def test_names_with_emoji_codes_are_printed_as_written(tmp_path, capsys):
+    # Rich turns ":fire:" into an emoji unless told not to; a file, device or kernel name is data.
+    trace = tmp_path / "run:fire:1.pt.trace.json.gz"
+    trace.write_bytes((Path(__file__).parent / "data" / "h100" /
+                       "nn_lstm_amp-cuda-fp16-b64-h256-i256-l1-t20.pt.trace.json.gz").read_bytes())
+    assert main(["info", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "run:fire:1" in out and "\N{FIRE}" not in out
+    from tracekit.render.terminal_report import data_console
+
+    console = data_console(record=True, width=80)
+    console.print("kernel :fire: x")
+    assert console.export_text().strip() == "kernel :fire: x"
+
+
 @needs_shared
 @pytest.mark.parametrize("columns, widest", [(None, 120), ("200", 200), ("80", 80)])
 def test_piped_output_width_follows_columns(columns, widest, capsys, monkeypatch):
@@ -115,7 +130,8 @@ import contextlib, io, os, sys
 from tracekit.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     rc = main(["info", sys.argv[1]])
-print(rc, "pandas" in sys.modules, os.environ.get("OPENBLAS_NUM_THREADS"), "pyarrow.compute" in sys.modules)
+print(rc, "pandas" in sys.modules, os.environ.get("OPENBLAS_NUM_THREADS"), "pyarrow.compute" in sys.modules,
+      "numpy.ma" in sys.modules, "rich._emoji_codes" in sys.modules)
 """
 
 
@@ -134,8 +150,9 @@ def test_info_starts_without_pandas(trace):
     out = subprocess.run([sys.executable, "-c", STARTUP_CHILD, str(repo / trace)], capture_output=True, text=True,
                          check=True, cwd=repo).stdout.split()
     # Exit 0, no pandas, and the one-thread OpenBLAS setting was undone after numpy's import; no
-    # pyarrow.compute (40 ms) either where the C readers are built (nsys joins args with it without).
+    # pyarrow.compute (40 ms) either where the C readers are built (nsys joins args with it without);
+    # no numpy.ma (15 ms: numpy 2.4's np.unique imports it) and no emoji table (5 ms).
     from tracekit import _native
 
     compute = trace.endswith(".sqlite") and _native.sqlite_reader() is None
-    assert out == ["0", "False", "None", str(compute)]
+    assert out == ["0", "False", "None", str(compute), "False", "False"]

@@ -88,9 +88,9 @@ def info(table: pa.Table) -> TraceInfo:
     linked = with_corr & columns.values_and_validity(table.column("launch_row"))[1]
     linked_op = with_corr & columns.values_and_validity(table.column("op_row"))[1]
     step, step_valid = columns.values_and_validity(table.column("step"))
-    steps = np.unique(step[step_valid]).tolist()
+    steps = columns.distinct(step[step_valid]).tolist()
     device, device_valid = columns.values_and_validity(table.column("device_id"))
-    gpu_ids = np.unique(device[gpu & device_valid]).tolist()
+    gpu_ids = columns.distinct(device[gpu & device_valid]).tolist()
     threads = _thread_count(table)
     start_meta = meta.get(schema.META_CAPTURE_START_NS, "")
     return TraceInfo(
@@ -128,5 +128,6 @@ def _thread_count(table: pa.Table) -> int:
     value = np.where(pid_valid, pid, np.where(name_valid, name_code.astype(np.int64), 0))[host]
     if not source.size:
         return 0
-    keys = np.stack([source.astype(np.int64), value, tid[host].astype(np.int64)], axis=1)
-    return int(np.unique(keys, axis=0).shape[0])
+    order = np.lexsort((tid[host], value, source))
+    keys = [source[order], value[order], tid[host][order]]
+    return 1 + int(np.any([k[1:] != k[:-1] for k in keys], axis=0).sum())

@@ -60,9 +60,9 @@ def emit(document: Document, args: argparse.Namespace) -> None:
     renderer = pick(args.format, output)
     if output is None:
         if isinstance(renderer, TerminalRenderer) and sys.stdout.isatty():
-            from rich.console import Console
+            from tracekit.render.terminal_report import data_console
 
-            renderer.print(document, Console())
+            renderer.print(document, data_console())
         else:
             sys.stdout.write(renderer.render(document))
         return

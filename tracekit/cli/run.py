@@ -54,15 +54,13 @@ class RunCommand:
 
 def _print_summary(document) -> None:
     """The facts and the published-vs-measured section on the terminal."""
-    from rich.console import Console
-
     from tracekit.render.document import Document
-    from tracekit.render.terminal_report import TerminalRenderer
+    from tracekit.render.terminal_report import TerminalRenderer, data_console
 
     short = Document(document.title, document.kind, document.facts,
                      [s for s in document.sections if s.title in ("Summary", "Published vs measured")], {})
     renderer = TerminalRenderer()
     if sys.stdout.isatty():
-        renderer.print(short, Console())
+        renderer.print(short, data_console())
     else:
         sys.stdout.write(renderer.render(short))

@@ -29,12 +29,13 @@ class SqlCommand:
         elif args.format == "json":
             sys.stdout.write(json.dumps([dict(zip(columns, r, strict=True)) for r in rows], default=str) + "\n")
         else:
-            from rich.console import Console
             from rich.table import Table
             from rich.text import Text
+
+            from tracekit.render.terminal_report import data_console
 
             table = Table(*columns, box=None)
             for r in rows:
                 table.add_row(*[Text(str(v)) for v in r])  # Text: kernel names are full of [brackets]
-            Console(width=200 if not sys.stdout.isatty() else None).print(table)
+            data_console(width=200 if not sys.stdout.isatty() else None).print(table)
         return 0

@@ -422,7 +422,7 @@ class Facts:
     def _thread_labels(self, tid_labels: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """The (pid code, tid code) pairs present, in order, and each one's thread label: its
         thread_name metadata, else the raw tid text (null without a tid)."""
-        pairs = np.unique(np.concatenate(self._pairs)) if self._pairs else np.zeros(0, np.int64)
+        pairs = columns.distinct(np.concatenate(self._pairs)) if self._pairs else np.zeros(0, np.int64)
         labels: list[str | None] = []
         for key in pairs.tolist():
             p, t = (key >> 32) - 1, (key & 0xFFFFFFFF) - 1

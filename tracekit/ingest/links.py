@@ -57,7 +57,7 @@ def member_mask(values: np.ndarray, among: object) -> np.ndarray:
     if values.dtype.kind not in "iu" or wanted.dtype.kind not in "iub" or values.size == 0:
         return np.isin(values, wanted)
     info = np.iinfo(values.dtype)
-    wanted = np.unique(wanted.astype(np.int64) if wanted.dtype.kind == "b" else wanted)
+    wanted = wanted.astype(np.int64) if wanted.dtype.kind == "b" else wanted.reshape(-1)
     wanted = wanted[(wanted >= info.min) & (wanted <= info.max)]  # others cannot occur
     if values.dtype.itemsize == 1:
         return byte_mask(values, wanted.tolist())
@@ -140,8 +140,10 @@ def assign_steps(
     step = np.full(n, -1, np.int64)
     if step_rows.size == 0:
         return step
-    if process is not None and np.unique(process[host]).size > 1:
-        for key in np.unique(process[step_rows]):
+    from tracekit.ingest.columns import distinct  # columns imports this module
+
+    if process is not None and distinct(process[host]).size > 1:
+        for key in distinct(process[step_rows]):
             mine = step_rows[process[step_rows] == key]
             in_process = host & (process == key)
             sub = _assign_steps(n, start, end, in_process, mine, step_numbers[process[step_rows] == key])

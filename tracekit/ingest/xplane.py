@@ -312,7 +312,7 @@ def to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
         if called:
             extra["steps_from"] = f"calls of {called} (no step markers in the trace)"
     values = rows.values()
-    names = [values[i] for i in np.unique(cols["name"]).tolist()]
+    names = [values[i] for i in columns.distinct(cols["name"]).tolist()]
     return _assemble(path, cols, rows, len(spaces), TraceMeta(
         source=_framework(names), source_file=path.name, source_sha256=sha, source_format=fmt,
         capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra))
@@ -601,7 +601,7 @@ def _mark_function_steps(rows: _Rows, cols: dict[str, np.ndarray]) -> str | None
         return None
     at = np.flatnonzero(host_ranges & (cols["name"] == rows.strings[name]))
     at = at[np.argsort(cols["start"][at], kind="stable")]
-    if np.unique(cols["host"][at]).size > 1 or np.unique(cols["tid"][at]).size > 1:
+    if columns.distinct(cols["host"][at]).size > 1 or columns.distinct(cols["tid"][at]).size > 1:
         return None
     if np.any(cols["start"][at[1:]] < cols["start"][at[:-1]] + cols["dur"][at[:-1]]):
         return None

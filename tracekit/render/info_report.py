@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tracekit.analyze.summary import TraceInfo
-from tracekit.render.terminal_report import escape
+from tracekit.render.terminal_report import data_console, escape
 
 
 def _ms(ns: int) -> str:
@@ -29,7 +29,7 @@ def to_json(summary: TraceInfo) -> str:
 
 
 def print_terminal(summary: TraceInfo, console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or data_console()
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()

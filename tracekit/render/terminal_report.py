@@ -18,6 +18,12 @@ def escape(text: str) -> str:
     return escape_markup(visible(text))
 
 
+def data_console(**options: object) -> Console:
+    """A console for text made of trace data: no emoji codes (a name with ``:fire:`` in it stays as
+    written) and no highlighting of numbers and paths."""
+    return Console(highlight=False, emoji=False, **options)  # type: ignore[arg-type]
+
+
 MAX_ROWS = 25
 
 
@@ -40,8 +46,8 @@ class TerminalRenderer:
 
     def render(self, document: Document) -> str:
         buf = io.StringIO()
-        console = Console(file=buf, width=self.width or _piped_width(), no_color=True, highlight=False, emoji=False,
-                          force_terminal=False, color_system=None)
+        console = data_console(file=buf, width=self.width or _piped_width(), no_color=True, force_terminal=False,
+                               color_system=None)
         self.print(document, console)
         return buf.getvalue()
 
