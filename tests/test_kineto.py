@@ -6,6 +6,7 @@ import gzip
 import json
 from collections import Counter
 from decimal import Decimal
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -106,6 +107,33 @@ def test_gzip_and_plain_json_give_the_same_table(tmp_path):
     plain.write_bytes(gzip.decompress(src.read_bytes()))
     a, b = tracekit.load(src), tracekit.load(plain)
     assert a.drop_columns(["trace_id"]).equals(b.drop_columns(["trace_id"]))
+
+
+# Intel GPU traces (Kineto with PTI) differ from CUDA ones in the host API's category and names:
+# "xpu_runtime" calls named for SYCL's Unified Runtime, with the kernel's correlation id as CUPTI's
+# (Intel's PTI docs show {"cat": "xpu_runtime", "name": "urEnqueueKernelLaunch", "args":
+# {"External id": 5, "correlation": 4131}}). No XPU runs here, so a real H100 capture is renamed so.
+XPU_NAMES = {"cudaLaunchKernel": "urEnqueueKernelLaunch", "cudaLaunchKernelExC": "urEnqueueKernelLaunch",
+             "cudaDeviceSynchronize": "urQueueFinish"}
+
+
+def test_intel_gpu_runtime_calls_launch_and_link_their_kernels(tmp_path):
+    src = Path(__file__).parent / "data" / "h100" / "custom_eager-cuda-fp32-b16-h256-i256-l1-t10.pt.trace.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "cuda_runtime":
+            event["cat"], event["name"] = "xpu_runtime", XPU_NAMES[event["name"]]
+    xpu = tmp_path / "xpu.pt.trace.json"
+    xpu.write_text(json.dumps(doc))
+    cuda_table, xpu_table = tracekit.load(src), tracekit.load(xpu)
+    assert Counter(xpu_table["kind"].to_pylist()) == Counter(cuda_table["kind"].to_pylist())
+    assert tracekit.info(xpu_table).launch_link_rate == tracekit.info(cuda_table).launch_link_rate == 1.0
+    cuda, intel = tracekit.launch(cuda_table), tracekit.launch(xpu_table)
+    assert intel.result.launch_api.count == cuda.result.launch_api.count == 489
+    assert intel.result.verdict == cuda.result.verdict == "launch-bound"
+    # The remedy names the device's graph API, not CUDA's.
+    assert any("torch.xpu.graph" in r for r in intel.result.remedies)
+    assert not any("CUDA" in r for r in intel.result.remedies) and any("CUDA graph" in r for r in cuda.result.remedies)
 
 
 def test_begin_end_pairs_become_one_event(tmp_path):

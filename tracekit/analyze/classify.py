@@ -167,14 +167,19 @@ OP_RULES: list[tuple[str, str]] = [
                     r"^[a-z_\-]+_fusion(\.\d+)?$|^wrapped_[a-z_]+(\.\d+)?$"),
 ]
 
+# Intel GPUs (PTI): SYCL's Unified Runtime (ur*, formerly pi*) over Level Zero (ze*).
 API_RULES: list[tuple[str, str]] = [
     ("launch", r"^(cuda|cu|hip|hipExtModule)Launch(Kernel|CooperativeKernel|KernelEx|KernelExC|HostFunc)?(_v\d+)?(_ptsz)?$|"
                r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)|^cudaLaunchKernel|^cuLaunchKernel|"
-               r"^(hipModuleLaunchKernel|hipExtLaunchKernel)|^LaunchKernel$"),
+               r"^(hipModuleLaunchKernel|hipExtLaunchKernel)|^LaunchKernel$|"
+               r"^(ur|pi)EnqueueKernelLaunch\w*$|^zeCommandListAppendLaunch\w*Kernel\w*$|^urCommandBufferEnqueueExp$"),
     ("sync", r"Synchronize|^cudaStreamWaitEvent|^cuStreamWaitEvent|^hipStreamWaitEvent|^cudaEventQuery|"
-             r"^cudaStreamQuery|^StreamSynchronize|^EventSynchronize"),
+             r"^cudaStreamQuery|^StreamSynchronize|^EventSynchronize|"
+             r"^(ur|pi)(QueueFinish|EventWait|EventsWait)$|^zeCommandListHostSynchronize$"),
     ("memory", r"Memcpy|Memset|Malloc|Free|HostAlloc|HostRegister|HostUnregister|MemAlloc|MemFree|MemPool|"
-               r"cudaMemGetInfo|cuMemGetInfo|MemAdvise|MemPrefetch|cudaPointerGetAttributes"),
+               r"cudaMemGetInfo|cuMemGetInfo|MemAdvise|MemPrefetch|cudaPointerGetAttributes|"
+               r"^(ur|pi)EnqueueUSM(Fill|Memcpy|Memset|Fill2D|Memcpy2D|Prefetch|Advise)\w*$|^urUSM\w*(Alloc|Free)$|"
+               r"^zeCommandListAppendMemory(Copy|Fill)\w*$|^zeMem(Alloc|Free)\w*$"),
 ]
 
 # Python frames in which the thread waits rather than works: a lock, a sleep, a poll, a condition,

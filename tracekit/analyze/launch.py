@@ -404,6 +404,18 @@ def _judge_on_used_steps(r: LaunchReport) -> None:
     r.gaps_by_host = _gaps_by_host(r.gaps)
 
 
+# Kernel launches of SYCL's Unified Runtime (formerly PI) and Level Zero: PyTorch on Intel GPUs.
+_INTEL_LAUNCH = re.compile(r"^(ur|pi)EnqueueKernelLaunch|^zeCommandListAppendLaunch")
+
+
+def _launches_through(frame: Frame, api: re.Pattern[str]) -> bool:
+    """Whether most of the trace's kernel launches are calls named by ``api``."""
+    launcher = frame.launch_row[frame.rows("gpu_kernel")]
+    codes, counts = np.unique(frame.name_code[launcher[launcher >= 0]], return_counts=True)
+    matching = sum(n for c, n in zip(codes.tolist(), counts.tolist(), strict=True) if c >= 0 and api.match(frame.names[c]))
+    return matching * 2 > counts.sum()
+
+
 def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table) -> None:
     """Measure the evidence the verdict rules read (``tracekit.analyze.verdicts``), state the general
     figures, and apply the rules."""
@@ -412,6 +424,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     source = _source(table)
     framework = source if source in ("torch", "tf", "jax") else _framework_from_kernels(frame, r.evidence)
     e = verdicts.Evidence(source=framework, has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
+                          intel_gpu=_launches_through(frame, _INTEL_LAUNCH),
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
     if e.source == "jax":
         e.jit_calls_per_step, e.calls_per_step_known = _jit_calls_per_step(frame)
@@ -446,7 +459,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
 
 
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
-_REMEDY_SCENARIOS = (("CUDA graph", "cuda-graphs"), ("fuse elementwise", "fuse-elementwise"),
+_REMEDY_SCENARIOS = (("CUDA graph", "cuda-graphs"), ("XPU graph", "cuda-graphs"), ("fuse elementwise", "fuse-elementwise"),
                      ("fused recurrent layer", "fused-rnn"), ("keras.layers.LSTM", "fused-rnn"),
                      ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),
                      ("torch.compile", "no-dispatch"), ("TorchScript", "no-dispatch"), ("jit_compile", "no-dispatch"),

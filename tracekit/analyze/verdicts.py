@@ -49,6 +49,7 @@ class Evidence:
     source: str = ""           # the framework: torch, tf or jax; "" when the trace does not say (nsys)
     has_ops: bool = False      # framework ops recorded
     has_gpu: bool = False      # GPU activity recorded
+    intel_gpu: bool = False    # kernels launched through SYCL's Unified Runtime or Level Zero (PyTorch XPU)
     # CPU-only traces
     dispatch_share: float = 0.0  # step time outside any compute op, compiled graphs' own code left out
     compiled_code_share: float = 0.0  # step time in compiled graphs' own code (generated kernels or wrapper)
@@ -158,6 +159,18 @@ def recurrent_remedies(e: Evidence) -> list[str]:
     return []
 
 
+def _graph(e: Evidence, article: str = "a") -> str:
+    """The device's graph, for remedies: Intel GPUs replay XPU graphs, NVIDIA and AMD ones CUDA (HIP) graphs."""
+    if e.intel_gpu:
+        return f"{'an' if article == 'a' else article} XPU graph"
+    return f"{article} CUDA graph"
+
+
+def _graph_apis(e: Evidence) -> str:
+    """How PyTorch captures one (torch.compile's reduce-overhead mode replays CUDA graphs only)."""
+    return "torch.xpu.graph" if e.intel_gpu else "torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs"
+
+
 def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     """How to cut per-op cost in the trace's framework; no CUDA-graph remedy for work already replayed
     from graphs."""
@@ -175,15 +188,14 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     if e.source not in ("torch", ""):
         return []
     if e.source == "" and launch_bound:  # the framework is unknown (an nsys trace of unnamed kernels)
-        return ["capture the repeated kernel sequence in a CUDA graph and fuse small kernels with the framework's "
+        return [f"capture the repeated kernel sequence in {_graph(e)} and fuse small kernels with the framework's "
                 "compiler (torch.compile, tf.function(jit_compile=True), jax.jit)"]
     if e.source == "":
         return ["cut per-op dispatch with the framework's compiler (torch.compile, tf.function(jit_compile=True), "
                 "jax.jit)"]
     if launch_bound and e.launch_loop_share >= LAUNCH_LOOP_MOSTLY:
         # The kernels come from inside one library call: nothing to fuse or dispatch less at the framework level.
-        return [f"capture the step in a CUDA graph (torch.cuda.graphs, or torch.compile(mode=\"reduce-overhead\")): "
-                f"replay skips {e.launch_loop_op}'s per-kernel host work"]
+        return [f"capture the step in {_graph(e)} ({_graph_apis(e)}): replay skips {e.launch_loop_op}'s per-kernel host work"]
     if e.compiled_calls_per_step > 1 and not e.calls_per_step_known:
         # A trace of five training iterations with no step marked calls its graph five times, once a step.
         return [f"the trace calls a torch.compile graph {e.compiled_calls_per_step:.0f} times and marks no steps "
@@ -193,16 +205,18 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
         # Already compiled, but the compiled graph is called over and over (a per-timestep loop around it).
         return [f"the step calls a torch.compile graph {e.compiled_calls_per_step:.0f} times: compile the whole loop "
                 "(the function that iterates, not its body) so one graph covers the step"
-                + (", with mode=\"reduce-overhead\" to replay it as a CUDA graph" if e.has_gpu else "")]
+                + (", with mode=\"reduce-overhead\" to replay it as a CUDA graph" if e.has_gpu and not e.intel_gpu else "")]
     if launch_bound and e.graphed_share:
-        return (["capture the part of the step still launched kernel by kernel in the CUDA graph too"]
+        return ([f"capture the part of the step still launched kernel by kernel in {_graph(e, 'the')} too"]
                 if e.graphed_share < GRAPHED_MOSTLY else [])
     if e.compiled_calls_per_step:
         # On the CPU there is no CUDA graph to replay it as.
+        if e.intel_gpu:
+            return [f"the step already runs as a torch.compile graph: capture it in {_graph(e)} ({_graph_apis(e)})"]
         return (["the step already runs as a torch.compile graph: mode=\"reduce-overhead\" replays it as a CUDA graph"]
                 if e.has_gpu else [])
     if launch_bound:
-        return ["capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs",
+        return [f"capture the step in {_graph(e)}: {_graph_apis(e)}",
                 "fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)"]
     return ["cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)"]
 

@@ -60,6 +60,15 @@ CATEGORY_KINDS = {
     "cuda_driver": "driver_api",
     "driver": "driver_api",
     "cuda_sync": "gpu_sync",
+    # Other devices' host APIs (libkineto's ActivityType names): Intel GPUs through PTI
+    # (urEnqueueKernelLaunch, with the kernel's correlation id, as CUPTI's), MTIA, and out-of-tree
+    # "PrivateUse1" backends. ROCm's HIP calls are recorded as cuda_runtime.
+    "xpu_runtime": "runtime_api",
+    "xpu_driver": "driver_api",
+    "xpu_sync": "gpu_sync",
+    "mtia_runtime": "runtime_api",
+    "privateuse1_runtime": "runtime_api",
+    "privateuse1_driver": "driver_api",
     "trace": "trace_span",
     "overhead": "overhead",
     "cpu_instant_event": "marker",
