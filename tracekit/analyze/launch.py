@@ -164,7 +164,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         gpu_devices=int(np.unique(frame.device[gpu_rows]).size), steps=steps,
         origin_ns=int(frame.start.min()) if len(frame) else 0,
     )
-    _judge_on_used_steps(report)
+    _judge_on_used_steps(report, frame, gpu_rows)
     report.top_ops = ops
     if low is not None:
         report.low_utilization = low
@@ -380,11 +380,16 @@ def _gaps_by_host(gaps: pd.DataFrame) -> pd.DataFrame:
             .rename(columns={"attributed": "host_activity"}))
 
 
-def _judge_on_used_steps(r: LaunchReport) -> None:
+def _judge_on_used_steps(r: LaunchReport, frame: Frame, gpu_rows: np.ndarray) -> None:
     """Where steps are marked, the GPU span, idle time and gaps the verdict reads are those of the
     steps used (warm-up and outliers left out); time outside the steps (set-up, the profiler's
     window before and after) is not the loop being judged. The whole-trace figures stay in the
-    breakdown."""
+    breakdown.
+
+    A step marked on the host has as GPU span its whole window, the host step and its GPU work
+    together: the time before the step's first kernel, while the host dispatches, is GPU idle time
+    of that step (the breakdown's per-step span, first to last kernel, would call a step of one short
+    kernel 0% idle)."""
     bd, st = r.breakdown, r.steps
     if bd is None or st is None or st.steps.empty or not r.has_gpu:
         return
@@ -392,16 +397,48 @@ def _judge_on_used_steps(r: LaunchReport) -> None:
     rows = bd.gpu[bd.gpu.step.isin(used.step)]
     if not len(rows) or not int(rows.span_ns.sum()):
         return
-    r.gpu_span_ns, r.gpu_idle_ns = int(rows.span_ns.sum()), int(rows.idle_ns.sum())
-    r.judged_steps = len(used)
-    r.gpu_devices = int(rows.device_id.nunique())
     lo = used.start_ns.to_numpy(np.int64)
     hi = lo + used.dur_ns.to_numpy(np.int64)
+    if (frame.device[frame.rows("step")] < 0).all():
+        span = sum(_step_windows_on_device(frame, gpu_rows[frame.device[gpu_rows] == dev], used.step.to_numpy(np.int64), lo, hi)
+                   for dev in rows.device_id.unique().tolist())
+        r.gpu_span_ns, r.gpu_idle_ns = int(span), max(int(span) - int(rows.busy_ns.sum()), 0)
+    else:  # steps marked on each device's own timeline (TF 2.3/2.4): each device's steps are its windows
+        r.gpu_span_ns, r.gpu_idle_ns = int(rows.span_ns.sum()), int(rows.idle_ns.sum())
+    r.judged_steps = len(used)
+    r.gpu_devices = int(rows.device_id.nunique())
     start = r.gaps.start_ns.to_numpy(np.int64)
     i = np.searchsorted(lo, start, side="right") - 1
     inside = (i >= 0) & (start < hi[np.maximum(i, 0)])
     r.gaps = r.gaps[inside].reset_index(drop=True)
     r.gaps_by_host = _gaps_by_host(r.gaps)
+
+
+def _step_windows_on_device(frame: Frame, rows: np.ndarray, steps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
+    """Time covered by the union of the windows, on one device, of the steps with GPU work there:
+    each such step's host window (``lo``, ``hi``) stretched over its GPU work that runs before or
+    after it."""
+    step = frame.step[rows]
+    index = np.searchsorted(steps, step) if np.all(steps[:-1] <= steps[1:]) else None
+    w_lo, w_hi = lo.copy(), hi.copy()
+    if index is None:  # steps not in number order: look each up
+        position = {int(s): i for i, s in enumerate(steps.tolist())}
+        index = np.array([position.get(int(s), -1) for s in step.tolist()], np.int64)
+    index = np.minimum(index, steps.size - 1)
+    mine = (index >= 0) & (steps[np.maximum(index, 0)] == step)
+    np.minimum.at(w_lo, index[mine], frame.start[rows[mine]])
+    np.maximum.at(w_hi, index[mine], frame.end[rows[mine]])
+    has_work = np.zeros(steps.size, bool)
+    has_work[index[mine]] = True
+    w_lo, w_hi = w_lo[has_work], w_hi[has_work]
+    if not w_lo.size:
+        return 0
+    order = np.argsort(w_lo, kind="stable")
+    w_lo, w_hi = w_lo[order], np.maximum.accumulate(w_hi[order])
+    new = np.concatenate([[True], w_lo[1:] > w_hi[:-1]])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, w_lo.size - 1)
+    return int((w_hi[last] - w_lo[first]).sum())
 
 
 # Kernel launches of SYCL's Unified Runtime (formerly PI) and Level Zero: PyTorch on Intel GPUs.
@@ -496,7 +533,8 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame) -> None:
 # record_steps); without one, prof.step() marks nothing and every analysis reads the whole capture.
 TORCH_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: torch.profiler writes ProfilerStep#N "
                        "only when given a schedule, profile(schedule=torch.profiler.schedule(...)), with prof.step() "
-                       "once per iteration")
+                       "once per iteration (or wrap each iteration in record_function(\"train_step\"): its calls "
+                       "are taken as the steps)")
 
 
 def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> None:

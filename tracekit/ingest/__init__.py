@@ -164,10 +164,13 @@ def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: 
     reader = _reader(fmt)
     if fmt == "tracekit-parquet":
         return reader.read(p, columns)
-    if fmt in ("kineto-json", "kineto-json-gz"):
-        return reader.read(p, gz=fmt == "kineto-json-gz", file_sha256=file_sha256)
     if fmt == "xprof-json-gz":
         return reader.read(p, gz=True)
+    if fmt in ("kineto-json", "kineto-json-gz"):
+        # torch.profiler without a schedule marks no steps; a record_function around each iteration can.
+        from tracekit.ingest.step_inference import infer_steps
+
+        return infer_steps(reader.read(p, gz=fmt == "kineto-json-gz", file_sha256=file_sha256))
     if fmt == "nsys-report":
         return reader.read_report(p, args_of_kinds=args_of_kinds, columns=columns)
     if fmt == "nsys-sqlite":

@@ -1,0 +1,100 @@
+"""Steps of torch.profiler captures made without a schedule (no ProfilerStep#N): the calls of a
+record_function around each iteration become the steps, and ranges that are not the loop's
+iterations (the forward pass alone, per-layer ranges) do not. Real captures, made here."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tracekit
+from tracekit import schema
+
+torch = pytest.importorskip("torch")
+
+
+def _capture(path, iteration: str | None = None, forward: str | None = None, layer: str | None = None,
+             train: bool = True, iterations: int = 5) -> None:
+    """A small MLP's training (or inference) loop under torch.profiler with no schedule, with the
+    ranges asked for: ``iteration`` around each iteration, ``forward`` around the forward pass,
+    ``layer`` around each layer ("{j}" is the layer's number, "{i}" the iteration's)."""
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.manual_seed(0)
+    layers = [nn.Sequential(nn.Linear(128, 128), nn.ReLU()) for _ in range(3)]
+    model = nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 128), torch.randn(32, 128)
+
+    def run_layers(i: int) -> torch.Tensor:
+        h = x
+        for j, lay in enumerate(layers):
+            if layer:
+                with record_function(layer.format(i=i, j=j)):
+                    h = lay(h)
+            else:
+                h = lay(h)
+        return h
+
+    def step(i: int) -> None:
+        if forward:
+            with record_function(forward):
+                out = run_layers(i)
+        else:
+            out = run_layers(i)
+        if train:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(out, y).backward()
+            opt.step()
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(iterations):
+            if iteration:
+                with record_function(iteration.format(i=i)):
+                    step(i)
+            else:
+                step(i)
+    prof.export_chrome_trace(str(path))
+
+
+def _steps_from(table) -> str:
+    return json.loads(table.schema.metadata[schema.META_TRACE_META_JSON.encode()]).get("steps_from", "")
+
+
+def _step_rows(table) -> list[str]:
+    return [n for n, k in zip(table["name"].to_pylist(), table["kind"].to_pylist(), strict=True) if k == "step"]
+
+
+@pytest.mark.parametrize("label, expected", [("train_step", "train_step"), ("iteration {i}", "iteration #")])
+def test_a_range_around_each_iteration_gives_the_steps(tmp_path, label, expected):
+    path = tmp_path / "loop.pt.trace.json"
+    _capture(path, iteration=label)
+    table = tracekit.load(path)
+    assert len(_step_rows(table)) == 5
+    assert _steps_from(table) == f"calls of {expected} (no step markers in the trace)"
+    kinds, steps = table["kind"].to_pylist(), table["step"].to_pylist()
+    ops = [s for k, s in zip(kinds, steps, strict=True) if k == "cpu_op"]
+    assert sorted(set(ops) - {None}) == [0, 1, 2, 3, 4] and ops.count(None) < 0.05 * len(ops)
+    launch = tracekit.launch(table).result
+    assert launch.steps is not None and len(launch.steps.steps) == 5
+    assert any(f"from calls of {expected}" in line for line in tracekit.render(tracekit.launch(table), "markdown").splitlines())
+
+
+@pytest.mark.parametrize("ranges", [
+    {"forward": "forward"},                        # the forward pass only: backward and optimizer outside
+    {"layer": "layer_{j}", "train": False},        # per-layer ranges of an inference loop: numbers repeat
+    {"layer": "layer_{j}"},
+])
+def test_ranges_that_are_not_the_iterations_give_no_steps(tmp_path, ranges):
+    path = tmp_path / "loop.pt.trace.json"
+    _capture(path, **ranges)
+    table = tracekit.load(path)
+    assert _step_rows(table) == [] and _steps_from(table) == ""
+
+
+def test_an_inference_loop_wrapped_per_call_gives_the_steps(tmp_path):
+    path = tmp_path / "infer.pt.trace.json"
+    _capture(path, iteration="predict", train=False)
+    assert len(_step_rows(tracekit.load(path))) == 5

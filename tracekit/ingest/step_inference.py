@@ -1,0 +1,235 @@
+"""Steps for traces that mark none: the repeated calls of one host range that hold the loop.
+
+torch.profiler writes ``ProfilerStep#N`` only when given a schedule, and an nsys capture has only
+the NVTX ranges the program pushed. Many programs still wrap each iteration in a range of their own
+(``record_function("train_step")``, ``nvtx.range(f"iteration {i}")``). When a Kineto or nsys trace
+has no step rows, the calls of one range become its steps, where the evidence says they are a
+loop's iterations:
+
+* one range name (or one name up to its numbers, ``iteration 3``, when every call's numbers differ
+  and grow in time order: ``layer_0`` .. ``layer_11`` repeated per iteration are not iterations),
+  called at least twice, every call on one thread, one after the other (never one inside another);
+* between the first call's start and the last call's end (the loop), the calls hold at least
+  ``MIN_COVER`` of the process's host work (ops and GPU API calls, on any of its threads: TF and
+  PyTorch's autograd work on threads of their own): a range around the forward pass alone, or the
+  data loading, does not; and the loop holds at least ``MIN_LOOP`` of all of it (not two calls of a
+  setup routine at the start);
+* where the trace has GPU kernels, the same two shares of the kernel time, by when each kernel's
+  launch call starts: a range around setup work (moving the model to the GPU) launches none;
+* not a range the framework records itself (the optimizer's step, a DataLoader's ``__next__``,
+  collectives).
+
+Among several such names the one holding most of the work wins (then the one with more calls).
+The trace's metadata says where its steps came from (``steps_from``), as for Keras's per-batch
+function in XSpace traces, and every report repeats it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit import schema
+from tracekit.ingest import columns, links
+
+MIN_CALLS = 2
+MIN_COVER = 0.8
+MIN_LOOP = 0.5
+# Ranges PyTorch and its libraries record on their own: never a user's iteration.
+FRAMEWORK_RANGES = re.compile(r"^(Optimizer\.|enumerate\(DataLoader\)|DataLoader|## |autograd::|nccl:|gloo:|c10d::|"
+                              r"record_param_comms|ProfilerStep|PyTorch Profiler|Torch-Compiled Region|"
+                              r"CompiledFunction|cuda(Graph|Stream|Device|Event))")
+_NUMBER = re.compile(r"\d+")
+WORK_KINDS = ("cpu_op", "runtime_api", "driver_api")
+
+
+def infer_steps(table: pa.Table) -> pa.Table:
+    """``table`` with the calls of its iteration range made steps (see the module doc), or unchanged."""
+    if table.num_rows == 0:
+        return table
+    kind = _kind_codes(table)
+    if (kind == schema.KIND_CODES["step"]).any():
+        return table
+    ranges = np.flatnonzero(kind == schema.KIND_CODES["user_range"])
+    if ranges.size < MIN_CALLS:
+        return table
+    start = _int64(table.column("start_ns"))
+    end = start + np.maximum(_int64(table.column("dur_ns")), 0)
+    thread, pid = _thread_keys(table), _int64(table.column("pid"))
+    work = np.flatnonzero(links.kind_mask(kind, *WORK_KINDS))
+    kernels = np.flatnonzero(kind == schema.KIND_CODES["gpu_kernel"])
+    launch_row = np.where(*_valid_or(table.column("launch_row"), -1))
+    name_code, name_valid = columns.values_and_validity(_unified(table.column("name")))
+    names = _dictionary_values(table.column("name"))
+    best: tuple[float, int, str, np.ndarray] | None = None
+    for label, calls in _candidates(ranges[name_valid[ranges]], name_code, names, start):
+        if (thread[calls] != thread[calls[0]]).any() or (start[calls[1:]] < end[calls[:-1]]).any():
+            continue  # not one thread's back-to-back iterations
+        process_work = work[pid[work] == pid[calls[0]]]
+        cover = _iteration_cover(_busy_pieces(process_work, thread, start, end), start[calls], end[calls])
+        if kernels.size:
+            cover = min(cover, _kernel_cover(kernels, launch_row, start, end, start[calls], end[calls]))
+        if cover >= MIN_COVER and (best is None or (cover, calls.size) > (best[0], best[1])):
+            best = (cover, calls.size, label, calls)
+    if best is None:
+        return table
+    return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace)")
+
+
+def _candidates(ranges: np.ndarray, name_code: np.ndarray, names: list[str],
+                start: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """(label, calls in time order) of each range name called at least MIN_CALLS times, and of each
+    family of numbered names (``iteration 1``, ``iteration 2``: label ``iteration #``) whose numbers
+    differ from call to call and grow in time order."""
+    codes, counts = np.unique(name_code[ranges], return_counts=True)
+    out: list[tuple[str, np.ndarray]] = []
+    families: dict[str, list[int]] = {}
+    for code, count in zip(codes.tolist(), counts.tolist(), strict=True):
+        name = names[code]
+        if FRAMEWORK_RANGES.match(name):
+            continue
+        if count >= MIN_CALLS:
+            out.append((name, _in_time_order(ranges[name_code[ranges] == code], start)))
+        if _NUMBER.search(name):
+            families.setdefault(_NUMBER.sub("#", name), []).append(code)
+    for label, family in families.items():
+        calls = _in_time_order(ranges[np.isin(name_code[ranges], family)], start)
+        if calls.size < MIN_CALLS or len(family) < calls.size:  # a number shared by two calls
+            continue
+        numbers = [tuple(int(d) for d in _NUMBER.findall(names[c])) for c in name_code[calls].tolist()]
+        if all(a < b for a, b in zip(numbers[:-1], numbers[1:], strict=True)):
+            out.append((label, calls))
+    return out
+
+
+def _in_time_order(rows: np.ndarray, start: np.ndarray) -> np.ndarray:
+    return rows[np.argsort(start[rows], kind="stable")]
+
+
+def _busy_pieces(rows: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' busy time as disjoint pieces per thread (a thread's nested calls counted once)."""
+    pieces_s, pieces_e = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for key in np.unique(thread[rows]).tolist():
+        mine = rows[thread[rows] == key]
+        s, e = _union(start[mine], end[mine])
+        pieces_s.append(s)
+        pieces_e.append(e)
+    return np.concatenate(pieces_s), np.concatenate(pieces_e)
+
+
+def _iteration_cover(pieces: tuple[np.ndarray, np.ndarray], call_start: np.ndarray, call_end: np.ndarray) -> float:
+    """How much the calls (disjoint, in time order) hold of the work ``pieces``: the share of the
+    work inside the loop (first call's start to last call's end) that lies inside the calls; 0 when
+    the loop holds under MIN_LOOP of all the work, or there is none."""
+    s, e = pieces
+    in_loop = _overlap(s, e, call_start[:1], call_end[-1:])
+    if in_loop <= 0 or in_loop < MIN_LOOP * int((e - s).sum()):
+        return 0.0
+    return _overlap(s, e, call_start, call_end) / in_loop
+
+
+def _kernel_cover(kernels: np.ndarray, launch_row: np.ndarray, start: np.ndarray, end: np.ndarray,
+                  call_start: np.ndarray, call_end: np.ndarray) -> float:
+    """``_iteration_cover`` of the kernel time, each kernel placed at its launch call's start (a
+    kernel with no linked launch lies outside every loop)."""
+    weight = end[kernels] - start[kernels]
+    total = int(weight.sum())
+    if total <= 0:
+        return 1.0  # no kernel time to hold
+    linked = launch_row[kernels] >= 0
+    at, weight = start[launch_row[kernels[linked]]], weight[linked]
+    in_loop = int(weight[(at >= call_start[0]) & (at < call_end[-1])].sum())
+    if in_loop <= 0 or in_loop < MIN_LOOP * total:
+        return 0.0
+    k = np.searchsorted(call_start, at, side="right") - 1
+    held = (k >= 0) & (at < call_end[np.maximum(k, 0)])
+    return int(weight[held].sum()) / in_loop
+
+
+def _overlap(s: np.ndarray, e: np.ndarray, win_s: np.ndarray, win_e: np.ndarray) -> int:
+    """Time of the pieces (s, e) inside the windows (disjoint, in time order): window time before
+    each piece's end less window time before its start."""
+    cum = np.concatenate([[0], np.cumsum(win_e - win_s)])
+
+    def before(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(win_s, t, side="right")  # windows starting at or before t
+        last = np.maximum(i - 1, 0)
+        return np.where(i > 0, cum[last] + np.clip(t - win_s[last], 0, win_e[last] - win_s[last]), 0)
+
+    return int((before(e) - before(s)).sum())
+
+
+def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.concatenate([[True], s[1:] > run_end[:-1]])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], run_end[last]
+
+
+def _with_steps(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, calls: np.ndarray,
+                origin: str) -> pa.Table:
+    """The table with ``calls`` as step rows numbered 0.. in time order, every row's step recomputed
+    as the reader links them (host rows by time containment in their process, GPU rows by their
+    launch call), and ``steps_from`` in the trace metadata."""
+    kind = kind.copy()
+    kind[calls] = schema.KIND_CODES["step"]
+    gpu = links.kind_mask(kind, *schema.GPU_ACTIVITY_KINDS)
+    host = ~gpu & links.kind_mask(kind, *links.NESTED_KINDS) & ~links.kind_mask(kind, "gpu_user_range")
+    pid, pid_valid = columns.values_and_validity(table.column("pid"))
+    process = np.where(pid_valid, pid.astype(np.int64), -1)
+    step = links.assign_steps(kind.size, start, end, host, calls, np.arange(calls.size, dtype=np.int64), process)
+    launch_row = np.where(*_valid_or(table.column("launch_row"), -1))
+    linked = np.flatnonzero(gpu & (launch_row >= 0))
+    step[linked] = step[launch_row[linked]]
+    kind_index = table.schema.get_field_index("kind")
+    step_index = table.schema.get_field_index("step")
+    table = table.set_column(kind_index, table.schema.field(kind_index), columns.dictionary(
+        kind, columns.KIND_DICTIONARY, table.schema.field(kind_index).type.index_type))
+    table = table.set_column(step_index, table.schema.field(step_index), columns.nullable(step, -1, pa.int32()))
+    metadata = dict(table.schema.metadata or {})
+    key = schema.META_TRACE_META_JSON.encode()
+    extra = json.loads(metadata.get(key, b"{}") or b"{}")
+    extra["steps_from"] = origin
+    metadata[key] = json.dumps(extra, sort_keys=True, default=str).encode()
+    return table.replace_schema_metadata(metadata)
+
+
+def _kind_codes(table: pa.Table) -> np.ndarray:
+    """Kind codes (``schema.KIND_CODES``) of every row, whatever the column's dictionary order."""
+    column = _unified(table.column("kind"))
+    codes, valid = columns.values_and_validity(column)
+    values = _dictionary_values(column)
+    remap = np.array([schema.KIND_CODES.get(v, schema.KIND_CODES["other"]) for v in values] + [schema.KIND_CODES["other"]],
+                     np.int8)
+    return remap[np.where(valid, codes, len(values))]
+
+
+def _unified(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    return column.unify_dictionaries() if column.num_chunks > 1 else column
+
+
+def _dictionary_values(column: pa.ChunkedArray) -> list[str]:
+    return _unified(column).chunk(0).dictionary.to_pylist() if column.num_chunks else []
+
+
+def _int64(column: pa.ChunkedArray) -> np.ndarray:
+    return np.where(*_valid_or(column, 0))
+
+
+def _valid_or(column: pa.ChunkedArray, null: int) -> tuple[np.ndarray, np.ndarray, int]:
+    values, valid = columns.values_and_validity(column)
+    return valid, values.astype(np.int64), null
+
+
+def _thread_keys(table: pa.Table) -> np.ndarray:
+    """One key per (pid, tid); rows without a tid share key -1."""
+    _, pid_code = columns.factorize(_int64(table.column("pid")))
+    tid, tid_valid = columns.values_and_validity(table.column("tid"))
+    _, tid_code = columns.factorize(np.where(tid_valid, tid.astype(np.int64), -1))
+    return np.where(tid_valid, pid_code * (int(tid_code.max()) + 1) + tid_code, -1)
