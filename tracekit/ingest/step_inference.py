@@ -38,6 +38,7 @@ from tracekit.ingest import columns, links
 MIN_CALLS = 2
 MIN_COVER = 0.8
 MIN_LOOP = 0.5
+MAX_CANDIDATES = 16  # range names tried, those with the most time in their calls first
 # Ranges PyTorch and its libraries record on their own: never a user's iteration.
 FRAMEWORK_RANGES = re.compile(r"^(Optimizer\.|enumerate\(DataLoader\)|DataLoader|## |autograd::|nccl:|gloo:|c10d::|"
                               r"record_param_comms|ProfilerStep|PyTorch Profiler|Torch-Compiled Region|"
@@ -57,19 +58,26 @@ def infer_steps(table: pa.Table) -> pa.Table:
     if ranges.size < MIN_CALLS:
         return table
     start = _int64(table.column("start_ns"))
+    name_code, name_valid = columns.values_and_validity(_unified(table.column("name")))
+    candidates = _candidates(ranges[name_valid[ranges]], name_code, _dictionary_values(table.column("name")), start)
+    if not candidates:
+        return table
     end = start + np.maximum(_int64(table.column("dur_ns")), 0)
     thread, pid = _thread_keys(table), _int64(table.column("pid"))
     work = np.flatnonzero(links.kind_mask(kind, *WORK_KINDS))
     kernels = np.flatnonzero(kind == schema.KIND_CODES["gpu_kernel"])
     launch_row = np.where(*_valid_or(table.column("launch_row"), -1))
-    name_code, name_valid = columns.values_and_validity(_unified(table.column("name")))
-    names = _dictionary_values(table.column("name"))
     best: tuple[float, int, str, np.ndarray] | None = None
-    for label, calls in _candidates(ranges[name_valid[ranges]], name_code, names, start):
+    pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # each process's busy pieces, made once
+    # The loop's range holds most of the capture: it is among the names with the most time in calls.
+    candidates.sort(key=lambda c: -int((end[c[1]] - start[c[1]]).sum()))
+    for label, calls in candidates[:MAX_CANDIDATES]:
         if (thread[calls] != thread[calls[0]]).any() or (start[calls[1:]] < end[calls[:-1]]).any():
             continue  # not one thread's back-to-back iterations
-        process_work = work[pid[work] == pid[calls[0]]]
-        cover = _iteration_cover(_busy_pieces(process_work, thread, start, end), start[calls], end[calls])
+        process = int(pid[calls[0]])
+        if process not in pieces:
+            pieces[process] = _busy_pieces(work[pid[work] == process], thread, start, end)
+        cover = _iteration_cover(pieces[process], start[calls], end[calls])
         if kernels.size:
             cover = min(cover, _kernel_cover(kernels, launch_row, start, end, start[calls], end[calls]))
         if cover >= MIN_COVER and (best is None or (cover, calls.size) > (best[0], best[1])):
