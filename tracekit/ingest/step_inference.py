@@ -1,10 +1,11 @@
 """Steps for traces that mark none: the repeated calls of one host range that hold the loop.
 
-torch.profiler writes ``ProfilerStep#N`` only when given a schedule, and an nsys capture has only
-the NVTX ranges the program pushed. Many programs still wrap each iteration in a range of their own
-(``record_function("train_step")``, ``nvtx.range(f"iteration {i}")``). When a Kineto or nsys trace
-has no step rows, the calls of one range become its steps, where the evidence says they are a
-loop's iterations:
+torch.profiler writes ``ProfilerStep#N`` only when given a schedule. Many programs still wrap each
+iteration in a range of their own (``record_function("train_step")``, ``f"iteration {i}"``). When
+a PyTorch Kineto trace has no step rows, the calls of one range become its steps, where the
+evidence says they are a loop's iterations (nsys traces are read as they are: two public samples
+would qualify, and their NVTX and gap totals are checked against nsys's own; tracekit's Kineto
+export of an nsys, TF or JAX trace keeps that trace's steps):
 
 * one range name (or one name up to its numbers, ``iteration 3``, when every call's numbers differ
   and grow in time order: ``layer_0`` .. ``layer_11`` repeated per iteration are not iterations),
@@ -49,8 +50,8 @@ WORK_KINDS = ("cpu_op", "runtime_api", "driver_api")
 
 def infer_steps(table: pa.Table) -> pa.Table:
     """``table`` with the calls of its iteration range made steps (see the module doc), or unchanged."""
-    if table.num_rows == 0:
-        return table
+    if table.num_rows == 0 or (table.schema.metadata or {}).get(schema.META_SOURCE.encode()) != b"torch":
+        return table  # tracekit's Kineto export of an nsys, TF or JAX trace keeps that trace's steps
     kind = _kind_codes(table)
     if (kind == schema.KIND_CODES["step"]).any():
         return table
