@@ -22,7 +22,9 @@ export of an nsys, TF or JAX trace keeps that trace's steps):
 
 Among several such names the one holding most of the work wins (then the one with more calls).
 The trace's metadata says where its steps came from (``steps_from``), as for Keras's per-batch
-function in XSpace traces, and every report repeats it.
+function in XSpace traces, and every report repeats it, with the share of the loop's work that runs
+between the calls (a batch fetched outside the range is outside every step, unlike ProfilerStep#N,
+which runs from one ``prof.step()`` to the next).
 """
 
 from __future__ import annotations
@@ -85,7 +87,9 @@ def infer_steps(table: pa.Table) -> pa.Table:
             best = (cover, calls.size, label, calls)
     if best is None:
         return table
-    return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace)")
+    outside = 1.0 - best[0]
+    between = f"; {outside:.0%} of the loop's work runs between the calls, outside every step" if outside >= 0.01 else ""
+    return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace{between})")
 
 
 def _candidates(ranges: np.ndarray, name_code: np.ndarray, names: list[str],
