@@ -98,3 +98,10 @@ def test_an_inference_loop_wrapped_per_call_gives_the_steps(tmp_path):
     path = tmp_path / "infer.pt.trace.json"
     _capture(path, iteration="predict", train=False)
     assert len(_step_rows(tracekit.load(path))) == 5
+
+
+def test_the_iteration_range_wins_over_the_ranges_inside_it(tmp_path):
+    path = tmp_path / "nested.pt.trace.json"
+    _capture(path, iteration="train_step", forward="forward", layer="layer_{j}")
+    table = tracekit.load(path)
+    assert len(_step_rows(table)) == 5 and _steps_from(table).startswith("calls of train_step ")
