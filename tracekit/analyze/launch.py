@@ -418,27 +418,16 @@ def _step_windows_on_device(frame: Frame, rows: np.ndarray, steps: np.ndarray, l
     """Time covered by the union of the windows, on one device, of the steps with GPU work there:
     each such step's host window (``lo``, ``hi``) stretched over its GPU work that runs before or
     after it."""
+    order = np.argsort(steps, kind="stable")
+    steps, w_lo, w_hi = steps[order], lo[order], hi[order]
     step = frame.step[rows]
-    index = np.searchsorted(steps, step) if np.all(steps[:-1] <= steps[1:]) else None
-    w_lo, w_hi = lo.copy(), hi.copy()
-    if index is None:  # steps not in number order: look each up
-        position = {int(s): i for i, s in enumerate(steps.tolist())}
-        index = np.array([position.get(int(s), -1) for s in step.tolist()], np.int64)
-    index = np.minimum(index, steps.size - 1)
-    mine = (index >= 0) & (steps[np.maximum(index, 0)] == step)
+    index = np.minimum(np.searchsorted(steps, step), steps.size - 1)
+    mine = steps[index] == step
     np.minimum.at(w_lo, index[mine], frame.start[rows[mine]])
     np.maximum.at(w_hi, index[mine], frame.end[rows[mine]])
     has_work = np.zeros(steps.size, bool)
     has_work[index[mine]] = True
-    w_lo, w_hi = w_lo[has_work], w_hi[has_work]
-    if not w_lo.size:
-        return 0
-    order = np.argsort(w_lo, kind="stable")
-    w_lo, w_hi = w_lo[order], np.maximum.accumulate(w_hi[order])
-    new = np.concatenate([[True], w_lo[1:] > w_hi[:-1]])
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, w_lo.size - 1)
-    return int((w_hi[last] - w_lo[first]).sum())
+    return intervals.total(w_lo[has_work], w_hi[has_work])
 
 
 # Kernel launches of SYCL's Unified Runtime (formerly PI) and Level Zero: PyTorch on Intel GPUs.
