@@ -36,7 +36,6 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.analyze import intervals
 from tracekit.ingest import columns, links
 
 MIN_CALLS = 2
@@ -128,7 +127,7 @@ def _busy_pieces(rows: np.ndarray, thread: np.ndarray, start: np.ndarray, end: n
     pieces_s, pieces_e = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     for key in np.unique(thread[rows]).tolist():
         mine = rows[thread[rows] == key]
-        s, e = intervals.union(start[mine], end[mine])
+        s, e = _union(start[mine], end[mine])
         pieces_s.append(s)
         pieces_e.append(e)
     return np.concatenate(pieces_s), np.concatenate(pieces_e)
@@ -163,9 +162,28 @@ def _kernel_cover(kernels: np.ndarray, launch_row: np.ndarray, start: np.ndarray
     return int(weight[held].sum()) / in_loop
 
 
+# The interval arithmetic the readers need is here: the ingest layer does not import the analyses'
+# (tracekit.analyze.intervals; tests/test_layers.py).
 def _overlap(s: np.ndarray, e: np.ndarray, win_s: np.ndarray, win_e: np.ndarray) -> int:
-    """Time of the pieces (s, e) inside the windows (disjoint, in time order)."""
-    return int(intervals.overlap_per_interval(s, e, win_s, win_e, merged=True).sum())
+    """Time of the pieces (s, e) inside the windows (disjoint, in time order): window time before
+    each piece's end less window time before its start."""
+    cum = np.concatenate([[0], np.cumsum(win_e - win_s)])
+
+    def before(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(win_s, t, side="right")  # windows starting at or before t
+        last = np.maximum(i - 1, 0)
+        return np.where(i > 0, cum[last] + np.clip(t - win_s[last], 0, win_e[last] - win_s[last]), 0)
+
+    return int((before(e) - before(s)).sum())
+
+
+def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint, sorted cover of the intervals (non-empty)."""
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    run_end = np.maximum.accumulate(e)
+    first = np.flatnonzero(np.concatenate([[True], s[1:] > run_end[:-1]]))
+    return s[first], run_end[np.append(first[1:] - 1, s.size - 1)]
 
 
 def _with_steps(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, calls: np.ndarray,
