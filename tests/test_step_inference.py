@@ -74,6 +74,7 @@ def test_a_range_around_each_iteration_gives_the_steps(tmp_path, label, expected
     table = tracekit.load(path)
     assert len(_step_rows(table)) == 5
     assert _steps_from(table).startswith(f"calls of {expected} (no step markers in the trace")
+    assert tracekit.info(table).steps_from == _steps_from(table)  # `tracekit info` says where the steps came from
     kinds, steps = table["kind"].to_pylist(), table["step"].to_pylist()
     ops = [s for k, s in zip(kinds, steps, strict=True) if k == "cpu_op"]
     assert sorted(set(ops) - {None}) == [0, 1, 2, 3, 4] and ops.count(None) < 0.05 * len(ops)

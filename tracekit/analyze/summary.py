@@ -35,6 +35,7 @@ class TraceInfo:
     capture_start_ns: int | None = None
     threads: int = 0
     extra: dict[str, object] = field(default_factory=dict)
+    steps_from: str = ""  # where the reader found the steps when the trace marks none ("calls of train_step ...")
 
     @property
     def span_ns(self) -> int:
@@ -112,7 +113,16 @@ def info(table: pa.Table) -> TraceInfo:
         profiler_version=meta.get(schema.META_PROFILER_VERSION, ""),
         capture_start_ns=int(start_meta) if start_meta else None,
         threads=threads,
+        steps_from=_steps_from(meta.get(schema.META_TRACE_META_JSON, "")),
     )
+
+
+def _steps_from(text: str) -> str:
+    try:
+        value = json.loads(text or "{}").get("steps_from", "")
+    except (ValueError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
 
 
 def _thread_count(table: pa.Table) -> int:
