@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.ingest.columns import validity_mask, values_view
+from tracekit.ingest.columns import kind_codes, validity_mask, values_view
 from tracekit.ingest.links import byte_mask, nearest_ancestor
 
 KIND_INDEX = schema.KIND_CODES
@@ -94,9 +94,7 @@ class Frame:
 
     def __post_init__(self) -> None:
         t = self.table
-        kind_codes, kind_values = dictionary_codes(t.column("kind"))
-        remap = np.array([KIND_INDEX.get(v, KIND_INDEX["other"]) for v in kind_values] + [KIND_INDEX["other"]], np.int8)
-        self.kind = remap[kind_codes]
+        self.kind = kind_codes(t.column("kind"))
         self.start = _int(t, "start_ns", 0)
         self.dur = np.maximum(_int(t, "dur_ns", 0), 0)
         self.end = self.start + self.dur

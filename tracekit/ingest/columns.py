@@ -113,6 +113,17 @@ def values_and_validity(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray,
     return np.concatenate(values), np.concatenate(valid)
 
 
+def kind_codes(column: pa.ChunkedArray) -> np.ndarray:
+    """``schema.KIND_CODES`` of every row of a ``kind`` column, whatever its dictionary's order;
+    null and unknown kinds are ``other``."""
+    column = column.unify_dictionaries() if column.num_chunks > 1 else column
+    values = column.chunk(0).dictionary.to_pylist() if column.num_chunks else []
+    codes, valid = values_and_validity(column)
+    other = schema.KIND_CODES["other"]
+    remap = np.array([schema.KIND_CODES.get(v, other) for v in values] + [other], np.int8)
+    return remap[np.where(valid, codes, len(values))]
+
+
 def take_strings(array: pa.Array, index: np.ndarray) -> pa.Array:
     """``array.take(index)`` for a (large_)string array, gathered from its buffers with numpy: the
     same array, without importing pyarrow.compute (40 ms of a short command's start-up)."""

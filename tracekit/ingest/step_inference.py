@@ -54,7 +54,7 @@ def infer_steps(table: pa.Table) -> pa.Table:
     """``table`` with the calls of its iteration range made steps (see the module doc), or unchanged."""
     if table.num_rows == 0 or (table.schema.metadata or {}).get(schema.META_SOURCE.encode()) != b"torch":
         return table  # tracekit's Kineto export of an nsys, TF or JAX trace keeps that trace's steps
-    kind = _kind_codes(table)
+    kind = columns.kind_codes(table.column("kind"))
     if (kind == schema.KIND_CODES["step"]).any():
         return table
     ranges = np.flatnonzero(kind == schema.KIND_CODES["user_range"])
@@ -212,16 +212,6 @@ def _with_steps(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.nd
     extra["steps_from"] = origin
     metadata[key] = json.dumps(extra, sort_keys=True, default=str).encode()
     return table.replace_schema_metadata(metadata)
-
-
-def _kind_codes(table: pa.Table) -> np.ndarray:
-    """Kind codes (``schema.KIND_CODES``) of every row, whatever the column's dictionary order."""
-    column = _unified(table.column("kind"))
-    codes, valid = columns.values_and_validity(column)
-    values = _dictionary_values(column)
-    remap = np.array([schema.KIND_CODES.get(v, schema.KIND_CODES["other"]) for v in values] + [schema.KIND_CODES["other"]],
-                     np.int8)
-    return remap[np.where(valid, codes, len(values))]
 
 
 def _unified(column: pa.ChunkedArray) -> pa.ChunkedArray:
