@@ -35,6 +35,11 @@ def _profile_training(tf, model, x, y, logdir: Path, steps: int, from_logits: bo
     return logdir
 
 
+# TF ops that move no data and compute nothing: the op classes leave them "other" on purpose.
+METADATA_OPS = {"ReadVariableOp", "Identity", "IdentityN", "Reshape", "ExpandDims", "Squeeze", "Shape", "Const", "NoOp",
+                "VarHandleOp"}
+
+
 @pytest.fixture(scope="module")
 def mobilenet_logdir(tmp_path_factory) -> Path:
     tf = pytest.importorskip("tensorflow")
@@ -55,8 +60,10 @@ def test_every_op_family_of_a_cnn_training_step_has_its_class(mobilenet_logdir):
                 "SquaredDifference": "elementwise", "Mean": "reduction", "AssignSubVariableOp": "elementwise"}
     assert {op: types.cls.get(op) for op in expected} == expected
     assert {types.cls[op] for op in types.index if "MatMul" in op} == {"gemm"}  # MatMul and grappler's _FusedMatMul
-    # What stays "other" is metadata (ReadVariableOp, Identity): a sliver of the op time, not a family.
-    other = types[types.cls == "other"]
+    # What stays "other" is metadata (ReadVariableOp, Identity), by design; no other family holds time
+    # there. (Metadata's own time is not the test: ReadVariableOp took 0.5% to 13.5% of the op time
+    # from one capture to the next on a loaded 2-core machine, and failed a 3% bound in 1 run of 4.)
+    other = types[(types.cls == "other") & ~types.index.isin(METADATA_OPS)]
     assert other.self_ns.sum() < 0.03 * types.self_ns.sum(), other.sort_values("self_ns").tail()
 
 
