@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tracekit
@@ -186,18 +187,46 @@ def test_a_keras_fit_step_waits_for_the_executor_and_is_analysed_on_a_steady_ste
     """model.fit's function call on the Python thread waits while the inter-op pool runs its ops, TF's
     executor around them and tf.data: with ops alone covering a third of the call it was ranked the
     top op (74% of the steps) and the critical path was that one call. The executor's and tf.data's
-    events count as the pool being busy. critical-path and whatif take the first steady step, not
-    the warm-up one that builds the graph."""
+    events count as the pool being busy, and so does the call's thread blocked on the function (see
+    the stored capture's test below). critical-path and whatif take the first steady step, not the
+    warm-up one that builds the graph."""
     r = tracekit.launch(keras_logdirs["fit"]).result
     assert r.steps is not None and r.steps.steps.status.iloc[0] == "warm-up", r.steps.steps.head()
     assert not any("__inference_" in n for n in r.top_ops.ops.name), r.top_ops.ops.name.head()
     calls = r.top_ops.waiting[r.top_ops.waiting.name.str.contains("__inference_")]
-    assert len(calls) == 1 and calls.covered.iloc[0] >= 0.5, r.top_ops.waiting
+    assert len(calls) == 1 and calls.covered.iloc[0] >= 0.8, r.top_ops.waiting
     cp = tracekit.critical_path(keras_logdirs["fit"]).result
     assert cp.window["instance"] >= 1 and "first steady step" in str(cp.window["chosen"]), cp.window
     assert cp.handoffs >= 1 and cp.handed_ops > 10, (cp.handoffs, cp.handed_ops)
     w = tracekit.whatif(keras_logdirs["fit"]).result
     assert w.window == cp.window
+
+
+def test_a_tf_function_call_blocked_after_its_executor_is_done_is_waiting_not_work():
+    """A stored capture of the same model.fit (tests/data/tf/make_keras_fit.py): several calls of the
+    step function (every other one) return 2-3 ms after TF's executor ran its done callback, nothing
+    traced on any thread meanwhile: the blocked thread is woken late, untraced.
+    Counting only other threads' work, the calls waited 35% of their time and the function call was
+    ranked the top op, as in 2 of 3 live captures; the thread is blocked on its dispatched function
+    from FunctionRun's end to KernelAndDeviceFunc::Run's, so that time is waiting too."""
+    from tracekit.analyze import intervals, waiting
+    from tracekit.analyze.classify import op_name_codes
+    from tracekit.analyze.frame import Frame
+
+    path = ROOT / "tests" / "data" / "tf" / "keras_fit.xplane.pb"
+    frame = Frame(tracekit.load(path))
+    ops = frame.rows("cpu_op")
+    calls = ops[[frame.names[c].startswith("EagerLocalExecute: __inference_") for c in op_name_codes(frame)[ops]]]
+    busy = np.concatenate([ops, waiting.worker_event_rows(frame)])
+    others = busy[frame.thread_key[busy] != frame.thread_key[calls[0]]]
+    by_others = intervals.busy_per_interval(frame.start[calls], frame.end[calls], frame.start[others], frame.end[others],
+                                            waiting.WORKER_GAP_SHARE)
+    assert by_others.sum() < 0.5 * frame.dur[calls].sum()  # the evidence the rule once went by: not enough
+    assert waiting.blocked_on_dispatch(frame).size == calls.size
+    r = tracekit.launch(path).result
+    assert not any("__inference_" in n for n in r.top_ops.ops.name), r.top_ops.ops.name.head()
+    listed = r.top_ops.waiting[r.top_ops.waiting.name.str.contains("__inference_")]
+    assert len(listed) == 1 and listed.covered.iloc[0] > 0.9, r.top_ops.waiting
 
 
 def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):

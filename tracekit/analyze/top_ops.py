@@ -7,8 +7,8 @@ Self time (an op's duration minus its child ops') per (op name, input shapes) ov
 An op on the driving thread (the one holding the steps) that is not a compute op and that runs, for
 at least ``WAITING_SHARE`` of its duration, while other threads of its process are busy with ops or
 TF's runtime work (``TF_WORKER_EVENTS``: TF's ``EagerExecute`` of a function while the inter-op pool
-runs the function's ops and tf.data produces its batch) spends its self time waiting
-for them: it is listed in ``waiting``, not ranked, so a wait never tops the table as if it were
+runs the function's ops and tf.data produces its batch, and blocked on the function until the OS
+wakes it) spends its self time waiting for them: it is listed in ``waiting``, not ranked, so a wait never tops the table as if it were
 work. A thread is busy during its ops and in the gaps between them shorter than
 ``WORKER_GAP_SHARE`` of the waiting op: there TF's executor picks the next op, untraced (on TF 2.21
 Keras GRU steps, thousands of sub-microsecond to 70 us gaps are a third to half of the call).
@@ -56,7 +56,8 @@ class TopOps:
         time; NaN for other ops, without shapes, and on GPU traces).
     remedies: sentences naming an op, its shapes and the share of time it accounts for.
     waiting: ops left out of ``ops`` because they wait for compute ops on other threads: name,
-        calls, self_ns, covered (share of their duration with other threads busy with ops).
+        calls, self_ns, covered (share of their duration with other threads busy with ops, or blocked on
+        a TF function they run).
     """
 
     ops: pd.DataFrame
@@ -71,7 +72,7 @@ class TopOps:
 
     def describe_waiting(self) -> list[str]:
         return [f"{short_name(w.name)} ({w.self_ns / 1e6:,.1f} ms self time) runs {w.covered:.0%} of its time while "
-                f"other threads are busy with ops: waiting for them, not ranked" for w in self.waiting.itertuples()]
+                f"other threads are busy with ops or it is blocked on them: waiting, not ranked" for w in self.waiting.itertuples()]
 
 
 def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = None, top: int = TOP) -> TopOps:
