@@ -227,6 +227,11 @@ def test_a_tf_function_call_blocked_after_its_executor_is_done_is_waiting_not_wo
     assert not any("__inference_" in n for n in r.top_ops.ops.name), r.top_ops.ops.name.head()
     listed = r.top_ops.waiting[r.top_ops.waiting.name.str.contains("__inference_")]
     assert len(listed) == 1 and listed.covered.iloc[0] > 0.9, r.top_ops.waiting
+    # The critical path has its own test of a hand-off: the same evidence holds there. Steps 2, 4
+    # and 6 are calls woken late; the path runs through the executor's ops, not over the call.
+    for instance in (2, 4, 6):
+        cp = tracekit.critical_path(path, instance=instance).result
+        assert cp.handoffs == 1 and cp.handed_ops > 100, (instance, cp.handoffs, cp.handed_ops)
 
 
 def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):

@@ -57,7 +57,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.unclassified import unclassified_work_rows
-from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, worker_event_rows
+from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, blocked_on_dispatch, worker_event_rows
 from tracekit.errors import UsageError
 from tracekit.ingest.links import member_mask
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
@@ -306,7 +306,8 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
     The evidence, checked per call: it is a framework op that computes nothing itself (not a compute
     op class, a runtime call or a GPU sync) with no host row of its own thread inside it, on a
     thread that drives the steps (``steps.driving_threads``), and other threads of its process are
-    busy with top-level host rows inside it for at least ``WAITING_SHARE`` of its duration (the short
+    busy with top-level host rows inside it, or its thread is blocked on a TF function it dispatched
+    (``waiting.blocked_on_dispatch``), for at least ``WAITING_SHARE`` of its duration (the short
     gaps between a worker's rows count as busy, as in ``top_ops``). TF's
     ``EagerExecute`` of a function is one; two executor ops running side by side are not, nor is a
     PyTorch op that merely overlaps the autograd thread's work."""
@@ -337,6 +338,7 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
     workers = worker_event_rows(frame)
     workers = workers[np.argsort(frame.start[workers], kind="stable")]
     worker_start = frame.start[workers]
+    blocked = blocked_on_dispatch(frame)
     for call, a, b in zip(calls.tolist(), lo.tolist(), hi.tolist(), strict=True):
         if b - a < 1:
             continue
@@ -349,7 +351,12 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
         w = workers[np.searchsorted(worker_start, frame.start[call]):np.searchsorted(worker_start, frame.end[call])]
         w = w[(frame.thread_key[w] != frame.thread_key[call]) & (frame.pid[w] == frame.pid[call])]
         busy = np.concatenate([inside, w])
-        if intervals.busy_per_interval(frame.start[[call]], frame.end[[call]], frame.start[busy], frame.end[busy],
+        # ... and so is the call's thread while blocked on a TF function it dispatched (waiting.py).
+        held = blocked[(frame.thread_key[blocked] == frame.thread_key[call]) & (frame.end[blocked] >= frame.start[call])
+                       & (frame.end[frame.parent[blocked]] <= frame.end[call])]
+        starts = np.concatenate([frame.start[busy], frame.end[held]])
+        ends = np.concatenate([frame.end[busy], frame.end[frame.parent[held]]])
+        if intervals.busy_per_interval(frame.start[[call]], frame.end[[call]], starts, ends,
                                        WORKER_GAP_SHARE)[0] >= WAITING_SHARE * frame.dur[call]:
             found[call] = inside
     return found
