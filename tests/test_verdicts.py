@@ -232,6 +232,8 @@ def test_a_tf_function_call_blocked_after_its_executor_is_done_is_waiting_not_wo
     for instance in (2, 4, 6):
         cp = tracekit.critical_path(path, instance=instance).result
         assert cp.handoffs == 1 and cp.handed_ops > 100, (instance, cp.handoffs, cp.handed_ops)
+        # ... and the path says how much of it is the call's late return, nothing traced on its thread.
+        assert cp.handoff_return_ns > 0.5 * cp.total_ns, (instance, cp.handoff_return_ns, cp.total_ns)
 
 
 def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):

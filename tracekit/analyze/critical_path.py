@@ -90,7 +90,9 @@ class CriticalPath:
         the edge begins), weight_ns.
     top: the events with the most path time: name, category, cpu_compute, weight_ns, share (percent).
     handoffs: calls that handed their work to other threads and waited (``_handoffs``), and
-        handed_ops: how many top-level ops ran for them.
+        handed_ops: how many top-level ops ran for them; handoff_return_ns: the part of the path
+        from the last of those ops' end to the call's return (the thread blocked on that work until
+        woken, nothing traced on it: 2.4 ms of a 2.8 ms path in a stored Keras model.fit step).
     """
 
     window: dict[str, object]
@@ -102,6 +104,7 @@ class CriticalPath:
     graph_edges: int
     handoffs: int = 0
     handed_ops: int = 0
+    handoff_return_ns: int = 0
     # The part of cpu_bound spent inside compute ops that run on the CPU (GEMM, elementwise, ... with
     # no GPU work of their own): the math itself, not framework overhead. On a CPU-only trace it is
     # most of the path, which "CPU-bound" alone would leave unsaid.
@@ -133,7 +136,17 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     path = graph.longest_path()
     result = _summarize(frame, classes, graph, path, window)
     result.handoffs, result.handed_ops = len(handoffs), sum(ops.size for ops in handoffs.values())
+    result.handoff_return_ns = _handoff_return_on_path(frame, handoffs, result.edges)
     return result
+
+
+def _handoff_return_on_path(frame: Frame, handoffs: dict[int, np.ndarray], edges: pd.DataFrame) -> int:
+    """Path time of the hand-off calls' return edges (last handed op's end to the call's end)."""
+    if not handoffs or edges.empty:
+        return 0
+    returns = {(call, int(frame.end[ops].max())) for call, ops in handoffs.items()}
+    on_path = [w for r, s, w in zip(edges.row, edges.start_ns, edges.weight_ns, strict=True) if (int(r), int(s)) in returns]
+    return int(sum(on_path))
 
 
 def step_window(frame: Frame, range_name: str | None, instance: int | None) -> tuple[int, int, dict[str, object]]:

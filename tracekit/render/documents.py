@@ -435,6 +435,11 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
         head.sentences.append(
             f"{cp.handoffs:,} call(s) handed their work to other threads and waited ({cp.handed_ops:,} ops ran on "
             "those threads, as TF's executor runs a function's ops): the path runs through those ops, not over the wait.")
+        if cp.handoff_return_ns and cp.total_ns:
+            head.sentences.append(
+                f"{format_cell(cp.handoff_return_ns, 'ns')} of the path ({cp.handoff_return_ns / cp.total_ns:.0%}) is the call(s) "
+                "returning after the last op they handed off ended: the thread is blocked on that work until woken, "
+                "nothing traced on it meanwhile (a late wake-up on a busy machine shows here).")
     bound = max(PATH_CATEGORIES, key=lambda c: cp.shares[c]) if cp.total_ns else ""
     if bound:
         head.sentences.append(f"Bound by: {PATH_LABELS[bound]}, {cp.shares[bound]:.1f}% of the path.")
@@ -459,6 +464,7 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
                               r.weight_ns, r.share / 100] for r in cp.top.itertuples()]))
     data = {"window": window, "path_ns": cp.total_ns, "nodes": cp.nodes, "edges": cp.graph_edges,
             "handoffs": cp.handoffs, "handed_ops": cp.handed_ops,
+            "handoff_return_ns": cp.handoff_return_ns,
             "shares_pct": {c: round(cp.shares[c], 4) for c in PATH_CATEGORIES},
             "cpu_bound_in_cpu_compute_ops_pct": round(compute_share, 4),
             "top": [{"name": r.name, "category": r.category, "cpu_compute_op": bool(r.cpu_compute),
