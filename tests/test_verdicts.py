@@ -222,7 +222,7 @@ def test_a_tf_function_call_blocked_after_its_executor_is_done_is_waiting_not_wo
     by_others = intervals.busy_per_interval(frame.start[calls], frame.end[calls], frame.start[others], frame.end[others],
                                             waiting.WORKER_GAP_SHARE)
     assert by_others.sum() < 0.5 * frame.dur[calls].sum()  # the evidence the rule once went by: not enough
-    assert waiting.blocked_on_dispatch(frame).size == calls.size
+    assert waiting.blocked_on_dispatch(frame)[0].size == calls.size
     r = tracekit.launch(path).result
     assert not any("__inference_" in n for n in r.top_ops.ops.name), r.top_ops.ops.name.head()
     listed = r.top_ops.waiting[r.top_ops.waiting.name.str.contains("__inference_")]

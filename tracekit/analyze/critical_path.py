@@ -351,7 +351,7 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
     workers = worker_event_rows(frame)
     workers = workers[np.argsort(frame.start[workers], kind="stable")]
     worker_start = frame.start[workers]
-    blocked = blocked_on_dispatch(frame)
+    blocked_thread, blocked_start, blocked_end = blocked_on_dispatch(frame)
     for call, a, b in zip(calls.tolist(), lo.tolist(), hi.tolist(), strict=True):
         if b - a < 1:
             continue
@@ -365,10 +365,10 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
         w = w[(frame.thread_key[w] != frame.thread_key[call]) & (frame.pid[w] == frame.pid[call])]
         busy = np.concatenate([inside, w])
         # ... and so is the call's thread while blocked on a TF function it dispatched (waiting.py).
-        held = blocked[(frame.thread_key[blocked] == frame.thread_key[call]) & (frame.end[blocked] >= frame.start[call])
-                       & (frame.end[frame.parent[blocked]] <= frame.end[call])]
-        starts = np.concatenate([frame.start[busy], frame.end[held]])
-        ends = np.concatenate([frame.end[busy], frame.end[frame.parent[held]]])
+        held = ((blocked_thread == frame.thread_key[call]) & (blocked_start >= frame.start[call])
+                & (blocked_end <= frame.end[call]))
+        starts = np.concatenate([frame.start[busy], blocked_start[held]])
+        ends = np.concatenate([frame.end[busy], blocked_end[held]])
         if intervals.busy_per_interval(frame.start[[call]], frame.end[[call]], starts, ends,
                                        WORKER_GAP_SHARE)[0] >= WAITING_SHARE * frame.dur[call]:
             found[call] = inside

@@ -30,16 +30,15 @@ TF_WORKER_EVENTS = ("ExecutorState::Process", "Iterator::")
 TF_FUNCTION_DISPATCH = ("KernelAndDeviceFunc::Run", "FunctionRun")
 
 
-def blocked_on_dispatch(frame: Frame) -> np.ndarray:
-    """The ``FunctionRun`` rows inside a ``KernelAndDeviceFunc::Run``: each call's thread is blocked
-    from the end of that row to the end of its parent (none for traces of other frameworks)."""
+def blocked_on_dispatch(frame: Frame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(thread key, start, end) of each stretch a thread is blocked on a TF function it dispatched:
+    from the end of a ``FunctionRun`` to the end of the ``KernelAndDeviceFunc::Run`` holding it
+    (none for traces of other frameworks)."""
     codes = [frame.names.index(n) if n in frame.names else -1 for n in TF_FUNCTION_DISPATCH]
-    if min(codes) < 0:
-        return np.zeros(0, np.int64)
-    runs = np.flatnonzero(frame.name_code == codes[1])
-    parents = frame.parent[runs]
-    runs = runs[parents >= 0]
-    return runs[frame.name_code[frame.parent[runs]] == codes[0]]
+    runs = np.flatnonzero(frame.name_code == codes[1]) if min(codes) >= 0 else np.zeros(0, np.int64)
+    runs = runs[frame.parent[runs] >= 0]
+    runs = runs[frame.name_code[frame.parent[runs]] == codes[0]]
+    return frame.thread_key[runs], frame.end[runs], frame.end[frame.parent[runs]]
 
 
 def worker_event_rows(frame: Frame) -> np.ndarray:
@@ -61,7 +60,7 @@ def covered_by_other_threads(frame: Frame, rows: np.ndarray, among: np.ndarray |
     if distinct(frame.thread_key[among]).size < 2:
         return covered
     workers = np.concatenate([among, worker_event_rows(frame)])
-    dispatches = blocked_on_dispatch(frame)
+    blocked_thread, blocked_start, blocked_end = blocked_on_dispatch(frame)
     for key in driving_threads(frame, among):
         mine = threads == key
         if not mine.any():
@@ -69,12 +68,12 @@ def covered_by_other_threads(frame: Frame, rows: np.ndarray, among: np.ndarray |
         pid = frame.pid[rows[mine][0]]
         # Any op: between compute ops a worker still runs TF's executor, not the waiting thread.
         others = workers[(frame.thread_key[workers] != key) & (frame.pid[workers] == pid)]
-        blocked = dispatches[frame.thread_key[dispatches] == key]
-        if others.size or blocked.size:
+        blocked = blocked_thread == key
+        if others.size or blocked.any():
             covered[mine] = intervals.busy_per_interval(
                 frame.start[rows[mine]], frame.end[rows[mine]],
-                np.concatenate([frame.start[others], frame.end[blocked]]),
-                np.concatenate([frame.end[others], frame.end[frame.parent[blocked]]]), WORKER_GAP_SHARE)
+                np.concatenate([frame.start[others], blocked_start[blocked]]),
+                np.concatenate([frame.end[others], blocked_end[blocked]]), WORKER_GAP_SHARE)
     return covered
 
 
