@@ -352,6 +352,8 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
     workers = workers[np.argsort(frame.start[workers], kind="stable")]
     worker_start = frame.start[workers]
     blocked_thread, blocked_start, blocked_end = blocked_on_dispatch(frame)
+    by_start = np.argsort(blocked_start, kind="stable")
+    blocked_thread, blocked_start, blocked_end = blocked_thread[by_start], blocked_start[by_start], blocked_end[by_start]
     for call, a, b in zip(calls.tolist(), lo.tolist(), hi.tolist(), strict=True):
         if b - a < 1:
             continue
@@ -365,10 +367,10 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
         w = w[(frame.thread_key[w] != frame.thread_key[call]) & (frame.pid[w] == frame.pid[call])]
         busy = np.concatenate([inside, w])
         # ... and so is the call's thread while blocked on a TF function it dispatched (waiting.py).
-        held = ((blocked_thread == frame.thread_key[call]) & (blocked_start >= frame.start[call])
-                & (blocked_end <= frame.end[call]))
-        starts = np.concatenate([frame.start[busy], blocked_start[held]])
-        ends = np.concatenate([frame.end[busy], blocked_end[held]])
+        near = slice(np.searchsorted(blocked_start, frame.start[call]), np.searchsorted(blocked_start, frame.end[call], "right"))
+        held = (blocked_thread[near] == frame.thread_key[call]) & (blocked_end[near] <= frame.end[call])
+        starts = np.concatenate([frame.start[busy], blocked_start[near][held]])
+        ends = np.concatenate([frame.end[busy], blocked_end[near][held]])
         if intervals.busy_per_interval(frame.start[[call]], frame.end[[call]], starts, ends,
                                        WORKER_GAP_SHARE)[0] >= WAITING_SHARE * frame.dur[call]:
             found[call] = inside
