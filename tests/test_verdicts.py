@@ -434,3 +434,57 @@ def test_a_compute_bound_verdict_near_the_dispatch_threshold_says_so_and_adds_it
     assert remedies[0].startswith("the time is in compute ops") and any("torch.compile" in r for r in remedies)
     verdict, says, remedies = judge(Evidence(source="torch", has_ops=True, dispatch_share=0.2, ops_per_step=2000))
     assert verdict == "CPU compute-bound" and not says and not any("torch.compile" in r for r in remedies)
+
+
+def test_tf_collective_ops_are_host_communication_in_the_verdict_and_the_critical_path():
+    """tests/data/tf/make_mirrored_fit.py: MirroredStrategy on two CPU replicas all-reduces each step's
+    gradients with CollectiveReduceV2 ops, recorded on TF's "collective_ops/..." lines from start to
+    done: the exchange itself, waits for the other replica included. Before, only gloo-style ranges
+    counted as host collectives: the path called that time framework work (0% communication) and the
+    verdict did not mention it."""
+    from tracekit.analyze.classify import collective_work_rows
+    from tracekit.analyze.frame import frame_of
+    from tracekit.ingest import load
+
+    trace = ROOT / "tests" / "data" / "tf" / "mirrored_fit.xplane.pb"
+    frame = frame_of(load(trace))
+    work = collective_work_rows(frame)
+    assert work.size == 12  # two gradient all-reduces in each of the 6 steps
+    assert {frame.name(int(r)).split(":")[-1] for r in work.tolist()} == {"CollectiveReduceV2"}
+    names = frame.table.column("thread_name").to_pylist()
+    assert all(names[r].startswith("collective_ops/") for r in work.tolist())
+    for instance in range(1, 6):  # every steady step's path runs through its all-reduce
+        shares = tracekit.critical_path(trace, instance=instance).result.shares
+        assert 5 < shares["cpu_communication_bound"] < 40, (instance, shares)
+    r = tracekit.report(trace).launch
+    said = [e for e in r.evidence if e.startswith("collective communication (CollectiveReduceV2")]
+    assert len(said) == 1 and "(communication-bound from 50%)" in said[0], r.evidence
+
+
+def test_communication_below_its_threshold_is_stated_beside_another_verdict():
+    """tests/data/cpu/make_ddp_gloo.py: rank 0 is CPU-contended (a stalled aten::mul), and its
+    all-reduces on gloo's threads still cover a third of the step: said, naming them. Its thread's
+    wait during them is the same time, said once."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "cpu" / "ddp_gloo_rank0.pt.trace.json.gz").result
+    assert r.verdict == "CPU-contended"
+    said = [e for e in r.evidence if e.startswith("collective communication")]
+    assert len(said) == 1 and said[0].startswith("collective communication (gloo:all_reduce, c10d::allreduce_) runs")
+    assert not any(e.startswith("the loop's thread waits") for e in r.evidence)
+
+
+def test_side_notes_state_each_large_share_that_did_not_decide_the_verdict():
+    e = Evidence(has_ops=True, dispatch_share=0.6, load_step_share=0.2, communication_step_share=0.3,
+                 communication_ops="CollectiveReduceV2", wait_step_share=0.45, source="tf")
+    verdict, _, _ = judge(e)
+    notes = verdicts.side_notes(e, verdict)
+    assert verdict == "CPU/framework-bound" and [n.split(" ")[1] for n in notes] == ["DataLoader's", "communication", "loop's"]
+    assert "(CollectiveReduceV2) runs during 30%" in notes[1]
+    # Waits no larger than the collectives are the loop idling during them: not said twice.
+    assert len(verdicts.side_notes(Evidence(has_ops=True, communication_step_share=0.3, wait_step_share=0.3), verdict)) == 1
+    # The share that decided the verdict is its evidence already; GPU traces have their own gap shares.
+    assert verdicts.side_notes(e, "data-loading-bound")[0].startswith("collective communication")
+    assert verdicts.side_notes(Evidence(has_gpu=True, communication_step_share=0.3), "GPU-bound") == []
+    # A TF trace bound by its collectives gets tf.distribute's remedy, not DDP's.
+    tf_remedy = judge(Evidence(has_ops=True, source="tf", communication_step_share=0.6))[2]
+    torch_remedy = judge(Evidence(has_ops=True, source="torch", communication_step_share=0.6))[2]
+    assert "bytes_per_pack" in tf_remedy[0] and "bucket_cap_mb" in torch_remedy[0]

@@ -241,22 +241,33 @@ def collective_rows(frame: Frame) -> np.ndarray:
     return rows
 
 
+# TensorFlow ops that run a collective themselves (MirroredStrategy's CollectiveReduceV2 on CPU,
+# recorded on a "collective_ops/..." line from its start to its done callback), where PyTorch's c10d
+# ops only hand theirs to gloo's threads or NCCL's stream.
+_TF_COLLECTIVE_OP = re.compile(r"^(Collective\w+|Nccl\w+)$")
+
+
 def collective_work_rows(frame: Frame) -> np.ndarray:
-    """The collective ranges that are the communication itself, run on the host: ranges of
-    ``collective_rows`` with no host op or call of their own thread inside them (gloo's worker
-    threads record only ``gloo:all_reduce``). Where the trace has GPU communication kernels, host
-    collectives are NCCL's enqueues (``nccl:all_reduce`` around a kernel launch), and none is.
+    """The collectives that are the communication itself, run on the host: rows of
+    ``collective_rows`` with no host op or call of their own thread inside them that are ranges
+    (gloo's worker threads record only ``gloo:all_reduce``) or TensorFlow collective ops (their span
+    is the exchange, waits for the peers included). Where the trace has GPU communication kernels,
+    host collectives are NCCL's enqueues (``nccl:all_reduce`` around a kernel launch), and none is.
     Cached on the frame."""
     cached = getattr(frame, "_collective_work_rows", None)
     if cached is not None:
         return cached
     rows = collective_rows(frame)
-    rows = rows[frame.mask("user_range")[rows]]
+    ranges = frame.mask("user_range")[rows]
+    tf_ops = [c for c in distinct(frame.name_code[rows[~ranges]]).tolist()
+              if c >= 0 and _TF_COLLECTIVE_OP.match(tf_base_op(frame.names[c]))]
+    rows = rows[ranges | member_mask(frame.name_code[rows], tf_ops)]
     kernels = frame.rows("gpu_kernel")
     if rows.size and kernels.size and (classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")).any():
         rows = rows[:0]
     has_child = np.zeros(rows.size, bool)
-    host = frame.mask("cpu_op", "runtime_api", "driver_api")
+    host = frame.mask("cpu_op", "runtime_api", "driver_api").copy()
+    host[rows] = False  # a collective op is not its own child, nor is another collective beside it
     for thread in np.unique(frame.thread_key[rows]).tolist():  # few threads: one vectorized search each
         starts = np.sort(frame.start[host & (frame.thread_key == thread)], kind="stable")  # timsort: near-sorted
         if not starts.size:

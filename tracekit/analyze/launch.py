@@ -31,6 +31,7 @@ from tracekit.analyze.classify import (
     collective_rows,
     python_wait_rows,
     short_name,
+    tf_base_op,
 )
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.stalls import Stalls, stalled_calls
@@ -468,6 +469,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             _measure_cpu(r, frame, e, used, stalls)
     r.verdict, says, remedies = verdicts.judge(e)
     ev.extend(says)
+    ev.extend(verdicts.side_notes(e, r.verdict))
     if not r.has_gpu and e.has_ops and r.top_ops is not None and len(r.top_ops.ops):
         top = r.top_ops.ops.head(3)
         named = [f"{label} {share:.0%}" for label, share in
@@ -588,7 +590,9 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
         e.load_step_share = intervals.overlap_total(*loading, *_step_windows(frame, used)) / span
     talking = _communication(frame)
     if span and talking[0].size:
-        e.communication_step_share = intervals.overlap_total(*talking, *_step_windows(frame, used)) / span
+        windows = _step_windows(frame, used)
+        e.communication_step_share = intervals.overlap_total(*talking, *windows) / span
+        e.communication_ops = _collective_names(frame, windows)
     if judged is not None and judged.rows.size and span:
         e.stall_step_share = int(judged.stall_ns.sum()) / span
         if e.stall_step_share >= STALL_NOTE_SHARE:
@@ -781,6 +785,22 @@ def _communication(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     """Union of the host intervals inside collective communication (``classify.collective_rows``)."""
     rows = collective_rows(frame)
     return intervals.union(frame.start[rows], frame.end[rows])
+
+
+def _collective_names(frame: Frame, windows: tuple[np.ndarray, np.ndarray], most: int = 3) -> str:
+    """The collectives that start in the step windows, by their summed time (TF ops by op type:
+    ``CollectiveReduceV2``, not each scoped instance), at most ``most``, comma-separated."""
+    rows = collective_rows(frame)
+    w_start, w_end = windows
+    i = np.searchsorted(w_start, frame.start[rows], side="right") - 1
+    rows = rows[(i >= 0) & (frame.start[rows] < w_end[np.maximum(i, 0)])]
+    per_name: dict[str, int] = {}
+    for code, ns in zip(frame.name_code[rows].tolist(), frame.dur[rows].tolist(), strict=True):
+        name = frame.names[code] if code >= 0 else ""
+        op_type = tf_base_op(name)  # TF op types are CamelCase; gloo:all_reduce keeps its prefix
+        name = op_type if op_type[:1].isupper() or op_type[:2].lstrip("_")[:1].isupper() else name
+        per_name[name] = per_name.get(name, 0) + int(ns)
+    return ", ".join(n for n, _ in sorted(per_name.items(), key=lambda kv: -kv[1])[:most] if n)
 
 
 def _step_windows(frame: Frame, used: list[int] | None) -> tuple[np.ndarray, np.ndarray]:

@@ -22,6 +22,7 @@ DISPATCH_CLOSE_SHARE = 0.4  # CPU compute-bound with this much dispatch: framewo
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
 COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
 WAIT_SHARE = 0.5          # CPU-only: the loop's thread waits (Python sleep, lock, poll; a collective) this much of the step
+SIDE_NOTE_SHARE = 0.1     # CPU-only: data loading, communication or waiting this large is stated whatever the verdict
 STALL_SHARE = 0.3         # CPU-only: stalled op calls (tracekit.analyze.stalls) lose this much of the step
 HOST_IDLE_SHARE = 0.5     # a host-side verdict needs the host busy during most of the GPU's idle time
 COPY_SHARE = 0.5          # host copying during this much of the GPU's idle time
@@ -54,7 +55,9 @@ class Evidence:
     dispatch_share: float = 0.0  # step time outside any compute op, compiled graphs' own code left out
     compiled_code_share: float = 0.0  # step time in compiled graphs' own code (generated kernels or wrapper)
     load_step_share: float = 0.0  # step time with a batch fetch running
-    communication_step_share: float = 0.0  # step time inside collective communication (gloo / NCCL / c10d)
+    communication_step_share: float = 0.0  # step time inside collective communication (gloo / NCCL / c10d, TF's
+    # collective ops)
+    communication_ops: str = ""  # the collectives by time, e.g. "gloo:all_reduce" or "CollectiveReduceV2"
     wait_step_share: float = 0.0  # step time the loop's thread waits (blocked Python frames, or idle during
     # another thread's collective), no compute op running (breakdown's waiting_ns)
     stall_step_share: float = 0.0  # step time lost in stalled op calls: the excess over the same call's median
@@ -146,6 +149,13 @@ COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it 
                         "gradients). A collective also waits for the slowest rank: if other ranks' traces spend less "
                         "time in it, one rank holds the others up (uneven work or data per rank; `tracekit compare` "
                         "the ranks' traces)")
+TF_COMMUNICATION_REMEDY = ("the step waits on tf.distribute's collectives (CollectiveReduceV2: the gradients' all-reduce "
+                           "between replicas): send fewer, larger ones (MultiWorkerMirroredStrategy(communication_options="
+                           "tf.distribute.experimental.CommunicationOptions(bytes_per_pack=...)); MirroredStrategy's "
+                           "cross_device_ops picks how replicas on one host reduce), communicate less often "
+                           "(a larger batch per replica), and run no more replicas on one host than its cores can "
+                           "compute at once. A collective also waits for the slowest replica: uneven work per replica "
+                           "or another job on its cores holds the others up")
 
 
 def recurrent_remedies(e: Evidence) -> list[str]:
@@ -232,6 +242,41 @@ def unclassified_work_decides(e: Evidence) -> bool:
     return not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE > e.dispatch_share - e.unclassified_work_share
 
 
+def _loading_says(e: Evidence) -> str:
+    return f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_step_share:.0%} of the step time"
+
+
+def _communication_says(e: Evidence) -> str:
+    return (f"collective communication ({e.communication_ops or 'gloo / NCCL / c10d calls'}) runs during "
+            f"{e.communication_step_share:.0%} of the step time")
+
+
+def _wait_says(e: Evidence) -> str:
+    return (f"the loop's thread waits (blocked in Python: a sleep, lock, poll or join; or idle while another thread "
+            f"runs a collective) during {e.wait_step_share:.0%} of the step time, with no compute op running")
+
+
+def side_notes(e: Evidence, verdict: str) -> list[str]:
+    """CPU-only: batch fetching, collective communication and waiting that cover a tenth of the step
+    or more but did not decide the verdict, stated beside it (a rank that spends 36% of its step in
+    all-reduces is worth saying whatever else bounds it)."""
+    if e.has_gpu:
+        return []
+    notes = []
+    for share, says, decides, threshold in ((e.load_step_share, _loading_says, "data-loading-bound", DATA_LOADING_SHARE),
+                                            (e.communication_step_share, _communication_says, "communication-bound",
+                                             COMMUNICATION_SHARE),
+                                            (e.wait_step_share, _wait_says, "host-idle gaps", WAIT_SHARE)):
+        # Waiting counts the loop's idle time during other threads' collectives: said once, as
+        # communication, unless the waits go beyond it.
+        stated = e.communication_step_share if e.communication_step_share >= SIDE_NOTE_SHARE else 0.0
+        if decides == "host-idle gaps" and share <= stated:
+            continue
+        if share >= SIDE_NOTE_SHARE and verdict != decides:
+            notes.append(f"{says(e)} ({decides} from {threshold:.0%})")
+    return notes
+
+
 def _close_to_framework_bound(e: Evidence) -> str | None:
     """A compute-bound verdict near the dispatch threshold: both halves of the step matter."""
     if e.dispatch_share < DISPATCH_CLOSE_SHARE:
@@ -272,22 +317,18 @@ RULES: tuple[Rule, ...] = (
          lambda e: "no framework ops and no GPU activity recorded: nothing to judge (was the profiler attached to "
                    "the work, with CPU/CUDA activities on?)",
          lambda e: [], "no framework ops and no GPU activity: nothing to judge"),
-    Rule("data-loading-bound", lambda e: not e.has_gpu and e.load_step_share >= DATA_LOADING_SHARE,
-         lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_step_share:.0%} of the step time",
+    Rule("data-loading-bound", lambda e: not e.has_gpu and e.load_step_share >= DATA_LOADING_SHARE, _loading_says,
          lambda e: [DATA_LOADING_REMEDY], "CPU-only: batch fetching covers at least half the step time"),
     Rule("communication-bound", lambda e: not e.has_gpu and e.communication_step_share >= COMMUNICATION_SHARE,
-         lambda e: f"collective communication (gloo / NCCL / c10d calls) runs during {e.communication_step_share:.0%} of "
-                   "the step time",
-         lambda e: [COMMUNICATION_REMEDY], "CPU-only: collective communication covers at least half the step time"),
+         _communication_says, lambda e: [TF_COMMUNICATION_REMEDY if e.source == "tf" else COMMUNICATION_REMEDY],
+         "CPU-only: collective communication covers at least half the step time"),
     # Time outside compute ops is dispatch only where ops run: a step with none is spent elsewhere.
     Rule("undetermined", lambda e: not e.has_gpu and e.ops_per_step == 0,
          lambda e: "no framework op runs in the steps used: their time is outside the framework (Python, waits, "
                    "I/O), which this trace does not break down",
          lambda e: [], "CPU-only: no framework op runs in the steps used"),
     # Python stacks show the thread blocked (time.sleep, a lock, a poll): that time is not dispatch.
-    Rule("host-idle gaps", lambda e: not e.has_gpu and e.wait_step_share >= WAIT_SHARE,
-         lambda e: f"the loop's thread waits (blocked in Python: a sleep, lock, poll or join; or idle while another "
-                   f"thread runs a collective) during {e.wait_step_share:.0%} of the step time, with no compute op running",
+    Rule("host-idle gaps", lambda e: not e.has_gpu and e.wait_step_share >= WAIT_SHARE, _wait_says,
          lambda e: [WAIT_REMEDY], "CPU-only: the loop's thread waits (Python frames blocked, or idle during another "
                                   "thread's collective) during at least half the step time"),
     # A call that does the same work every step but ran 10x longer in one did not compute that time: the
@@ -357,4 +398,4 @@ def judge(e: Evidence) -> tuple[str, list[str], list[str]]:
     raise AssertionError("the last rule always holds")
 
 
-__all__ = ["Evidence", "RULES", "Rule", "VERDICTS", "judge", "recurrent_remedies"]
+__all__ = ["Evidence", "RULES", "Rule", "VERDICTS", "judge", "recurrent_remedies", "side_notes"]
