@@ -172,3 +172,21 @@ def test_an_op_whose_callees_launch_gpu_work_is_not_cpu_compute() -> None:
     compute_rows = set(cp.edges.row[cp.edges.cpu_compute].tolist())
     assert not compute_rows & ancestors
     assert cp.cpu_compute_ns < 0.05 * cp.total_ns
+
+
+def test_a_path_much_shorter_than_its_window_says_how_much_it_leaves_out(capsys) -> None:
+    """A JAX step on CPU (tests/data/jax/tanh_steps) is mostly Python dispatch, which records no op:
+    the path is its XLA ops, 13% of the step, and said "CPU-bound 100%, all of it compute" with no
+    word of the other 87%. Now the page and the JSON say what share of the window the path is; an
+    H100 nn.LSTM step, whose path is 91% of it, gets no such sentence."""
+    jax_trace = Path(__file__).parent / "data" / "jax" / "tanh_steps" / "vm.xplane.pb"
+    assert main(["critical-path", str(jax_trace), "-f", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert 5 < data["path_of_window_pct"] < 20, data["path_of_window_pct"]
+    assert data["path_of_window_pct"] == pytest.approx(100 * data["path_ns"] / (data["window"]["end_ns"] -
+                                                                               data["window"]["start_ns"]))
+    assert main(["critical-path", str(jax_trace), "-f", "markdown"]) == 0
+    assert "The path covers 13% of the window" in capsys.readouterr().out
+    assert main(["critical-path", str(H100 / "nn_lstm-cuda-fp32-b64-h1024-i1024-l1-t100.pt.trace.json.gz"),
+                 "-f", "markdown"]) == 0
+    assert "The path covers" not in capsys.readouterr().out

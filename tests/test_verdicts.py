@@ -487,4 +487,26 @@ def test_side_notes_state_each_large_share_that_did_not_decide_the_verdict():
     # A TF trace bound by its collectives gets tf.distribute's remedy, not DDP's.
     tf_remedy = judge(Evidence(has_ops=True, source="tf", communication_step_share=0.6))[2]
     torch_remedy = judge(Evidence(has_ops=True, source="torch", communication_step_share=0.6))[2]
-    assert "bytes_per_pack" in tf_remedy[0] and "bucket_cap_mb" in torch_remedy[0]
+    jax_remedy = judge(Evidence(has_ops=True, source="jax", communication_step_share=0.6))[2]
+    assert "bytes_per_pack" in tf_remedy[0] and "bucket_cap_mb" in torch_remedy[0] and "psum" in jax_remedy[0]
+
+
+def test_xla_collective_instructions_are_communication():
+    """tests/data/jax/make_pmap_psum.py: jax.pmap over two CPU devices averages the gradients with
+    pmean, which XLA runs as psum.7 on each device's thread, waiting in a rendezvous for the other.
+    It was an op of no class, 40% of the step, read as unclassified work ("undetermined")."""
+    from tracekit.analyze.classify import classify_op_name, collective_work_rows
+    from tracekit.analyze.frame import frame_of
+    from tracekit.ingest import load
+
+    for name in ("psum.7", "all-reduce.3", "all-gather-start.1", "collective-permute-done", "ppermute.2"):
+        assert classify_op_name(name) == "communication", name
+    assert classify_op_name("dot.3") == "gemm" and classify_op_name("reduce.4") != "communication"
+    trace = ROOT / "tests" / "data" / "jax" / "pmap_psum.xplane.pb"
+    frame = frame_of(load(trace))
+    work = collective_work_rows(frame)
+    assert work.size == 8 and {frame.name(int(r)) for r in work.tolist()} == {"psum.7"}  # 2 devices x 4 steps
+    r = tracekit.launch(trace).result
+    assert r.verdict != "undetermined", r.evidence
+    said = [e for e in r.evidence if e.startswith("collective communication (psum) runs during")]
+    assert len(said) == 1, r.evidence

@@ -83,6 +83,13 @@ KERNEL_RULES: list[tuple[str, str, str]] = [
 # or a quantized variant of an op is in the op's class. Unknown ops are "other", which the breakdown
 # does not count as compute, so a family missing here shows up as framework time.
 TF_CONV = r"^_?(Fused|Quantized)?(Pad|ResizeAndPad)?(Conv[123]D|DepthwiseConv2dNative)\w*$"
+# XLA's collective HLO instructions (tf.function(jit_compile=True), JAX), by opcode (all-reduce.3,
+# all-gather-start.1) or, in JAX, by the primitive that made them (psum.7 from jax.lax.psum/pmean,
+# ppermute, psum_scatter): on CPU devices the instruction runs the exchange itself.
+XLA_COLLECTIVE = (r"^(wrapped_)?(all-reduce|all-gather|reduce-scatter|all-to-all|ragged-all-to-all|collective-permute|"
+                  r"collective-broadcast)(-start|-done)?(\.\d+)?$|"
+                  r"^(psum|pmax|pmin|all_gather|psum_scatter|reduce_scatter|ppermute|all_to_all|ragged_all_to_all|"
+                  r"pbroadcast)(\.\d+)?$")
 TF_GEMM = r"^_?(Fused|Quantized)?(Batch)?MatMul\w*$|^(Einsum|SparseMatMul|SparseTensorDenseMatMul)$"
 TF_REDUCTION = (r"^(Sum|Mean|Max|Min|Prod|All|Any|ArgMax|ArgMin|EuclideanNorm|Softmax|LogSoftmax|"
                 r"SoftmaxCrossEntropyWithLogits|SparseSoftmaxCrossEntropyWithLogits|L2Loss|BiasAddGrad|Cumsum|Cumprod|"
@@ -128,7 +135,8 @@ OP_RULES: list[tuple[str, str]] = [
     ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|^(Cast|QuantizeV2|Dequantize)$"),
     ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
     ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|^(NcclAllReduce|NcclReduce|NcclBroadcast|"
-                      r"Collective(Reduce|Gather|Bcast|AllToAll|ReduceScatter)\w*|_Send|_Recv|_HostSend|_HostRecv)$"),
+                      r"Collective(Reduce|Gather|Bcast|AllToAll|ReduceScatter)\w*|_Send|_Recv|_HostSend|_HostRecv)$|"
+                      + XLA_COLLECTIVE),
     # Inductor's generated C++ kernels (recorded with torch._inductor.config.cpp.enable_kernel_profile),
     # named by the ops they fuse: graph_0_cpp_fused_gelu_native_layer_norm_0. Compute, not wrappers.
     ("gemm", r"^(graph_\d+_)?cpp_fused_(\w+?_)?(addmm|mm|bmm|baddbmm|linear)_"),
@@ -241,17 +249,18 @@ def collective_rows(frame: Frame) -> np.ndarray:
     return rows
 
 
-# TensorFlow ops that run a collective themselves (MirroredStrategy's CollectiveReduceV2 on CPU,
-# recorded on a "collective_ops/..." line from its start to its done callback), where PyTorch's c10d
-# ops only hand theirs to gloo's threads or NCCL's stream.
-_TF_COLLECTIVE_OP = re.compile(r"^(Collective\w+|Nccl\w+)$")
+# Ops that run a collective themselves: TensorFlow's (MirroredStrategy's CollectiveReduceV2 on CPU,
+# recorded on a "collective_ops/..." line from its start to its done callback) and XLA's collective
+# instructions (each CPU device's thread runs its part of psum.7), where PyTorch's c10d ops only hand
+# theirs to gloo's threads or NCCL's stream.
+_COLLECTIVE_ITSELF = re.compile(r"^(Collective\w+|Nccl\w+)$|" + XLA_COLLECTIVE)
 
 
 def collective_work_rows(frame: Frame) -> np.ndarray:
     """The collectives that are the communication itself, run on the host: rows of
     ``collective_rows`` with no host op or call of their own thread inside them that are ranges
     (gloo's worker threads record only ``gloo:all_reduce``) or TensorFlow collective ops (their span
-    is the exchange, waits for the peers included). Where the trace has GPU communication kernels,
+    is the exchange, waits for the peers included) or XLA collective instructions. Where the trace has GPU communication kernels,
     host collectives are NCCL's enqueues (``nccl:all_reduce`` around a kernel launch), and none is.
     Cached on the frame."""
     cached = getattr(frame, "_collective_work_rows", None)
@@ -259,9 +268,9 @@ def collective_work_rows(frame: Frame) -> np.ndarray:
         return cached
     rows = collective_rows(frame)
     ranges = frame.mask("user_range")[rows]
-    tf_ops = [c for c in distinct(frame.name_code[rows[~ranges]]).tolist()
-              if c >= 0 and _TF_COLLECTIVE_OP.match(tf_base_op(frame.names[c]))]
-    rows = rows[ranges | member_mask(frame.name_code[rows], tf_ops)]
+    itself = [c for c in distinct(frame.name_code[rows[~ranges]]).tolist()
+              if c >= 0 and _COLLECTIVE_ITSELF.match(tf_base_op(frame.names[c]))]
+    rows = rows[ranges | member_mask(frame.name_code[rows], itself)]
     kernels = frame.rows("gpu_kernel")
     if rows.size and kernels.size and (classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")).any():
         rows = rows[:0]

@@ -158,7 +158,8 @@ def step_window(frame: Frame, range_name: str | None, instance: int | None) -> t
     if range_name is None:
         steps = frame.rows("step")
         if not steps.size:
-            return int(frame.start.min()), int(frame.end.max()), {"name": WHOLE_TRACE, "instance": 0}
+            first, last = int(frame.start.min()), int(frame.end.max())
+            return first, last, {"name": WHOLE_TRACE, "instance": 0, "start_ns": first, "end_ns": last}
         rows = steps[np.argsort(frame.start[steps], kind="stable")]
         label = "step"
         if instance is None:

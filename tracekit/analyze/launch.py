@@ -787,6 +787,9 @@ def _communication(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     return intervals.union(frame.start[rows], frame.end[rows])
 
 
+_HLO_INSTANCE = re.compile(r"\.\d+$")
+
+
 def _collective_names(frame: Frame, windows: tuple[np.ndarray, np.ndarray], most: int = 3) -> str:
     """The collectives that start in the step windows, by their summed time (TF ops by op type:
     ``CollectiveReduceV2``, not each scoped instance), at most ``most``, comma-separated."""
@@ -799,6 +802,7 @@ def _collective_names(frame: Frame, windows: tuple[np.ndarray, np.ndarray], most
         name = frame.names[code] if code >= 0 else ""
         op_type = tf_base_op(name)  # TF op types are CamelCase; gloo:all_reduce keeps its prefix
         name = op_type if op_type[:1].isupper() or op_type[:2].lstrip("_")[:1].isupper() else name
+        name = _HLO_INSTANCE.sub("", name)  # XLA's psum.7, all-reduce.3: the instruction, not its number
         per_name[name] = per_name.get(name, 0) + int(ns)
     return ", ".join(n for n, _ in sorted(per_name.items(), key=lambda kv: -kv[1])[:most] if n)
 

@@ -149,6 +149,11 @@ COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it 
                         "gradients). A collective also waits for the slowest rank: if other ranks' traces spend less "
                         "time in it, one rank holds the others up (uneven work or data per rank; `tracekit compare` "
                         "the ranks' traces)")
+JAX_COMMUNICATION_REMEDY = ("the step waits on XLA's collectives (psum / all-reduce between devices): fewer, larger ones "
+                            "(reduce the gradients once per step as one tree, not op by op), a larger batch per device, "
+                            "and no more devices on one host than its cores compute at once "
+                            "(--xla_force_host_platform_device_count on CPU). A collective also waits for the slowest "
+                            "device: uneven work per device holds the others up")
 TF_COMMUNICATION_REMEDY = ("the step waits on tf.distribute's collectives (CollectiveReduceV2: the gradients' all-reduce "
                            "between replicas): send fewer, larger ones (MultiWorkerMirroredStrategy(communication_options="
                            "tf.distribute.experimental.CommunicationOptions(bytes_per_pack=...)); MirroredStrategy's "
@@ -320,7 +325,7 @@ RULES: tuple[Rule, ...] = (
     Rule("data-loading-bound", lambda e: not e.has_gpu and e.load_step_share >= DATA_LOADING_SHARE, _loading_says,
          lambda e: [DATA_LOADING_REMEDY], "CPU-only: batch fetching covers at least half the step time"),
     Rule("communication-bound", lambda e: not e.has_gpu and e.communication_step_share >= COMMUNICATION_SHARE,
-         _communication_says, lambda e: [TF_COMMUNICATION_REMEDY if e.source == "tf" else COMMUNICATION_REMEDY],
+         _communication_says, lambda e: [{"tf": TF_COMMUNICATION_REMEDY, "jax": JAX_COMMUNICATION_REMEDY}.get(e.source, COMMUNICATION_REMEDY)],
          "CPU-only: collective communication covers at least half the step time"),
     # Time outside compute ops is dispatch only where ops run: a step with none is spent elsewhere.
     Rule("undetermined", lambda e: not e.has_gpu and e.ops_per_step == 0,

@@ -419,6 +419,11 @@ EVENT_LABELS = {**PATH_LABELS, "cpu_bound": "CPU-bound: framework / Python / hos
 CPU_COMPUTE_LABEL = "CPU-bound: a compute op run on the CPU"
 
 
+# A path shorter than this share of its window says how much it leaves out: a user reading "CPU-bound
+# 100%" of a path that is 13% of the step should know the other 87% is not on it.
+PATH_COVERAGE_NOTE = 0.8
+
+
 def critical_path_document(name: str, facts: list[tuple[str, str]], cp: CriticalPath) -> Document:
     window = cp.window
     where = f"{window['name']}" + (f" (instance {window['instance']})" if window.get("instance") else "") + \
@@ -428,6 +433,13 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
         f"({cp.nodes:,} nodes, {cp.graph_edges:,} edges in the dependency graph).",
         "Edges between top-level host calls and waits inside blocking calls weigh nothing (HTA's rules): the path "
         "is the work, not the gaps."])
+    span = int(window.get("end_ns", 0)) - int(window.get("start_ns", 0))
+    if span > 0 and cp.total_ns < PATH_COVERAGE_NOTE * span:
+        head.sentences.append(
+            f"The path covers {cp.total_ns / span:.0%} of the window ({format_cell(span, 'ns')}). The rest is time with "
+            "no event of the path running: Python between ops (eager TensorFlow, JAX's dispatch, which record no op), "
+            "waits, or work on threads the graph does not link to the path. The path leaves it out, as HTA's does; "
+            "`tracekit report` counts the loop thread's share as dispatch or waiting, and `whatif` replays it.")
     if window["name"] == WHOLE_TRACE:
         head.sentences.append("No step is marked, so this is the whole trace, start-up and first calls included; "
                               "`tracekit ranges` lists the ranges to analyse one iteration with --range NAME.")
@@ -462,7 +474,9 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
     top.tables.append(Table("", [Column("event"), Column("bound by"), Column("time on path", "ns"), Column("share", "pct")],
                             [[short_name(r.name), CPU_COMPUTE_LABEL if r.cpu_compute else EVENT_LABELS.get(r.category, r.category),
                               r.weight_ns, r.share / 100] for r in cp.top.itertuples()]))
-    data = {"window": window, "path_ns": cp.total_ns, "nodes": cp.nodes, "edges": cp.graph_edges,
+    data = {"window": window, "path_ns": cp.total_ns,
+            "path_of_window_pct": round(100 * cp.total_ns / span, 4) if span > 0 else None,
+            "nodes": cp.nodes, "edges": cp.graph_edges,
             "handoffs": cp.handoffs, "handed_ops": cp.handed_ops,
             "handoff_return_ns": cp.handoff_return_ns,
             "shares_pct": {c: round(cp.shares[c], 4) for c in PATH_CATEGORIES},
