@@ -199,6 +199,42 @@ def test_a_step_waiting_on_its_dataloader_is_data_loading_bound(tmp_path):
     assert any("DataLoader's __next__" in e for e in r.evidence) and any("num_workers" in x for x in r.remedies)
 
 
+def test_batches_fetched_between_record_function_steps_are_counted_in_the_loop(tmp_path):
+    """The same slow DataLoader, but each iteration marks only its compute with
+    record_function("train_step"), as many loops do: the steps alone are the model's ~0.1 ms and
+    read as framework-bound, while the loop spends ~20 ms per batch in __next__ between them. The
+    time between the steps is now measured: the loop is data-loading-bound, and says the steps
+    cover a small share of it."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.utils.data import DataLoader, Dataset
+
+    class SlowBatches(Dataset):  # whole batches, made before: fetching runs no op (the steps hold them all)
+        batch = torch.randn(4, 32)
+
+        def __len__(self) -> int:
+            return 16
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            time.sleep(0.02)
+            return self.batch
+
+    model = torch.nn.Linear(32, 32)
+    loader = DataLoader(SlowBatches(), batch_size=None, num_workers=0)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i, batch in enumerate(loader):
+            with record_function("train_step"):
+                model(batch)
+            if i == 5:
+                break
+    path = tmp_path / "loop.json"
+    prof.export_chrome_trace(str(path))
+    r = tracekit.launch(path).result
+    assert r.verdict == "data-loading-bound", r.evidence
+    said = [e for e in r.evidence if e.startswith("the steps cover")]
+    assert len(said) == 1 and "fetching batches" in said[0], r.evidence
+    assert int(said[0].split("cover ")[1].split("%")[0]) < 30, said
+
+
 def test_a_torch_capture_without_a_schedule_is_told_how_to_mark_steps(tmp_path):
     """torch.profiler without a schedule writes no ProfilerStep#N even when prof.step() is called:
     the verdict is on the whole capture, and the evidence says how to get steps."""

@@ -510,3 +510,16 @@ def test_xla_collective_instructions_are_communication():
     assert r.verdict != "undetermined", r.evidence
     said = [e for e in r.evidence if e.startswith("collective communication (psum) runs during")]
     assert len(said) == 1, r.evidence
+
+
+def test_a_tf_loop_fetching_its_batches_between_marked_steps_is_data_loading_bound():
+    """tests/data/tf/make_eager_loop.py: Trace("train", step_num=i) inside `for x, y in dataset`,
+    the dataset's map sleeping 5 ms per example. Before, the verdict read only the steps and was
+    "undetermined": tf.data's py_function ran on its own threads during the steps (prefetching), an
+    op of no class taken for the step's arithmetic, and the 38 ms a step in IteratorGetNext between
+    the steps was left out."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "tf" / "eager_loop.xplane.pb").result
+    assert r.verdict == "data-loading-bound", r.evidence
+    between = [e for e in r.evidence if e.startswith("the steps cover")]
+    assert len(between) == 1 and "fetching batches 9" in between[0], r.evidence
+    assert not any("EagerPyFunc" in e for e in r.evidence if "no class" in e), r.evidence

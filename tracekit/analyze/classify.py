@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import Frame
+from tracekit.analyze.frame import Frame, dictionary_codes
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 from tracekit.schema import GPU_ACTIVITY_KINDS
@@ -232,6 +232,26 @@ def python_wait_rows(frame: Frame) -> np.ndarray:
         rows = np.zeros(0, np.int64)
     frame._python_wait_rows = rows  # type: ignore[attr-defined]
     return rows
+
+
+# tf.data's own threads (tf_data_private_threadpool, tf_data_iterator_resource, ...): the input
+# pipeline's map functions and prefetching run there, beside the loop, not as part of its step.
+_INPUT_PIPELINE_THREAD = re.compile(r"^tf_data_")
+
+
+def input_pipeline_mask(frame: Frame) -> np.ndarray:
+    """Rows on the input pipeline's own threads (tf.data's), by their thread name. Cached on the frame."""
+    cached = getattr(frame, "_input_pipeline_mask", None)
+    if cached is not None:
+        return cached
+    mask = np.zeros(len(frame), bool)
+    if "thread_name" in frame.table.column_names:
+        codes, names = dictionary_codes(frame.table.column("thread_name"))
+        wanted = [i for i, n in enumerate(names) if n and _INPUT_PIPELINE_THREAD.match(n)]
+        if wanted:
+            mask = member_mask(codes, wanted)
+    frame._input_pipeline_mask = mask  # type: ignore[attr-defined]
+    return mask
 
 
 def collective_rows(frame: Frame) -> np.ndarray:

@@ -32,7 +32,7 @@ ARGS_READ_OF_KINDS: frozenset[str] = frozenset({"cpu_op", "gpu_sync"})
 # adds it here (tests/test_args_projection.py compares the documents of every command).
 COLUMNS_READ: frozenset[str] = frozenset({
     "kind", "name", "start_ns", "dur_ns", "pid", "tid", "process_name", "device_id", "stream_id", "parent", "depth",
-    "step", "launch_row", "op_row", "correlation_id", "args"})
+    "step", "launch_row", "op_row", "correlation_id", "args", "thread_name"})
 
 
 def _int(table: pa.Table, name: str, null: int = -1) -> np.ndarray:

@@ -588,6 +588,7 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     loading = _data_loading(frame)
     if span and loading[0].size:
         e.load_step_share = intervals.overlap_total(*loading, *_step_windows(frame, used)) / span
+    _measure_between_steps(r, frame, e, used, span, loading)
     talking = _communication(frame)
     if span and talking[0].size:
         windows = _step_windows(frame, used)
@@ -770,15 +771,74 @@ def _recurrent_style(frame: Frame) -> str:
     return verdicts.TF_CELL_LOOP if loops else ""
 
 
-# torch.profiler wraps each batch fetch in "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__".
-_DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext")
+# torch.profiler wraps each batch fetch in "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
+# TF's is the IteratorGetNext op (a graph op, or "EagerLocalExecute: IteratorGetNext" in an eager loop).
+_DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext|^EagerLocalExecute: IteratorGetNext")
+
+
+def _data_loading_rows(frame: Frame) -> np.ndarray:
+    """Host rows fetching batches (DataLoader __next__, tf.data IteratorGetNext)."""
+    codes = [i for i, n in enumerate(frame.names) if _DATA_LOADER.search(n)]
+    return np.flatnonzero(member_mask(frame.name_code, codes) &
+                          frame.mask("user_range", "cpu_op", "python_function", "other"))
 
 
 def _data_loading(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     """Union of the host intervals spent fetching batches (DataLoader __next__, tf.data IteratorGetNext)."""
-    codes = [i for i, n in enumerate(frame.names) if _DATA_LOADER.search(n)]
-    rows = np.flatnonzero(member_mask(frame.name_code, codes) & frame.mask("user_range", "cpu_op", "python_function"))
+    rows = _data_loading_rows(frame)
     return intervals.union(frame.start[rows], frame.end[rows])
+
+
+def _between_steps(frame: Frame, used: list[int] | None) -> tuple[np.ndarray, np.ndarray]:
+    """The stretches between consecutive steps (step N's end to step N+1's start), both used: where
+    the steps are ranges a loop opens around part of each iteration (record_function("train_step"),
+    TF's Trace("train", step_num=...) inside a `for batch in dataset` loop), the rest of the
+    iteration, batch fetching included, lies here. Empty for back-to-back steps (ProfilerStep#N)."""
+    rows = frame.rows("step")
+    if used is not None:
+        rows = rows[member_mask(frame.step[rows], used)]
+    rows = rows[np.argsort(frame.start[rows], kind="stable")]
+    if rows.size < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    g_start, g_end = frame.end[rows[:-1]], frame.start[rows[1:]]
+    keep = (frame.step[rows[1:]] == frame.step[rows[:-1]] + 1) & (g_end > g_start)
+    return g_start[keep], g_end[keep]
+
+
+def _measure_between_steps(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None, span: int,
+                           loading: tuple[np.ndarray, np.ndarray]) -> None:
+    """CPU-only: the loop's time between its marked steps, what share of the loop it is and how much
+    of it is batch fetching (``load_loop_share`` reads the steps and the time between them as one
+    loop), stated when it is a tenth of the loop or more."""
+    g_start, g_end = _between_steps(frame, used)
+    between = int((g_end - g_start).sum())
+    if not span or not between:
+        return
+    s_start, s_end = _step_windows(frame, used)
+    stepped = int((s_end - s_start).sum())  # wall time: ``span`` adds up the threads of a step
+    loop = stepped + between
+    # What the loop's own thread does between steps: a tf.data pool prefetching beside it is not the loop.
+    loop_threads = np.unique(frame.thread_key[frame.rows("step")])
+    on_loop = member_mask(frame.thread_key, loop_threads)
+    fetch_rows = _data_loading_rows(frame)
+    fetch_rows = fetch_rows[on_loop[fetch_rows]]
+    fetching = intervals.overlap_total(frame.start[fetch_rows], frame.end[fetch_rows], g_start, g_end)
+    e.between_step_share = between / loop
+    e.load_loop_share = (intervals.overlap_total(*loading, s_start, s_end) + fetching) / loop
+    if e.between_step_share < verdicts.SIDE_NOTE_SHARE:
+        return
+    ops = frame.rows("cpu_op")
+    ops = ops[on_loop[ops]]
+    # Ops outside the fetches: the fetch is itself an op call in TF's eager loop (EagerExecute).
+    seg_s, seg_e, seg_c = intervals.priority_timeline(
+        np.concatenate([frame.start[fetch_rows], frame.start[ops]]), np.concatenate([frame.end[fetch_rows], frame.end[ops]]),
+        np.concatenate([np.zeros(fetch_rows.size, np.int8), np.ones(ops.size, np.int8)]), 2)
+    in_ops = intervals.overlap_total(seg_s[seg_c == 1], seg_e[seg_c == 1], g_start, g_end)
+    parts = [f"fetching batches {fetching / between:.0%}"] if fetching else []
+    parts.append(f"in {'other ' if fetching else ''}framework ops {in_ops / between:.0%}")
+    r.evidence.append(f"the steps cover {1 - e.between_step_share:.0%} of the loop: between them "
+                      f"({between / g_start.size / 1e6:,.2f} ms each, {g_start.size} gaps) the loop is "
+                      + ", ".join(parts) + "; the steps' figures leave that time out")
 
 
 def _communication(frame: Frame) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from tracekit.analyze.breakdown import compiled_code_self, op_self_time
-from tracekit.analyze.classify import OP_CLASSES, classify_rows, op_name_codes
+from tracekit.analyze.classify import OP_CLASSES, classify_rows, input_pipeline_mask, op_name_codes
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.waiting import covered_by_other_threads
 from tracekit.ingest.links import member_mask
@@ -26,6 +26,9 @@ def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     """The op rows among ``rows`` (op rows of one window or all) that are such work."""
     unknown = rows[classify_rows(frame).op[rows] == OP_CLASSES.index("other")]
     unknown = unknown[~member_mask(unknown, compiled_code_self(frame)[0])]  # compiled graphs are judged apart
+    # tf.data's map functions (a py_function decoding) run on its own threads: the input pipeline's
+    # cost, which the loop pays as batch fetching, not arithmetic of the step.
+    unknown = unknown[~input_pipeline_mask(frame)[unknown]]
     self_ns = op_self_time(frame, unknown)
     own = self_ns * 2 >= frame.dur[unknown]
     unknown, self_ns = unknown[own], self_ns[own]
@@ -43,8 +46,8 @@ def unclassified_work(frame: Frame, used: list[int] | None) -> tuple[int, list[t
     """Self time of ``unclassified_work_rows`` in the steps used (every op when no step is marked):
     the total and (name, ns) per op name, largest first."""
     rows = frame.rows("cpu_op")
-    if used is not None and frame.rows("step").size:
-        rows = rows[member_mask(frame.step[rows], used)]
+    if frame.rows("step").size:  # the ops of the steps: not those between them (a loop's batch fetching)
+        rows = rows[member_mask(frame.step[rows], used) if used is not None else frame.step[rows] >= 0]
     work = unclassified_work_rows(frame, rows)
     if work.size == 0:
         return 0, []

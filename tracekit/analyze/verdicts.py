@@ -55,6 +55,8 @@ class Evidence:
     dispatch_share: float = 0.0  # step time outside any compute op, compiled graphs' own code left out
     compiled_code_share: float = 0.0  # step time in compiled graphs' own code (generated kernels or wrapper)
     load_step_share: float = 0.0  # step time with a batch fetch running
+    between_step_share: float = 0.0  # of the loop (steps and the time between consecutive ones): between them
+    load_loop_share: float = 0.0  # of the loop: a batch fetch running, in the steps or between them
     communication_step_share: float = 0.0  # step time inside collective communication (gloo / NCCL / c10d, TF's
     # collective ops)
     communication_ops: str = ""  # the collectives by time, e.g. "gloo:all_reduce" or "CollectiveReduceV2"
@@ -248,6 +250,9 @@ def unclassified_work_decides(e: Evidence) -> bool:
 
 
 def _loading_says(e: Evidence) -> str:
+    if e.load_loop_share > e.load_step_share:
+        return (f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_loop_share:.0%} of the loop (the "
+                f"steps and the time between them; the steps are {1 - e.between_step_share:.0%} of it)")
     return f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_step_share:.0%} of the step time"
 
 
@@ -268,7 +273,8 @@ def side_notes(e: Evidence, verdict: str) -> list[str]:
     if e.has_gpu:
         return []
     notes = []
-    for share, says, decides, threshold in ((e.load_step_share, _loading_says, "data-loading-bound", DATA_LOADING_SHARE),
+    for share, says, decides, threshold in ((max(e.load_step_share, e.load_loop_share), _loading_says, "data-loading-bound",
+                                             DATA_LOADING_SHARE),
                                             (e.communication_step_share, _communication_says, "communication-bound",
                                              COMMUNICATION_SHARE),
                                             (e.wait_step_share, _wait_says, "host-idle gaps", WAIT_SHARE)):
@@ -322,7 +328,8 @@ RULES: tuple[Rule, ...] = (
          lambda e: "no framework ops and no GPU activity recorded: nothing to judge (was the profiler attached to "
                    "the work, with CPU/CUDA activities on?)",
          lambda e: [], "no framework ops and no GPU activity: nothing to judge"),
-    Rule("data-loading-bound", lambda e: not e.has_gpu and e.load_step_share >= DATA_LOADING_SHARE, _loading_says,
+    Rule("data-loading-bound",
+         lambda e: not e.has_gpu and max(e.load_step_share, e.load_loop_share) >= DATA_LOADING_SHARE, _loading_says,
          lambda e: [DATA_LOADING_REMEDY], "CPU-only: batch fetching covers at least half the step time"),
     Rule("communication-bound", lambda e: not e.has_gpu and e.communication_step_share >= COMMUNICATION_SHARE,
          _communication_says, lambda e: [{"tf": TF_COMMUNICATION_REMEDY, "jax": JAX_COMMUNICATION_REMEDY}.get(e.source, COMMUNICATION_REMEDY)],
