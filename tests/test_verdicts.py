@@ -73,7 +73,8 @@ def test_rules_without_a_real_trace_here_fire_on_their_evidence_alone():
 def test_remedies_fit_the_framework_and_the_device():
     cpu = dict(has_ops=True, dispatch_share=0.7)
     assert any("jax.jit the whole step" in r for r in judge(Evidence(source="jax", jit_calls_per_step=6, **cpu))[2])
-    assert any("unroll=k" in r for r in judge(Evidence(source="jax", jit_calls_per_step=1, **cpu))[2])
+    assert any("unroll=k" in r for r in judge(Evidence(source="jax", jit_calls_per_step=1, xla_loop=True, **cpu))[2])
+    assert not any("unroll" in r for r in judge(Evidence(source="jax", jit_calls_per_step=1, **cpu))[2])
     assert any("tf.function(jit_compile=True)" in r for r in judge(Evidence(source="tf", **cpu))[2])
     assert any("torch.compile" in r for r in judge(Evidence(source="torch", **cpu))[2])
     keras_cpu = judge(Evidence(source="tf", recurrent=verdicts.KERAS_WHILE_LAYER, **cpu))[2]
@@ -93,6 +94,23 @@ def test_a_jax_trace_is_labelled_jax_and_told_what_jax_can_do():
     assert r.verdict == "CPU/framework-bound"
     assert any("lax.scan(..., unroll=k)" in x for x in r.remedies), r.remedies
     assert not any("tf.function" in x or "torch.compile" in x or "jit the whole step" in x for x in r.remedies)
+
+
+def test_a_pmap_step_is_one_jitted_call_with_no_loop_to_unroll():
+    """tests/data/jax/make_pmap_psum.py: each step is one jax.pmap call, whose PjitFunction(_fun)
+    runs PjitFunction(_multi_slice) under Python frames of its own (not as its direct child): that
+    was counted as a second dispatch, then a fourth, and the remedy told the step to "jax.jit the
+    whole step (one XLA computation instead of 4 dispatches)". Its program has no while loop, so
+    the scan-unroll advice does not apply either."""
+    from tracekit.analyze.frame import frame_of
+    from tracekit.analyze.launch import _jit_calls_per_step
+    from tracekit.ingest import load
+
+    trace = ROOT / "tests" / "data" / "jax" / "pmap_psum.xplane.pb"
+    assert _jit_calls_per_step(frame_of(load(trace))) == (1.0, True)
+    r = tracekit.launch(trace).result
+    said = [x for x in r.remedies if "jitted" in x or "jax.jit" in x]
+    assert len(said) == 1 and said[0].startswith("the step is already one jitted call") and "unroll" not in said[0]
 
 
 @needs_shared

@@ -455,6 +455,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
     if e.source == "jax":
         e.jit_calls_per_step, e.calls_per_step_known = _jit_calls_per_step(frame)
+        e.xla_loop = any(_XLA_WHILE.match(frame.names[c]) for c in distinct(frame.name_code[frame.mask("cpu_op")]) if c >= 0)
     if e.source == "torch":
         e.compiled_calls_per_step, e.calls_per_step_known = _calls_per_step(frame, _TORCH_COMPILED_CALLS,
                                                                             _TORCH_COMPILED_NOT_CALLS)
@@ -699,6 +700,9 @@ def _framework_from_kernels(frame: Frame, evidence: list[str]) -> str:
     return framework
 
 
+_XLA_WHILE = re.compile(r"^(wrapped_)?while(\.\d+)?$")  # XLA's while loop instruction (lax.scan, fori_loop)
+
+
 def _jit_calls_per_step(frame: Frame) -> tuple[float, bool]:
     """JAX dispatches of jitted functions (``PjitFunction(f)`` host events) per step (``_calls_per_step``)."""
     return _calls_per_step(frame, ("PjitFunction(", "PmapFunction("))
@@ -718,9 +722,17 @@ def _calls_per_step(frame: Frame, prefixes: tuple[str, ...], not_prefixes: tuple
     found (False: the count is the whole trace's, which may hold many steps)."""
     codes = [i for i, n in enumerate(frame.names) if n.startswith(prefixes) and not n.startswith(not_prefixes)]
     rows = np.flatnonzero(member_mask(frame.name_code, codes))
-    parent = frame.parent[rows]
-    # The dispatch can appear nested in itself (C++ fast path inside the Python call): count the outermost.
-    outer = rows[(parent < 0) | ~member_mask(frame.name_code[np.maximum(parent, 0)], codes)]
+    # The dispatch can appear nested in itself (C++ fast path inside the Python call), at any depth
+    # (jax.pmap's PjitFunction(_fun) runs PjitFunction(_multi_slice) under Python frames of its own):
+    # count the outermost, those no earlier call on their thread still encloses.
+    rows = rows[np.lexsort((-frame.end[rows], frame.start[rows], frame.thread_key[rows]))]
+    reach = np.zeros(rows.size, np.int64)
+    for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(frame.thread_key[rows])) + 1):
+        if part.size:
+            reach[part] = np.maximum.accumulate(frame.end[rows[part]])
+    first = np.r_[True, np.diff(frame.thread_key[rows]) != 0] if rows.size else np.zeros(0, bool)
+    enclosed = ~first & (frame.start[rows] < np.r_[np.int64(0), reach[:-1]])
+    outer = rows[~enclosed]
     steps = frame.step[outer]
     marked = np.unique(frame.step[frame.rows("step")])
     if marked.size:

@@ -88,6 +88,7 @@ class Evidence:
     low_precision_share: float = 0.0  # of GEMM/conv/attention/RNN kernel time, kernels named for 16 bits or fewer
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
+    xla_loop: bool = False  # JAX: the step's XLA program runs a while loop (lax.scan, fori_loop) among its ops
     compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
     calls_per_step_known: bool = True  # False: no step marked, the calls counted are the whole trace's
 
@@ -199,9 +200,14 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     if e.source == "jax" and e.jit_calls_per_step > 1:
         return [f"jax.jit the whole step (one XLA computation instead of {e.jit_calls_per_step:.0f} dispatches), "
                 "with lax.scan for loops over timesteps"]
-    if e.source == "jax":
+    if e.source == "jax" and e.xla_loop:
         return ["the step is already one jitted call: cut XLA's per-iteration loop overhead with "
                 "lax.scan(..., unroll=k) or fuse more work per iteration"]
+    if e.source == "jax":
+        # No while loop in its program: scan's unroll has nothing to unroll.
+        return ["the step is already one jitted call: what is left is the Python dispatch around it and the "
+                "fixed cost of each XLA op; give each call more work (a larger batch, several steps per call "
+                "with lax.scan over batches)"]
     if e.source not in ("torch", ""):
         return []
     if e.source == "" and launch_bound:  # the framework is unknown (an nsys trace of unnamed kernels)

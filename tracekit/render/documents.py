@@ -433,7 +433,8 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
         f"({cp.nodes:,} nodes, {cp.graph_edges:,} edges in the dependency graph).",
         "Edges between top-level host calls and waits inside blocking calls weigh nothing (HTA's rules): the path "
         "is the work, not the gaps."])
-    span = int(window.get("end_ns", 0)) - int(window.get("start_ns", 0))
+    start, end = window.get("start_ns"), window.get("end_ns")
+    span = end - start if isinstance(start, int) and isinstance(end, int) else 0
     if span > 0 and cp.total_ns < PATH_COVERAGE_NOTE * span:
         head.sentences.append(
             f"The path covers {cp.total_ns / span:.0%} of the window ({format_cell(span, 'ns')}). The rest is time with "
