@@ -55,6 +55,7 @@ from tracekit.analyze.classify import (
     op_name_codes,
 )
 from tracekit.analyze.frame import Frame, frame_of
+from tracekit.analyze.stalls import stalled_calls
 from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, blocked_on_dispatch, worker_event_rows
@@ -105,6 +106,7 @@ class CriticalPath:
     handoffs: int = 0
     handed_ops: int = 0
     handoff_return_ns: int = 0
+    stalled_ns: int = 0  # path time of stalled op calls beyond their median (CPU-only, stepped traces)
     # The part of cpu_bound spent inside compute ops that run on the CPU (GEMM, elementwise, ... with
     # no GPU work of their own): the math itself, not framework overhead. On a CPU-only trace it is
     # most of the path, which "CPU-bound" alone would leave unsaid.
@@ -137,7 +139,25 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     result = _summarize(frame, classes, graph, path, window)
     result.handoffs, result.handed_ops = len(handoffs), sum(ops.size for ops in handoffs.values())
     result.handoff_return_ns = _handoff_return_on_path(frame, handoffs, result.edges)
+    result.stalled_ns = _stalled_on_path(frame, classes, result.edges)
     return result
+
+
+def _stalled_on_path(frame: Frame, classes: RowClasses, edges: pd.DataFrame) -> int:
+    """CPU-only: path time of op calls that stalled (``tracekit.analyze.stalls``: a call that ran 10x
+    or more its median over the steps, its thread not running): each call's excess over its median,
+    at most its own time on the path. The report says which calls stalled; the path says how much of
+    it they are."""
+    if edges.empty or frame.mask(*GPU_KINDS).any() or not frame.rows("step").size:
+        return 0
+    table = step_stats(frame).steps
+    compared = [int(s) for s in table.step[table.status.isin(("steady", "outlier"))]]
+    stalls = stalled_calls(frame, classes, compared)
+    if not stalls.rows.size:
+        return 0
+    excess = dict(zip(stalls.rows.tolist(), stalls.stall_ns.tolist(), strict=True))
+    on_path = edges[edges.row.isin(list(excess))].groupby("row").weight_ns.sum()
+    return int(sum(min(int(w), int(excess[int(r)])) for r, w in on_path.items()))
 
 
 def _handoff_return_on_path(frame: Frame, handoffs: dict[int, np.ndarray], edges: pd.DataFrame) -> int:

@@ -462,10 +462,18 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
             f"Of the CPU-bound {cp.shares['cpu_bound']:.1f}%, {compute_share:.1f} points are inside compute ops that ran "
             f"on the CPU (GEMM, elementwise, reductions, ... with no GPU work of their own): the math itself; the other "
             f"{cp.shares['cpu_bound'] - compute_share:.1f} are framework, Python and host calls.")
+    if cp.stalled_ns and cp.total_ns:
+        head.sentences.append(
+            f"{format_cell(cp.stalled_ns, 'ns')} of the path ({cp.stalled_ns / cp.total_ns:.0%}) is op calls that stalled: "
+            "they ran 10x or more the same call's median over the steps, their thread not running (see `tracekit "
+            "report`), and the path would be that much shorter without it.")
     made_of = [[PATH_LABELS[c], cp.shares[c] / 100, cp.shares[c] / 100 * cp.total_ns] for c in PATH_CATEGORIES]
-    if cp.cpu_compute_ns:  # the sub-row right under CPU-bound, which it is part of
-        made_of.insert(PATH_CATEGORIES.index("cpu_bound") + 1,
-                       ["  of which compute ops run on the CPU", compute_share / 100, cp.cpu_compute_ns])
+    under_cpu = PATH_CATEGORIES.index("cpu_bound") + 1  # sub-rows right under CPU-bound, which they are part of
+    if cp.stalled_ns:
+        made_of.insert(under_cpu, ["  of which stalled op calls (thread not running)", cp.stalled_ns / cp.total_ns,
+                                   cp.stalled_ns])
+    if cp.cpu_compute_ns:
+        made_of.insert(under_cpu, ["  of which compute ops run on the CPU", compute_share / 100, cp.cpu_compute_ns])
     head.tables.append(Table("What the path is made of", [Column("bound by"), Column("share", "pct"), Column("time", "ns")],
                              made_of))
     head.charts.append(Chart("stacked", "Critical path by what bounds it", [where],
@@ -479,7 +487,7 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
             "path_of_window_pct": round(100 * cp.total_ns / span, 4) if span > 0 else None,
             "nodes": cp.nodes, "edges": cp.graph_edges,
             "handoffs": cp.handoffs, "handed_ops": cp.handed_ops,
-            "handoff_return_ns": cp.handoff_return_ns,
+            "handoff_return_ns": cp.handoff_return_ns, "stalled_ns": cp.stalled_ns,
             "shares_pct": {c: round(cp.shares[c], 4) for c in PATH_CATEGORIES},
             "cpu_bound_in_cpu_compute_ops_pct": round(compute_share, 4),
             "top": [{"name": r.name, "category": r.category, "cpu_compute_op": bool(r.cpu_compute),
