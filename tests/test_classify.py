@@ -36,6 +36,14 @@ KERNELS = {
     "void at::native::(anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>": "other",
 }
 OPS = {
+    # Quantized CPU inference (torch.ao dynamic / static quantization, PT2E, weight-only int8/int4)
+    "quantized::linear_dynamic": "gemm", "quantized::linear_relu": "gemm", "quantized::linear": "gemm",
+    "quantized::linear_prepack": "other", "quantized::conv2d.new": "convolution", "quantized::conv2d_relu": "convolution",
+    "quantized::conv2d_prepack": "other", "onednn::qconv2d_pointwise": "convolution", "onednn::qlinear_pointwise": "gemm",
+    "onednn::qlinear_prepack": "other", "aten::_weight_int8pack_mm": "gemm", "aten::_weight_int4pack_mm_for_cpu": "gemm",
+    "aten::_convert_weight_to_int4pack_for_cpu": "other", "aten::_int_mm": "gemm",
+    "aten::quantize_per_tensor": "cast", "aten::quantize_per_tensor_dynamic": "cast", "aten::dequantize": "cast",
+    "quantized_decomposed::dequantize_per_tensor": "cast", "aten::fake_quantize_per_tensor_affine": "cast",
     "aten::lstm": "rnn", "aten::mkldnn_rnn_layer": "rnn", "aten::lstm_cell": "rnn", "aten::_cudnn_rnn": "rnn",
     "aten::addmm": "gemm", "aten::linear": "gemm", "aten::copy_": "copy", "aten::_to_copy": "copy",
     "aten::sigmoid_": "elementwise", "aten::add": "elementwise", "aten::convolution": "convolution",

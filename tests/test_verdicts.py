@@ -541,3 +541,32 @@ def test_a_tf_loop_fetching_its_batches_between_marked_steps_is_data_loading_bou
     between = [e for e in r.evidence if e.startswith("the steps cover")]
     assert len(between) == 1 and "fetching batches 9" in between[0], r.evidence
     assert not any("EagerPyFunc" in e for e in r.evidence if "no class" in e), r.evidence
+
+
+def test_a_dynamically_quantized_model_is_judged_on_its_quantized_gemms(tmp_path):
+    """torch.ao dynamic quantization on the CPU runs each Linear as quantized::linear_dynamic (int8
+    GEMM). The op had no class: its time read as dispatch, 59% of it "work the rules do not know",
+    and the verdict was "undetermined". A real capture of such a model."""
+    import warnings
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                torch.nn.ReLU(), torch.nn.Linear(1024, 10)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch 2.13 deprecates the quantized tensor types it builds
+        quantized = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    x = torch.randn(64, 512)
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                                         schedule=schedule(wait=0, warmup=1, active=5, repeat=1)) as prof:
+        for _ in range(6):
+            quantized(x)
+            prof.step()
+    path = tmp_path / "quantized.json"
+    prof.export_chrome_trace(str(path))
+    r = tracekit.launch(path).result
+    assert r.verdict != "undetermined" and not any("no class" in e for e in r.evidence), r.evidence
+    ops = r.top_ops.ops
+    assert ops[ops.name == "quantized::linear_dynamic"].op_class.unique().tolist() == ["gemm"], ops

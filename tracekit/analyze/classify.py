@@ -124,15 +124,25 @@ OP_RULES: list[tuple[str, str]] = [
     ("convolution", r"^aten::(convolution|_convolution|conv1d|conv2d|conv3d|cudnn_convolution\w*|"
                     r"convolution_backward|mkldnn_convolution|_convolution_depthwise2d|conv_transpose\w*)$|" + TF_CONV + "|"
                     # XLA:CPU HLO instructions: convolution.2, and fusions named for a convolution
-                    r"^(wrapped_)?convolution([a-z_\-]*_fusion)?(\.\d+)?$"),
+                    r"^(wrapped_)?convolution([a-z_\-]*_fusion)?(\.\d+)?$|"
+                    # PyTorch's quantized convolutions (eager quantized modules, PT2E on oneDNN); not
+                    # their weight prepacking, which is set-up work
+                    r"^(quantized::conv|onednn::qconv)(?!\w*(prepack|unpack))\w*(\.new)?$"),
     # CPU fused attention (two GEMMs around a softmax, in one op) is counted with the GEMMs.
     ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation|addbmm|"
              r"_scaled_dot_product_flash_attention_for_cpu|_scaled_dot_product_flash_attention_for_cpu_backward)$|"
              r"mkldnn.*(linear|matmul)|"
-             r"^mkl::|_mkl_linear|onednn::|_linear_pointwise|" + TF_GEMM + "|"
+             r"^mkl::|_mkl_linear|onednn::(?!\w*(prepack|unpack))|_linear_pointwise|" + TF_GEMM + "|"
+             # Quantized and weight-only-quantized GEMMs on the CPU: dynamic quantization's
+             # quantized::linear_dynamic, int8/int4 weight packs (LLM inference), fbgemm, fp8
+             r"^quantized::(linear|matmul)(?!\w*(prepack|unpack))\w*$|^aten::(_weight_int8pack_mm|_weight_int4pack_mm\w*|"
+             r"_int_mm|_scaled_mm|_dyn_quant_matmul_4bit|fbgemm_linear_int8_weight\w*|fbgemm_linear_fp16_weight\w*)$|"
              # XLA:CPU HLO instructions (tf.function(jit_compile=True)): MatMul.8, MatMul_1.10, dot.3
              r"^(MatMul|BatchMatMul\w*|dot)(_\d+)?\.\d+$|^(wrapped_)?dot(\.\d+)?$"),
-    ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|^(Cast|QuantizeV2|Dequantize)$"),
+    ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|^(Cast|QuantizeV2|Dequantize)$|"
+             # Quantization's conversions: quantize / dequantize (eager, PT2E), fake-quantization in QAT
+             r"^aten::(quantize_per_tensor\w*|quantize_per_channel|dequantize|fake_quantize_per_\w+|_fake_quantize\w*)$|"
+             r"^quantized_decomposed::(quantize|dequantize)_per_\w+$"),
     ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
     ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|^(NcclAllReduce|NcclReduce|NcclBroadcast|"
                       r"Collective(Reduce|Gather|Bcast|AllToAll|ReduceScatter)\w*|_Send|_Recv|_HostSend|_HostRecv)$|"
