@@ -176,12 +176,22 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
                         bool(extra.get("record_shapes")), ops_per_ms)
 
 
+# A TF function's name ends in a counter that differs from run to run (__inference_train_step_1770 in
+# one trace, _2534 in the next): compared without it, the same function pairs up.
+_TF_FUNCTION_ID = re.compile(r"^(__(inference|forward|backward)_\w+?)_\d+$")
+
+
+def _tf_compare_name(name: str) -> str:
+    op = tf_base_op(name)
+    return _TF_FUNCTION_ID.sub(r"\1", op)
+
+
 def _names(frame: Frame, rows: np.ndarray, tf_source: bool) -> pd.DataFrame:
     """count and total_ns per (kind, name) of the given op and GPU rows."""
     kinds = np.where(frame.mask("cpu_op")[rows], "cpu_op", "gpu")
     names_df = pd.DataFrame({"kind": kinds, "code": op_name_codes(frame)[rows], "dur": frame.dur[rows]})
     agg = names_df.groupby(["kind", "code"]).agg(count=("dur", "size"), total_ns=("dur", "sum")).reset_index()
-    agg["name"] = [("" if c < 0 else tf_base_op(frame.names[c]) if tf_source and k == "cpu_op" else frame.names[c])
+    agg["name"] = [("" if c < 0 else _tf_compare_name(frame.names[c]) if tf_source and k == "cpu_op" else frame.names[c])
                    for k, c in zip(agg.kind, agg.code, strict=True)]
     return agg.groupby(["kind", "name"], as_index=False)[["count", "total_ns"]].sum().astype({"count": float,
                                                                                                "total_ns": float})
