@@ -570,3 +570,14 @@ def test_a_dynamically_quantized_model_is_judged_on_its_quantized_gemms(tmp_path
     assert r.verdict != "undetermined" and not any("no class" in e for e in r.evidence), r.evidence
     ops = r.top_ops.ops
     assert ops[ops.name == "quantized::linear_dynamic"].op_class.unique().tolist() == ["gemm"], ops
+
+
+def test_predicted_savings_of_a_step_are_put_in_terms_of_the_loop_when_the_steps_leave_much_out():
+    """tests/data/tf/keras_fit: Keras's step-function calls are its steps, and its per-batch Python
+    between them is 10% of the loop. whatif replays one step, so its savings are the step's; the
+    verdict now also says what they come to over the loop, with the steps' share it states."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "tf" / "keras_fit.xplane.pb").result
+    (covered,) = [e for e in r.evidence if e.startswith("the steps cover")]
+    share = covered.split("cover ")[1].split("%")[0]
+    (saving,) = [e for e in r.evidence if e.startswith("remedies ordered by predicted saving")]
+    assert f"of the step; the steps are {share}% of the loop, so of the loop no-dispatch" in saving, saving

@@ -484,7 +484,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.remedies.extend(r.top_ops.remedies)
     r.remedies.extend(remedies)
     if len(r.remedies) >= 2:
-        _rank_by_predicted_saving(r, frame)
+        # The replay is of one step: where the steps leave much of the loop out, its savings are the step's.
+        loop_share = 1 - e.between_step_share if e.between_step_share >= verdicts.SIDE_NOTE_SHARE else None
+        _rank_by_predicted_saving(r, frame, loop_share)
 
 
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
@@ -496,9 +498,10 @@ _REMEDY_SCENARIOS = (("CUDA graph", "cuda-graphs"), ("XPU graph", "cuda-graphs")
 WHATIF_MAX_EVENTS = 200_000  # the replay walks the step's events in Python: bounded for huge traces
 
 
-def _rank_by_predicted_saving(r: LaunchReport, frame: Frame) -> None:
+def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float | None = None) -> None:
     """Order the remedies by what ``tracekit whatif`` predicts each saves on the first step (those it
-    cannot cost keep their order, after the costed ones), and say the predictions."""
+    cannot cost keep their order, after the costed ones), and say the predictions (as shares of the
+    step, and of the loop when the steps are only ``loop_share`` of it)."""
     from tracekit.analyze.whatif import whatif
     from tracekit.errors import TracekitError
 
@@ -517,8 +520,11 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame) -> None:
     order = sorted(range(len(r.remedies)), key=lambda i: (costed[i] is None, -(costed[i] or 0.0), i))
     r.remedies = [r.remedies[i] for i in order]
     named = sorted({(sc, saving[sc]) for sc in scenario if sc in saving}, key=lambda x: -x[1])
-    r.evidence.append(f"remedies ordered by predicted saving on {w.window['name']} (tracekit whatif): "
-                      + ", ".join(f"{sc} {share:.1%}" if share < 0.1 else f"{sc} {share:.0%}" for sc, share in named))
+    said = ", ".join(f"{sc} {share:.1%}" if share < 0.1 else f"{sc} {share:.0%}" for sc, share in named)
+    if loop_share is not None:
+        said += (f" of the step; the steps are {loop_share:.0%} of the loop, so of the loop "
+                 + ", ".join(f"{sc} {share * loop_share:.0%}" for sc, share in named))
+    r.evidence.append(f"remedies ordered by predicted saving on {w.window['name']} (tracekit whatif): {said}")
 
 
 # torch.profiler writes ProfilerStep#N ranges only when it is given a schedule (torch/profiler/profiler.py:
