@@ -194,3 +194,24 @@ def test_windowed_ingest_without_the_c_scanner_reads_the_whole_file(tmp_path, mo
     out = tmp_path / "w.parquet"
     assert kineto_windows.write_parquet(src, out, window_bytes=4096, gz=True) == tracekit.load(src).num_rows
     assert parquet.read(out).equals(tracekit.load(src))
+
+
+def test_a_chrome_trace_no_framework_wrote_is_not_taken_for_pytorch(tmp_path):
+    """viztracer writes the same trace-event JSON as Kineto, with no Kineto key at its top level and
+    no event in a Kineto category. It was labelled a torch trace and told how to mark steps with
+    torch.profiler; it is "chrome" now, with no framework's advice. A real viztracer run."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "loop.py"
+    script.write_text("import time\nfor _ in range(3):\n    sum(i * i for i in range(20000))\n    time.sleep(0.001)\n")
+    out = tmp_path / "viztracer.json"
+    subprocess.run([sys.executable, "-m", "viztracer", "--quiet", "-o", str(out), str(script)], check=True,
+                   capture_output=True, cwd=tmp_path)
+    from tracekit import schema
+
+    table = tracekit.load(out)
+    assert table.schema.metadata[schema.META_SOURCE.encode()] == b"chrome"
+    assert set(table.column("source").to_pylist()) == {"chrome"}
+    r = tracekit.launch(out).result
+    assert r.verdict == "undetermined" and not any("torch.profiler" in e for e in r.evidence), r.evidence

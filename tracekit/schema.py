@@ -21,7 +21,9 @@ import pyarrow as pa
 
 SCHEMA_VERSION: Final = "1.0"
 
-SOURCES: Final = ("torch", "tf", "jax", "nsys")
+# "chrome": a Chrome trace-event JSON that no framework's profiler wrote (viztracer, a hand-instrumented
+# program): read as Kineto JSON, with no framework assumed.
+SOURCES: Final = ("torch", "tf", "jax", "nsys", "chrome")
 
 # GPU activities that occupy a device (its busy time), and everything a launch call can produce.
 GPU_BUSY_KINDS: Final = ("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph")
@@ -77,7 +79,8 @@ ARGS_TYPE: Final = pa.json_(pa.large_string())
 COLUMNS: Final[tuple[Column, ...]] = (
     Column("trace_id", _dict(), "-", "id of the trace this row came from (first 16 hex digits of the source file's sha256)",
            "file hash", "file hash", "file hash"),
-    Column("source", _dict(index=pa.int8()), "-", "which profiler wrote the trace: torch, tf, jax (XSpace written by JAX) or nsys",
+    Column("source", _dict(index=pa.int8()), "-", "which profiler wrote the trace: torch, tf, jax (XSpace written by JAX), "
+           "nsys, or chrome (a Chrome trace-event JSON no framework wrote: viztracer, ...)",
            "`torch`", "`tf`", "`nsys`"),
     Column("kind", _dict(index=pa.int8()), "-", "what the event is; one of the kinds listed below",
            "from `ph` and `cat`", "from plane, line and event name/stats", "from the table"),
@@ -161,7 +164,7 @@ META_TRACEKIT_VERSION: Final = "tracekit.version"
 
 METADATA_KEYS: Final = {
     META_SCHEMA_VERSION: "schema version of the table (this document's version)",
-    META_SOURCE: "torch, tf, jax or nsys",
+    META_SOURCE: "torch, tf, jax, nsys or chrome",
     META_TRACE_ID: "same value as the trace_id column",
     META_SOURCE_FILE: "base name of the ingested file or directory",
     META_SOURCE_SHA256: "sha256 of the ingested file's bytes (compressed bytes for .gz)",

@@ -509,7 +509,7 @@ def _to_table(path: Path, r: dict, header: dict, fmt: str, sha256: Future[str]) 
     del facts
     if rows_read >= TRIM_MIN_ROWS:
         return_freed_memory()
-    return window_table(r, rows, linked, 0, dicts, _meta(path, header, fmt, sha256.result()))
+    return window_table(r, rows, linked, 0, dicts, _meta(path, header, fmt, sha256.result(), dicts.values["cat"]))
 
 
 def window_table(r: dict, rows: WindowRows, linked: Linked, first_row: int, dicts: Dictionaries,
@@ -604,21 +604,39 @@ def _drop_rows(table: pa.Table, keep: np.ndarray, new_index: np.ndarray) -> pa.T
     return table
 
 
-def _meta(path: Path, header: dict, fmt: str, sha256: str) -> TraceMeta:
+# What only PyTorch's profiler writes at a trace's top level (Kineto since 2021; HTA's trimmed samples
+# keep distributedInfo only).
+KINETO_HEADER_KEYS = ("schemaVersion", "deviceProperties", "computeProperties", "distributedInfo", "traceName",
+                      "record_shapes", "torch_version", "pytorch_version", "baseTimeNanoseconds")
+
+
+def _source(header: dict, cats: list[str] | None) -> str:
+    """torch, unless nothing says PyTorch wrote the trace: no Kineto key at its top level and no event
+    in a Kineto category (cpu_op, kernel, ...). A viztracer JSON is then "chrome", so no torch.profiler
+    advice follows. ``cats`` None (a windowed read): torch."""
+    source = header.get("tracekitSource")
+    if source in schema.SOURCES:  # a tracekit export of an nsys or XSpace trace says where it came from
+        return str(source)
+    if cats is None or any(k in header for k in KINETO_HEADER_KEYS) or any(c.lower() in CATEGORY_KINDS for c in cats):
+        return "torch"
+    return "chrome"
+
+
+def _meta(path: Path, header: dict, fmt: str, sha256: str, cats: list[str] | None = None) -> TraceMeta:
     # PyTorch 1.8-1.9's Kineto named the list "computeProperties".
     listed = header.get("deviceProperties") or header.get("computeProperties") or []
     devices = [d for d in listed if isinstance(d, dict)] if isinstance(listed, list) else []
     versions = {k: header[k] for k in ("cuda_runtime_version", "cuda_driver_version", "cupti_version") if k in header}
-    profiler = f"kineto schemaVersion {header.get('schemaVersion', '?')}"
+    source = _source(header, cats)
+    profiler = f"kineto schemaVersion {header.get('schemaVersion', '?')}" if source != "chrome" else "chrome trace events"
+    if isinstance(header.get("viztracer_metadata"), dict):
+        profiler = f"viztracer {header['viztracer_metadata'].get('version', '')}".strip()
     if versions:
         profiler += " (" + ", ".join(f"{k}={v}" for k, v in versions.items()) + ")"
     base = header.get("baseTimeNanoseconds")
     extra = {k: v for k, v in header.items() if k not in ("deviceProperties", "computeProperties", "tracekitSource")}
-    # A tracekit export of an nsys or XSpace trace says where it came from: the framework inference
-    # (and so the remedies) must not take it for a PyTorch trace.
-    source = header.get("tracekitSource")
     return TraceMeta(
-        source=source if source in schema.SOURCES else "torch",
+        source=source,
         source_file=path.name,
         source_sha256=sha256,
         source_format=fmt,
