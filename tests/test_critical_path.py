@@ -206,3 +206,24 @@ def test_a_stalled_call_on_the_path_is_said_to_be_stalled(capsys) -> None:
     assert "is op calls that stalled" in page and "of which stalled op calls" in page
     assert main(["critical-path", str(trace), "--instance", "1", "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["stalled_ns"] == 0
+
+
+def test_an_xla_program_is_followed_across_threads_and_through_its_collective() -> None:
+    """tests/data/jax/make_pmap_psum.py: each device's XLA program starts on a PjRt client thread and
+    continues on an Eigen thread after its psum.7 (the run and device of each instruction are in its
+    args). The path stopped at the thread hop: 386 µs of dot and fusions, 100% compute. It now runs
+    on through the psum, which counts as communication only from the last device's arrival (the
+    other one's wait in the rendezvous is not work), and the fusion after it."""
+    frame_table = load(Path(__file__).parent / "data" / "jax" / "pmap_psum.xplane.pb")
+    cp = critical_path(frame_table, None, 1)
+    frame = frame_of(frame_table)
+    on_path = cp.edges[cp.edges.row >= 0]
+    assert len(set(frame.thread_key[on_path.row.to_numpy()].tolist())) == 2, on_path
+    psum = on_path[on_path.name == "psum.7"]
+    assert set(psum.category) == {"cpu_communication_bound"}
+    step = int(frame.step[int(psum.row.iloc[0])])
+    instances = [r for r in range(len(frame)) if frame.name(r) == "psum.7" and frame.step[r] == step]
+    assert len(instances) == 2
+    exchange = max(frame.end[instances]) - max(frame.start[instances])
+    assert psum.weight_ns.sum() <= exchange < max(frame.dur[instances]), (psum, exchange)
+    assert 10 < cp.shares["cpu_communication_bound"] < 40 and "subtract_bitcast_fusion" in set(on_path.name)

@@ -127,8 +127,11 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
         raise UsageError(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it")
     graph = _Graph(frame, events)
     handoffs = _handoffs(frame, classes, host)
-    _host_edges(graph, frame, host, set(handoffs))
+    programs = _xla_programs(frame, host)
+    exchanges = _xla_collectives(frame, classes, programs)
+    _host_edges(graph, frame, host, set(handoffs) | {r for rows in exchanges for r in rows})
     _handoff_edges(graph, frame, handoffs)
+    _xla_edges(graph, frame, programs, exchanges)
     _collective_edges(graph, frame, host, collectives)
     waits, event_syncs = _event_waits(frame, gpu, graph)
     _gpu_edges(graph, frame, gpu, waits)
@@ -244,6 +247,7 @@ class _Graph:
         self.dst: list[int] = []
         self.kind: list[int] = []
         self.event: list[int] = []  # the event an edge's time belongs to (-1: none)
+        self.fixed: dict[int, int] = {}  # edge -> its weight, where not the time between its nodes
 
     def start(self, row: int) -> int:
         return 2 * self.index[row]
@@ -251,17 +255,23 @@ class _Graph:
     def end(self, row: int) -> int:
         return 2 * self.index[row] + 1
 
-    def add(self, src: int, dst: int, kind: int, event: int) -> None:
+    def add(self, src: int, dst: int, kind: int, event: int, weight: int | None = None) -> None:
+        """An edge; its weight is the time between its nodes (0 for dependencies and syncs) unless
+        ``weight`` is given."""
         if src != dst:
             self.src.append(src)
             self.dst.append(dst)
             self.kind.append(kind)
             self.event.append(event)
+            if weight is not None:
+                self.fixed[len(self.src) - 1] = weight
 
     def weights(self) -> np.ndarray:
         src, dst, kind = np.array(self.src, np.int64), np.array(self.dst, np.int64), np.array(self.kind)
         w = np.maximum(self.ts[dst] - self.ts[src], 0)  # ns rounding can put a child's end past its parent's
         w[(kind == DEPENDENCY) | (kind == SYNC)] = 0
+        for e, weight in self.fixed.items():
+            w[e] = weight
         return w
 
     def longest_path(self) -> list[int]:
@@ -321,6 +331,54 @@ def _host_edges(g: _Graph, frame: Frame, host: np.ndarray, waiting: set[int]) ->
             stack.append(row)
         while stack:
             last = _exit(g, frame, stack.pop(), last, blocking, waiting)
+
+
+def _xla_programs(frame: Frame, host: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
+    """XLA's instructions among the host rows, by the program run that executed them: {(run_id,
+    device_ordinal): rows by start}. XLA:CPU records each instruction with its run and device
+    (JAX, TF's jit_compile); a device's instructions can hop between threads (a pmap step's
+    device 0 runs its dot on a PjRt client thread and its psum on an Eigen thread)."""
+    rows = host[frame.mask("cpu_op")[host]]
+    if not rows.size:
+        return {}
+    texts = frame.table.column("args").cast(pa.large_string()).take(pa.array(rows)).to_pylist()
+    programs: dict[tuple[int, int], list[int]] = {}
+    for row, text in zip(rows.tolist(), texts, strict=True):
+        if not text or '"hlo_op"' not in text:
+            continue
+        args = json.loads(text)
+        run, device = args.get("run_id"), args.get("device_ordinal")
+        if isinstance(run, int) and isinstance(device, int) and device >= 0:
+            programs.setdefault((run, device), []).append(row)
+    return {k: np.array(sorted(v, key=lambda r: (frame.start[r], -frame.end[r])), np.int64) for k, v in programs.items()}
+
+
+def _xla_collectives(frame: Frame, classes: RowClasses, programs: dict[tuple[int, int], np.ndarray]) -> list[np.ndarray]:
+    """The instances of XLA collective instructions: the same instruction (``psum.7``) in the same run
+    on every device that took part, when more than one did."""
+    comm = OP_CLASSES.index("communication")
+    instances: dict[tuple[int, int], list[int]] = {}
+    for (run, _), rows in programs.items():
+        for row in rows[classes.op[rows] == comm].tolist():
+            instances.setdefault((run, int(frame.name_code[row])), []).append(row)
+    return [np.array(v, np.int64) for v in instances.values() if len(v) > 1]
+
+
+def _xla_edges(g: _Graph, frame: Frame, programs: dict[tuple[int, int], np.ndarray], exchanges: list[np.ndarray]) -> None:
+    """A device's program order across threads: an instruction that starts after the one before it
+    ended, on another thread, depends on it. A collective instance ends for every device once the
+    last one has arrived: from each participant's start to each one's end, weighing only the time
+    after the last arrival (the earlier ones' wait is not work); the participants' own edges into
+    their ends weigh nothing (``_host_edges`` is told they wait)."""
+    for rows in programs.values():
+        for a, b in zip(rows[:-1].tolist(), rows[1:].tolist(), strict=True):
+            if frame.thread_key[a] != frame.thread_key[b] and frame.end[a] <= frame.start[b]:
+                g.add(g.end(a), g.start(b), DEPENDENCY, -1)
+    for rows in exchanges:
+        last = int(frame.start[rows].max())
+        for i in rows.tolist():
+            for j in rows.tolist():
+                g.add(g.start(i), g.end(j), OPERATOR, j, weight=max(int(frame.end[j]) - last, 0))
 
 
 def _exit(g: _Graph, frame: Frame, row: int, last: int | None, blocking: set[int], waiting: set[int]) -> int:
