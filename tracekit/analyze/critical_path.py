@@ -128,7 +128,7 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     graph = _Graph(frame, events)
     handoffs = _handoffs(frame, classes, host)
     programs = _xla_programs(frame, host)
-    exchanges = _xla_collectives(frame, classes, programs)
+    exchanges = _xla_collectives(frame, classes, programs) + _tf_collectives(frame, host)
     _host_edges(graph, frame, host, set(handoffs) | {r for rows in exchanges for r in rows})
     _handoff_edges(graph, frame, handoffs)
     _xla_edges(graph, frame, programs, exchanges)
@@ -361,6 +361,23 @@ def _xla_collectives(frame: Frame, classes: RowClasses, programs: dict[tuple[int
     for (run, _), rows in programs.items():
         for row in rows[classes.op[rows] == comm].tolist():
             instances.setdefault((run, int(frame.name_code[row])), []).append(row)
+    return [np.array(v, np.int64) for v in instances.values() if len(v) > 1]
+
+
+def _tf_collectives(frame: Frame, host: np.ndarray) -> list[np.ndarray]:
+    """The instances of TensorFlow's collective ops among the host rows: the ops of one all-reduce on
+    each replica share its group, instance key and step id (MirroredStrategy's CollectiveReduceV2 on
+    two CPU replicas), when more than one replica's op is there."""
+    rows = collective_work_rows(frame)
+    rows = rows[member_mask(rows, host)] if rows.size and host.size else rows[:0]
+    if not rows.size:
+        return []
+    texts = frame.table.column("args").cast(pa.large_string()).take(pa.array(rows)).to_pylist()
+    instances: dict[tuple[object, object, object], list[int]] = {}
+    for row, text in zip(rows.tolist(), texts, strict=True):
+        if text and '"instance_key"' in text:
+            args = json.loads(text)
+            instances.setdefault((args.get("group_key"), args.get("instance_key"), args.get("step_id")), []).append(row)
     return [np.array(v, np.int64) for v in instances.values() if len(v) > 1]
 
 
