@@ -128,7 +128,9 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     graph = _Graph(frame, events)
     handoffs = _handoffs(frame, classes, host)
     programs = _xla_programs(frame, host)
-    exchanges = _xla_collectives(frame, classes, programs) + _tf_collectives(frame, host)
+    # Participants that do not all overlap are not one exchange (and their edges could loop).
+    exchanges = [rows for rows in _xla_collectives(frame, classes, programs) + _tf_collectives(frame, host)
+                 if frame.end[rows].min() > frame.start[rows].max()]
     _host_edges(graph, frame, host, set(handoffs) | {r for rows in exchanges for r in rows})
     _handoff_edges(graph, frame, handoffs)
     _xla_edges(graph, frame, programs, exchanges)
