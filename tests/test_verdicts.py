@@ -589,3 +589,13 @@ def test_predicted_savings_of_a_step_are_put_in_terms_of_the_loop_when_the_steps
     share = covered.split("cover ")[1].split("%")[0]
     (saving,) = [e for e in r.evidence if e.startswith("remedies ordered by predicted saving")]
     assert f"of the step; the steps are {share}% of the loop, so of the loop no-dispatch" in saving, saving
+
+
+def test_a_share_below_a_threshold_is_not_printed_as_the_threshold():
+    """tests/data/tf/mirrored_fit: 49.6% of its step is dispatch, so the verdict is compute-bound, and
+    it read "framework dispatch is close behind at 50% of step time (CPU/framework-bound from 50%)"."""
+    assert verdicts.share_below(0.496, 0.5) == "49.6%" and verdicts.share_below(0.5, 0.5) == "50%"
+    assert verdicts.share_below(0.43, 0.5) == "43%" and verdicts.share_below(0.4996, 0.5) == "49.96%"
+    said = judge(Evidence(has_ops=True, dispatch_share=0.4962))[1]
+    assert said == ["framework dispatch is close behind at 49.6% of step time (CPU/framework-bound from 50%), so its "
+                    "remedies apply too"]

@@ -582,7 +582,8 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
         r.evidence.append(f"{dispatch / span:.0%} of step time is outside any compute op: "
                           + ", ".join(parts[:-1]) + f" and {parts[-1]}")
     elif e.ops_per_step:
-        r.evidence.append(f"{e.dispatch_share:.0%} of step time is outside any compute op (framework dispatch)")
+        r.evidence.append(f"{verdicts.share_below(e.dispatch_share, verdicts.DISPATCH_SHARE)} of step time is outside "
+                          "any compute op (framework dispatch)")
     # Time counted as dispatch may be work the class rules do not know (an FFT, a custom op): check.
     work_ns, work_ops = unclassified_work(frame, used)
     work = min(work_ns, int(e.dispatch_share * span))

@@ -257,19 +257,22 @@ def unclassified_work_decides(e: Evidence) -> bool:
 
 def _loading_says(e: Evidence) -> str:
     if e.load_loop_share > e.load_step_share:
-        return (f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_loop_share:.0%} of the loop (the "
+        return (f"the DataLoader's __next__ / IteratorGetNext runs during "
+                f"{share_below(e.load_loop_share, DATA_LOADING_SHARE)} of the loop (the "
                 f"steps and the time between them; the steps are {1 - e.between_step_share:.0%} of it)")
-    return f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_step_share:.0%} of the step time"
+    return (f"the DataLoader's __next__ / IteratorGetNext runs during {share_below(e.load_step_share, DATA_LOADING_SHARE)} "
+            "of the step time")
 
 
 def _communication_says(e: Evidence) -> str:
     return (f"collective communication ({e.communication_ops or 'gloo / NCCL / c10d calls'}) runs during "
-            f"{e.communication_step_share:.0%} of the step time")
+            f"{share_below(e.communication_step_share, COMMUNICATION_SHARE)} of the step time")
 
 
 def _wait_says(e: Evidence) -> str:
     return (f"the loop's thread waits (blocked in Python: a sleep, lock, poll or join; or idle while another thread "
-            f"runs a collective) during {e.wait_step_share:.0%} of the step time, with no compute op running")
+            f"runs a collective) during {share_below(e.wait_step_share, WAIT_SHARE)} of the step time, with no compute op "
+            "running")
 
 
 def side_notes(e: Evidence, verdict: str) -> list[str]:
@@ -294,12 +297,22 @@ def side_notes(e: Evidence, verdict: str) -> list[str]:
     return notes
 
 
+def share_below(share: float, threshold: float) -> str:
+    """A share under a threshold, as a percentage that does not round up to it (49.6% is not "50%"
+    beside "CPU/framework-bound from 50%")."""
+    for digits in (0, 1, 2):
+        text = f"{share:.{digits}%}"
+        if share >= threshold or text != f"{threshold:.{digits}%}":
+            return text
+    return text
+
+
 def _close_to_framework_bound(e: Evidence) -> str | None:
     """A compute-bound verdict near the dispatch threshold: both halves of the step matter."""
     if e.dispatch_share < DISPATCH_CLOSE_SHARE:
         return None
-    return (f"framework dispatch is close behind at {e.dispatch_share:.0%} of step time (CPU/framework-bound from "
-            f"{DISPATCH_SHARE:.0%}), so its remedies apply too")
+    return (f"framework dispatch is close behind at {share_below(e.dispatch_share, DISPATCH_SHARE)} of step time "
+            f"(CPU/framework-bound from {DISPATCH_SHARE:.0%}), so its remedies apply too")
 
 
 def _cpu_compute_remedies(e: Evidence) -> list[str]:
@@ -416,4 +429,4 @@ def judge(e: Evidence) -> tuple[str, list[str], list[str]]:
     raise AssertionError("the last rule always holds")
 
 
-__all__ = ["Evidence", "RULES", "Rule", "VERDICTS", "judge", "recurrent_remedies", "side_notes"]
+__all__ = ["Evidence", "RULES", "Rule", "VERDICTS", "judge", "recurrent_remedies", "share_below", "side_notes"]
