@@ -227,3 +227,18 @@ def test_an_xla_program_is_followed_across_threads_and_through_its_collective() 
     exchange = max(frame.end[instances]) - max(frame.start[instances])
     assert psum.weight_ns.sum() <= exchange < max(frame.dur[instances]), (psum, exchange)
     assert 10 < cp.shares["cpu_communication_bound"] < 40 and "subtract_bitcast_fusion" in set(on_path.name)
+
+
+def test_tf_data_prefetching_beside_a_function_call_is_not_its_handed_off_work() -> None:
+    """tests/data/tf/keras_fit: while Keras's step function waits for its executor, tf.data's threads
+    prefetch the next batch. The hand-off took their rows for the function's ops too (one in the
+    first steady step); they are not what the call waits for."""
+    from tracekit.analyze.classify import input_pipeline_mask
+
+    table = load(Path(__file__).parent / "data" / "tf" / "keras_fit.xplane.pb")
+    frame = frame_of(table)
+    start, end, _ = critical_path_module.step_window(frame, None, None)
+    host = critical_path_module._host_rows(frame, start, end)
+    handed = critical_path_module._handoffs(frame, classify_rows(frame), host)
+    assert handed and all(not input_pipeline_mask(frame)[rows].any() for rows in handed.values())
+    assert input_pipeline_mask(frame)[host].any()  # tf.data did run in the window

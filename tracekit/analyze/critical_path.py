@@ -52,6 +52,7 @@ from tracekit.analyze.classify import (
     collective_rows,
     collective_work_rows,
     collectives_beside,
+    input_pipeline_mask,
     op_name_codes,
 )
 from tracekit.analyze.frame import Frame, frame_of
@@ -446,6 +447,7 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
     lo = np.searchsorted(outer_start, frame.start[calls], "left")
     hi = np.searchsorted(outer_start, frame.end[calls], "left")
     found: dict[int, np.ndarray] = {}
+    pipeline = input_pipeline_mask(frame)
     workers = worker_event_rows(frame)
     workers = workers[np.argsort(frame.start[workers], kind="stable")]
     worker_start = frame.start[workers]
@@ -456,8 +458,9 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
         if b - a < 1:
             continue
         inside = outer[a:b]
+        # Not tf.data's threads: its prefetching runs beside the call, which waits for its function's ops.
         inside = inside[(frame.thread_key[inside] != frame.thread_key[call]) & (frame.pid[inside] == frame.pid[call])
-                        & (frame.end[inside] <= frame.end[call])]
+                        & (frame.end[inside] <= frame.end[call]) & ~pipeline[inside]]
         if not inside.size:
             continue
         # The workers are busy in their ops and in TF's runtime work around them (top_ops.TF_WORKER_EVENTS).
