@@ -599,3 +599,18 @@ def test_a_share_below_a_threshold_is_not_printed_as_the_threshold():
     said = judge(Evidence(has_ops=True, dispatch_share=0.4962))[1]
     assert said == ["framework dispatch is close behind at 49.6% of step time (CPU/framework-bound from 50%), so its "
                     "remedies apply too"]
+
+
+def test_a_tf_function_retraced_on_every_call_is_told_to_stop_retracing():
+    """tests/data/tf/make_retrace.py: a tf.function called with a different Python int each step
+    builds a new graph every call. It was CPU/framework-bound with the remedy "run the step as a
+    graph with XLA", which it already is; the evidence now says the graph is built in every step
+    and the remedy is to stop retracing."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "tf" / "retrace.xplane.pb").result
+    assert r.verdict == "CPU/framework-bound"
+    said = [e for e in r.evidence if e.startswith("a tf.function's graph is built again")]
+    assert len(said) == 1 and "in 6 of 6 steps" in said[0], r.evidence
+    assert r.remedies[0].startswith("stop the retracing") and not any("XLA" in x for x in r.remedies), r.remedies
+    # A Keras fit whose step function was traced before the capture builds no graph in its steps.
+    fit = tracekit.launch(ROOT / "tests" / "data" / "tf" / "keras_fit.xplane.pb").result
+    assert not any("graph is built again" in e for e in fit.evidence)

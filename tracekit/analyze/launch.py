@@ -462,6 +462,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
     stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops else None
+    e.retrace_steps, e.steps_judged, e.retrace_share = _retracing(frame, used)
     _describe_ops(r, used, source)
     if e.has_ops or e.has_gpu:
         if r.has_gpu:
@@ -793,6 +794,31 @@ def _recurrent_style(frame: Frame) -> str:
 # torch.profiler wraps each batch fetch in "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
 # TF's is the IteratorGetNext op (a graph op, or "EagerLocalExecute: IteratorGetNext" in an eager loop).
 _DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext|^EagerLocalExecute: IteratorGetNext")
+
+
+# TF (2.12 on) records each tracing of a tf.function, the graph being built, as this range.
+TF_GRAPH_BUILDING = "tf.function-graph_building"
+
+
+def _retracing(frame: Frame, used: list[int] | None) -> tuple[int, int, float]:
+    """Of the steps used (marked ones only): in how many a tf.function's graph was built, of how many,
+    and the share of their wall time spent building graphs."""
+    codes = [i for i, n in enumerate(frame.names) if n == TF_GRAPH_BUILDING]
+    steps = frame.rows("step")
+    if used is not None:
+        steps = steps[member_mask(frame.step[steps], used)]
+    if not codes or not steps.size:
+        return 0, int(steps.size), 0.0
+    rows = np.flatnonzero(member_mask(frame.name_code, codes))
+    s_start, s_end = intervals.union(frame.start[steps], frame.end[steps])
+    at = np.searchsorted(s_start, frame.start[rows], side="right") - 1
+    inside = (at >= 0) & (frame.start[rows] < s_end[np.maximum(at, 0)])
+    # Steps (by number) with a graph built in them.
+    traced = np.unique(frame.step[rows[inside]]) if inside.any() else np.zeros(0, np.int64)
+    traced = traced[member_mask(traced, frame.step[steps])]
+    built = intervals.overlap_total(*intervals.union(frame.start[rows], frame.end[rows]), s_start, s_end)
+    total = int((s_end - s_start).sum())
+    return int(traced.size), int(np.unique(frame.step[steps]).size), built / total if total else 0.0
 
 
 def _data_loading_rows(frame: Frame) -> np.ndarray:

@@ -22,6 +22,7 @@ DISPATCH_CLOSE_SHARE = 0.4  # CPU compute-bound with this much dispatch: framewo
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
 COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
 WAIT_SHARE = 0.5          # CPU-only: the loop's thread waits (Python sleep, lock, poll; a collective) this much of the step
+RETRACE_SHARE = 0.1       # graph building (tf.function tracing) this much of the step time, in most steps: retracing
 SIDE_NOTE_SHARE = 0.1     # CPU-only: data loading, communication or waiting this large is stated whatever the verdict
 STALL_SHARE = 0.3         # CPU-only: stalled op calls (tracekit.analyze.stalls) lose this much of the step
 HOST_IDLE_SHARE = 0.5     # a host-side verdict needs the host busy during most of the GPU's idle time
@@ -88,6 +89,9 @@ class Evidence:
     low_precision_share: float = 0.0  # of GEMM/conv/attention/RNN kernel time, kernels named for 16 bits or fewer
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
+    retrace_steps: int = 0  # TF: steps used in which a tf.function was traced (its graph built) again
+    steps_judged: int = 0  # the steps used, when marked
+    retrace_share: float = 0.0  # of the steps used: graph building (tf.function-graph_building)
     xla_loop: bool = False  # JAX: the step's XLA program runs a while loop (lax.scan, fori_loop) among its ops
     compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
     calls_per_step_known: bool = True  # False: no step marked, the calls counted are the whole trace's
@@ -152,6 +156,10 @@ COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it 
                         "gradients). A collective also waits for the slowest rank: if other ranks' traces spend less "
                         "time in it, one rank holds the others up (uneven work or data per rank; `tracekit compare` "
                         "the ranks' traces)")
+TF_RETRACE_REMEDY = ("stop the retracing: call the tf.function with tensors of a fixed dtype and shape, not Python "
+                     "numbers, strings or new objects (each distinct Python value is a new trace and a new graph); "
+                     "give it an input_signature, or reduce_retracing=True where shapes vary. TF's log warns about "
+                     "\"triggered tf.function retracing\" and names the function")
 JAX_COMMUNICATION_REMEDY = ("the step waits on XLA's collectives (psum / all-reduce between devices): fewer, larger ones "
                             "(reduce the gradients once per step as one tree, not op by op), a larger batch per device, "
                             "and no more devices on one host than its cores compute at once "
@@ -297,6 +305,10 @@ def side_notes(e: Evidence, verdict: str) -> list[str]:
     return notes
 
 
+def _retraces(e: Evidence) -> bool:
+    return (e.retrace_steps >= max(2, e.steps_judged / 2) and e.retrace_share >= RETRACE_SHARE)
+
+
 def share_below(share: float, threshold: float) -> str:
     """A share under a threshold, as a percentage that does not round up to it (49.6% is not "50%"
     beside "CPU/framework-bound from 50%")."""
@@ -369,6 +381,13 @@ RULES: tuple[Rule, ...] = (
                                         "thread was not running) lose at least 30% of the step time"),
     # Time outside compute ops that sits inside long ops of no class may be arithmetic the rules do not
     # know: when it decides the verdict, say so rather than call it dispatch.
+    # A tf.function traced again on most calls spends the step building graphs: no executor or compiler
+    # change helps until the calls stop retracing.
+    Rule("CPU/framework-bound", lambda e: _retraces(e),
+         lambda e: f"a tf.function's graph is built again (tf.function-graph_building) in {e.retrace_steps} of "
+                   f"{e.steps_judged} steps, {e.retrace_share:.0%} of step time: it is retraced on most calls",
+         lambda e: [TF_RETRACE_REMEDY], "a tf.function is traced again in at least half the steps (2 or more), "
+                                         "graph building 10% or more of the step time"),
     Rule("undetermined", lambda e: unclassified_work_decides(e),
          lambda e: f"{e.unclassified_work_share:.0%} of the step time outside compute ops is inside ops tracekit has "
                    f"no class for, each call long enough to be work of its own ({e.unclassified_work_ops}): if they "
