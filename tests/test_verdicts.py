@@ -614,3 +614,14 @@ def test_a_tf_function_retraced_on_every_call_is_told_to_stop_retracing():
     # A Keras fit whose step function was traced before the capture builds no graph in its steps.
     fit = tracekit.launch(ROOT / "tests" / "data" / "tf" / "keras_fit.xplane.pb").result
     assert not any("graph is built again" in e for e in fit.evidence)
+
+
+def test_a_torch_compile_function_that_recompiles_every_call_is_told_to_stop_recompiling():
+    """tests/data/cpu/make_recompile.py: every call of a torch.compile function fails its guards (a
+    changing Python float, specialized) and Dynamo compiles again, ~1 s a step. The verdict was
+    "undetermined", the compiler's async_compile.wait read as 81% of unknown work."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "cpu" / "recompile.pt.trace.json.gz").result
+    assert r.verdict == "CPU/framework-bound", r.evidence
+    said = [e for e in r.evidence if e.startswith("torch.compile compiles again")]
+    assert len(said) == 1 and "in 6 of 6 steps" in said[0], r.evidence
+    assert r.remedies[0].startswith("stop the recompiles"), r.remedies

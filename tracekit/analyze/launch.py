@@ -796,14 +796,18 @@ def _recurrent_style(frame: Frame) -> str:
 _DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext|^EagerLocalExecute: IteratorGetNext")
 
 
-# TF (2.12 on) records each tracing of a tf.function, the graph being built, as this range.
-TF_GRAPH_BUILDING = "tf.function-graph_building"
+# A graph built again: TF (2.12 on) records each tracing of a tf.function as tf.function-graph_building;
+# torch.compile each Dynamo compilation as entire_frame_compile (torch 2.5 on) around
+# "_compile.compile_inner (dynamo_timed)" ("_compile.<locals>.compile_inner (dynamo_timed)" before).
+GRAPH_BUILDING = re.compile(r"^(tf\.function-graph_building|entire_frame_compile|"
+                            r"_compile(\.<locals>)?\.compile_inner( \(dynamo_timed\))?)$")
 
 
 def _retracing(frame: Frame, used: list[int] | None) -> tuple[int, int, float]:
-    """Of the steps used (marked ones only): in how many a tf.function's graph was built, of how many,
-    and the share of their wall time spent building graphs."""
-    codes = [i for i, n in enumerate(frame.names) if n == TF_GRAPH_BUILDING]
+    """Of the steps used (marked ones only): in how many a tf.function was traced or a torch.compile
+    function compiled again (``GRAPH_BUILDING``), of how many, and the share of their wall time spent
+    doing it."""
+    codes = [i for i, n in enumerate(frame.names) if GRAPH_BUILDING.match(n)]
     steps = frame.rows("step")
     if used is not None:
         steps = steps[member_mask(frame.step[steps], used)]

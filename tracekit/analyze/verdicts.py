@@ -160,6 +160,10 @@ TF_RETRACE_REMEDY = ("stop the retracing: call the tf.function with tensors of a
                      "numbers, strings or new objects (each distinct Python value is a new trace and a new graph); "
                      "give it an input_signature, or reduce_retracing=True where shapes vary. TF's log warns about "
                      "\"triggered tf.function retracing\" and names the function")
+TORCH_RECOMPILE_REMEDY = ("stop the recompiles: TORCH_LOGS=recompiles names the guard that fails; pass tensors, not "
+                          "Python numbers that change (or mark what varies dynamic: torch.compile(dynamic=True), "
+                          "torch._dynamo.mark_dynamic), and keep shapes steady (pad to a few sizes). After "
+                          "torch._dynamo.config.cache_size_limit recompiles the function runs eagerly")
 JAX_COMMUNICATION_REMEDY = ("the step waits on XLA's collectives (psum / all-reduce between devices): fewer, larger ones "
                             "(reduce the gradients once per step as one tree, not op by op), a larger batch per device, "
                             "and no more devices on one host than its cores compute at once "
@@ -305,6 +309,14 @@ def side_notes(e: Evidence, verdict: str) -> list[str]:
     return notes
 
 
+def _retrace_says(e: Evidence) -> str:
+    if e.source == "torch":
+        return (f"torch.compile compiles again (Dynamo's entire_frame_compile) in {e.retrace_steps} of "
+                f"{e.steps_judged} steps, {e.retrace_share:.0%} of step time: its guards fail on most calls")
+    return (f"a tf.function's graph is built again (tf.function-graph_building) in {e.retrace_steps} of "
+            f"{e.steps_judged} steps, {e.retrace_share:.0%} of step time: it is retraced on most calls")
+
+
 def _retraces(e: Evidence) -> bool:
     return (e.retrace_steps >= max(2, e.steps_judged / 2) and e.retrace_share >= RETRACE_SHARE)
 
@@ -383,11 +395,10 @@ RULES: tuple[Rule, ...] = (
     # know: when it decides the verdict, say so rather than call it dispatch.
     # A tf.function traced again on most calls spends the step building graphs: no executor or compiler
     # change helps until the calls stop retracing.
-    Rule("CPU/framework-bound", lambda e: _retraces(e),
-         lambda e: f"a tf.function's graph is built again (tf.function-graph_building) in {e.retrace_steps} of "
-                   f"{e.steps_judged} steps, {e.retrace_share:.0%} of step time: it is retraced on most calls",
-         lambda e: [TF_RETRACE_REMEDY], "a tf.function is traced again in at least half the steps (2 or more), "
-                                         "graph building 10% or more of the step time"),
+    Rule("CPU/framework-bound", lambda e: _retraces(e), _retrace_says,
+         lambda e: [TORCH_RECOMPILE_REMEDY if e.source == "torch" else TF_RETRACE_REMEDY],
+         "a tf.function is traced, or a torch.compile function compiled, again in at least half the steps "
+         "(2 or more), graph building 10% or more of the step time"),
     Rule("undetermined", lambda e: unclassified_work_decides(e),
          lambda e: f"{e.unclassified_work_share:.0%} of the step time outside compute ops is inside ops tracekit has "
                    f"no class for, each call long enough to be work of its own ({e.unclassified_work_ops}): if they "
