@@ -170,21 +170,28 @@ def test_cpu_only_compare_hides_metrics_that_are_zero_everywhere(tmp_path, capsy
     assert "| ops" in per_step and "GPU activities" not in per_step and "launches" not in per_step
 
 
-def test_a_step_waiting_on_its_dataloader_is_data_loading_bound(tmp_path):
-    """A real DataLoader (num_workers=0) whose dataset takes 20 ms per batch, in front of a small model."""
-    from torch.profiler import ProfilerActivity, profile, schedule
-    from torch.utils.data import DataLoader, Dataset
+def _slow_dataset(length: int, delay_s: float, item):
+    """A map-style Dataset of ``length`` items, each ``item()`` after sleeping ``delay_s`` (slow decoding)."""
+    from torch.utils.data import Dataset
 
     class Slow(Dataset):
         def __len__(self) -> int:
-            return 64
+            return length
 
         def __getitem__(self, i: int) -> torch.Tensor:
-            time.sleep(0.005)
-            return torch.randn(32)
+            time.sleep(delay_s)
+            return item()
+
+    return Slow()
+
+
+def test_a_step_waiting_on_its_dataloader_is_data_loading_bound(tmp_path):
+    """A real DataLoader (num_workers=0) whose dataset takes 20 ms per batch, in front of a small model."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.utils.data import DataLoader
 
     model = torch.nn.Linear(32, 32)
-    loader = DataLoader(Slow(), batch_size=4, num_workers=0)
+    loader = DataLoader(_slow_dataset(64, 0.005, lambda: torch.randn(32)), batch_size=4, num_workers=0)
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU],
                                   schedule=schedule(wait=0, warmup=1, active=4, repeat=1)) as prof:
         for i, batch in enumerate(loader):
@@ -206,20 +213,11 @@ def test_batches_fetched_between_record_function_steps_are_counted_in_the_loop(t
     time between the steps is now measured: the loop is data-loading-bound, and says the steps
     cover a small share of it."""
     from torch.profiler import ProfilerActivity, profile, record_function
-    from torch.utils.data import DataLoader, Dataset
-
-    class SlowBatches(Dataset):  # whole batches, made before: fetching runs no op (the steps hold them all)
-        batch = torch.randn(4, 32)
-
-        def __len__(self) -> int:
-            return 16
-
-        def __getitem__(self, i: int) -> torch.Tensor:
-            time.sleep(0.02)
-            return self.batch
+    from torch.utils.data import DataLoader
 
     model = torch.nn.Linear(32, 32)
-    loader = DataLoader(SlowBatches(), batch_size=None, num_workers=0)
+    prebuilt = torch.randn(4, 32)  # whole batches, made before: fetching runs no op (the steps hold them all)
+    loader = DataLoader(_slow_dataset(16, 0.02, lambda: prebuilt), batch_size=None, num_workers=0)
     with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
         for i, batch in enumerate(loader):
             with record_function("train_step"):
