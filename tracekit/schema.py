@@ -178,6 +178,11 @@ METADATA_KEYS: Final = {
 }
 
 
+def source_of(table: pa.Table) -> str:
+    """The profiler that wrote a table's trace (``META_SOURCE``: torch, tf, jax, nsys, chrome), or ""."""
+    return (table.schema.metadata or {}).get(META_SOURCE.encode(), b"").decode()
+
+
 def empty_table() -> pa.Table:
     """A zero-row table with the full schema."""
     return ARROW_SCHEMA.empty_table()

@@ -63,6 +63,7 @@ from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, blocked_on
 from tracekit.errors import UsageError
 from tracekit.ingest.links import member_mask
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
+from tracekit.schema import source_of
 
 KINDS = list(KIND_DESCRIPTIONS)
 
@@ -342,7 +343,7 @@ def _xla_programs(frame: Frame, host: np.ndarray) -> dict[tuple[int, int], np.nd
     (JAX, TF's jit_compile); a device's instructions can hop between threads (a pmap step's
     device 0 runs its dot on a PjRt client thread and its psum on an Eigen thread)."""
     rows = host[frame.mask("cpu_op")[host]]
-    if not rows.size:
+    if not rows.size or source_of(frame.table) not in ("jax", "tf"):  # XLA's programs are JAX's and TF's
         return {}
     texts = frame.table.column("args").cast(pa.large_string()).take(pa.array(rows)).to_pylist()
     programs: dict[tuple[int, int], list[int]] = {}

@@ -369,10 +369,9 @@ def _per_step(frame: Frame, classes, gpu_rows: np.ndarray, bd: Breakdown) -> pd.
 
 
 def _source(table: pa.Table) -> str:
-    from tracekit import schema
+    from tracekit.schema import source_of
 
-    meta = table.schema.metadata or {}
-    return meta.get(schema.META_SOURCE.encode(), b"").decode()
+    return source_of(table)
 
 
 def _gaps_by_host(gaps: pd.DataFrame) -> pd.DataFrame:

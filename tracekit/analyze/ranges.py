@@ -88,7 +88,7 @@ def ranges(table: pa.Table) -> RangesReport:
 
 
 def _source(table: pa.Table) -> str:
-    return (table.schema.metadata or {}).get(schema.META_SOURCE.encode(), b"").decode()
+    return schema.source_of(table)
 
 
 def _project_steps(frame: Frame, rows: np.ndarray, gpu_rows: np.ndarray, proj: dict[str, np.ndarray]) -> None:
