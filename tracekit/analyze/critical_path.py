@@ -337,6 +337,15 @@ def _host_edges(g: _Graph, frame: Frame, host: np.ndarray, waiting: set[int]) ->
             last = _exit(g, frame, stack.pop(), last, blocking, waiting)
 
 
+def _args_with(frame: Frame, rows: np.ndarray, key: str) -> list[tuple[int, dict]]:
+    """(row, parsed args) of the rows whose args hold ``key`` (the others are not parsed)."""
+    if not rows.size:
+        return []
+    texts = frame.table.column("args").cast(pa.large_string()).take(pa.array(rows)).to_pylist()
+    marker = f'"{key}"'
+    return [(row, json.loads(text)) for row, text in zip(rows.tolist(), texts, strict=True) if text and marker in text]
+
+
 def _xla_programs(frame: Frame, host: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
     """XLA's instructions among the host rows, by the program run that executed them: {(run_id,
     device_ordinal): rows by start}. XLA:CPU records each instruction with its run and device
@@ -345,12 +354,8 @@ def _xla_programs(frame: Frame, host: np.ndarray) -> dict[tuple[int, int], np.nd
     rows = host[frame.mask("cpu_op")[host]]
     if not rows.size or source_of(frame.table) not in ("jax", "tf"):  # XLA's programs are JAX's and TF's
         return {}
-    texts = frame.table.column("args").cast(pa.large_string()).take(pa.array(rows)).to_pylist()
     programs: dict[tuple[int, int], list[int]] = {}
-    for row, text in zip(rows.tolist(), texts, strict=True):
-        if not text or '"hlo_op"' not in text:
-            continue
-        args = json.loads(text)
+    for row, args in _args_with(frame, rows, "hlo_op"):
         run, device = args.get("run_id"), args.get("device_ordinal")
         if isinstance(run, int) and isinstance(device, int) and device >= 0:
             programs.setdefault((run, device), []).append(row)
@@ -374,14 +379,9 @@ def _tf_collectives(frame: Frame, host: np.ndarray) -> list[np.ndarray]:
     two CPU replicas), when more than one replica's op is there."""
     rows = collective_work_rows(frame)
     rows = rows[member_mask(rows, host)] if rows.size and host.size else rows[:0]
-    if not rows.size:
-        return []
-    texts = frame.table.column("args").cast(pa.large_string()).take(pa.array(rows)).to_pylist()
     instances: dict[tuple[object, object, object], list[int]] = {}
-    for row, text in zip(rows.tolist(), texts, strict=True):
-        if text and '"instance_key"' in text:
-            args = json.loads(text)
-            instances.setdefault((args.get("group_key"), args.get("instance_key"), args.get("step_id")), []).append(row)
+    for row, args in _args_with(frame, rows, "instance_key"):
+        instances.setdefault((args.get("group_key"), args.get("instance_key"), args.get("step_id")), []).append(row)
     return [np.array(v, np.int64) for v in instances.values() if len(v) > 1]
 
 
@@ -552,7 +552,6 @@ def _event_waits(frame: Frame, gpu: np.ndarray, g: _Graph) -> tuple[dict[int, in
     launched_empty = np.zeros(0, np.int64)
     corr = frame.table.column("correlation_id").fill_null(-1).to_numpy()
     host_by_corr = {int(corr[r]): int(r) for r in frame.rows("runtime_api", "driver_api") if corr[r] >= 0}
-    args = frame.table.column("args").cast(pa.large_string()).take(pa.array(syncs)).to_pylist()
     in_graph = set(gpu.tolist())
     # GPU activities per (device, stream), ordered by when their launch call started.
     per_stream: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
@@ -562,10 +561,7 @@ def _event_waits(frame: Frame, gpu: np.ndarray, g: _Graph) -> tuple[dict[int, in
         per_stream[key] = (on[order], frame.start[frame.launch_row[on[order]]])
     waits: dict[int, int] = {}
     host_waits: list[tuple[int, int]] = []
-    for row, text in zip(syncs.tolist(), args, strict=True):
-        if not text or "wait_on_cuda_event_record_corr_id" not in text:
-            continue
-        info = json.loads(text)
+    for row, info in _args_with(frame, syncs, "wait_on_cuda_event_record_corr_id"):
         record = host_by_corr.get(int(info["wait_on_cuda_event_record_corr_id"]))
         src_stream = info.get("wait_on_stream")
         caller = int(frame.launch_row[row])
