@@ -1,6 +1,6 @@
 """What-if predictions against the optimization really applied, on the collectors' variant pairs.
 
-    python benchmarks/whatif_validation.py [--dir DIR] [--gpu-dir DIR ...]
+    python benchmarks/whatif_validation.py [--dir DIR] [--gpu-dir DIR ...] [--workloads DIR]
 
 Each pair is the same LSTM (weights, shapes) written two ways; the scenario applied to the first
 variant's trace predicts the second's step time:
@@ -14,6 +14,9 @@ Prediction for B = A's unprofiled step time x (scenario's replayed step / unchan
 trace); measured = B's unprofiled step time; error = predicted / measured - 1 (goal: within +-25%).
 Without --dir the CPU pairs are collected first (quick preset, real torch.profiler and TF profiler
 runs, about a minute on 2 cores); --gpu-dir reads GPU collections (collectors/gpu_session.sh output).
+
+--workloads reads tests/data/h200 (make_workloads.py): workloads other than LSTMs, each stored
+beside a remedy applied to it (WORKLOAD_PAIRS), with both unprofiled times in times.jsonl.
 
 The unprofiled times of A and B are measured again, interleaved (a few A steps, a few B steps, ...
 in one process, --rounds blocks of each, medians), for the CPU pairs: the collector times each variant on its
@@ -39,6 +42,32 @@ CPU_PAIRS = [("torch", "lstmcell_loop", "nn_lstm", "fused-rnn"), ("torch", "cust
              ("tf", "keras_eager", "keras_lstm", "no-dispatch")]
 GPU_PAIRS = [("torch", "custom_eager", "custom_compile_cudagraphs", "cuda-graphs"), ("torch", "nn_lstm", "nn_lstm_amp", "amp"),
              ("torch", "lstmcell_loop", "nn_lstm", "fused-rnn"), ("torch", "custom_eager", "custom_compile", "fuse-elementwise")]
+
+# (workload, the workload with a remedy applied, the scenario that predicts it); tests/data/h200.
+WORKLOAD_PAIRS = [("tiny_ops", "tiny_ops_graphed", "cuda-graph-step"), ("tiny_ops", "tiny_ops_compiled", "fuse-elementwise"),
+                  ("item_sync", "item_sync_nosync", "no-sync"), ("inductor_mlp", "inductor_mlp_graphed", "cuda-graph-step"),
+                  ("transformer_train", "transformer_train_compiled", "no-dispatch"),
+                  ("transformer_train", "transformer_train_graphed", "cuda-graph-step")]
+
+
+def validate_workloads(directory: Path) -> list[dict]:
+    from tracekit.analyze.whatif import whatif
+    from tracekit.ingest import load
+
+    times = {r["name"]: r for r in map(json.loads, (directory / "times.jsonl").read_text().splitlines())}
+    results = []
+    for a, b, scenario in WORKLOAD_PAIRS:
+        w = whatif(load(directory / f"{a}.pt.trace.json.gz"))
+        found = {s.name: s for s in w.scenarios}.get(scenario)
+        if found is None or a not in times or b not in times:
+            continue
+        ratio = found.predicted_step_ns / w.replayed_step_ns
+        a_ns, b_ns = times[a]["step_ms_median"] * 1e6, times[b]["step_ms_median"] * 1e6
+        results.append({"device": times[a]["device"], "pair": f"{a} -> {b}", "scenario": scenario, "shape": "-",
+                        "a_ms": a_ns / 1e6, "predicted_ms": a_ns * ratio / 1e6, "measured_ms": b_ns / 1e6,
+                        "error": a_ns * ratio / b_ns - 1, "separate_error": a_ns * ratio / b_ns - 1,
+                        "replay_error": w.replayed_step_ns / w.measured_step_ns - 1})
+    return results
 
 
 def collect(out: Path) -> None:
@@ -129,6 +158,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", type=Path, help="CPU collections to reuse (torch/ and tf/ under it)")
     parser.add_argument("--gpu-dir", type=Path, action="append", default=[], help="GPU collection directory")
+    parser.add_argument("--workloads", type=Path, help="workloads with remedies applied (tests/data/h200)")
     parser.add_argument("--rounds", type=int, default=7,
                         help="interleaved A/B blocks each for the CPU pairs' times (0: the collector's own times)")
     parser.add_argument("--interleaved-child", help=argparse.SUPPRESS)
@@ -143,6 +173,8 @@ def main() -> int:
         results = validate(cpu_dir, CPU_PAIRS, args.rounds)
         for gpu_dir in args.gpu_dir:
             results += validate(gpu_dir, GPU_PAIRS)
+        if args.workloads:
+            results += validate_workloads(args.workloads)
     print(f"{'device':<6} {'pair':<40} {'scenario':<17} {'shape':<14} {'A ms':>8} {'pred ms':>8} {'meas ms':>8} "
           f"{'error':>7} {'sep.':>7} {'replay':>7}")
     for r in results:

@@ -166,12 +166,15 @@ def test_launch_statistics_agree_with_hta(rel):
 
 
 @needs_shared
-def test_nvfuser_launch_loop_is_launch_bound():
+def test_nvfuser_launch_loop_is_paced_by_its_runtime_not_its_launch_calls():
+    # ~12.5 µs launch calls for ~1.4 µs kernels, but each of the 1,000 iterations spends ~255 µs in
+    # nvFuser's runtime (FusionExecutorCache::runFusionWithInputs) around its one launch: the launch
+    # calls are 4% of the GPU's idle time, and removing them alone would recover little of it.
     r = launch(table(NSYS / "nvfuser_launch1000_v100_nsys2023.4.sqlite"))
-    assert r.verdict == "launch-bound"
+    assert r.verdict == "CPU/framework-bound", r.evidence
     assert r.idle_share > 0.99
-    assert r.launch_api.p50_ns > 8 * r.kernel.p50_ns  # ~12.5 µs calls for ~1.4 µs kernels
-    assert any("CUDA graph" in x for x in r.remedies)
+    assert r.launch_api.p50_ns > 8 * r.kernel.p50_ns
+    assert any("dispatch sets the pace" in x for x in r.evidence)
 
 
 @needs_shared

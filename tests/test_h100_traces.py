@@ -60,7 +60,7 @@ def test_async_memsets_are_enqueues_not_host_copies() -> None:
 
 def test_a_compiled_graph_called_per_timestep_is_told_to_compile_the_loop() -> None:
     r = _report("custom_compile")
-    assert r.verdict == "launch-bound"
+    assert r.verdict == "CPU/framework-bound"  # 74% of the GPU's idle time dispatching, 11% launching
     assert any("calls a torch.compile graph 20 times" in m for m in r.remedies)
     assert not any("fuse elementwise ops: torch.compile" in m for m in r.remedies)
     r = _report("custom_compile_cudagraphs")

@@ -43,7 +43,7 @@ REAL = [
     ("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "GPU-bound", "largest GPU class"),
     ("nsys/abacus_pytorch_cnn_titanrtx_nsys2023.4.sqlite", "host-idle gaps", "no host event runs during"),
     ("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", "copy-bound", "host copies run"),
-    ("nsys/nvfuser_launch1000_v100_nsys2023.4.sqlite", "launch-bound", "the host cannot issue kernels as fast"),
+    ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "launch-bound", "launch calls run during 76%"),
     ("nsys/dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite", "CPU/framework-bound", "host was mostly framework"),
     ("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "communication-bound", "collective communication"),
 ]
@@ -58,8 +58,9 @@ def test_each_rule_fires_on_a_real_trace_citing_its_evidence(name, verdict, cite
 
 
 def test_rules_without_a_real_trace_here_fire_on_their_evidence_alone():
-    """No shared trace is sync-bound or data-loading-bound on a GPU; their rules are checked on the
-    evidence record (the CPU data-loading rule runs on a real capture in test_steps.py)."""
+    """No stored trace is sync-bound on a GPU; its rule, and data loading on a GPU (a real capture in
+    test_h200_traces.py), are checked on the evidence record (the CPU data-loading rule runs on a real
+    capture in test_steps.py)."""
     gpu = dict(has_ops=True, has_gpu=True, idle_share=0.8, kernels=100, launch_p50_ns=3_000, kernel_p50_ns=20_000)
     verdict, says, remedies = judge(Evidence(**gpu, sync_gap_share=0.6, sync_host_share=0.4))
     assert verdict == "sync-bound" and "40% of host busy time" in says[0] and "synchronizations" in remedies[0]

@@ -232,8 +232,14 @@ def _gpu(frame: Frame, classes: RowClasses, rows: np.ndarray) -> tuple[pd.DataFr
 def framework_kinds(frame: Frame) -> tuple[str, ...]:
     """The host kinds that count as framework work. NVTX / record_function ranges only mark a region:
     time in a range with no op inside (a sleep, untraced Python) is not framework work. Where the
-    trace records no ops at all (nsys, whose per-op NVTX ranges stand in for ops), ranges count."""
-    return ("cpu_op",) if frame.mask("cpu_op").any() else ("cpu_op", "user_range")
+    trace records no ops at all (nsys, whose per-op NVTX ranges stand in for ops), ranges count. In a
+    JAX trace the ranges are the runtime's own spans (TraceMe: PjitFunction's argument handling,
+    PjRt's execute, XLA:GPU's thunks and command-buffer updates), its dispatch work: they count."""
+    from tracekit.schema import source_of
+
+    if not frame.mask("cpu_op").any() or source_of(frame.table) == "jax":
+        return ("cpu_op", "user_range")
+    return ("cpu_op",)
 
 
 def _host_classes(frame: Frame, classes: RowClasses) -> tuple[np.ndarray, np.ndarray]:

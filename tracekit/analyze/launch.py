@@ -454,7 +454,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
     if e.source == "jax":
         e.jit_calls_per_step, e.calls_per_step_known = _jit_calls_per_step(frame)
-        e.xla_loop = any(_XLA_WHILE.match(frame.names[c]) for c in distinct(frame.name_code[frame.mask("cpu_op")]) if c >= 0)
+        e.xla_loop = _runs_xla_loop(frame, table)
+        e.blocks_each_step = _blocks_each_step(frame)
     if e.source == "torch":
         e.compiled_calls_per_step, e.calls_per_step_known = _calls_per_step(frame, _TORCH_COMPILED_CALLS,
                                                                             _TORCH_COMPILED_NOT_CALLS)
@@ -490,7 +491,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
 
 
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
-_REMEDY_SCENARIOS = (("CUDA graph", "cuda-graphs"), ("XPU graph", "cuda-graphs"), ("fuse elementwise", "fuse-elementwise"),
+# Graph remedies capture the step whole (its dispatch skipped on replay too): cuda-graph-step, not
+# cuda-graphs (launch calls alone), which fits graphs around parts of a step inside a Python loop.
+_REMEDY_SCENARIOS = (("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"),
+                     ("fuse elementwise", "fuse-elementwise"),
                      ("fused recurrent layer", "fused-rnn"), ("keras.layers.LSTM", "fused-rnn"),
                      ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),
                      ("torch.compile", "no-dispatch"), ("TorchScript", "no-dispatch"), ("jit_compile", "no-dispatch"),
@@ -645,6 +649,8 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     if len(busy):
         e.top_gpu_class, e.top_gpu_class_share = str(busy.idxmax()), float(busy.max() / max(busy.sum(), 1))
     e.low_precision_share = _low_precision_share(frame)
+    copies = frame.rows("gpu_memcpy")
+    e.pageable_copies = any("Pageable" in frame.names[c] for c in distinct(frame.name_code[copies]) if c >= 0)
     if e.low_precision_share >= verdicts.LOW_PRECISION_MOSTLY:
         ev.append(f"{e.low_precision_share:.0%} of GEMM/convolution/attention kernel time already runs in 16 bits or "
                   f"fewer (kernel names)")
@@ -656,6 +662,9 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     ev.append(f"during idle gaps the host was mostly {top.replace('_', ' ')} ({by[top] / gap_total:.0%} of gap time)")
     e.sync_gap_share = by.get("synchronizing", 0) / gap_total
     e.launch_gap_share = by.get("launching", 0) / gap_total
+    gaps = r.gaps
+    e.gap_launching_share = int(gaps["launching_ns"].sum()) / gap_total
+    e.gap_dispatch_share = int(gaps["framework_ns"].sum() + gaps["python_ns"].sum()) / gap_total
     e.host_idle_share = by.get("host_idle", 0) / gap_total
     e.copy_gap_share = by.get("data_transfer", 0) / gap_total
     host = bd.host[bd.host.step == -1]
@@ -708,6 +717,39 @@ def _framework_from_kernels(frame: Frame, evidence: list[str]) -> str:
 
 
 _XLA_WHILE = re.compile(r"^(wrapped_)?while(\.\d+)?$")  # XLA's while loop instruction (lax.scan, fori_loop)
+# On a GPU, XLA runs a while loop from the host (each iteration's body a command buffer or its kernels)
+# and records no while op: the loop shows in its kernels' op path, e.g. "name":"jit(lstm)/while".
+_XLA_WHILE_KERNEL = r'"name":"[^"]*/while[/"]'
+
+
+def _runs_xla_loop(frame: Frame, table: pa.Table) -> bool:
+    """The XLA program runs a while loop (lax.scan, fori_loop): an op of its own on the CPU, or the op
+    path of its kernels on a GPU."""
+    if any(_XLA_WHILE.match(frame.names[c]) for c in distinct(frame.name_code[frame.mask("cpu_op")]) if c >= 0):
+        return True
+    kernels = frame.rows("gpu_kernel")
+    if not kernels.size or "args" not in table.column_names:
+        return False
+    import pyarrow.compute as pc
+
+    from tracekit.analyze.top_ops import _args_text
+
+    return bool(pc.any(pc.match_substring_regex(_args_text(table, kernels), _XLA_WHILE_KERNEL)).as_py())
+
+
+_JAX_BLOCK = re.compile(r"(^|[\s.:$])block_until_ready$")  # JAX's Python frame "$api.py:2757 block_until_ready"
+
+
+def _blocks_each_step(frame: Frame) -> bool:
+    """JAX: the loop waits for its result (``block_until_ready``, recorded by the Python tracer) in at
+    least half the marked steps, so no step's dispatch overlaps the device's work on the one before."""
+    marked = np.unique(frame.step[frame.rows("step")])
+    rows = frame.rows("python_function")
+    codes = [c for c in distinct(frame.name_code[rows]).tolist() if c >= 0 and _JAX_BLOCK.search(frame.names[c])]
+    if not marked.size or not codes:
+        return False
+    blocked = np.unique(frame.step[rows[member_mask(frame.name_code[rows], codes)]])
+    return bool(np.isin(marked, blocked).sum() * 2 >= marked.size)
 
 
 def _jit_calls_per_step(frame: Frame) -> tuple[float, bool]:

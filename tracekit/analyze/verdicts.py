@@ -74,7 +74,11 @@ class Evidence:
     load_gap_share: float = 0.0
     host_idle_share: float = 0.0
     copy_gap_share: float = 0.0
-    launch_gap_share: float = 0.0
+    launch_gap_share: float = 0.0  # gaps whose main host activity is launching, by their length
+    # Of the GPU's idle time, the host's time in each activity, every gap's pieces summed: launch calls,
+    # and framework code with Python (dispatch). Which is larger says what paces the host's issuing.
+    gap_launching_share: float = 0.0
+    gap_dispatch_share: float = 0.0
     sync_gap_share: float = 0.0
     sync_host_share: float = 0.0  # of the host's busy time
     launch_p50_ns: float = 0.0
@@ -87,12 +91,14 @@ class Evidence:
     top_gpu_class: str = ""
     top_gpu_class_share: float = 0.0
     low_precision_share: float = 0.0  # of GEMM/conv/attention/RNN kernel time, kernels named for 16 bits or fewer
+    pageable_copies: bool = False  # host-device copies from pageable memory (Kineto: "Memcpy HtoD (Pageable -> Device)")
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
     retrace_steps: int = 0  # TF: steps used in which a tf.function was traced (its graph built) again
     steps_judged: int = 0  # the steps used, when marked
     retrace_share: float = 0.0  # of the steps used: graph building (tf.function-graph_building)
     xla_loop: bool = False  # JAX: the step's XLA program runs a while loop (lax.scan, fori_loop) among its ops
+    blocks_each_step: bool = False  # JAX: the loop waits for each step's result (block_until_ready)
     compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
     calls_per_step_known: bool = True  # False: no step marked, the calls counted are the whole trace's
 
@@ -131,6 +137,15 @@ COPY_REMEDY = ("the GPU waits while the host copies (cudaMemcpy, .to(device), .c
 SYNC_REMEDY = ("remove synchronizations from the loop (.item(), .cpu(), printing tensors, cudaStreamSynchronize); "
                "use non_blocking copies from pinned memory")
 MIXED_PRECISION_REMEDY = "use mixed precision (torch.autocast / keras mixed_float16) so GEMMs run on tensor cores"
+JAX_BLOCKING_REMEDY = ("the loop waits for every step's result (block_until_ready): jitted calls dispatch "
+                       "asynchronously, so wait only every few steps (or read metrics every N steps) and the next "
+                       "step's dispatch runs while the device works on this one")
+GPU_COPY_REMEDY = ("the GPU's busy time is memory copies: copy less (keep tensors on the device between steps, "
+                   "move smaller dtypes) and overlap the copies with compute (non_blocking=True from pinned "
+                   "memory, a side stream)")
+GPU_COPY_REMEDY_PAGEABLE = ("the GPU's busy time is memory copies from pageable host memory, which the driver stages "
+                            "through a pinned buffer at a fraction of the link's rate: copy from pinned memory "
+                            "(pin_memory=True, tensor.pin_memory()) with non_blocking=True, and copy less")
 GPU_BOUND_REMEDY = "the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work"
 UNCLASSIFIED_WORK_REMEDY = ("find out what those ops do (the top ops table gives their calls and mean time): the "
                             "model's arithmetic is tuned like any compute op (thread count, a faster library); "
@@ -212,13 +227,16 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     if e.source == "jax" and e.jit_calls_per_step > 1:
         return [f"jax.jit the whole step (one XLA computation instead of {e.jit_calls_per_step:.0f} dispatches), "
                 "with lax.scan for loops over timesteps"]
+    # JAX dispatches asynchronously: a loop that waits for every step's result keeps the next step's
+    # dispatch from overlapping the device's work on this one.
+    blocking = ([JAX_BLOCKING_REMEDY] if e.source == "jax" and e.blocks_each_step else [])
     if e.source == "jax" and e.xla_loop:
-        return ["the step is already one jitted call: cut XLA's per-iteration loop overhead with "
+        return [*blocking, "the step is already one jitted call: cut XLA's per-iteration loop overhead with "
                 "lax.scan(..., unroll=k) or fuse more work per iteration"]
     if e.source == "jax":
         # No while loop in its program: scan's unroll has nothing to unroll.
-        return ["the step is already one jitted call: what is left is the Python dispatch around it and the "
-                "fixed cost of each XLA op; give each call more work (a larger batch, several steps per call "
+        return [*blocking, "the step is already one jitted call: what is left is the Python dispatch around it and "
+                "the fixed cost of each XLA op; give each call more work (a larger batch, several steps per call "
                 "with lax.scan over batches)"]
     if e.source not in ("torch", ""):
         return []
@@ -253,6 +271,11 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     if launch_bound:
         return [f"capture the step in {_graph(e)}: {_graph_apis(e)}",
                 "fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)"]
+    if e.has_gpu:
+        # Replaying a captured graph skips the ops' dispatch along with their launches.
+        return ["cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)",
+                f"capture the step in {_graph(e)} ({_graph_apis(e)}): its replay skips the ops' dispatch as well "
+                "as their launches"]
     return ["cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)"]
 
 
@@ -351,6 +374,9 @@ def _launch_bound_says(e: Evidence) -> str:
     if e.launch_p50_ns >= e.kernel_p50_ns:
         text = (f"the median launch call ({e.launch_p50_ns / 1e3:.2f} µs) takes at least as long as the median kernel "
                 f"({e.kernel_p50_ns / 1e3:.2f} µs): the host cannot issue kernels as fast as the GPU finishes them")
+        if e.gap_launching_share:
+            text += (f", and it launches during {e.gap_launching_share:.0%} of the GPU's idle time against "
+                     f"{e.gap_dispatch_share:.0%} in framework code and Python")
     else:
         text = f"launch calls run during {e.launch_gap_share:.0%} of the GPU's idle time"
     if e.graphed_share:
@@ -359,6 +385,38 @@ def _launch_bound_says(e: Evidence) -> str:
         text += (f"; {e.launch_loop_share:.0%} of GPU enqueues come from inside {e.launch_loop_op} "
                  f"({e.launch_loop_per_call:.0f} per call): the library, not framework dispatch, issues them")
     return text
+
+
+def _launches_bind(e: Evidence) -> bool:
+    """The launch calls pace the host: they take most of the GPU's idle time, or kernels are shorter
+    than their launches and the host spends no more of the idle time dispatching than launching.
+    Where dispatch outweighs the launches, kernels shorter than launches still leave the host's pace set
+    by its framework work: removing the launch calls alone would recover little of the idle time."""
+    if e.kernels == 0:
+        return False
+    if e.launch_gap_share >= LAUNCH_GAP_SHARE:
+        return True
+    return e.launch_p50_ns >= e.kernel_p50_ns and e.gap_launching_share >= e.gap_dispatch_share
+
+
+def _framework_says(e: Evidence) -> str | None:
+    """On a GPU trace, how the host's time in the GPU's idle gaps splits between dispatch and launches."""
+    if not e.has_gpu or not e.gap_dispatch_share:
+        return None
+    text = (f"framework code and Python run during {e.gap_dispatch_share:.0%} of the GPU's idle time, launch calls "
+            f"during {e.gap_launching_share:.0%}")
+    if e.kernels and e.launch_p50_ns >= e.kernel_p50_ns:
+        text += (f": the median kernel ({e.kernel_p50_ns / 1e3:.2f} µs) is shorter than the median launch call "
+                 f"({e.launch_p50_ns / 1e3:.2f} µs), but the host spends longer dispatching each op than launching "
+                 "it, so dispatch sets the pace")
+    return text
+
+
+def _gpu_bound_remedies(e: Evidence) -> list[str]:
+    if e.top_gpu_class == "memcpy":  # a GPU busy copying: kernel work is not what to optimize
+        return [GPU_COPY_REMEDY_PAGEABLE if e.pageable_copies else GPU_COPY_REMEDY]
+    return ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in MATH_CLASSES
+            and e.low_precision_share < LOW_PRECISION_MOSTLY else []) + [GPU_BOUND_REMEDY]
 
 
 def _gap(e: Evidence) -> bool:
@@ -422,8 +480,7 @@ RULES: tuple[Rule, ...] = (
          "said to be close behind and its remedies follow the compute one)"),
     Rule("GPU-bound", lambda e: not _gap(e),
          lambda e: f"largest GPU class: {e.top_gpu_class or 'other'} ({e.top_gpu_class_share:.0%} of busy time)",
-         lambda e: ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in MATH_CLASSES
-                    and e.low_precision_share < LOW_PRECISION_MOSTLY else []) + [GPU_BOUND_REMEDY],
+         _gpu_bound_remedies,
          "the GPU idles less than idle_threshold (30%) of its span"),
     Rule("data-loading-bound", lambda e: e.load_gap_share >= DATA_LOADING_SHARE,
          lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_gap_share:.0%} of the GPU's "
@@ -436,16 +493,14 @@ RULES: tuple[Rule, ...] = (
     Rule("copy-bound", lambda e: e.copy_gap_share >= COPY_SHARE,
          lambda e: f"host copies run during {e.copy_gap_share:.0%} of the GPU's idle time",
          lambda e: [COPY_REMEDY], "host memory copies during at least half the GPU's idle time"),
-    Rule("launch-bound",
-         lambda e: e.kernels > 0 and (e.launch_p50_ns >= e.kernel_p50_ns or e.launch_gap_share >= LAUNCH_GAP_SHARE),
-         lambda e: _launch_bound_says(e),
-         _host_bound_remedies(True),
-         "the median launch call takes as long as the median kernel, or launch calls cover half the idle time"),
+    Rule("launch-bound", _launches_bind, lambda e: _launch_bound_says(e), _host_bound_remedies(True),
+         "launch calls cover half the GPU's idle time, or the median launch call takes as long as the median kernel "
+         "and the host spends at least as much of the idle time launching as in framework code and Python"),
     Rule("sync-bound", lambda e: e.sync_gap_share >= SYNC_SHARE or e.sync_host_share >= SYNC_SHARE,
          lambda e: f"sync calls take {e.sync_host_share:.0%} of host busy time and {e.sync_gap_share:.0%} of the "
                    "GPU's idle time",
          lambda e: [SYNC_REMEDY], "sync waits cover 30% of the GPU's idle time or of the host's busy time"),
-    Rule("CPU/framework-bound", lambda e: True, None, _host_bound_remedies(False),
+    Rule("CPU/framework-bound", lambda e: True, _framework_says, _host_bound_remedies(False),
          "the GPU idles while the host runs framework code"),
 )
 

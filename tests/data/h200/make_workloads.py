@@ -1,0 +1,376 @@
+"""Writes tests/data/h200: real GPU workloads beside LSTMs, each captured with its framework's own
+profiler, and each optimization's variant beside the workload it changes (the measured effect of a
+remedy, for checking `tracekit whatif`'s predictions; docs/results/h200/README.md).
+
+    python tests/data/h200/make_workloads.py OUTDIR [--device cuda|cpu] [--only NAME,...]
+
+Each workload writes OUTDIR/NAME.pt.trace.json.gz (torch.profiler: one step to warm up, four active
+with prof.step()) or OUTDIR/NAME.xplane.pb (jax.profiler, steps marked with StepTraceAnnotation), and
+one JSON line to OUTDIR/times.jsonl: the median of 10 unprofiled steps after 3 warm-up steps. A
+failing workload prints one line and the others go on. tests/data/h200/make_on_gpu.sh runs it in one
+call of a lent GPU machine (device tool); the stored files came from an H200 on 2026-11-27 (PyTorch
+2.11.0+cu130, JAX 0.11.2). With --device cpu it runs here, for checking the script.
+"""
+
+import argparse
+import glob
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+
+def torch_capture(name, out, device, step, steps=4):
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    for _ in range(3):  # warm up (compiles, cuDNN/cuBLAS heuristics, allocator)
+        step()
+    sync()
+    times = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        with profile(activities=acts, schedule=schedule(wait=0, warmup=1, active=steps),
+                     on_trace_ready=torch.profiler.tensorboard_trace_handler(tmp, use_gzip=True)) as prof:
+            for _ in range(1 + steps):
+                step()
+                prof.step()
+        sync()
+        src = glob.glob(f"{tmp}/*.pt.trace.json.gz")[0]
+        shutil.copy(src, out / f"{name}.pt.trace.json.gz")
+    times.sort()
+    return {"name": name, "step_ms_median": 1e3 * times[len(times) // 2]}
+
+
+def transformer_train(device, compile_mode=None):
+    """A 4-layer encoder trained with bf16 autocast, SDPA attention and fused AdamW (the model under
+    torch.compile with ``compile_mode``: "default" or "reduce-overhead"; the optimizer stays eager)."""
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True, dropout=0.0)
+    model = nn.Sequential(nn.TransformerEncoder(layer, 4, enable_nested_tensor=False), nn.Linear(512, 512)).to(device)
+    if compile_mode:  # (nn.Module.compile() left the model eager in torch 2.11 and 2.13: no Dynamo frame ran)
+        model = torch.compile(model, mode=compile_mode)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    x = torch.randn(16, 256, 512, device=device)
+    dtype = torch.bfloat16
+
+    def step():
+        with torch.autocast(device, dtype=dtype):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
+def inductor_mlp(device, compile_mode=None):
+    """A training step of an MLP under torch.compile (Inductor: Triton kernels on the GPU)."""
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.LayerNorm(4096), nn.Linear(4096, 1024)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(256, 1024, device=device)
+
+    @torch.compile(mode=compile_mode)
+    def fwd_bwd():
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss
+
+    def step():
+        fwd_bwd()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
+def item_sync(device):
+    """A small training step that reads its loss with .item() after every micro-batch."""
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    xs = [torch.randn(64, 256, device=device) for _ in range(8)]
+    ys = [torch.randint(0, 10, (64,), device=device) for _ in range(8)]
+
+    def step():
+        total = 0.0
+        for x, y in zip(xs, ys, strict=True):
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            total += loss.item()  # a device-to-host copy and a wait per micro-batch
+        return total
+    return step
+
+
+def slow_loader(device):
+    """A GPU model fed by a DataLoader whose samples take 1 ms each to make (batch 16, 2 workers)."""
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 10_000
+
+        def __getitem__(self, i):
+            time.sleep(0.001)
+            return torch.randn(512), i % 10
+
+    loader = iter(torch.utils.data.DataLoader(Slow(), batch_size=16, num_workers=2))
+    model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step():
+        x, y = next(loader)
+        loss = nn.functional.cross_entropy(model(x.to(device, non_blocking=True)), y.to(device))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
+def tiny_ops(device):
+    """Eager elementwise work on small tensors: hundreds of microsecond-scale kernels per step."""
+    import torch
+    torch.manual_seed(0)
+    params = [torch.randn(128, 128, device=device) for _ in range(50)]
+
+    def step():
+        for p in params:
+            p.mul_(0.999).add_(0.001).clamp_(-3, 3)
+            torch.tanh(p, out=p)
+    return step
+
+
+def sync_each_op(device):
+    """20 matrix products of 2048x2048 a step, each followed by torch.cuda.synchronize()."""
+    import torch
+    torch.manual_seed(0)
+    a = torch.randn(2048, 2048, device=device)
+    b = torch.randn(2048, 2048, device=device)
+
+    def step():
+        for _ in range(20):
+            torch.mm(a, b)
+            if device == "cuda":
+                torch.cuda.synchronize()
+    return step
+
+
+def pageable_copy(device):
+    """A 64 MB batch copied each step from pageable host memory, then one small matrix product."""
+    import torch
+    torch.manual_seed(0)
+    batch = torch.randn(4096, 4096)  # not pinned: the copy is staged and blocks the host
+    w = torch.randn(4096, 64, device=device)
+
+    def step():
+        x = batch.to(device)
+        return x[:256] @ w
+    return step
+
+
+# The remedies applied: each pairs with a workload above, on the same shapes, to check what whatif
+# predicted against what the change really gives.
+def transformer_train_compiled(device):
+    return transformer_train(device, "default")
+
+
+def transformer_train_graphed(device):
+    return transformer_train(device, "reduce-overhead")
+
+
+def inductor_mlp_graphed(device):
+    return inductor_mlp(device, "reduce-overhead")
+
+
+def tiny_ops_compiled(device):
+    """tiny_ops under torch.compile: each parameter's four elementwise ops become one kernel."""
+    import torch
+    return torch.compile(tiny_ops(device))
+
+
+def tiny_ops_graphed(device):
+    """tiny_ops captured whole in one CUDA graph (torch.cuda.graph) and replayed."""
+    import torch
+    step = tiny_ops(device)
+    if device != "cuda":
+        return step
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up on a side stream before capture, as torch.cuda.graph asks
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+def item_sync_nosync(device):
+    """item_sync with the losses summed on the device and read once per step."""
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    xs = [torch.randn(64, 256, device=device) for _ in range(8)]
+    ys = [torch.randint(0, 10, (64,), device=device) for _ in range(8)]
+
+    def step():
+        total = torch.zeros((), device=device)
+        for x, y in zip(xs, ys, strict=True):
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            total += loss.detach()
+        return total.item()
+    return step
+
+
+def _small_profile():
+    """jax.profiler's options without the HLO protos (2.1 MB for the scan LSTM on a GPU; tracekit reads
+    none of them)."""
+    import jax
+    options = jax.profiler.ProfileOptions()
+    options.enable_hlo_proto = False
+    return options
+
+
+def jax_train(out, device):
+    """A jitted MLP training step in JAX, 5 steps marked with StepTraceAnnotation."""
+    import jax
+    import jax.numpy as jnp
+    key = jax.random.PRNGKey(0)
+    k1, k2, k3 = jax.random.split(key, 3)
+    params = {"w1": jax.random.normal(k1, (1024, 4096)) * 0.02, "w2": jax.random.normal(k2, (4096, 1024)) * 0.02}
+    x = jax.random.normal(k3, (512, 1024))
+
+    def loss_fn(p, x):
+        h = jax.nn.gelu(x @ p["w1"])
+        return jnp.mean((h @ p["w2"]) ** 2)
+
+    @jax.jit
+    def step(p, x):
+        grads = jax.grad(loss_fn)(p, x)
+        return jax.tree_util.tree_map(lambda w, g: w - 1e-3 * g, p, grads)
+
+    params = jax.block_until_ready(step(params, x))
+    times = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        params = jax.block_until_ready(step(params, x))
+        times.append(time.perf_counter() - t0)
+    with tempfile.TemporaryDirectory() as tmp:
+        jax.profiler.start_trace(tmp, profiler_options=_small_profile())
+        for i in range(5):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                params = jax.block_until_ready(step(params, x))
+        jax.profiler.stop_trace()
+        src = glob.glob(f"{tmp}/**/*.xplane.pb", recursive=True)[0]
+        shutil.copy(src, out / "jax_train.xplane.pb")
+    times.sort()
+    return {"name": "jax_train", "step_ms_median": 1e3 * times[len(times) // 2], "backend": jax.default_backend()}
+
+
+def jax_scan_lstm(out, device, unroll=1):
+    """An LSTM over 10 timesteps as one lax.scan under jax.jit (XLA's while loop on the GPU)."""
+    import jax
+    import jax.numpy as jnp
+    h, b, t = 256, 64, 10
+    key = jax.random.PRNGKey(0)
+    kw, ku, kx = jax.random.split(key, 3)
+    W, U = jax.random.normal(kw, (h, 4 * h)) * 0.05, jax.random.normal(ku, (h, 4 * h)) * 0.05
+    xs = jax.random.normal(kx, (t, b, h))
+
+    @jax.jit
+    def lstm(xs):
+        def cell(carry, x):
+            hh, c = carry
+            i, f, g, o = jnp.split(x @ W + hh @ U, 4, axis=-1)
+            c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+            hh = jax.nn.sigmoid(o) * jnp.tanh(c)
+            return (hh, c), hh
+        zeros = jnp.zeros((b, h))
+        return jax.lax.scan(cell, (zeros, zeros), xs, unroll=unroll)[1]
+
+    jax.block_until_ready(lstm(xs))
+    times = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        jax.block_until_ready(lstm(xs))
+        times.append(time.perf_counter() - t0)
+    with tempfile.TemporaryDirectory() as tmp:
+        jax.profiler.start_trace(tmp, profiler_options=_small_profile())
+        for i in range(4):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                jax.block_until_ready(lstm(xs))
+        jax.profiler.stop_trace()
+        src = glob.glob(f"{tmp}/**/*.xplane.pb", recursive=True)[0]
+        name = "jax_scan_lstm" if unroll == 1 else f"jax_scan_lstm_unroll{unroll}"
+        shutil.copy(src, out / f"{name}.xplane.pb")
+    times.sort()
+    return {"name": name, "step_ms_median": 1e3 * times[len(times) // 2]}
+
+
+def jax_scan_lstm_unroll5(out, device):
+    return jax_scan_lstm(out, device, unroll=5)
+
+
+TORCH = {"transformer_train": transformer_train, "inductor_mlp": inductor_mlp, "item_sync": item_sync,
+         "slow_loader": slow_loader, "tiny_ops": tiny_ops, "transformer_train_compiled": transformer_train_compiled,
+         "transformer_train_graphed": transformer_train_graphed, "tiny_ops_compiled": tiny_ops_compiled,
+         "item_sync_nosync": item_sync_nosync, "inductor_mlp_graphed": inductor_mlp_graphed,
+         "tiny_ops_graphed": tiny_ops_graphed, "sync_each_op": sync_each_op, "pageable_copy": pageable_copy}
+JAX = {"jax_train": jax_train, "jax_scan_lstm": jax_scan_lstm, "jax_scan_lstm_unroll5": jax_scan_lstm_unroll5}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = args.only.split(",") if args.only else [*TORCH, *JAX]
+    with open(args.out / "times.jsonl", "a") as times:
+        for name in names:
+            t0 = time.perf_counter()
+            try:
+                if name in TORCH:
+                    row = torch_capture(name, args.out, args.device, TORCH[name](args.device))
+                else:
+                    row = JAX[name](args.out, args.device)
+                row["device"] = args.device
+                times.write(json.dumps(row) + "\n")
+                times.flush()
+                print(f"{name}: ok in {time.perf_counter() - t0:.1f}s {row}", flush=True)
+            except Exception as e:  # one workload's failure must not stop the others
+                print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
+                traceback.print_exc(limit=3)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
