@@ -866,7 +866,7 @@ def _retracing(frame: Frame, used: list[int] | None) -> tuple[int, int, float]:
     return int(traced.size), int(np.unique(frame.step[steps]).size), built / total if total else 0.0
 
 
-def _data_loading_rows(frame: Frame) -> np.ndarray:
+def data_loading_rows(frame: Frame) -> np.ndarray:
     """Host rows fetching batches (DataLoader __next__, tf.data IteratorGetNext)."""
     codes = [i for i, n in enumerate(frame.names) if _DATA_LOADER.search(n)]
     return np.flatnonzero(member_mask(frame.name_code, codes) &
@@ -875,7 +875,7 @@ def _data_loading_rows(frame: Frame) -> np.ndarray:
 
 def _data_loading(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     """Union of the host intervals spent fetching batches (DataLoader __next__, tf.data IteratorGetNext)."""
-    rows = _data_loading_rows(frame)
+    rows = data_loading_rows(frame)
     return intervals.union(frame.start[rows], frame.end[rows])
 
 
@@ -910,7 +910,7 @@ def _measure_between_steps(r: LaunchReport, frame: Frame, e: verdicts.Evidence, 
     # What the loop's own thread does between steps: a tf.data pool prefetching beside it is not the loop.
     loop_threads = np.unique(frame.thread_key[frame.rows("step")])
     on_loop = member_mask(frame.thread_key, loop_threads)
-    fetch_rows = _data_loading_rows(frame)
+    fetch_rows = data_loading_rows(frame)
     fetch_rows = fetch_rows[on_loop[fetch_rows]]
     fetching = intervals.overlap_total(frame.start[fetch_rows], frame.end[fetch_rows], g_start, g_end)
     e.between_step_share = between / loop

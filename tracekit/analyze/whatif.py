@@ -42,7 +42,7 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_window
 from tracekit.analyze.frame import Frame, frame_of
-from tracekit.analyze.launch import RNN_CELL_OPS
+from tracekit.analyze.launch import RNN_CELL_OPS, data_loading_rows
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
@@ -484,7 +484,7 @@ def _cuda_graphs(step: _Step) -> tuple[int, str] | None:
 
 
 # Kernels replayed from a CUDA graph start about this far apart on a stream: on one H200, a
-# torch.cuda.graph of 200 kernels of ~0.9 µs replayed in 0.34 ms (tests/data/h200/README.md).
+# torch.cuda.graph of 200 kernels of ~0.9 µs replayed in 0.34 ms (docs/results/h200/README.md).
 GRAPH_NODE_GAP_NS = 750
 # A compute op that launches no GPU work and runs this long is arithmetic on the host, which a capture
 # cannot take in; shorter ones are bookkeeping (aten::to of a scalar, aten::empty_like), which it can.
@@ -496,12 +496,10 @@ def _uncapturable(step: _Step) -> list[bool]:
     calls (capture forbids them), Python frames that block, batch fetching, compute ops that launch no
     GPU work (arithmetic on the host), and waits for other threads' work unless that work launches GPU
     work of its own (PyTorch's autograd thread, whose launches the capture takes in too)."""
-    from tracekit.analyze.launch import _data_loading_rows
-
     frame = step.frame
     owners = [s.owner for s in step.segments if s.owner >= 0]
     thread = int(frame.thread_key[owners[0]]) if owners else -1
-    fetch = _data_loading_rows(frame)
+    fetch = data_loading_rows(frame)
     fetch = fetch[frame.thread_key[fetch] == thread]
     fetch_s, fetch_e = intervals.union(frame.start[fetch], frame.end[fetch])
     others_launch = bool(step.other_gpu_busy)

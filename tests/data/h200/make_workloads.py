@@ -203,6 +203,40 @@ def inductor_mlp_graphed(device):
     return inductor_mlp(device, "reduce-overhead")
 
 
+def transformer_train_whole_graph(device):
+    """transformer_train captured whole in one CUDA graph: forward, backward and the optimizer step
+    (torch.cuda.graph's whole-network recipe: static input, capturable fused AdamW, warm-up on a side
+    stream, gradients kept between replays)."""
+    import torch
+    from torch import nn
+    if device != "cuda":
+        return transformer_train(device)
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True, dropout=0.0)
+    model = nn.Sequential(nn.TransformerEncoder(layer, 4, enable_nested_tensor=False), nn.Linear(512, 512)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True, capturable=True)
+    x = torch.randn(16, 256, 512, device=device)
+
+    def body():
+        with torch.autocast(device, dtype=torch.bfloat16, cache_enabled=False):
+            loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        body()
+    return graph.replay
+
+
 def tiny_ops_compiled(device):
     """tiny_ops under torch.compile: each parameter's four elementwise ops become one kernel."""
     import torch
@@ -342,7 +376,8 @@ TORCH = {"transformer_train": transformer_train, "inductor_mlp": inductor_mlp, "
          "slow_loader": slow_loader, "tiny_ops": tiny_ops, "transformer_train_compiled": transformer_train_compiled,
          "transformer_train_graphed": transformer_train_graphed, "tiny_ops_compiled": tiny_ops_compiled,
          "item_sync_nosync": item_sync_nosync, "inductor_mlp_graphed": inductor_mlp_graphed,
-         "tiny_ops_graphed": tiny_ops_graphed, "sync_each_op": sync_each_op, "pageable_copy": pageable_copy}
+         "tiny_ops_graphed": tiny_ops_graphed, "sync_each_op": sync_each_op, "pageable_copy": pageable_copy,
+         "transformer_train_whole_graph": transformer_train_whole_graph}
 JAX = {"jax_train": jax_train, "jax_scan_lstm": jax_scan_lstm, "jax_scan_lstm_unroll5": jax_scan_lstm_unroll5}
 
 
