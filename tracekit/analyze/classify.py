@@ -52,10 +52,11 @@ KERNEL_RULES: list[tuple[str, str, str]] = [
              r"direct_copy_kernel.*(LoadWithCast|StoreWithCast)|fetch_and_cast|cast_and_store|"
              r"gpu_kernel_impl<.*direct_copy_kernel.*lambda\(int\)#2|_to_copy|convert_?(fp|bf)16|"
              r"triton_poi_fused__to_copy|TensorConversionOp|cast_transpose|CastTranspose|_float_to_hfp8|"
-             r"_hfp8_to_float|quantize_fp8|fp8_quantize|(^|::)cast_kernel", "full"),
+             r"_hfp8_to_float|quantize_fp8|fp8_quantize|(^|::)cast_kernel|^wrapped_convert(_\d+)?$", "full"),
     # Fused attention (FlashAttention, xFormers/CUTLASS fmha, cuDNN SDPA, paged/decode attention).
+    # cuDNN's SDPA backward starts with compute_dot_do_o (the rowwise dot of dO and O).
     ("attention", r"flash_fwd|flash_bwd|flash_attn|flashattn|fmha|attention|attn_fwd|attn_bwd|_attn_|mha_fwd|"
-                  r"mha_bwd|sdpa|paged_attention|decode_attention|flashinfer|xformers", "base"),
+                  r"mha_bwd|sdpa|paged_attention|decode_attention|flashinfer|xformers|compute_dot_do_o", "base"),
     # cuDNN/TF convolutions are implicit GEMMs by name; they are their own class (before gemm).
     ("convolution", r"convolve|scudnn|s\d+cudnn_|conv2d|Conv2D|conv_kernel|_fprop_|_dgrad_|_wgrad_|fprop_|dgrad|wgrad|"
                     r"winograd|cudnn::.*conv|implicit_gemm.*conv|conv.*implicit_gemm|ImplicitGemmConvolution|"
@@ -70,12 +71,14 @@ KERNEL_RULES: list[tuple[str, str, str]] = [
                   r"BatchNorm|welford|triton_red_|triton_per_|cub::Device(Reduce|Segmented|Scan)|DeviceScan|argmax|ArgMax|"
                   r"sum_functor|norm_kernel|ColumnReduce|RowReduce|BlockReduce|bn_fw|bn_bw|GammaBeta|RowwiseMoments|"
                   r"rms_?norm|RMSNorm|group_norm|max_pool|avg_pool|adaptive_\w*pool|pooling|MaxPool|AvgPool|"
-                  r"^input_\w*fusion", "base"),
+                  r"^input_\w*fusion|^wrapped_reduce(_\d+)?$", "base"),
     ("elementwise", r"elementwise_kernel|elementwise|triton_poi_|Functor|CatArrayBatchedCopy|"
                     r"direct_copy_kernel|multi_tensor_apply|fused_dropout|where_kernel|clamp|CUDAFunctor|"
                     r"vectorized_|unrolled_|kernelPointwiseApply|sigmoid|tanh|fused_|"
                     r"CudaCodeGen::kernel\d+|^func_\d+$|EigenMetaKernel|BiasNHWCKernel|BiasNCHWKernel|BiasGradNHWC|"
-                    r"^loop_\w*fusion|act_and_mul|silu|gelu|rotary|rope_", "base"),
+                    r"^loop_\w*fusion|act_and_mul|silu|gelu|rotary|rope_|"
+                    # XLA:GPU runs a lone HLO it did not fuse as a kernel named wrapped_<opcode>
+                    r"^wrapped_(?!dot|convolution)[a-z_]+(_\d+)?$", "base"),
 ]
 
 # PyTorch ATen/compiled names; TensorFlow op types are matched as ``tf_base_op`` gives them (the type
