@@ -134,3 +134,36 @@ def test_a_gpu_loop_fed_by_a_slow_dataloader_is_data_loading_bound() -> None:
     r = _launch("slow_loader.pt.trace.json.gz")
     assert r.verdict == "data-loading-bound", r.evidence
     assert "num_workers" in r.remedies[0]
+
+
+def test_bf16_gemms_on_hopper_count_as_low_precision() -> None:
+    # Under bf16 autocast every cuBLAS GEMM of the transformer step is nvjet_sm90_tst_* (tst: bf16 in
+    # and out, fp32 accumulate); the H100's fp16 step ran nvjet_sm90_hsh_*. A step already in bf16 is
+    # not told to use mixed precision.
+    r = _launch("transformer_train.pt.trace.json.gz")
+    assert any("already runs in 16 bits" in e for e in r.evidence), r.evidence
+    assert not any("mixed precision" in m for m in r.remedies)
+
+
+def test_a_resnet50_training_step_on_hopper_is_judged_on_its_own_kernels() -> None:
+    # torchvision's ResNet-50, bf16 autocast, channels_last, batch 32: cuDNN's Hopper convolutions
+    # (sm90_xmma_*_implicit_gemm_bf16*, CUTLASS ImplicitGemmConvolution with bfloat16_t in its mangled
+    # name) are convolutions in 16 bits, and the H200 idles 84% of the step while the host dispatches
+    # 3,528 ops: framework-bound, with a CUDA graph of the step ranked first.
+    r = _launch("resnet50_train.pt.trace.json.gz")
+    assert r.verdict == "CPU/framework-bound", r.evidence
+    assert any("99% of GEMM/convolution/attention kernel time already runs in 16 bits" in e for e in r.evidence)
+    assert "CUDA graph" in r.remedies[0]
+    classes = r.breakdown.gpu_classes
+    kernel_time = classes[classes.view == "kernel"].groupby("class")["exclusive_ns"].sum()
+    assert kernel_time.get("convolution", 0) > 0.1 * kernel_time.sum()
+    assert kernel_time.get("other", 0) < 0.01 * kernel_time.sum()
+
+
+def test_hugging_face_greedy_decoding_is_paced_by_dispatch() -> None:
+    # GPT-2 generate, batch 1, 16 new tokens: 1,314 kernels of ~1 µs a call, launched at ~7 µs each,
+    # with the host dispatching for longer than it launches.
+    r = _launch("gpt2_generate.pt.trace.json.gz")
+    assert r.verdict == "CPU/framework-bound", r.evidence
+    assert r.kernel.p50_ns < r.launch_api.p50_ns
+    assert "CUDA graph" in r.remedies[0]

@@ -9,7 +9,8 @@ with prof.step()) or OUTDIR/NAME.xplane.pb (jax.profiler, steps marked with Step
 one JSON line to OUTDIR/times.jsonl: the median of 10 unprofiled steps after 3 warm-up steps. A
 failing workload prints one line and the others go on. tests/data/h200/make_on_gpu.sh runs it in one
 call of a lent GPU machine (device tool); the stored files came from an H200 on 2026-11-27 (PyTorch
-2.11.0+cu130, JAX 0.11.2). With --device cpu it runs here, for checking the script.
+2.11.0+cu130, JAX 0.11.2, transformers 5.17, torchvision 0.26). With --device cpu it runs here, for checking
+the script (gpt2_* need transformers, resnet50_train torchvision, jax_* jax: none is a tracekit dependency).
 """
 
 import argparse
@@ -186,6 +187,62 @@ def pageable_copy(device):
     def step():
         x = batch.to(device)
         return x[:256] @ w
+    return step
+
+
+def gpt2_train(device):
+    """A 4-layer GPT-2 (Hugging Face transformers, built from its config: no download) trained with
+    bf16 autocast and fused AdamW, batch 8 of 256 tokens."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=8192, n_positions=256, bos_token_id=1, eos_token_id=1)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    ids = torch.randint(0, 8192, (8, 256), device=device)
+
+    def step():
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
+def gpt2_generate(device):
+    """Greedy decoding of 16 tokens with a 2-layer GPT-2 (Hugging Face generate, KV cache), batch 1:
+    each token is a forward pass of small kernels."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=512, n_head=8, vocab_size=8192, n_positions=256, bos_token_id=1,
+                                         eos_token_id=1))
+    model = model.to(device).eval()
+    prompt = torch.randint(0, 8192, (1, 32), device=device)
+
+    @torch.no_grad()
+    def step():
+        model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, min_new_tokens=16,
+                       do_sample=False, pad_token_id=0)
+    return step
+
+
+def resnet50_train(device):
+    """torchvision's ResNet-50 trained with bf16 autocast in channels_last, batch 32 at 224x224."""
+    import torch
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50().to(device).to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(32, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (32,), device=device)
+
+    def step():
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
     return step
 
 
@@ -377,7 +434,8 @@ TORCH = {"transformer_train": transformer_train, "inductor_mlp": inductor_mlp, "
          "transformer_train_graphed": transformer_train_graphed, "tiny_ops_compiled": tiny_ops_compiled,
          "item_sync_nosync": item_sync_nosync, "inductor_mlp_graphed": inductor_mlp_graphed,
          "tiny_ops_graphed": tiny_ops_graphed, "sync_each_op": sync_each_op, "pageable_copy": pageable_copy,
-         "transformer_train_whole_graph": transformer_train_whole_graph}
+         "transformer_train_whole_graph": transformer_train_whole_graph, "gpt2_train": gpt2_train,
+         "gpt2_generate": gpt2_generate, "resnet50_train": resnet50_train}
 JAX = {"jax_train": jax_train, "jax_scan_lstm": jax_scan_lstm, "jax_scan_lstm_unroll5": jax_scan_lstm_unroll5}
 
 
@@ -394,7 +452,8 @@ def main():
             t0 = time.perf_counter()
             try:
                 if name in TORCH:
-                    row = torch_capture(name, args.out, args.device, TORCH[name](args.device))
+                    steps = 2 if name == "gpt2_generate" else 4  # each generate call is 16 forward passes
+                    row = torch_capture(name, args.out, args.device, TORCH[name](args.device), steps)
                 else:
                     row = JAX[name](args.out, args.device)
                 row["device"] = args.device
