@@ -403,8 +403,8 @@ def _framework_says(e: Evidence) -> str | None:
     """On a GPU trace, how the host's time in the GPU's idle gaps splits between dispatch and launches."""
     if not e.has_gpu or not e.gap_dispatch_share:
         return None
-    text = (f"framework code and Python run during {e.gap_dispatch_share:.0%} of the GPU's idle time, launch calls "
-            f"during {e.gap_launching_share:.0%}")
+    text = (f"over every idle gap, framework code and Python run during {e.gap_dispatch_share:.0%} of the GPU's "
+            f"idle time, launch calls during {e.gap_launching_share:.0%}")
     if e.kernels and e.launch_p50_ns >= e.kernel_p50_ns:
         text += (f": the median kernel ({e.kernel_p50_ns / 1e3:.2f} µs) is shorter than the median launch call "
                  f"({e.launch_p50_ns / 1e3:.2f} µs), but the host spends longer dispatching each op than launching "
