@@ -85,6 +85,10 @@ def test_blocking_calls_split_the_capture_and_keep_their_time() -> None:
     assert "8 graphs" in graph.assumptions and "blocking calls" in graph.assumptions
     # Removing the .item() calls gave nothing measurable (7.6 against 8.5 ms), as no-sync predicted.
     assert _savings("item_sync")["no-sync"] < 0.05
+    # The CUDA-graph remedy says what has to go before one graph can hold the step.
+    remedy = next(m for m in _launch("item_sync.pt.trace.json.gz").remedies if "CUDA graph" in m)
+    assert "the step's 8 synchronizing calls" in remedy
+    assert not any("synchronizing calls" in m for m in _launch("tiny_ops.pt.trace.json.gz").remedies)
 
 
 def test_a_whole_step_graph_saves_at_least_what_no_dispatch_saves_where_nothing_blocks() -> None:

@@ -467,6 +467,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if e.has_ops or e.has_gpu:
         if r.has_gpu:
             _measure_gpu(r, frame, e)
+            e.blocking_calls_per_step = _blocking_calls_per_step(r, frame)
         else:
             _measure_cpu(r, frame, e, used, stalls)
     r.verdict, says, remedies = verdicts.judge(e)
@@ -629,6 +630,17 @@ def _stalls(r: LaunchReport, frame: Frame) -> Stalls | None:
         return None
     r.steps.stalled_ns = stalls.by_step(frame)
     return stalls
+
+
+def _blocking_calls_per_step(r: LaunchReport, frame: Frame) -> float:
+    """Synchronizing calls (cudaStreamSynchronize, cudaDeviceSynchronize, ...: what .item() and .cpu()
+    end in) per step used; 0 where no step is marked."""
+    if r.steps is None or r.steps.steps.empty:
+        return 0.0
+    used = r.steps.used_step_numbers()
+    calls = frame.rows("runtime_api", "driver_api")
+    calls = calls[classify_rows(frame).api[calls] == API_CLASSES.index("sync")]
+    return float(np.isin(frame.step[calls], used).sum() / len(used)) if used else 0.0
 
 
 def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:

@@ -99,6 +99,7 @@ class Evidence:
     retrace_share: float = 0.0  # of the steps used: graph building (tf.function-graph_building)
     xla_loop: bool = False  # JAX: the step's XLA program runs a while loop (lax.scan, fori_loop) among its ops
     blocks_each_step: bool = False  # JAX: the loop waits for each step's result (block_until_ready)
+    blocking_calls_per_step: float = 0.0  # GPU: synchronizing calls per step used (.item(), .cpu(), synchronize)
     compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
     calls_per_step_known: bool = True  # False: no step marked, the calls counted are the whole trace's
 
@@ -211,6 +212,14 @@ def _graph(e: Evidence, article: str = "a") -> str:
     return f"{article} CUDA graph"
 
 
+def _capture_caveat(e: Evidence) -> str:
+    """What must leave the step before one graph can hold it: its blocking calls."""
+    if e.blocking_calls_per_step < 1:
+        return ""
+    return (f"; first take the step's {e.blocking_calls_per_step:.0f} synchronizing calls out of it (.item(), .cpu(), "
+            "torch.cuda.synchronize()): a capture cannot hold them, and they split it")
+
+
 def _graph_apis(e: Evidence) -> str:
     """How PyTorch captures one (torch.compile's reduce-overhead mode replays CUDA graphs only)."""
     return "torch.xpu.graph" if e.intel_gpu else "torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs"
@@ -248,7 +257,8 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
                 "jax.jit)"]
     if launch_bound and e.launch_loop_share >= LAUNCH_LOOP_MOSTLY:
         # The kernels come from inside one library call: nothing to fuse or dispatch less at the framework level.
-        return [f"capture the step in {_graph(e)} ({_graph_apis(e)}): replay skips {e.launch_loop_op}'s per-kernel host work"]
+        return [f"capture the step in {_graph(e)} ({_graph_apis(e)}): replay skips {e.launch_loop_op}'s per-kernel host "
+                f"work{_capture_caveat(e)}"]
     if e.compiled_calls_per_step > 1 and not e.calls_per_step_known:
         # A trace of five training iterations with no step marked calls its graph five times, once a step.
         return [f"the trace calls a torch.compile graph {e.compiled_calls_per_step:.0f} times and marks no steps "
@@ -269,13 +279,13 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
         return (["the step already runs as a torch.compile graph: mode=\"reduce-overhead\" replays it as a CUDA graph"]
                 if e.has_gpu else [])
     if launch_bound:
-        return [f"capture the step in {_graph(e)}: {_graph_apis(e)}",
+        return [f"capture the step in {_graph(e)}: {_graph_apis(e)}{_capture_caveat(e)}",
                 "fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)"]
     if e.has_gpu:
         # Replaying a captured graph skips the ops' dispatch along with their launches.
         return ["cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)",
                 f"capture the step in {_graph(e)} ({_graph_apis(e)}): its replay skips the ops' dispatch as well "
-                "as their launches"]
+                f"as their launches{_capture_caveat(e)}"]
     return ["cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)"]
 
 
