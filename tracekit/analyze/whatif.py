@@ -469,13 +469,20 @@ def _no_dispatch(step: _Step) -> tuple[int, str] | None:
                        "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged" + kept)
 
 
-def _cuda_graphs(step: _Step) -> tuple[int, str] | None:
-    if not step.gpu.size:
-        return None
-    launches = [s for s in step.segments if s.kind == "launch"]
+def _launch_calls(step: _Step) -> tuple[list[Segment], int] | None:
+    """The step's launch-call segments and their median time (one graph launch's cost); None with
+    fewer than two launches, which no graph would replace."""
+    launches = [s for s in step.segments if s.kind == "launch"] if step.gpu.size else []
     if len(launches) < 2:
         return None
-    one = int(np.median([s.dur for s in launches]))
+    return launches, int(np.median([s.dur for s in launches]))
+
+
+def _cuda_graphs(step: _Step) -> tuple[int, str] | None:
+    found = _launch_calls(step)
+    if found is None:
+        return None
+    launches, one = found
     first = launches[0]
     predicted = _replay(step, host_scale=lambda s: (one if s is first else 0) if s.kind == "launch" else s.dur,
                         launch_latency=min(step.launch_latency, 2_000))
@@ -518,12 +525,10 @@ def _uncapturable(step: _Step) -> list[bool]:
 
 
 def _cuda_graph_step(step: _Step) -> tuple[int, str] | None:
-    if not step.gpu.size:
+    found = _launch_calls(step)
+    if found is None:
         return None
-    launches = [s for s in step.segments if s.kind == "launch"]
-    if len(launches) < 2:
-        return None
-    one = int(np.median([s.dur for s in launches]))
+    launches, one = found
     # Each stretch of capturable host work that launches GPU work becomes one graph launch; the host
     # work in it is skipped on replay. Host work outside such stretches keeps its time.
     kept: dict[int, int] = {}

@@ -100,8 +100,8 @@ def inductor_mlp(device, compile_mode=None):
     return step
 
 
-def item_sync(device):
-    """A small training step that reads its loss with .item() after every micro-batch."""
+def _micro_batches(device):
+    """A small classifier, its optimizer and 8 micro-batches (item_sync and item_sync_nosync)."""
     import torch
     from torch import nn
     torch.manual_seed(0)
@@ -109,6 +109,13 @@ def item_sync(device):
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     xs = [torch.randn(64, 256, device=device) for _ in range(8)]
     ys = [torch.randint(0, 10, (64,), device=device) for _ in range(8)]
+    return model, opt, xs, ys
+
+
+def item_sync(device):
+    """A small training step that reads its loss with .item() after every micro-batch."""
+    from torch import nn
+    model, opt, xs, ys = _micro_batches(device)
 
     def step():
         total = 0.0
@@ -322,11 +329,7 @@ def item_sync_nosync(device):
     """item_sync with the losses summed on the device and read once per step."""
     import torch
     from torch import nn
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    xs = [torch.randn(64, 256, device=device) for _ in range(8)]
-    ys = [torch.randint(0, 10, (64,), device=device) for _ in range(8)]
+    model, opt, xs, ys = _micro_batches(device)
 
     def step():
         total = torch.zeros((), device=device)
