@@ -745,9 +745,9 @@ def _runs_xla_loop(frame: Frame, table: pa.Table) -> bool:
         return False
     import pyarrow.compute as pc
 
-    from tracekit.analyze.top_ops import _args_text
+    from tracekit.analyze.top_ops import args_text
 
-    return bool(pc.any(pc.match_substring_regex(_args_text(table, kernels), _XLA_WHILE_KERNEL)).as_py())
+    return bool(pc.any(pc.match_substring_regex(args_text(table, kernels), _XLA_WHILE_KERNEL)).as_py())
 
 
 _JAX_BLOCK = re.compile(r"(^|[\s.:$])block_until_ready$")  # JAX's Python frame "$api.py:2757 block_until_ready"

@@ -263,7 +263,7 @@ def _any_input_dims(table: pa.Table, rows: np.ndarray) -> bool:
     """Whether any of these rows records Input Dims (a substring test first: half the regex's cost)."""
     if not rows.size:
         return False
-    storage = _args_text(table, rows)
+    storage = args_text(table, rows)
     if not pc.any(pc.match_substring(storage, '"Input Dims":')).as_py():
         return False
     return pc.any(pc.is_valid(pc.extract_regex(storage, _INPUT_DIMS))).as_py()
@@ -272,12 +272,12 @@ def _any_input_dims(table: pa.Table, rows: np.ndarray) -> bool:
 def input_dims(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Each row's code into the distinct ``Input Dims`` JSON texts ("" when absent), and those texts,
     in one vectorized regex pass. Ops group by the integer code: far cheaper than by the text."""
-    found = pc.fill_null(pc.struct_field(pc.extract_regex(_args_text(table, rows), _INPUT_DIMS), "dims"), "")
+    found = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(table, rows), _INPUT_DIMS), "dims"), "")
     encoded = found.dictionary_encode()
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
 
 
-def _args_text(table: pa.Table, rows: np.ndarray) -> pa.Array:
+def args_text(table: pa.Table, rows: np.ndarray) -> pa.Array:
     """These rows' args JSON as one plain string array."""
     args = table.column("args").take(pa.array(rows))
     return pa.chunked_array([c.storage for c in args.chunks], args.type.storage_type).combine_chunks()

@@ -106,6 +106,7 @@ class _Step:
     # autograd thread runs the backward pass's launches): no scenario changes it, and the step takes
     # at least each stream's busy time.
     other_gpu_busy: dict[tuple[int, int], int] = field(default_factory=dict)
+    unchanged_ns: int = 0  # the unchanged replay's step (whatif() sets it)
 
 
 # Blocking calls wait for the replayed GPU work when that reproduces the step within this share of
@@ -133,6 +134,7 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
                 seg.waited = waited
         else:
             baseline = kept
+    step.unchanged_ns = baseline
     scenarios = []
     for name, change in _SCENARIOS.items():
         result = change(step)
@@ -555,7 +557,7 @@ def _cuda_graph_step(step: _Step) -> tuple[int, str] | None:
     # Kernels queued back to back in the trace already paid a gap like the graph's, which the unchanged
     # replay leaves out: the graph's gaps never make the step longer than that replay.
     predicted = min(_replay(step, host_scale=lambda s: lookup[id(s)], launch_latency=min(step.launch_latency, 2_000),
-                            node_gap=GRAPH_NODE_GAP_NS), _replay(step))
+                            node_gap=GRAPH_NODE_GAP_NS), step.unchanged_ns or _replay(step))
     breaks = "" if graphs == 1 else (f" ({graphs} graphs: blocking calls, batch fetching or host compute between "
                                      "them stay outside)")
     return predicted, (f"the step's GPU work is captured in a CUDA graph and replayed{breaks}: the host work that "
