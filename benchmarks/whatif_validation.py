@@ -49,7 +49,8 @@ GPU_PAIRS = [("torch", "custom_eager", "custom_compile_cudagraphs", "cuda-graphs
 WORKLOAD_PAIRS = [("tiny_ops", "tiny_ops_graphed", "cuda-graph-step"), ("tiny_ops", "tiny_ops_compiled", "fuse-elementwise"),
                   ("item_sync", "item_sync_nosync", "no-sync"), ("inductor_mlp", "inductor_mlp_graphed", "cuda-graph-step"),
                   ("transformer_train", "transformer_train_whole_graph", "cuda-graph-step"),
-                  ("transformer_train", "transformer_train_graphed", "cuda-graph-step")]
+                  ("transformer_train", "transformer_train_graphed", "cuda-graph-step"),
+                  ("jax_train", "jax_train_nonblocking", "no-sync")]
 
 
 def validate_workloads(directory: Path) -> list[dict]:
@@ -59,7 +60,7 @@ def validate_workloads(directory: Path) -> list[dict]:
     times = {r["name"]: r for r in map(json.loads, (directory / "times.jsonl").read_text().splitlines())}
     results = []
     for a, b, scenario in WORKLOAD_PAIRS:
-        w = whatif(load(directory / f"{a}.pt.trace.json.gz"))
+        w = whatif(load(next(directory.glob(f"{a}.*"))))
         found = {s.name: s for s in w.scenarios}.get(scenario)
         if found is None or a not in times or b not in times:
             continue

@@ -494,7 +494,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
 # Graph remedies capture the step whole (its dispatch skipped on replay too): cuda-graph-step, not
 # cuda-graphs (launch calls alone), which fits graphs around parts of a step inside a Python loop.
-_REMEDY_SCENARIOS = (("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"),
+_REMEDY_SCENARIOS = (("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
                      ("fuse elementwise", "fuse-elementwise"),
                      ("fused recurrent layer", "fused-rnn"), ("keras.layers.LSTM", "fused-rnn"),
                      ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),
@@ -750,7 +750,7 @@ def _runs_xla_loop(frame: Frame, table: pa.Table) -> bool:
     return bool(pc.any(pc.match_substring_regex(args_text(table, kernels), _XLA_WHILE_KERNEL)).as_py())
 
 
-_JAX_BLOCK = re.compile(r"(^|[\s.:$])block_until_ready$")  # JAX's Python frame "$api.py:2757 block_until_ready"
+JAX_BLOCK = re.compile(r"(^|[\s.:$])block_until_ready$")  # JAX's Python frame "$api.py:2757 block_until_ready"
 
 
 def _blocks_each_step(frame: Frame) -> bool:
@@ -758,7 +758,7 @@ def _blocks_each_step(frame: Frame) -> bool:
     least half the marked steps, so no step's dispatch overlaps the device's work on the one before."""
     marked = np.unique(frame.step[frame.rows("step")])
     rows = frame.rows("python_function")
-    codes = [c for c in distinct(frame.name_code[rows]).tolist() if c >= 0 and _JAX_BLOCK.search(frame.names[c])]
+    codes = [c for c in distinct(frame.name_code[rows]).tolist() if c >= 0 and JAX_BLOCK.search(frame.names[c])]
     if not marked.size or not codes:
         return False
     blocked = np.unique(frame.step[rows[member_mask(frame.name_code[rows], codes)]])

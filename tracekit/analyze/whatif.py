@@ -42,11 +42,12 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_window
 from tracekit.analyze.frame import Frame, frame_of
-from tracekit.analyze.launch import RNN_CELL_OPS, data_loading_rows
+from tracekit.analyze.launch import JAX_BLOCK, RNN_CELL_OPS, data_loading_rows
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
 from tracekit.ingest.links import byte_mask, member_mask
+from tracekit.schema import source_of
 
 HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
 FUSIBLE = ("elementwise", "cast")
@@ -204,6 +205,13 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
                          "--instance pick another window)")
     blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
     kinds = _segment_kinds(frame, classes, rows, blocking)
+    if gpu_all.size and source_of(frame.table) == "jax":
+        # JAX's block_until_ready waits for the device: a blocking call, not Python dispatch (on a
+        # CPU the wait is for XLA's compute threads, which _mark_waits keeps as waiting).
+        py = rows[frame.mask("python_function")[rows]]
+        codes = [c for c in np.unique(frame.name_code[py]).tolist() if c >= 0 and JAX_BLOCK.search(frame.names[c])]
+        for r in py[member_mask(frame.name_code[py], codes)].tolist():
+            kinds[r] = "sync"
     if not gpu_all.size:
         # A compiled graph's own code runs its generated kernels as well as its wrapper, and the trace
         # does not split them: no scenario removes it as dispatch. (With a GPU the kernels are on the GPU.)
