@@ -119,7 +119,13 @@ def test_the_straggler_itself_is_not_communication_bound(ddp_traces):
     report = tracekit.report(ddp_traces[1])
     assert report.launch.verdict != "communication-bound"
     steps = report.breakdown.cpu_ops[report.breakdown.cpu_ops.step >= 0]
-    assert (steps.waiting_ns <= 0.3 * STRAGGLER_SLEEP_S * 1e9).all(), steps
+    # On a loaded 2-core machine rank 0 can be descheduled for a step and rank 1 then waits for
+    # it (21 ms once in CI), so the median step is the claim, and each step waits less than the
+    # held-up rank's same step.
+    assert steps.waiting_ns.median() <= 0.3 * STRAGGLER_SLEEP_S * 1e9, steps
+    held_up = tracekit.report(ddp_traces[0]).breakdown.cpu_ops
+    held_up = held_up[held_up.step >= 0].set_index("step").waiting_ns
+    assert (steps.set_index("step").waiting_ns < held_up.reindex(steps.step)).all(), (steps, held_up)
 
 
 def test_compare_says_which_rank_holds_the_other_up(ddp_traces):
