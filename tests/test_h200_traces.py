@@ -184,3 +184,78 @@ def test_hugging_face_greedy_decoding_is_paced_by_dispatch() -> None:
     assert r.verdict == "CPU/framework-bound", r.evidence
     assert r.kernel.p50_ns < r.launch_api.p50_ns
     assert "CUDA graph" in r.remedies[0]
+
+
+def test_device_side_waits_polls_and_pinned_copies_do_not_block_the_host() -> None:
+    # The next batch is copied from pinned memory on a side stream (cudaMemcpyAsync, non_blocking),
+    # the compute stream waits for it on the device (cudaStreamWaitEvent) and the allocator polls the
+    # batch's event (cudaEventQuery, record_stream). None of these holds the host, and a capture takes
+    # them all in: the CUDA-graph remedy asked to take "the step's 2 synchronizing calls" out.
+    from tracekit.analyze.blocking import host_blocking_rows
+    from tracekit.analyze.frame import frame_of
+
+    frame = frame_of(load(H200 / "prefetch_overlap.pt.trace.json.gz"))
+    names = {frame.name(int(r)) for r in host_blocking_rows(frame)}
+    assert names <= {"cudaDeviceSynchronize"}, names  # the profiler's own, after the last step
+    calls = {frame.name(int(r)) for r in frame.rows("runtime_api")}
+    assert {"cudaStreamWaitEvent", "cudaEventQuery", "cudaMemcpyAsync"} <= calls
+    remedy = next(m for m in _launch("prefetch_overlap.pt.trace.json.gz").remedies if "CUDA graph" in m)
+    assert "synchronizing calls" not in remedy
+    # The same copies on the compute stream: the replay kept the host waiting in each non-blocking
+    # copy (-0.8%) and split the capture in two at it.
+    w = whatif(load(H200 / "prefetch_serial.pt.trace.json.gz"))
+    assert abs(w.replayed_step_ns / w.measured_step_ns - 1) < 0.005
+    assert "graphs:" not in next(s for s in w.scenarios if s.name == "cuda-graph-step").assumptions
+
+
+def test_an_item_is_one_wait_though_it_is_a_copy_and_a_sync() -> None:
+    # Each .item() is a cudaMemcpyAsync to pageable memory (which blocks) and a cudaStreamSynchronize:
+    # 8 micro-batches, 8 waits a step. Profiling with stacks, shapes and memory (a trace 6x larger)
+    # changes nothing in the verdict.
+    plain, stacked = _launch("item_sync.pt.trace.json.gz"), _launch("item_sync_stack.pt.trace.json.gz")
+    for r in (plain, stacked):
+        assert r.verdict == "CPU/framework-bound", r.evidence
+        assert "the step's 8 synchronizing calls" in next(m for m in r.remedies if "CUDA graph" in m)
+    assert [m.split(";")[0] for m in plain.remedies] == [m.split(";")[0] for m in stacked.remedies]
+
+
+def test_a_remedy_predicted_to_lose_time_is_listed_last() -> None:
+    # Pinned 32 MB copies and three fp32 GEMMs a step on one stream: the GPU is busy 90% of the step and
+    # the host nearly as much, so amp's faster GEMMs save less than the casts it adds (-4% predicted).
+    r = _launch("prefetch_serial.pt.trace.json.gz")
+    assert r.verdict == "GPU-bound", r.evidence
+    assert "mixed precision" in r.remedies[-1] and "top kernels" in r.remedies[0], r.remedies
+    assert any("listed last" in e for e in r.evidence), r.evidence
+
+
+def test_fp8_gemms_count_as_low_precision_and_their_quantization_shows() -> None:
+    # torch._scaled_mm on e4m3 inputs runs cuBLAS's nvjet_sm90_qqtst_* (q: fp8). The GEMMs took 0.76 ms
+    # against 1.34 ms in bf16, but quantizing each layer's input (abs, max, divide, float8 cast) added
+    # more GPU time than that: the fp8 step measured 0.61 ms, the bf16 one 0.42 ms.
+    r = tracekit.report(H200 / "fp8_mlp.pt.trace.json.gz")
+    assert any("100% of GEMM/convolution/attention kernel time already runs in 16 bits" in e for e in r.launch.evidence)
+    kernel = r.breakdown.gpu_classes[r.breakdown.gpu_classes.view == "kernel"].groupby("class")["exclusive_ns"].sum()
+    assert kernel.get("cast", 0) > 0.05 * kernel.sum() and kernel.get("other", 0) == 0, kernel
+    assert not any("mixed precision" in m for m in r.launch.remedies)
+    assert TIMES["fp8_mlp"] > TIMES["fp8_mlp_bf16"]
+
+
+def test_layout_conversions_around_nchw_convolutions_are_named() -> None:
+    # ResNet-50 in NCHW with bf16 autocast: cuDNN's Hopper convolutions take NHWC, so 13% of the GPU's
+    # kernel time is nchwToNhwc / nhwcToNchw conversion (0% in the channels_last capture). Those
+    # kernels were "other"; they are memory-bound copies.
+    r = _launch("resnet50_train_nchw.pt.trace.json.gz")
+    said = next(e for e in r.evidence if "converts tensor layouts" in e)
+    assert 0.10 <= int(said.split("%")[0]) / 100 <= 0.16, said
+    assert not any("converts tensor layouts" in e for e in _launch("resnet50_train.pt.trace.json.gz").evidence)
+    classes = r.breakdown.gpu_classes
+    kernel_time = classes[classes.view == "kernel"].groupby("class")["exclusive_ns"].sum()
+    assert kernel_time.get("other", 0) < 0.01 * kernel_time.sum()
+
+
+def test_a_gpu_bound_step_converting_layouts_is_told_channels_last() -> None:
+    from tracekit.analyze import verdicts
+
+    e = verdicts.Evidence(top_gpu_class="reduction", layout_share=0.13)
+    assert verdicts.CHANNELS_LAST_REMEDY in verdicts._gpu_bound_remedies(e)
+    assert verdicts.CHANNELS_LAST_REMEDY not in verdicts._gpu_bound_remedies(verdicts.Evidence(top_gpu_class="reduction"))

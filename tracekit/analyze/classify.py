@@ -77,6 +77,8 @@ KERNEL_RULES: list[tuple[str, str, str]] = [
                     r"vectorized_|unrolled_|kernelPointwiseApply|sigmoid|tanh|fused_|"
                     r"CudaCodeGen::kernel\d+|^func_\d+$|EigenMetaKernel|BiasNHWCKernel|BiasNCHWKernel|BiasGradNHWC|"
                     r"^loop_\w*fusion|act_and_mul|silu|gelu|rotary|rope_|"
+                    # cuDNN's layout conversions around its NHWC kernels for NCHW tensors (memory-bound)
+                    r"nchwToNhwc|nhwcToNchw|"
                     # XLA:GPU runs a lone HLO it did not fuse as a kernel named wrapped_<opcode>
                     r"^wrapped_(?!dot|convolution)[a-z_]+(_\d+)?$", "base"),
 ]

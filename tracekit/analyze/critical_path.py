@@ -13,7 +13,8 @@ with numpy and a topological pass instead of networkx:
   the stream was idle at launch, else a kernel-kernel edge from the previous activity on the
   stream (gaps under 1.5 ms, as HTA);
 - sync edges (weight 0): the last GPU activity that ended before a blocking call returned, into
-  that call's end;
+  that call's end (blocking as ``tracekit.analyze.blocking`` reads it: not a device-side wait, a
+  poll or a copy from pinned memory);
 - hand-off edges, for a framework op that hands its work to other threads and waits (TF's
   ``EagerExecute`` of a function, whose ops run on the inter-op pool; see ``_handoffs``): from the
   call's start to each op with nothing before it (dispatch, the call's time), from the last op to
@@ -43,6 +44,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit.analyze import intervals
+from tracekit.analyze.blocking import host_blocking_rows
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
 from tracekit.analyze.classify import (
     KERNEL_CLASSES,
@@ -68,9 +70,6 @@ from tracekit.schema import source_of
 KINDS = list(KIND_DESCRIPTIONS)
 
 KERNEL_KERNEL_DELAY_NS = 1_500_000  # HTA's threshold: longer gaps are not a kernel-kernel dependency
-BLOCKING_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
-                  "cudaMemcpy", "cudaMemcpyAsync", "hipDeviceSynchronize", "hipStreamSynchronize",
-                  "hipEventSynchronize", "hipMemcpy", "hipMemcpyAsync", "cuStreamSynchronize", "cuCtxSynchronize")
 WHOLE_TRACE = "whole trace"  # the window when no step is marked and no range is named
 DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|IteratorGetNext|dataloader", re.IGNORECASE)
 
@@ -317,7 +316,7 @@ class _Graph:
 def _host_edges(g: _Graph, frame: Frame, host: np.ndarray, waiting: set[int]) -> None:
     """Per host thread, the call stack walked depth-first: each node joined to the next. Into the end
     of a blocking sync or of a call in ``waiting`` (rows) the edge weighs nothing."""
-    blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
+    blocking = set(host_blocking_rows(frame).tolist())
     thread = frame.thread_key[host]
     for key in np.unique(thread):
         rows = host[thread == key]
@@ -407,7 +406,7 @@ def _exit(g: _Graph, frame: Frame, row: int, last: int | None, blocking: set[int
     if last is not None:
         # Into a blocking call's end: weight 0, the wait is accounted for by the GPU's sync edge
         # (or by the other threads' ops, for a hand-off).
-        waits = int(frame.name_code[row]) in blocking or row in waiting
+        waits = row in blocking or row in waiting
         g.add(last, node, SYNC if waits else OPERATOR, row)
     return node
 
@@ -438,9 +437,8 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
         top[part[0]] = True
         leaf[part[:-1]] = start[1:] >= end[:-1]  # the next row on the thread starts after it ends
         leaf[part[-1]] = True
-    blocking = [i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS]
     compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
-    calls = host[leaf & frame.mask("cpu_op")[host] & ~member_mask(frame.name_code[host], blocking)
+    calls = host[leaf & frame.mask("cpu_op")[host] & ~np.isin(host, host_blocking_rows(frame))
                  & ~member_mask(classes.op[host], compute) & member_mask(frame.thread_key[host], driving_threads(frame, host))]
     outer = host[top]
     outer = outer[np.argsort(frame.start[outer], kind="stable")]
@@ -617,8 +615,7 @@ def _sync_edges(g: _Graph, frame: Frame, host: np.ndarray, gpu: np.ndarray) -> N
     """A blocking call waits for the last GPU activity that finished before it returned."""
     if not gpu.size:
         return
-    blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
-    calls = host[member_mask(frame.name_code[host], list(blocking))]
+    calls = np.intersect1d(host, host_blocking_rows(frame))
     order = gpu[np.argsort(frame.end[gpu], kind="stable")]
     ends = frame.end[order]
     for call in calls.tolist():

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from tracekit import threads
 from tracekit.analyze import intervals, verdicts
+from tracekit.analyze.blocking import host_waits
 from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds, step_index
 from tracekit.analyze.classify import (
     API_CLASSES,
@@ -500,6 +501,7 @@ _REMEDY_SCENARIOS = (("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-grap
                      ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),
                      ("torch.compile", "no-dispatch"), ("TorchScript", "no-dispatch"), ("jit_compile", "no-dispatch"),
                      ("jax.jit", "no-dispatch"), ("compiler", "no-dispatch"), ("XLA", "no-dispatch"))
+NO_SAVING_SHARE = 0.01  # a remedy whose predicted saving is below this share of the step is listed last
 WHATIF_MAX_EVENTS = 200_000  # the replay walks the step's events in Python: bounded for huge traces
 
 
@@ -522,10 +524,16 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
     costed = [saving.get(sc) if sc else None for sc in scenario]
     if not any(c is not None for c in costed):
         return
-    order = sorted(range(len(r.remedies)), key=lambda i: (costed[i] is None, -(costed[i] or 0.0), i))
-    r.remedies = [r.remedies[i] for i in order]
+    # A remedy the replay predicts to save nothing on this step (amp on a step its host paces: the
+    # casts it adds cost more than the faster GEMMs give back) goes after the ones it cannot cost.
+    def rank(i: int) -> tuple[int, float, int]:
+        c = costed[i]
+        return (1 if c is None else 0 if c >= NO_SAVING_SHARE else 2), -(c or 0.0), i
+    r.remedies = [r.remedies[i] for i in sorted(range(len(r.remedies)), key=rank)]
     named = sorted({(sc, saving[sc]) for sc in scenario if sc in saving}, key=lambda x: -x[1])
     said = ", ".join(f"{sc} {share:.1%}" if share < 0.1 else f"{sc} {share:.0%}" for sc, share in named)
+    if any(share < NO_SAVING_SHARE for _, share in named):
+        said += " (a remedy predicted to save under 1% of the step is listed last)"
     if loop_share is not None:
         said += (f" of the step; the steps are {loop_share:.0%} of the loop, so of the loop "
                  + ", ".join(f"{sc} {share * loop_share:.0%}" for sc, share in named))
@@ -633,13 +641,13 @@ def _stalls(r: LaunchReport, frame: Frame) -> Stalls | None:
 
 
 def _blocking_calls_per_step(r: LaunchReport, frame: Frame) -> float:
-    """Synchronizing calls (cudaStreamSynchronize, cudaDeviceSynchronize, ...: what .item() and .cpu()
-    end in) per step used; 0 where no step is marked."""
+    """Host waits for the GPU (cudaStreamSynchronize, cudaDeviceSynchronize, copies to pageable
+    memory: what .item() and .cpu() end in; a copy and the sync after it are one) per step used; 0
+    where no step is marked."""
     if r.steps is None or r.steps.steps.empty:
         return 0.0
     used = r.steps.used_step_numbers()
-    calls = frame.rows("runtime_api", "driver_api")
-    calls = calls[classify_rows(frame).api[calls] == API_CLASSES.index("sync")]
+    calls = host_waits(frame)
     return float(np.isin(frame.step[calls], used).sum() / len(used)) if used else 0.0
 
 
@@ -661,6 +669,10 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     if len(busy):
         e.top_gpu_class, e.top_gpu_class_share = str(busy.idxmax()), float(busy.max() / max(busy.sum(), 1))
     e.low_precision_share = _low_precision_share(frame)
+    e.layout_share = _layout_share(frame)
+    if e.layout_share >= verdicts.LAYOUT_SHARE:
+        ev.append(f"{e.layout_share:.0%} of GPU kernel time converts tensor layouts (cuDNN's nchwToNhwc / "
+                  "nhwcToNchw kernels around NHWC convolutions)")
     copies = frame.rows("gpu_memcpy")
     e.pageable_copies = any("Pageable" in frame.names[c] for c in distinct(frame.name_code[copies]) if c >= 0)
     if e.low_precision_share >= verdicts.LOW_PRECISION_MOSTLY:
@@ -708,6 +720,19 @@ def _low_precision_share(frame: Frame) -> float:
         return 0.0
     low = np.array([bool(_LOW_PRECISION.search(n)) for n in frame.names] + [False])
     return float(frame.dur[rows][low[frame.name_code[rows]]].sum()) / total
+
+
+_LAYOUT_CONVERSION = re.compile(r"nchwToNhwc|nhwcToNchw")
+
+
+def _layout_share(frame: Frame) -> float:
+    """Share of GPU kernel time in cuDNN's layout conversions (NCHW tensors into its NHWC kernels and back)."""
+    kernels = frame.rows("gpu_kernel")
+    total = int(frame.dur[kernels].sum())
+    codes = [c for c in distinct(frame.name_code[kernels]) if c >= 0 and _LAYOUT_CONVERSION.search(frame.names[c])]
+    if not total or not codes:
+        return 0.0
+    return float(frame.dur[kernels[member_mask(frame.name_code[kernels], codes)]].sum()) / total
 
 
 # Kernel namespaces that name the framework which launched them (an nsys trace does not say it).

@@ -91,6 +91,7 @@ class Evidence:
     top_gpu_class: str = ""
     top_gpu_class_share: float = 0.0
     low_precision_share: float = 0.0  # of GEMM/conv/attention/RNN kernel time, kernels named for 16 bits or fewer
+    layout_share: float = 0.0  # of GPU kernel time, cuDNN's NCHW <-> NHWC conversions (nchwToNhwcKernel)
     pageable_copies: bool = False  # host-device copies from pageable memory (Kineto: "Memcpy HtoD (Pageable -> Device)")
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
@@ -147,6 +148,10 @@ GPU_COPY_REMEDY = ("the GPU's busy time is memory copies: copy less (keep tensor
 GPU_COPY_REMEDY_PAGEABLE = ("the GPU's busy time is memory copies from pageable host memory, which the driver stages "
                             "through a pinned buffer at a fraction of the link's rate: copy from pinned memory "
                             "(pin_memory=True, tensor.pin_memory()) with non_blocking=True, and copy less")
+LAYOUT_SHARE = 0.05  # of GPU kernel time in layout conversions: worth a remedy
+CHANNELS_LAST_REMEDY = ("keep activations in the layout the convolutions run in: cuDNN converts NCHW tensors to NHWC "
+                        "and back around its convolutions; model.to(memory_format=torch.channels_last) and the same "
+                        "for the input (Keras: data_format='channels_last') removes the conversion kernels")
 GPU_BOUND_REMEDY = "the GPU is the bottleneck: optimize the top kernels (see `tracekit report`), or fuse elementwise work"
 UNCLASSIFIED_WORK_REMEDY = ("find out what those ops do (the top ops table gives their calls and mean time): the "
                             "model's arithmetic is tuned like any compute op (thread count, a faster library); "
@@ -426,7 +431,8 @@ def _gpu_bound_remedies(e: Evidence) -> list[str]:
     if e.top_gpu_class == "memcpy":  # a GPU busy copying: kernel work is not what to optimize
         return [GPU_COPY_REMEDY_PAGEABLE if e.pageable_copies else GPU_COPY_REMEDY]
     return ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in MATH_CLASSES
-            and e.low_precision_share < LOW_PRECISION_MOSTLY else []) + [GPU_BOUND_REMEDY]
+            and e.low_precision_share < LOW_PRECISION_MOSTLY else []) + \
+        ([CHANNELS_LAST_REMEDY] if e.layout_share >= LAYOUT_SHARE else []) + [GPU_BOUND_REMEDY]
 
 
 def _gap(e: Evidence) -> bool:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.analyze import intervals
+from tracekit.analyze.blocking import host_blocking_rows
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self
 from tracekit.analyze.classify import (
     API_CLASSES,
@@ -40,7 +41,7 @@ from tracekit.analyze.classify import (
     collectives_beside,
     python_wait_rows,
 )
-from tracekit.analyze.critical_path import BLOCKING_CALLS, GPU_KINDS, step_window
+from tracekit.analyze.critical_path import GPU_KINDS, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import JAX_BLOCK, RNN_CELL_OPS, data_loading_rows
 from tracekit.analyze.steps import driving_threads
@@ -203,8 +204,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
         raise UsageError(f"{window['name']}: no framework op and no GPU activity in it, nothing to predict (only "
                          "Python frames or ranges: was the profiler's active window on the work? --range and "
                          "--instance pick another window)")
-    blocking = {i for i, n in enumerate(frame.names) if n in BLOCKING_CALLS}
-    kinds = _segment_kinds(frame, classes, rows, blocking)
+    kinds = _segment_kinds(frame, classes, rows, host_blocking_rows(frame))
     if gpu_all.size and source_of(frame.table) == "jax":
         # JAX's block_until_ready waits for the device: a blocking call, not Python dispatch (on a
         # CPU the wait is for XLA's compute threads, which _mark_waits keeps as waiting).
@@ -354,9 +354,10 @@ def _work(step: _Step, seg: Segment) -> int:
     return int(seg.dur * step.work_scale.get(seg.owner, 1.0))
 
 
-def _segment_kinds(frame: Frame, classes, rows: np.ndarray, blocking: set[int]) -> dict[int, str]:
+def _segment_kinds(frame: Frame, classes, rows: np.ndarray, blocking_rows: np.ndarray) -> dict[int, str]:
     out = {}
-    launch, sync = API_CLASSES.index("launch"), API_CLASSES.index("sync")
+    launch = API_CLASSES.index("launch")
+    blocking = set(np.intersect1d(blocking_rows, rows).tolist())
     compute = {OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES}
     op_kind = frame.mask("cpu_op")
     api_kind = frame.mask("runtime_api", "driver_api")
@@ -365,7 +366,7 @@ def _segment_kinds(frame: Frame, classes, rows: np.ndarray, blocking: set[int]) 
         if r in waits:
             out[r] = "wait"
         elif api_kind[r]:
-            if int(frame.name_code[r]) in blocking or classes.api[r] == sync:
+            if r in blocking:
                 out[r] = "sync"
             elif classes.api[r] == launch:
                 out[r] = "launch"

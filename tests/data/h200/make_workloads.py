@@ -24,7 +24,7 @@ import traceback
 from pathlib import Path
 
 
-def torch_capture(name, out, device, step, steps=4):
+def torch_capture(name, out, device, step, steps=4, options=None):
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -43,7 +43,7 @@ def torch_capture(name, out, device, step, steps=4):
         times.append(time.perf_counter() - t0)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with tempfile.TemporaryDirectory() as tmp:
-        with profile(activities=acts, schedule=schedule(wait=0, warmup=1, active=steps),
+        with profile(activities=acts, schedule=schedule(wait=0, warmup=1, active=steps), **(options or {}),
                      on_trace_ready=torch.profiler.tensorboard_trace_handler(tmp, use_gzip=True)) as prof:
             for _ in range(1 + steps):
                 step()
@@ -253,6 +253,104 @@ def resnet50_train(device):
     return step
 
 
+def fp8_mlp(device, fp8=True):
+    """Inference through 4 layers of 4096x4096 weights at batch 2048, each layer's input quantized to
+    e4m3 with a per-tensor scale and multiplied by e4m3 weights with torch._scaled_mm, bf16 out (the
+    dynamic float8 recipe, without a library); fp8=False or a CPU: the same layers in bf16."""
+    import torch
+    torch.manual_seed(0)
+    weights = [torch.randn(4096, 4096, device=device) * 0.02 for _ in range(4)]
+    x0 = torch.randn(2048, 4096, device=device)
+    if not fp8 or device != "cuda":
+        w16 = [w.to(torch.bfloat16) for w in weights]
+
+        @torch.no_grad()
+        def step():
+            x = x0.to(torch.bfloat16)
+            for w in w16:
+                x = torch.relu(x @ w.t())
+            return x
+        return step
+    f8 = torch.float8_e4m3fn
+    f8_max = torch.finfo(f8).max
+
+    def quantize(t):
+        scale = t.abs().max().float().clamp(min=1e-12) / f8_max
+        return (t / scale).to(f8), scale
+    w8 = [quantize(w) for w in weights]  # (N, K) row-major: .t() is the column-major K x N _scaled_mm takes
+
+    @torch.no_grad()
+    def step():
+        x = x0.to(torch.bfloat16)
+        for w, w_scale in w8:
+            x8, x_scale = quantize(x)
+            x = torch.relu(torch._scaled_mm(x8, w.t(), scale_a=x_scale, scale_b=w_scale, out_dtype=torch.bfloat16))
+        return x
+    return step
+
+
+def prefetch_serial(device, overlap=False):
+    """A training step of an MLP on a 32 MB batch copied each step from pinned host memory with
+    non_blocking=True on the compute stream, so the copy and the step's kernels take turns; with
+    overlap (prefetch_overlap) the next batch is copied on a side stream while this step computes."""
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    cuda = device == "cuda"
+    batches = [torch.randn(2048, 4096) for _ in range(2)]
+    batches = [b.pin_memory() for b in batches] if cuda else batches
+    model = nn.Sequential(nn.Linear(4096, 1024), nn.ReLU(), nn.Linear(1024, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    copy_stream = torch.cuda.Stream() if overlap and cuda else None
+    state = {"i": 0, "next": None}
+
+    def load(i):
+        return batches[i % 2].to(device, non_blocking=True)
+
+    def train(x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def step():
+        i = state["i"]
+        if copy_stream is None:
+            train(load(i))
+        else:
+            x = state["next"]
+            if x is None:
+                with torch.cuda.stream(copy_stream):
+                    x = load(i)
+            torch.cuda.current_stream().wait_stream(copy_stream)
+            x.record_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(copy_stream):
+                state["next"] = load(i + 1)
+            train(x)
+        state["i"] = i + 1
+    return step
+
+
+def resnet50_train_nchw(device):
+    """resnet50_train in the default NCHW memory format (bf16 autocast, batch 32): cuDNN's fastest
+    convolutions take NHWC, so it converts layouts around them."""
+    import torch
+    import torchvision
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(32, 3, 224, 224, device=device)
+    y = torch.randint(0, 1000, (32,), device=device)
+
+    def step():
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
 # The remedies applied: each pairs with a workload above, on the same shapes, to check what whatif
 # predicted against what the change really gives.
 def transformer_train_compiled(device):
@@ -341,6 +439,20 @@ def item_sync_nosync(device):
             total += loss.detach()
         return total.item()
     return step
+
+
+def fp8_mlp_bf16(device):
+    return fp8_mlp(device, fp8=False)
+
+
+def prefetch_overlap(device):
+    return prefetch_serial(device, overlap=True)
+
+
+def item_sync_stack(device):
+    """item_sync, profiled with Python stacks, tensor shapes and memory events (PROFILE_OPTIONS): the
+    same workload, so the same verdict, from a trace several times larger."""
+    return item_sync(device)
 
 
 def _small_profile():
@@ -456,7 +568,11 @@ TORCH = {"transformer_train": transformer_train, "inductor_mlp": inductor_mlp, "
          "item_sync_nosync": item_sync_nosync, "inductor_mlp_graphed": inductor_mlp_graphed,
          "tiny_ops_graphed": tiny_ops_graphed, "sync_each_op": sync_each_op, "pageable_copy": pageable_copy,
          "transformer_train_whole_graph": transformer_train_whole_graph, "gpt2_train": gpt2_train,
-         "gpt2_generate": gpt2_generate, "resnet50_train": resnet50_train}
+         "gpt2_generate": gpt2_generate, "resnet50_train": resnet50_train, "fp8_mlp": fp8_mlp,
+         "fp8_mlp_bf16": fp8_mlp_bf16, "prefetch_serial": prefetch_serial, "prefetch_overlap": prefetch_overlap,
+         "resnet50_train_nchw": resnet50_train_nchw, "item_sync_stack": item_sync_stack}
+# torch.profiler options beyond the activities, per workload
+PROFILE_OPTIONS = {"item_sync_stack": {"with_stack": True, "record_shapes": True, "profile_memory": True}}
 JAX = {"jax_train": jax_train, "jax_train_nonblocking": jax_train_nonblocking, "jax_scan_lstm": jax_scan_lstm, "jax_scan_lstm_unroll5": jax_scan_lstm_unroll5}
 
 
@@ -474,7 +590,8 @@ def main():
             try:
                 if name in TORCH:
                     steps = 2 if name == "gpt2_generate" else 4  # each generate call is 16 forward passes
-                    row = torch_capture(name, args.out, args.device, TORCH[name](args.device), steps)
+                    row = torch_capture(name, args.out, args.device, TORCH[name](args.device), steps,
+                                        PROFILE_OPTIONS.get(name))
                 else:
                     row = JAX[name](args.out, args.device)
                 row["device"] = args.device

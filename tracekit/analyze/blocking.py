@@ -1,0 +1,101 @@
+"""Which runtime calls held their host thread until GPU work was done.
+
+A synchronizing API is not the same as a blocking call. ``cudaStreamWaitEvent`` makes a stream wait
+on the device and returns at once (a CUDA graph captures it as an edge); ``cudaEventQuery`` and
+``cudaStreamQuery`` poll and return at once (PyTorch's caching allocator polls the events of
+``record_stream``'d blocks). An async copy blocks only when one side is pageable host memory (the
+driver stages it) and returns at once from pinned memory or device to device. Treating all of these
+as waits made a replay hold the host for the GPU where it never waited, split a CUDA graph capture
+at calls the capture can hold, and told users to take "synchronizing calls" out of a step that had
+none (a side-stream prefetch on the H200, tests/data/h200/prefetch_overlap).
+
+So a call blocks when its name says it always does (``*Synchronize``, the synchronous
+``cudaMemcpy``, Level Zero's host waits), and an async copy blocks when its GPU copy says so: Kineto
+names the memory kinds ("Memcpy HtoD (Pageable -> Device)", "(Pinned -> Device)"); where the name
+does not, the call blocked if it returned only after its copy ended.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tracekit.analyze.classify import API_CLASSES, classify_rows
+from tracekit.analyze.frame import Frame
+from tracekit.ingest.links import member_mask
+
+# Synchronizing APIs that never hold the host: device-side waits and polls.
+NEVER_BLOCKS = re.compile(r"^(cuda|cu|hip)StreamWaitEvent|^(cuda|cu|hip)(Event|Stream)Query")
+# Copies the driver may run asynchronously; whether one blocked is read from its GPU copy.
+ASYNC_COPY = re.compile(r"^(cuda|cu|hip)Memcpy\w*Async(_v\d+)?(_ptsz|_ptds)?$")
+# Copies whose name alone blocks the host (cudaMemcpy: synchronous for host memory of any kind).
+SYNC_COPY = re.compile(r"^(cudaMemcpy|hipMemcpy|cuMemcpy(HtoD|DtoH)?)(_v\d+)?$")
+PAGEABLE = re.compile(r"Pageable", re.IGNORECASE)
+NOT_PAGEABLE = re.compile(r"Pinned|Device -> Device|DtoD|Device-to-Device", re.IGNORECASE)
+
+
+def host_blocking_rows(frame: Frame) -> np.ndarray:
+    """Sorted rows of runtime/driver calls that blocked their thread until GPU work finished
+    (cached on the frame)."""
+    cached = getattr(frame, "_host_blocking_rows", None)
+    if cached is not None:
+        return cached
+    calls = frame.rows("runtime_api", "driver_api")
+    names = frame.names
+    codes = np.unique(frame.name_code[calls]).tolist()
+    sync_class = API_CLASSES.index("sync")
+    sync_codes = set(np.unique(frame.name_code[calls[classify_rows(frame).api[calls] == sync_class]]).tolist())
+    always = [c for c in codes if c >= 0 and not NEVER_BLOCKS.search(names[c])
+              and (c in sync_codes or SYNC_COPY.search(names[c]))]
+    copies = [c for c in codes if c >= 0 and ASYNC_COPY.search(names[c])]
+    out = calls[member_mask(frame.name_code[calls], always)]
+    async_calls = calls[member_mask(frame.name_code[calls], copies)]
+    if async_calls.size:
+        out = np.union1d(out, async_calls[_copy_blocked(frame, async_calls)])
+    out = np.sort(out)
+    out.flags.writeable = False
+    frame._host_blocking_rows = out  # type: ignore[attr-defined]
+    return out
+
+
+def _copy_blocked(frame: Frame, calls: np.ndarray) -> np.ndarray:
+    """Per async copy call: did it hold the host? A call whose GPU copy is not in the trace is taken
+    to block (the reading before this evidence was used)."""
+    gpu = frame.rows("gpu_memcpy")
+    copy_of = np.full(len(frame), -1, np.int64)
+    launched = gpu[frame.launch_row[gpu] >= 0]
+    copy_of[frame.launch_row[launched]] = launched
+    out = np.ones(calls.size, bool)
+    for i, call in enumerate(calls.tolist()):
+        copy = int(copy_of[call])
+        if copy < 0:
+            continue
+        name = frame.name(copy)
+        if PAGEABLE.search(name):
+            continue
+        if NOT_PAGEABLE.search(name):
+            out[i] = False
+        else:  # the name does not say (nsys, ROCm): it blocked if it returned after its copy ended
+            out[i] = bool(frame.end[call] >= frame.end[copy])
+    return out
+
+
+def host_waits(frame: Frame) -> np.ndarray:
+    """The first row of each wait: blocking calls on one thread with no launch call between them are
+    one wait (``.item()`` is a copy to pageable memory and then cudaStreamSynchronize in PyTorch 2.x,
+    two blocking calls for the one thing a user would take out of the step)."""
+    blocking = host_blocking_rows(frame)
+    if not blocking.size:
+        return blocking
+    launches = frame.rows("runtime_api", "driver_api")
+    launches = launches[classify_rows(frame).api[launches] == API_CLASSES.index("launch")]
+    first = np.zeros(blocking.size, bool)
+    threads = frame.thread_key[blocking]
+    for key in np.unique(threads).tolist():
+        mine = np.flatnonzero(threads == key)
+        mine = mine[np.argsort(frame.start[blocking[mine]], kind="stable")]
+        own = np.sort(frame.start[launches[frame.thread_key[launches] == key]])
+        launched_before = np.searchsorted(own, frame.start[blocking[mine]])
+        first[mine] = np.r_[True, launched_before[1:] != launched_before[:-1]]
+    return blocking[first]
