@@ -234,14 +234,15 @@ def gpt2_generate(device):
     return step
 
 
-def resnet50_train(device):
-    """torchvision's ResNet-50 trained with bf16 autocast in channels_last, batch 32 at 224x224."""
+def resnet50_train(device, channels_last=True):
+    """torchvision's ResNet-50 trained with bf16 autocast in channels_last (or NCHW), batch 32 at 224x224."""
     import torch
     import torchvision
     torch.manual_seed(0)
-    model = torchvision.models.resnet50().to(device).to(memory_format=torch.channels_last)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    model = torchvision.models.resnet50().to(device).to(memory_format=layout)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    x = torch.randn(32, 3, 224, 224, device=device).to(memory_format=torch.channels_last)
+    x = torch.randn(32, 3, 224, 224, device=device).to(memory_format=layout)
     y = torch.randint(0, 1000, (32,), device=device)
 
     def step():
@@ -332,23 +333,9 @@ def prefetch_serial(device, overlap=False):
 
 
 def resnet50_train_nchw(device):
-    """resnet50_train in the default NCHW memory format (bf16 autocast, batch 32): cuDNN's fastest
-    convolutions take NHWC, so it converts layouts around them."""
-    import torch
-    import torchvision
-    torch.manual_seed(0)
-    model = torchvision.models.resnet50().to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    x = torch.randn(32, 3, 224, 224, device=device)
-    y = torch.randint(0, 1000, (32,), device=device)
-
-    def step():
-        with torch.autocast(device, dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    return step
+    """resnet50_train in the default NCHW memory format: cuDNN's fastest convolutions take NHWC, so it
+    converts layouts around them."""
+    return resnet50_train(device, channels_last=False)
 
 
 # The remedies applied: each pairs with a workload above, on the same shapes, to check what whatif
