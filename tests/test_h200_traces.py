@@ -254,8 +254,12 @@ def test_layout_conversions_around_nchw_convolutions_are_named() -> None:
 
 
 def test_a_gpu_bound_step_converting_layouts_is_told_channels_last() -> None:
+    # At batch 128 the NCHW ResNet-50 step is GPU-bound (13% idle), 11% of its kernel time layout
+    # conversion: channels_last comes first. Measured: 56.1 ms NCHW, 29.9 ms channels_last (batch norm's
+    # NCHW kernels are slower too, which the conversions' share does not count).
     from tracekit.analyze import verdicts
 
-    e = verdicts.Evidence(top_gpu_class="reduction", layout_share=0.13)
-    assert verdicts.CHANNELS_LAST_REMEDY in verdicts._gpu_bound_remedies(e)
-    assert verdicts.CHANNELS_LAST_REMEDY not in verdicts._gpu_bound_remedies(verdicts.Evidence(top_gpu_class="reduction"))
+    r = _launch("resnet50_b128_nchw.pt.trace.json.gz")
+    assert r.verdict == "GPU-bound", r.evidence
+    assert r.remedies[0] == verdicts.CHANNELS_LAST_REMEDY, r.remedies
+    assert TIMES["resnet50_b128"] < 0.6 * TIMES["resnet50_b128_nchw"]

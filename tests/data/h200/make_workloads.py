@@ -234,16 +234,16 @@ def gpt2_generate(device):
     return step
 
 
-def resnet50_train(device, channels_last=True):
-    """torchvision's ResNet-50 trained with bf16 autocast in channels_last (or NCHW), batch 32 at 224x224."""
+def resnet50_train(device, channels_last=True, batch=32):
+    """torchvision's ResNet-50 trained with bf16 autocast in channels_last (or NCHW) at 224x224."""
     import torch
     import torchvision
     torch.manual_seed(0)
     layout = torch.channels_last if channels_last else torch.contiguous_format
     model = torchvision.models.resnet50().to(device).to(memory_format=layout)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    x = torch.randn(32, 3, 224, 224, device=device).to(memory_format=layout)
-    y = torch.randint(0, 1000, (32,), device=device)
+    x = torch.randn(batch, 3, 224, 224, device=device).to(memory_format=layout)
+    y = torch.randint(0, 1000, (batch,), device=device)
 
     def step():
         with torch.autocast(device, dtype=torch.bfloat16):
@@ -338,6 +338,11 @@ def resnet50_train_nchw(device):
     return resnet50_train(device, channels_last=False)
 
 
+def resnet50_b128_nchw(device):
+    """resnet50_train_nchw at batch 128: enough GPU work a step for the GPU, not dispatch, to pace it."""
+    return resnet50_train(device, channels_last=False, batch=128)
+
+
 # The remedies applied: each pairs with a workload above, on the same shapes, to check what whatif
 # predicted against what the change really gives.
 def transformer_train_compiled(device):
@@ -426,6 +431,11 @@ def item_sync_nosync(device):
             total += loss.detach()
         return total.item()
     return step
+
+
+def resnet50_b128(device):
+    """resnet50_b128_nchw in channels_last (the layout remedy)."""
+    return resnet50_train(device, batch=128)
 
 
 def fp8_mlp_bf16(device):
@@ -557,7 +567,8 @@ TORCH = {"transformer_train": transformer_train, "inductor_mlp": inductor_mlp, "
          "transformer_train_whole_graph": transformer_train_whole_graph, "gpt2_train": gpt2_train,
          "gpt2_generate": gpt2_generate, "resnet50_train": resnet50_train, "fp8_mlp": fp8_mlp,
          "fp8_mlp_bf16": fp8_mlp_bf16, "prefetch_serial": prefetch_serial, "prefetch_overlap": prefetch_overlap,
-         "resnet50_train_nchw": resnet50_train_nchw, "item_sync_stack": item_sync_stack}
+         "resnet50_train_nchw": resnet50_train_nchw, "item_sync_stack": item_sync_stack,
+         "resnet50_b128_nchw": resnet50_b128_nchw, "resnet50_b128": resnet50_b128}
 # torch.profiler options beyond the activities, per workload
 PROFILE_OPTIONS = {"item_sync_stack": {"with_stack": True, "record_shapes": True, "profile_memory": True}}
 JAX = {"jax_train": jax_train, "jax_train_nonblocking": jax_train_nonblocking, "jax_scan_lstm": jax_scan_lstm, "jax_scan_lstm_unroll5": jax_scan_lstm_unroll5}
