@@ -27,6 +27,7 @@ import numpy as np
 
 from tracekit.analyze.classify import API_CLASSES, classify_rows
 from tracekit.analyze.frame import Frame
+from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 
 # Synchronizing APIs that never hold the host: device-side waits and polls.
@@ -69,22 +70,21 @@ def _copy_blocked(frame: Frame, calls: np.ndarray) -> np.ndarray:
     copy_of = np.full(len(frame), -1, np.int64)
     launched = gpu[frame.launch_row[gpu] >= 0]
     copy_of[frame.launch_row[launched]] = launched
-    out = np.ones(calls.size, bool)
-    for i, call in enumerate(calls.tolist()):
-        copy = int(copy_of[call])
-        if copy < 0:
-            continue
-        if NOT_PAGEABLE.search(frame.name(copy)):
-            out[i] = False
-        else:  # returned only when its copy was done (a pageable copy's last chunk may still be in flight)
-            out[i] = bool(frame.end[call] >= frame.end[copy] - frame.dur[copy] // 10)
+    copy = copy_of[calls]
+    found = copy >= 0
+    copy = np.where(found, copy, 0)
+    pinned_codes = [c for c in distinct(frame.name_code[gpu]) if c >= 0 and NOT_PAGEABLE.search(frame.names[c])]
+    pinned = member_mask(frame.name_code[copy], pinned_codes)
+    # Returned only when its copy was done (a pageable copy's last chunk may still be in flight).
+    waited = frame.end[calls] >= frame.end[copy] - frame.dur[copy] // 10
+    out = ~found | (~pinned & waited)
     return out
 
 
 def host_waits(frame: Frame) -> np.ndarray:
     """The first row of each wait: blocking calls on one thread with no launch call between them are
-    one wait (``.item()`` is a copy to pageable memory and then cudaStreamSynchronize in PyTorch 2.x,
-    two blocking calls for the one thing a user would take out of the step)."""
+    one wait (``.cpu()`` of a tensor into pageable memory blocks in its copy and in the
+    cudaStreamSynchronize after it: two blocking calls for the one thing a user would take out)."""
     blocking = host_blocking_rows(frame)
     if not blocking.size:
         return blocking

@@ -641,9 +641,9 @@ def _stalls(r: LaunchReport, frame: Frame) -> Stalls | None:
 
 
 def _blocking_calls_per_step(r: LaunchReport, frame: Frame) -> float:
-    """Host waits for the GPU (cudaStreamSynchronize, cudaDeviceSynchronize, copies to pageable
-    memory: what .item() and .cpu() end in; a copy and the sync after it are one) per step used; 0
-    where no step is marked."""
+    """Host waits for the GPU (cudaStreamSynchronize, cudaDeviceSynchronize, blocking copies: what
+    .item() and .cpu() end in; a copy and the sync after it are one) per step used; 0 where no step
+    is marked."""
     if r.steps is None or r.steps.steps.empty:
         return 0.0
     used = r.steps.used_step_numbers()
