@@ -56,8 +56,7 @@ def host_blocking_rows(frame: Frame) -> np.ndarray:
     out = calls[member_mask(frame.name_code[calls], always)]
     async_calls = calls[member_mask(frame.name_code[calls], copies)]
     if async_calls.size:
-        out = np.union1d(out, async_calls[_copy_blocked(frame, async_calls)])
-    out = np.sort(out)
+        out = np.union1d(out, async_calls[_copy_blocked(frame, async_calls)])  # sorted, as rows() is
     out.flags.writeable = False
     frame._host_blocking_rows = out  # type: ignore[attr-defined]
     return out

@@ -438,8 +438,9 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
         leaf[part[:-1]] = start[1:] >= end[:-1]  # the next row on the thread starts after it ends
         leaf[part[-1]] = True
     compute = [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]
-    calls = host[leaf & frame.mask("cpu_op")[host] & ~np.isin(host, host_blocking_rows(frame))
-                 & ~member_mask(classes.op[host], compute) & member_mask(frame.thread_key[host], driving_threads(frame, host))]
+    # (framework ops only: a blocking runtime call is never one)
+    calls = host[leaf & frame.mask("cpu_op")[host] & ~member_mask(classes.op[host], compute)
+                 & member_mask(frame.thread_key[host], driving_threads(frame, host))]
     outer = host[top]
     outer = outer[np.argsort(frame.start[outer], kind="stable")]
     outer_start = frame.start[outer]
