@@ -24,7 +24,8 @@ def _blocking(path: Path) -> tuple[Counter, Counter]:
 
 @needs_shared
 def test_nsys_copies_block_when_they_return_with_their_copy() -> None:
-    # Keras darknet53 under nsys: no memory kind in the copies' names. Each device-to-host copy is a
+    # Keras darknet53 under nsys: every copy is from or to pageable memory (srcKind/dstKind), so
+    # timing decides. Each device-to-host copy is a
     # 100 µs call around a 1.7 µs copy (it waited for the stream); the small host-to-device copies
     # from pageable memory are 6 µs calls that return before their 1.2 µs copy runs (staged). The
     # stream waits and event polls (2,202 and 1,853 calls) hold nothing.

@@ -203,13 +203,13 @@ def test_device_side_waits_polls_and_pinned_copies_do_not_block_the_host() -> No
     assert "synchronizing calls" not in remedy
     # The same copies on the compute stream: the replay kept the host waiting in each non-blocking
     # copy (-0.8%) and split the capture in two at it.
-    w = whatif(load(H200 / "prefetch_serial.pt.trace.json.gz"))
+    w = whatif(load(H200 / "prefetch_serial.pt.trace.json.gz"), instance=0)
     assert abs(w.replayed_step_ns / w.measured_step_ns - 1) < 0.005
     assert "graphs:" not in next(s for s in w.scenarios if s.name == "cuda-graph-step").assumptions
 
 
 def test_an_item_is_one_wait_though_it_is_a_copy_and_a_sync() -> None:
-    # Each .item() is a cudaMemcpyAsync to pageable memory (which blocks) and a cudaStreamSynchronize:
+    # Each .item() is a cudaMemcpyAsync into pinned memory and a cudaStreamSynchronize (the wait):
     # 8 micro-batches, 8 waits a step. Profiling with stacks, shapes and memory (a trace 6x larger)
     # changes nothing in the verdict.
     plain, stacked = _launch("item_sync.pt.trace.json.gz"), _launch("item_sync_stack.pt.trace.json.gz")

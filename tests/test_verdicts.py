@@ -208,7 +208,7 @@ def test_a_keras_fit_step_waits_for_the_executor_and_is_analysed_on_a_steady_ste
     top op (74% of the steps) and the critical path was that one call. The executor's and tf.data's
     events count as the pool being busy, and so does the call's thread blocked on the function (see
     the stored capture's test below). critical-path and whatif take the first steady step, not the
-    warm-up one that builds the graph."""
+    warm-up one that builds the graph (whatif the median of the steady steps)."""
     r = tracekit.launch(keras_logdirs["fit"]).result
     assert r.steps is not None and r.steps.steps.status.iloc[0] == "warm-up", r.steps.steps.head()
     assert not any("__inference_" in n for n in r.top_ops.ops.name), r.top_ops.ops.name.head()
@@ -218,7 +218,7 @@ def test_a_keras_fit_step_waits_for_the_executor_and_is_analysed_on_a_steady_ste
     assert cp.window["instance"] >= 1 and "first steady step" in str(cp.window["chosen"]), cp.window
     assert cp.handoffs >= 1 and cp.handed_ops > 10, (cp.handoffs, cp.handed_ops)
     w = tracekit.whatif(keras_logdirs["fit"]).result
-    assert w.window == cp.window
+    assert w.window["instance"] >= 1 and "median step" in str(w.window["chosen"]), w.window
 
 
 def test_a_tf_function_call_blocked_after_its_executor_is_done_is_waiting_not_work():

@@ -114,7 +114,7 @@ def test_report_remedies_are_ordered_by_predicted_saving() -> None:
     r = launch(load(_trace("custom_eager")))
     line = next(e for e in r.evidence if e.startswith("remedies ordered by predicted saving"))
     # Capturing the step whole skips its dispatch too (cuda-graph-step), which compiling only cuts.
-    assert "cuda-graph-step 91%" in line and "no-dispatch 75%" in line
+    assert "cuda-graph-step 90%" in line and "no-dispatch 75%" in line
     assert "CUDA graph" in r.remedies[0] and r.remedies[1].startswith("cut per-op dispatch")
     assert r.remedies[-1].startswith("use larger batches")  # not costed: kept, after the costed ones
 

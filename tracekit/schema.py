@@ -142,7 +142,9 @@ COLUMNS: Final[tuple[Column, ...]] = (
            "`args.bytes`", "stat `bytes_allocated` / `memcpy_details`", "`bytes`"),
     Column("args", ARGS_TYPE, "-", "every remaining source field, as a JSON object that keeps the value types",
            "`args` minus the promoted keys, plus unrecognised top-level keys prefixed with `@`",
-           "event and event-metadata stats, by stat name", "the table's other columns, by column name"),
+           "event and event-metadata stats, by stat name",
+           "the table's other columns, by column name; a copy's or memset's memory kinds (`srcKind`, "
+           "`dstKind`, `memKind`) as their ENUM_CUDA_MEM_KIND labels (`\"Pageable\"`, `\"Pinned\"`, `\"Device\"`)"),
 )
 
 ARROW_SCHEMA: Final = pa.schema([pa.field(c.name, c.type) for c in COLUMNS])

@@ -12,7 +12,8 @@ none (a side-stream prefetch on the H200, tests/data/h200/prefetch_overlap).
 
 So a call blocks when its name says it always does (``*Synchronize``, the synchronous
 ``cudaMemcpy``, Level Zero's host waits), and an async copy blocks when its GPU copy says so: not
-when Kineto names pinned or device memory ("Memcpy HtoD (Pinned -> Device)"); otherwise when the call
+when its copy names pinned or device memory (Kineto: "Memcpy HtoD (Pinned -> Device)"; nsys: its
+srcKind/dstKind, see ``tracekit.analyze.copies``); otherwise when the call
 returned only as its copy ended (within a tenth of the copy's time: a 64 MB pageable copy returns a
 few µs before its last chunk lands). In nsys's Keras darknet53 capture every device-to-host copy
 (100 µs calls around 1.7 µs copies: they waited for the stream) blocks and 737 of 738 small
@@ -26,8 +27,8 @@ import re
 import numpy as np
 
 from tracekit.analyze.classify import API_CLASSES, classify_rows
+from tracekit.analyze.copies import NOT_PAGEABLE, host_memory
 from tracekit.analyze.frame import Frame
-from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 
 # Synchronizing APIs that never hold the host: device-side waits and polls.
@@ -36,7 +37,6 @@ NEVER_BLOCKS = re.compile(r"^(cuda|cu|hip)StreamWaitEvent|^(cuda|cu|hip)(Event|S
 ASYNC_COPY = re.compile(r"^(cuda|cu|hip)Memcpy\w*Async(_v\d+)?(_ptsz|_ptds)?$")
 # Copies whose name alone blocks the host (cudaMemcpy: synchronous for host memory of any kind).
 SYNC_COPY = re.compile(r"^(cudaMemcpy|hipMemcpy|cuMemcpy(HtoD|DtoH)?)(_v\d+)?$")
-NOT_PAGEABLE = re.compile(r"Pinned|Device -> Device|DtoD|Device-to-Device", re.IGNORECASE)
 
 
 def host_blocking_rows(frame: Frame) -> np.ndarray:
@@ -72,8 +72,8 @@ def _copy_blocked(frame: Frame, calls: np.ndarray) -> np.ndarray:
     copy = copy_of[calls]
     found = copy >= 0
     copy = np.where(found, copy, 0)
-    pinned_codes = [c for c in distinct(frame.name_code[gpu]) if c >= 0 and NOT_PAGEABLE.search(frame.names[c])]
-    pinned = member_mask(frame.name_code[copy], pinned_codes)
+    pinned = np.zeros(calls.size, bool)
+    pinned[found] = host_memory(frame, copy[found]) == NOT_PAGEABLE
     # Returned only when its copy was done (a pageable copy's last chunk may still be in flight).
     waited = frame.end[calls] >= frame.end[copy] - frame.dur[copy] // 10
     out = ~found | (~pinned & waited)

@@ -22,10 +22,11 @@ GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
 LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")
 
 # The kinds of row whose ``args`` an analysis reads: cpu_op (a copy's dtypes in classify, an op's
-# Input Dims in top_ops) and gpu_sync (Kineto's CUDA-event waits in critical_path). The analysis
+# Input Dims in top_ops), gpu_sync (Kineto's CUDA-event waits in critical_path) and gpu_memcpy (nsys's
+# memory kinds in copies). The analysis
 # commands read traces with ``load(path, args_of_kinds=ARGS_READ_OF_KINDS)``; an analysis that reads
 # args of another kind adds it here (tests/test_args_projection.py compares their documents).
-ARGS_READ_OF_KINDS: frozenset[str] = frozenset({"cpu_op", "gpu_sync"})
+ARGS_READ_OF_KINDS: frozenset[str] = frozenset({"cpu_op", "gpu_sync", "gpu_memcpy"})
 # The columns the analyses read (the Frame's, and those read from the table directly: correlation
 # ids, args, process names). The analysis commands read a tracekit Parquet file or an nsys export
 # with ``load(path, columns=COLUMNS_READ)``, the others left null; an analysis that reads another column

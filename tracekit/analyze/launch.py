@@ -34,6 +34,7 @@ from tracekit.analyze.classify import (
     short_name,
     tf_base_op,
 )
+from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
@@ -506,16 +507,17 @@ WHATIF_MAX_EVENTS = 200_000  # the replay walks the step's events in Python: bou
 
 
 def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float | None = None) -> None:
-    """Order the remedies by what ``tracekit whatif`` predicts each saves on the first step (those it
+    """Order the remedies by what ``tracekit whatif`` predicts each saves on the median step (those it
     cannot cost keep their order, after the costed ones), and say the predictions (as shares of the
     step, and of the loop when the steps are only ``loop_share`` of it)."""
+    from tracekit.analyze.critical_path import WHOLE_TRACE
     from tracekit.analyze.whatif import whatif
     from tracekit.errors import TracekitError
 
     if len(frame) > WHATIF_MAX_EVENTS:
         return
     try:
-        w = whatif(frame.table)
+        w = whatif(frame.table)  # on the median step
     except (TracekitError, ValueError, IndexError, KeyError, ZeroDivisionError):
         return  # the ordering is a refinement: a trace the replay cannot handle keeps the rules' order
     # An upper bound (time the trace cannot show to be dispatch) does not order remedies.
@@ -537,7 +539,8 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
     if loop_share is not None:
         said += (f" of the step; the steps are {loop_share:.0%} of the loop, so of the loop "
                  + ", ".join(f"{sc} {share * loop_share:.0%}" for sc, share in named))
-    r.evidence.append(f"remedies ordered by predicted saving on {w.window['name']} (tracekit whatif): {said}")
+    median = ", the median step" if w.window["name"] != WHOLE_TRACE else ""
+    r.evidence.append(f"remedies ordered by predicted saving on {w.window['name']}{median} (tracekit whatif): {said}")
 
 
 # torch.profiler writes ProfilerStep#N ranges only when it is given a schedule (torch/profiler/profiler.py:
@@ -673,8 +676,7 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     if e.layout_share >= verdicts.LAYOUT_SHARE:
         ev.append(f"{e.layout_share:.0%} of GPU kernel time converts tensor layouts (cuDNN's nchwToNhwc / "
                   "nhwcToNchw kernels around NHWC convolutions)")
-    copies = frame.rows("gpu_memcpy")
-    e.pageable_copies = any("Pageable" in frame.names[c] for c in distinct(frame.name_code[copies]) if c >= 0)
+    e.pageable_copy_share = pageable_share(frame)
     if e.low_precision_share >= verdicts.LOW_PRECISION_MOSTLY:
         ev.append(f"{e.low_precision_share:.0%} of GEMM/convolution/attention kernel time already runs in 16 bits or "
                   f"fewer (kernel names)")

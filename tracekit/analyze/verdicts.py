@@ -92,7 +92,7 @@ class Evidence:
     top_gpu_class_share: float = 0.0
     low_precision_share: float = 0.0  # of GEMM/conv/attention/RNN kernel time, kernels named for 16 bits or fewer
     layout_share: float = 0.0  # of GPU kernel time, cuDNN's NCHW <-> NHWC conversions (nchwToNhwcKernel)
-    pageable_copies: bool = False  # host-device copies from pageable memory (Kineto: "Memcpy HtoD (Pageable -> Device)")
+    pageable_copy_share: float = 0.0  # of GPU copy time, copies from or to pageable memory (tracekit.analyze.copies)
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
     retrace_steps: int = 0  # TF: steps used in which a tf.function was traced (its graph built) again
@@ -148,6 +148,7 @@ GPU_COPY_REMEDY = ("the GPU's busy time is memory copies: copy less (keep tensor
 GPU_COPY_REMEDY_PAGEABLE = ("the GPU's busy time is memory copies from pageable host memory, which the driver stages "
                             "through a pinned buffer at a fraction of the link's rate: copy from pinned memory "
                             "(pin_memory=True, tensor.pin_memory()) with non_blocking=True, and copy less")
+PAGEABLE_MOSTLY = 0.5  # of GPU copy time from or to pageable memory: pinning is the remedy (one stray copy is not)
 LAYOUT_SHARE = 0.05  # of GPU kernel time in layout conversions: worth a remedy
 CHANNELS_LAST_REMEDY = ("keep activations in the layout the convolutions run in: cuDNN converts NCHW tensors to NHWC "
                         "and back around its convolutions; model.to(memory_format=torch.channels_last) and the same "
@@ -429,7 +430,7 @@ def _framework_says(e: Evidence) -> str | None:
 
 def _gpu_bound_remedies(e: Evidence) -> list[str]:
     if e.top_gpu_class == "memcpy":  # a GPU busy copying: kernel work is not what to optimize
-        return [GPU_COPY_REMEDY_PAGEABLE if e.pageable_copies else GPU_COPY_REMEDY]
+        return [GPU_COPY_REMEDY_PAGEABLE if e.pageable_copy_share >= PAGEABLE_MOSTLY else GPU_COPY_REMEDY]
     return ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in MATH_CLASSES
             and e.low_precision_share < LOW_PRECISION_MOSTLY else []) + \
         ([CHANNELS_LAST_REMEDY] if e.layout_share >= LAYOUT_SHARE else []) + [GPU_BOUND_REMEDY]

@@ -41,7 +41,7 @@ from tracekit.analyze.classify import (
     collectives_beside,
     python_wait_rows,
 )
-from tracekit.analyze.critical_path import GPU_KINDS, step_window
+from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import JAX_BLOCK, RNN_CELL_OPS, data_loading_rows
 from tracekit.analyze.steps import driving_threads
@@ -118,9 +118,18 @@ WAIT_MODEL_TOLERANCE = 0.05
 
 
 def whatif(table: pa.Table, range_name: str | None = None, instance: int | None = None) -> WhatIf:
-    """Predict the step (or range instance) under each applicable scenario."""
+    """Predict the step (or range instance) under each applicable scenario. With neither a range nor
+    an instance, the step predicted is the median of the steps used (``median_step_instance``): a
+    prediction stands for the loop, and the first steady step can be its slowest."""
     frame = frame_of(table)
+    chosen = ""
+    if range_name is None and instance is None:
+        instance = median_step_instance(frame)
+        if instance is not None:
+            chosen = "the median step of those used (--instance picks another)"
     start, end, window = step_window(frame, range_name, instance)
+    if chosen:
+        window["chosen"] = chosen
     step = _step(frame, start, end, window)
     baseline = _replay(step)
     waits = [(seg, seg.waited) for seg in step.segments if seg.waited]

@@ -48,6 +48,10 @@ MEMCPY_KINDS = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host
                 5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array", 8: "Device-to-Device",
                 9: "Host-to-Host", 10: "Peer-to-Peer", 11: "Unified Host-to-Device", 12: "Unified Device-to-Host",
                 13: "Unified Device-to-Device"}
+# ENUM_CUDA_MEM_KIND (nsys's own numbering, not CUPTI's); 2022.1 exports use it without the table.
+MEMORY_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+                6: "Managed Static", 7: "Unknown"}
+MEMORY_KIND_COLUMNS = ("srcKind", "dstKind", "memKind")  # decoded to their labels in args
 SYNC_TYPES = {0: "Unknown", 1: "Event synchronize", 2: "Stream wait event", 3: "Stream synchronize",
               4: "Context synchronize"}
 NVTX_PUSHPOP = (59, 70)
@@ -449,6 +453,7 @@ def _read_kernels(db: _Db, have: set[str]) -> _Block | None:
 def _read_memory_ops(db: _Db, have: set[str]) -> list[_Block]:
     copy_kinds = _enum(db.con, have, "ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS)
     sync_types = _enum(db.con, have, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES)
+    memory_kinds = _enum(db.con, have, "ENUM_CUDA_MEM_KIND", MEMORY_KINDS)
     specs = (
         ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy", "copyKind", lambda v: f"[CUDA memcpy {copy_kinds.get(v, 'Unknown')}]"),
         ("CUPTI_ACTIVITY_KIND_MEMSET", "gpu_memset", None, lambda v: "[CUDA memset]"),
@@ -468,8 +473,12 @@ def _read_memory_ops(db: _Db, have: set[str]) -> list[_Block]:
                f'coalesce({_column(c, "streamId")}, -1), coalesce({_column(c, "correlationId")}, -1), '
                f'coalesce({_column(c, "globalPid")}, 0), coalesce({nbytes}, -1), {nbytes} IS NULL, '
                f'{_column(c, name_column) if name_column else "NULL"}, @ARGS@ FROM "{table}"')
+        # A copy's memory kinds are evidence (pageable copies are staged and may block), as labels:
+        # Kineto puts them in the name ("Memcpy HtoD (Pageable -> Device)"), nsys in these columns.
+        kinds = [k for k in MEMORY_KIND_COLUMNS if k in c]
+        decoded = tuple((k, _labels_sql(k, memory_kinds)) for k in kinds)
         (start, dur, device, stream, corr, gpid, nbytes_v, nbytes_null), (labels,), args = db.fetch(
-            sql, 8, 1, _args(cols, used) if db.wants_args([kind]) else NO_ARGS)
+            sql, 8, 1, _args(cols, used | set(kinds), decoded) if db.wants_args([kind]) else NO_ARGS)
         if name_of is None:  # a graph's id, as text ("None" when unknown); no column: ""
             names = columns.string_array([f"[CUDA graph {v if name_column in c else ''}]" for v in labels])
             name = names.dictionary_encode()
@@ -481,6 +490,12 @@ def _read_memory_ops(db: _Db, have: set[str]) -> list[_Block]:
                              np.zeros(start.size, bool), gpid, True, args, device=device, stream=stream, corr=corr,
                              optional={"bytes": (nbytes_v, nbytes_null.astype(bool))}))
     return blocks
+
+
+def _labels_sql(column: str, labels: dict[int, str]) -> str:
+    """SQL giving ``column``'s enum label (the number itself where the enum has none)."""
+    cases = " ".join(f"WHEN {k} THEN '{v.replace(chr(39), chr(39) * 2)}'" for k, v in sorted(labels.items()))
+    return f'CASE "{column}" {cases} ELSE "{column}" END'
 
 
 def api_display_name(raw: str) -> str:

@@ -1,0 +1,78 @@
+"""Which host memory a GPU copy read or wrote: pageable, not pageable (pinned or device), or unknown.
+
+Pageable memory matters twice: the driver stages such a copy through a pinned buffer at a fraction
+of the link's rate, and an async copy to or from it may hold the host (``tracekit.analyze.blocking``).
+Each format records it in its own place:
+
+* Kineto names it: ``Memcpy HtoD (Pageable -> Device)``, ``Memcpy DtoH (Device -> Pinned)``.
+* Nsight Systems keeps ``srcKind`` / ``dstKind`` columns, which the reader writes into ``args`` as
+  their labels (``{"srcKind":"Pageable","dstKind":"Device"}``); the name is nsys stats' own
+  (``[CUDA memcpy Host-to-Device]``), which says only the direction.
+* TF's XSpace (``MemcpyH2D``, ``memcpy_details: size:4 dest:1 async:1``) does not record it: unknown.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit.analyze.frame import Frame
+from tracekit.ingest.columns import distinct
+from tracekit.ingest.links import member_mask
+
+UNKNOWN, PAGEABLE, NOT_PAGEABLE = 0, 1, 2
+
+PAGEABLE_NAME = re.compile(r"Pageable", re.IGNORECASE)
+NOT_PAGEABLE_NAME = re.compile(r"Pinned|Device -> Device|DtoD|Device-to-Device|PtoP|Peer-to-Peer", re.IGNORECASE)
+# nsys's labels of ENUM_CUDA_MEM_KIND other than Pageable and Unknown.
+_KNOWN = "(Pinned|Device|Array|Managed|Device Static|Managed Static)"
+
+
+def host_memory(frame: Frame, copies: np.ndarray) -> np.ndarray:
+    """Per row of ``copies`` (gpu_memcpy rows): UNKNOWN, PAGEABLE or NOT_PAGEABLE (int8). A copy is
+    pageable when either end is; not pageable when both ends are known and neither is."""
+    out = np.zeros(copies.size, np.int8)
+    if not copies.size:
+        return out
+    codes = frame.name_code[copies]
+    names = frame.names
+    seen = [c for c in distinct(codes) if c >= 0]
+    out[member_mask(codes, [c for c in seen if PAGEABLE_NAME.search(names[c])])] = PAGEABLE
+    out[member_mask(codes, [c for c in seen if NOT_PAGEABLE_NAME.search(names[c])])] = NOT_PAGEABLE
+    undecided = np.flatnonzero(out == UNKNOWN)
+    if undecided.size and "args" in frame.table.column_names:
+        out[undecided] = _from_args(frame.table, copies[undecided])
+    return out
+
+
+def _from_args(table: pa.Table, rows: np.ndarray) -> np.ndarray:
+    """The memory kinds nsys's reader writes into args, matched in the JSON text without parsing it."""
+    import pyarrow.compute as pc  # here: short commands never load it
+
+    text = table.column("args").cast(pa.large_string()).take(pa.array(rows))
+    out = np.zeros(rows.size, np.int8)
+    if text.null_count == len(text):
+        return out
+    pageable = pc.match_substring_regex(text, r'"(srcKind|dstKind)":"Pageable"')
+    known = pc.and_(pc.match_substring_regex(text, f'"srcKind":"{_KNOWN}"'),
+                    pc.match_substring_regex(text, f'"dstKind":"{_KNOWN}"'))
+    out[_true(pc.and_not(known, pageable))] = NOT_PAGEABLE
+    out[_true(pageable)] = PAGEABLE
+    return out
+
+
+def _true(mask: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(mask.fill_null(False).to_numpy(zero_copy_only=False), bool)
+
+
+def pageable_share(frame: Frame) -> float:
+    """Share of the trace's GPU copy time spent in copies from or to pageable memory (0 when no copy
+    says which memory it used)."""
+    copies = frame.rows("gpu_memcpy")
+    if not copies.size:
+        return 0.0
+    dur = frame.dur[copies]
+    total = int(dur.sum())
+    return float(dur[host_memory(frame, copies) == PAGEABLE].sum() / total) if total > 0 else 0.0
