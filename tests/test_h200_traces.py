@@ -136,6 +136,20 @@ def test_a_gpu_busy_copying_from_pageable_memory_is_told_to_pin_it() -> None:
     assert "pinned memory" in r.remedies[0] and not any("top kernels" in m for m in r.remedies), r.remedies
 
 
+def test_overlapping_a_copy_the_copy_engine_paces_saves_little() -> None:
+    # Moving the 64 MB copy beside the kernels (overlap-copies) leaves a step of at least the copy's
+    # 14.9 ms: the copy engine paces it, so overlap buys only the small matmul and the host's staging.
+    # The blocking copy call no longer holds the host. The side-stream prefetch has no copy sharing
+    # the kernels' stream: the scenario does not apply.
+    w = whatif(load(H200 / "pageable_copy.pt.trace.json.gz"))
+    overlap = next(s for s in w.scenarios if s.name == "overlap-copies")
+    frame_copy = "14,913.6 µs of GPU time on the kernels' stream"
+    assert frame_copy in overlap.assumptions and "1 of their calls held the host" in overlap.assumptions
+    assert 14_913_600 <= overlap.predicted_step_ns < w.replayed_step_ns
+    assert overlap.saving_ns < 0.05 * w.replayed_step_ns
+    assert "overlap-copies" not in {s.name for s in whatif(load(H200 / "prefetch_overlap.pt.trace.json.gz")).scenarios}
+
+
 def test_a_blocking_call_waits_for_the_replayed_gpu_work_not_the_measured() -> None:
     # 20 fp32 matrix products a step, each followed by torch.cuda.synchronize(): each sync's measured
     # time is its wait for the product. amp halves the products, so the waits shrink with them; keeping

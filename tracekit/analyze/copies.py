@@ -67,6 +67,18 @@ def _true(mask: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(mask.fill_null(False).to_numpy(zero_copy_only=False), bool)
 
 
+# A copy from host to device, as each format names it: Kineto "Memcpy HtoD (Pinned -> Device)", nsys
+# "[CUDA memcpy Host-to-Device]" (2022: "[CUDA memcpy HtoD]"), TF's XSpace "MemcpyH2D".
+HOST_TO_DEVICE_NAME = re.compile(r"HtoD|Host-to-Device|H2D")
+
+
+def host_to_device(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """Per row of ``rows``: whether it is a copy from host to device memory (by its name)."""
+    codes = frame.name_code[rows]
+    return member_mask(codes, [c for c in distinct(codes) if c >= 0 and HOST_TO_DEVICE_NAME.search(frame.names[c])]) \
+        & frame.mask("gpu_memcpy")[rows]
+
+
 def pageable_share(frame: Frame) -> float:
     """Share of the trace's GPU copy time spent in copies from or to pageable memory (0 when no copy
     says which memory it used)."""

@@ -41,6 +41,7 @@ from tracekit.analyze.classify import (
     collectives_beside,
     python_wait_rows,
 )
+from tracekit.analyze.copies import host_to_device
 from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import JAX_BLOCK, RNN_CELL_OPS, data_loading_rows
@@ -53,6 +54,7 @@ from tracekit.schema import source_of
 HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
 FUSIBLE = ("elementwise", "cast")
 FUSED_RNN_MATH = ("gemm", "rnn", "convolution")  # a fused RNN op still does these in full
+SIDE_STREAM = -2  # the stream key of work a scenario moves beside the step's own streams
 HALF_PRECISION_SPEEDUP = 2.0  # GEMM/conv on tensor cores at 16 bits against TF32/FP32 (conservative)
 
 
@@ -423,9 +425,12 @@ def _segments(frame: Frame, rows: np.ndarray, kinds: dict[int, str], start: int,
 
 
 def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | None = None,
-            wait: bool = True, node_gap: int = 0) -> int:
+            wait: bool = True, node_gap: int = 0, side_stream: set[int] | None = None,
+            no_wait: set[int] | None = None) -> int:
     """Simulated step time. ``host_scale(segment) -> ns`` and ``gpu_dur(i) -> ns`` change costs;
-    ``node_gap``: the least time between consecutive kernels on a stream (a CUDA graph's nodes)."""
+    ``node_gap``: the least time between consecutive kernels on a stream (a CUDA graph's nodes);
+    ``side_stream``: GPU work (indices into ``step.gpu``) moved to a stream of its own per device;
+    ``no_wait``: blocking segments (by ``id``) that no longer wait for the GPU."""
     f = step.frame
     latency = step.launch_latency if launch_latency is None else launch_latency
     t = step.start
@@ -436,7 +441,7 @@ def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | No
     last_gpu_end = step.start
     for seg in step.segments:
         dur = seg.dur if host_scale is None else host_scale(seg)
-        if seg.kind == "sync" and wait and seg.owner >= 0 and dur > 0:
+        if seg.kind == "sync" and wait and seg.owner >= 0 and dur > 0 and not (no_wait and id(seg) in no_wait):
             # A blocking call returns when the GPU work launched before it is done, and then takes what
             # it took after the measured work ended: the wait is for the replayed work, not the measured.
             if seg.waited and dur == seg.dur:
@@ -447,7 +452,7 @@ def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | No
             t += dur
         for g in seg.launches:
             i = index[g]
-            key = (int(f.device[g]), int(f.stream[g]))
+            key = (int(f.device[g]), SIDE_STREAM if side_stream and i in side_stream else int(f.stream[g]))
             d = int(f.dur[g]) if gpu_dur is None else gpu_dur(i)
             begin = max(stream_free[key] + node_gap if key in stream_free else 0, t + latency)
             stream_free[key] = begin + d
@@ -725,6 +730,33 @@ def _no_sync(step: _Step) -> tuple[int, str] | None:
     return predicted, "blocking calls (synchronizations, blocking copies) return at once; the GPU work is unchanged"
 
 
+def _overlap_copies(step: _Step) -> tuple[int, str] | None:
+    """Host-to-device copies (a step's input) made one step ahead, from pinned memory on a side stream:
+    their GPU time leaves the stream the kernels run on (a copy engine runs it beside them), and a copy
+    call that held the host (pageable memory) returns as an async one does. Applies where such copies
+    share a stream with the step's kernels; device-to-host copies stay (the host reads their result)."""
+    f = step.frame
+    is_copy = f.mask("gpu_memcpy")[step.gpu]
+    h2d = np.flatnonzero(is_copy & host_to_device(f, step.gpu))
+    kernels = step.gpu[~is_copy]
+    streams_with_kernels = set(zip(f.device[kernels].tolist(), f.stream[kernels].tolist(), strict=True))
+    shared = [int(i) for i in h2d.tolist()
+              if (int(f.device[step.gpu[i]]), int(f.stream[step.gpu[i]])) in streams_with_kernels]
+    if not shared:
+        return None
+    calls = {int(f.launch_row[step.gpu[i]]) for i in shared}
+    launch_ns = int(np.median([s.dur for s in step.segments if s.kind == "launch"] or [0]))
+    unblocked = {id(seg) for seg in step.segments if seg.kind == "sync" and seg.owner in calls}
+    predicted = _replay(step, host_scale=lambda s: min(s.dur, launch_ns) if id(s) in unblocked else s.dur,
+                        side_stream=set(shared), no_wait=unblocked)
+    copy_ns = int(f.dur[step.gpu[shared]].sum())
+    held = (f"; {len(unblocked)} of their calls held the host (pageable memory) and return as an async copy does "
+            f"({launch_ns / 1e3:.1f} µs, the median launch call)") if unblocked else ""
+    return predicted, (f"{len(shared)} host-to-device copies ({copy_ns / 1e3:,.1f} µs of GPU time on the kernels' "
+                       "stream) are made one step ahead from pinned memory on a side stream, beside the kernels "
+                       f"(a copy engine runs them){held}; nothing in the step waits for them")
+
+
 _SCENARIOS = {"no-dispatch": _no_dispatch, "cuda-graphs": _cuda_graphs, "cuda-graph-step": _cuda_graph_step,
               "fuse-elementwise": _fuse_elementwise,
-              "fused-rnn": _fused_rnn, "amp": _amp, "no-sync": _no_sync}
+              "fused-rnn": _fused_rnn, "amp": _amp, "no-sync": _no_sync, "overlap-copies": _overlap_copies}

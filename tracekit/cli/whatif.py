@@ -9,7 +9,8 @@ from tracekit.cli._output import add_output_arguments, add_window_arguments, emi
 
 class WhatIfCommand:
     name = "whatif"
-    help = "predict the step time if dispatch, launches, elementwise ops, cell loops, precision or syncs changed"
+    help = ("predict the step time if dispatch, launches, elementwise ops, cell loops, precision, syncs or copies "
+            "changed")
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_window_arguments(parser)
