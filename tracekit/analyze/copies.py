@@ -39,8 +39,8 @@ def host_memory(frame: Frame, copies: np.ndarray) -> np.ndarray:
     codes = frame.name_code[copies]
     names = frame.names
     seen = [c for c in distinct(codes) if c >= 0]
-    out[member_mask(codes, [c for c in seen if PAGEABLE_NAME.search(names[c])])] = PAGEABLE
     out[member_mask(codes, [c for c in seen if NOT_PAGEABLE_NAME.search(names[c])])] = NOT_PAGEABLE
+    out[member_mask(codes, [c for c in seen if PAGEABLE_NAME.search(names[c])])] = PAGEABLE  # either end pageable
     undecided = np.flatnonzero(out == UNKNOWN)
     if undecided.size and "args" in frame.table.column_names:
         out[undecided] = _from_args(frame.table, copies[undecided])
@@ -51,7 +51,7 @@ def _from_args(table: pa.Table, rows: np.ndarray) -> np.ndarray:
     """The memory kinds nsys's reader writes into args, matched in the JSON text without parsing it."""
     import pyarrow.compute as pc  # here: short commands never load it
 
-    text = table.column("args").cast(pa.large_string()).take(pa.array(rows))
+    text = table.column("args").take(pa.array(rows)).cast(pa.large_string())
     out = np.zeros(rows.size, np.int8)
     if text.null_count == len(text):
         return out

@@ -511,7 +511,6 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
     """Order the remedies by what ``tracekit whatif`` predicts each saves on the median step (those it
     cannot cost keep their order, after the costed ones), and say the predictions (as shares of the
     step, and of the loop when the steps are only ``loop_share`` of it)."""
-    from tracekit.analyze.critical_path import WHOLE_TRACE
     from tracekit.analyze.whatif import whatif
     from tracekit.errors import TracekitError
 
@@ -540,7 +539,7 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
     if loop_share is not None:
         said += (f" of the step; the steps are {loop_share:.0%} of the loop, so of the loop "
                  + ", ".join(f"{sc} {share * loop_share:.0%}" for sc, share in named))
-    median = ", the median step" if w.window["name"] != WHOLE_TRACE else ""
+    median = ", the median step" if "median" in str(w.window.get("chosen", "")) else ""
     r.evidence.append(f"remedies ordered by predicted saving on {w.window['name']}{median} (tracekit whatif): {said}")
 
 
