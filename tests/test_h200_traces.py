@@ -136,6 +136,22 @@ def test_a_gpu_busy_copying_from_pageable_memory_is_told_to_pin_it() -> None:
     assert "pinned memory" in r.remedies[0] and not any("top kernels" in m for m in r.remedies), r.remedies
 
 
+def test_pinning_a_pageable_copy_is_costed_at_the_pinned_rate() -> None:
+    # The 64 MB pageable copy ran at 4.4-5.5 GB/s; the trace has no large pinned copy, so pin-memory
+    # takes PCIe 3.0's 12 GB/s (5.6 ms for the copy). On the same H200 the prefetch loop's 32 MB pinned
+    # copies ran at 55 GB/s: read from a trace that has them, the rate is its own.
+    from tracekit.analyze.copies import FALLBACK_PINNED_BYTES_PER_S, pinned_rate
+    from tracekit.analyze.frame import frame_of
+
+    w = whatif(load(H200 / "pageable_copy.pt.trace.json.gz"))
+    pin = next(s for s in w.scenarios if s.name == "pin-memory")
+    assert w.scenarios[0] is pin and "1 host-to-device at 12.0 GB/s (PCIe 3.0" in pin.assumptions, pin
+    assert 67_108_864 / FALLBACK_PINNED_BYTES_PER_S * 1e9 < pin.predicted_step_ns < 0.45 * w.replayed_step_ns
+    rate, seen = pinned_rate(frame_of(load(H200 / "prefetch_serial.pt.trace.json.gz")), to_device=True)
+    assert seen == 4 and 50e9 < rate < 60e9, (rate, seen)
+    assert "pin-memory" not in {s.name for s in whatif(load(H200 / "prefetch_serial.pt.trace.json.gz")).scenarios}
+
+
 def test_overlapping_a_copy_the_copy_engine_paces_saves_little() -> None:
     # Moving the 64 MB copy beside the kernels (overlap-copies) leaves a step of at least the copy's
     # 14.9 ms: the copy engine paces it, so overlap buys only the small matmul and the host's staging.

@@ -79,6 +79,46 @@ def host_to_device(frame: Frame, rows: np.ndarray) -> np.ndarray:
         & frame.mask("gpu_memcpy")[rows]
 
 
+# A copy this large runs at the link's rate (a small one is its fixed latency): the trace's own pinned
+# copies of at least this size give the rate pinned memory reaches on its machine.
+RATE_COPY_BYTES = 1 << 20
+# Where the trace has none: PCIe 3.0 x16's practical pinned rate, a floor for a discrete GPU (an H200 on
+# PCIe 5.0 copied 32 MB pinned at 55 GB/s, tests/data/h200/prefetch_serial; pageable at 4.4-5.5 GB/s).
+FALLBACK_PINNED_BYTES_PER_S = 12e9
+
+
+def copy_bytes(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """Bytes each row moved (-1 where the trace does not say)."""
+    if "bytes" not in frame.table.column_names or not rows.size:
+        return np.full(rows.size, -1, np.int64)
+    taken = frame.table.column("bytes").take(pa.array(rows))
+    return np.asarray(taken.fill_null(-1).to_numpy(zero_copy_only=False), np.int64)
+
+
+def pinned_rate(frame: Frame, to_device: bool) -> tuple[float, int]:
+    """(bytes/s, copies measured) of the trace's pinned copies of RATE_COPY_BYTES or more in one
+    direction (host to device, or device to host); (FALLBACK_PINNED_BYTES_PER_S, 0) where it has none."""
+    copies = frame.rows("gpu_memcpy")
+    direction = host_to_device(frame, copies) if to_device else device_to_host(frame, copies)
+    copies = copies[direction]
+    pinned = copies[host_memory(frame, copies) == NOT_PAGEABLE]
+    nbytes = copy_bytes(frame, pinned)
+    big = (nbytes >= RATE_COPY_BYTES) & (frame.dur[pinned] > 0)
+    if not big.any():
+        return FALLBACK_PINNED_BYTES_PER_S, 0
+    return float(nbytes[big].sum() / (frame.dur[pinned][big].sum() / 1e9)), int(big.sum())
+
+
+DEVICE_TO_HOST_NAME = re.compile(r"DtoH|Device-to-Host|D2H")
+
+
+def device_to_host(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """Per row of ``rows``: whether it is a copy from device to host memory (by its name)."""
+    codes = frame.name_code[rows]
+    return member_mask(codes, [c for c in distinct(codes) if c >= 0 and DEVICE_TO_HOST_NAME.search(frame.names[c])]) \
+        & frame.mask("gpu_memcpy")[rows]
+
+
 def pageable_share(frame: Frame) -> float:
     """Share of the trace's GPU copy time spent in copies from or to pageable memory (0 when no copy
     says which memory it used)."""

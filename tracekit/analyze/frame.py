@@ -28,12 +28,12 @@ LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")
 # args of another kind adds it here (tests/test_args_projection.py compares their documents).
 ARGS_READ_OF_KINDS: frozenset[str] = frozenset({"cpu_op", "gpu_sync", "gpu_memcpy"})
 # The columns the analyses read (the Frame's, and those read from the table directly: correlation
-# ids, args, process names). The analysis commands read a tracekit Parquet file or an nsys export
+# ids, args, process names, copies' bytes). The analysis commands read a tracekit Parquet file or an nsys export
 # with ``load(path, columns=COLUMNS_READ)``, the others left null; an analysis that reads another column
 # adds it here (tests/test_args_projection.py compares the documents of every command).
 COLUMNS_READ: frozenset[str] = frozenset({
     "kind", "name", "start_ns", "dur_ns", "pid", "tid", "process_name", "device_id", "stream_id", "parent", "depth",
-    "step", "launch_row", "op_row", "correlation_id", "args", "thread_name"})
+    "step", "launch_row", "op_row", "correlation_id", "args", "thread_name", "bytes"})
 
 
 def _int(table: pa.Table, name: str, null: int = -1) -> np.ndarray:

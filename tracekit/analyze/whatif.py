@@ -41,7 +41,7 @@ from tracekit.analyze.classify import (
     collectives_beside,
     python_wait_rows,
 )
-from tracekit.analyze.copies import host_to_device
+from tracekit.analyze.copies import PAGEABLE, RATE_COPY_BYTES, copy_bytes, host_memory, host_to_device, pinned_rate
 from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.launch import JAX_BLOCK, RNN_CELL_OPS, data_loading_rows
@@ -730,6 +730,10 @@ def _no_sync(step: _Step) -> tuple[int, str] | None:
     return predicted, "blocking calls (synchronizations, blocking copies) return at once; the GPU work is unchanged"
 
 
+def _copies(n: int) -> str:
+    return "copy" if n == 1 else "copies"
+
+
 def _overlap_copies(step: _Step) -> tuple[int, str] | None:
     """Host-to-device copies (a step's input) made one step ahead, from pinned memory on a side stream:
     their GPU time leaves the stream the kernels run on (a copy engine runs it beside them), and a copy
@@ -752,11 +756,51 @@ def _overlap_copies(step: _Step) -> tuple[int, str] | None:
     copy_ns = int(f.dur[step.gpu[shared]].sum())
     held = (f"; {len(unblocked)} of their calls held the host (pageable memory) and return as an async copy does "
             f"({launch_ns / 1e3:.1f} µs, the median launch call)") if unblocked else ""
-    return predicted, (f"{len(shared)} host-to-device copies ({copy_ns / 1e3:,.1f} µs of GPU time on the kernels' "
+    return predicted, (f"{len(shared)} host-to-device {_copies(len(shared))} ({copy_ns / 1e3:,.1f} µs of GPU time on the kernels' "
                        "stream) are made one step ahead from pinned memory on a side stream, beside the kernels "
                        f"(a copy engine runs them){held}; nothing in the step waits for them")
 
 
+def _pin_memory(step: _Step) -> tuple[int, str] | None:
+    """Copies of 1 MB or more from or to pageable memory run at the rate pinned memory reaches (the
+    trace's own pinned copies of 1 MB or more in that direction, else PCIe 3.0's 12 GB/s): the driver
+    no longer stages them. A host-to-device call that held the host returns as an async copy does; a
+    device-to-host one still waits, for the faster copy (the host reads its result)."""
+    f = step.frame
+    is_copy = f.mask("gpu_memcpy")[step.gpu]
+    index = np.flatnonzero(is_copy)
+    pageable = index[host_memory(f, step.gpu[index]) == PAGEABLE]
+    nbytes = copy_bytes(f, step.gpu[pageable])
+    # A smaller copy's time is mostly its fixed latency, which pinning does not remove (Keras darknet53
+    # under nsys: 5 KB pageable copies of 1.7 µs, which the rate alone would make free).
+    large = nbytes >= RATE_COPY_BYTES
+    pageable, nbytes = pageable[large], nbytes[large]
+    if not pageable.size:
+        return None
+    to_device = host_to_device(f, step.gpu[pageable])
+    rates = {True: pinned_rate(f, True), False: pinned_rate(f, False)}
+    pinned_ns = {int(i): min(int(b / rates[bool(d)][0] * 1e9), int(f.dur[step.gpu[i]]))
+                 for i, b, d in zip(pageable.tolist(), nbytes.tolist(), to_device.tolist(), strict=True)}
+    calls = {int(f.launch_row[step.gpu[i]]) for i in pageable[to_device].tolist()}
+    launch_ns = int(np.median([s.dur for s in step.segments if s.kind == "launch"] or [0]))
+    unblocked = {id(seg) for seg in step.segments if seg.kind == "sync" and seg.owner in calls}
+    predicted = _replay(step, host_scale=lambda s: min(s.dur, launch_ns) if id(s) in unblocked else s.dur,
+                        gpu_dur=lambda i: pinned_ns.get(i, int(f.dur[step.gpu[i]])), no_wait=unblocked)
+    measured = int(f.dur[step.gpu[pageable]].sum())
+    said = []
+    for d in (True, False):
+        n = int((to_device == d).sum())
+        if n:
+            rate, seen = rates[d]
+            source = (f"this trace's {seen} pinned {'host-to-device' if d else 'device-to-host'} copies of 1 MB or more"
+                      if seen else "PCIe 3.0 x16's practical rate, this trace having no large pinned copy that way")
+            said.append(f"{n} {'host-to-device' if d else 'device-to-host'} at {rate / 1e9:.1f} GB/s ({source})")
+    return predicted, (f"{pageable.size} {_copies(pageable.size)} of 1 MB or more from or to pageable memory ({measured / 1e3:,.1f} µs of GPU time) run "
+                       f"from pinned memory: {'; '.join(said)}; host-to-device calls that held the host return as an "
+                       "async copy does, device-to-host calls still wait for their (faster) copy")
+
+
 _SCENARIOS = {"no-dispatch": _no_dispatch, "cuda-graphs": _cuda_graphs, "cuda-graph-step": _cuda_graph_step,
               "fuse-elementwise": _fuse_elementwise,
-              "fused-rnn": _fused_rnn, "amp": _amp, "no-sync": _no_sync, "overlap-copies": _overlap_copies}
+              "fused-rnn": _fused_rnn, "amp": _amp, "no-sync": _no_sync, "overlap-copies": _overlap_copies,
+              "pin-memory": _pin_memory}
