@@ -25,6 +25,7 @@ report says how closely); each scenario's prediction is that replay with its cha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -730,6 +731,15 @@ def _no_sync(step: _Step) -> tuple[int, str] | None:
     return predicted, "blocking calls (synchronizations, blocking copies) return at once; the GPU work is unchanged"
 
 
+def _made_async(step: _Step, calls: set[int]) -> tuple[int, set[int], Callable[[Segment], int]]:
+    """Copy calls (rows) that held the host, made async from pinned memory: each costs what a launch
+    call does (the step's median). (that cost, the blocking segments no longer waiting (by id), the
+    host cost of every segment)."""
+    launch_ns = int(np.median([s.dur for s in step.segments if s.kind == "launch"] or [0]))
+    unblocked = {id(seg) for seg in step.segments if seg.kind == "sync" and seg.owner in calls}
+    return launch_ns, unblocked, lambda s: min(s.dur, launch_ns) if id(s) in unblocked else s.dur
+
+
 def _copies(n: int) -> str:
     return "copy" if n == 1 else "copies"
 
@@ -749,10 +759,8 @@ def _overlap_copies(step: _Step) -> tuple[int, str] | None:
     if not shared:
         return None
     calls = {int(f.launch_row[step.gpu[i]]) for i in shared}
-    launch_ns = int(np.median([s.dur for s in step.segments if s.kind == "launch"] or [0]))
-    unblocked = {id(seg) for seg in step.segments if seg.kind == "sync" and seg.owner in calls}
-    predicted = _replay(step, host_scale=lambda s: min(s.dur, launch_ns) if id(s) in unblocked else s.dur,
-                        side_stream=set(shared), no_wait=unblocked)
+    launch_ns, unblocked, host = _made_async(step, calls)
+    predicted = _replay(step, host_scale=host, side_stream=set(shared), no_wait=unblocked)
     copy_ns = int(f.dur[step.gpu[shared]].sum())
     held = (f"; {len(unblocked)} of their calls held the host (pageable memory) and return as an async copy does "
             f"({launch_ns / 1e3:.1f} µs, the median launch call)") if unblocked else ""
@@ -782,10 +790,9 @@ def _pin_memory(step: _Step) -> tuple[int, str] | None:
     pinned_ns = {int(i): min(int(b / rates[bool(d)][0] * 1e9), int(f.dur[step.gpu[i]]))
                  for i, b, d in zip(pageable.tolist(), nbytes.tolist(), to_device.tolist(), strict=True)}
     calls = {int(f.launch_row[step.gpu[i]]) for i in pageable[to_device].tolist()}
-    launch_ns = int(np.median([s.dur for s in step.segments if s.kind == "launch"] or [0]))
-    unblocked = {id(seg) for seg in step.segments if seg.kind == "sync" and seg.owner in calls}
-    predicted = _replay(step, host_scale=lambda s: min(s.dur, launch_ns) if id(s) in unblocked else s.dur,
-                        gpu_dur=lambda i: pinned_ns.get(i, int(f.dur[step.gpu[i]])), no_wait=unblocked)
+    _, unblocked, host = _made_async(step, calls)
+    predicted = _replay(step, host_scale=host, gpu_dur=lambda i: pinned_ns.get(i, int(f.dur[step.gpu[i]])),
+                        no_wait=unblocked)
     measured = int(f.dur[step.gpu[pageable]].sum())
     said = []
     for d in (True, False):
