@@ -733,8 +733,8 @@ def _no_sync(step: _Step) -> tuple[int, str] | None:
 
 def _made_async(step: _Step, calls: set[int]) -> tuple[int, set[int], Callable[[Segment], int]]:
     """Copy calls (rows) that held the host, made async from pinned memory: each costs what a launch
-    call does (the step's median). (that cost, the blocking segments no longer waiting (by id), the
-    host cost of every segment)."""
+    call does (the step's median). Returns that cost, the ids of the blocking segments that no longer
+    wait, and every segment's host cost."""
     launch_ns = int(np.median([s.dur for s in step.segments if s.kind == "launch"] or [0]))
     unblocked = {id(seg) for seg in step.segments if seg.kind == "sync" and seg.owner in calls}
     return launch_ns, unblocked, lambda s: min(s.dur, launch_ns) if id(s) in unblocked else s.dur
@@ -764,8 +764,8 @@ def _overlap_copies(step: _Step) -> tuple[int, str] | None:
     copy_ns = int(f.dur[step.gpu[shared]].sum())
     held = (f"; {len(unblocked)} of their calls held the host (pageable memory) and return as an async copy does "
             f"({launch_ns / 1e3:.1f} µs, the median launch call)") if unblocked else ""
-    return predicted, (f"{len(shared)} host-to-device {_copies(len(shared))} ({copy_ns / 1e3:,.1f} µs of GPU time on the kernels' "
-                       "stream) are made one step ahead from pinned memory on a side stream, beside the kernels "
+    return predicted, (f"{len(shared)} host-to-device {_copies(len(shared))} ({copy_ns / 1e3:,.1f} µs of GPU time "
+                       "on the kernels' stream) are made one step ahead from pinned memory on a side stream, beside the kernels "
                        f"(a copy engine runs them){held}; nothing in the step waits for them")
 
 
@@ -802,8 +802,8 @@ def _pin_memory(step: _Step) -> tuple[int, str] | None:
             source = (f"this trace's {seen} pinned {'host-to-device' if d else 'device-to-host'} copies of 1 MB or more"
                       if seen else "PCIe 3.0 x16's practical rate, this trace having no large pinned copy that way")
             said.append(f"{n} {'host-to-device' if d else 'device-to-host'} at {rate / 1e9:.1f} GB/s ({source})")
-    return predicted, (f"{pageable.size} {_copies(pageable.size)} of 1 MB or more from or to pageable memory ({measured / 1e3:,.1f} µs of GPU time) run "
-                       f"from pinned memory: {'; '.join(said)}; host-to-device calls that held the host return as an "
+    return predicted, (f"{pageable.size} {_copies(pageable.size)} of 1 MB or more from or to pageable memory "
+                       f"({measured / 1e3:,.1f} µs of GPU time) run from pinned memory: {'; '.join(said)}; host-to-device calls that held the host return as an "
                        "async copy does, device-to-host calls still wait for their (faster) copy")
 
 
