@@ -500,7 +500,7 @@ _REMEDY_SCENARIOS = (("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-grap
                      ("fuse elementwise", "fuse-elementwise"),
                      ("fused recurrent layer", "fused-rnn"), ("keras.layers.LSTM", "fused-rnn"),
                      ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),
-                     ("pin_memory=True, tensor.pin_memory()", "pin-memory"), ("from pinned memory", "overlap-copies"),
+                     ("pin_memory=True, tensor.pin_memory()", "pin-memory"), ("overlap the copies with compute", "overlap-copies"),
                      ("torch.compile", "no-dispatch"), ("TorchScript", "no-dispatch"), ("jit_compile", "no-dispatch"),
                      ("jax.jit", "no-dispatch"), ("compiler", "no-dispatch"), ("XLA", "no-dispatch"))
 NO_SAVING_SHARE = 0.01  # a remedy whose predicted saving is below this share of the step is listed last
