@@ -19,8 +19,6 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.analyze.frame import Frame
-from tracekit.ingest.columns import distinct
-from tracekit.ingest.links import member_mask
 
 UNKNOWN, PAGEABLE, NOT_PAGEABLE = 0, 1, 2
 
@@ -36,11 +34,8 @@ def host_memory(frame: Frame, copies: np.ndarray) -> np.ndarray:
     out = np.zeros(copies.size, np.int8)
     if not copies.size:
         return out
-    codes = frame.name_code[copies]
-    names = frame.names
-    seen = [c for c in distinct(codes) if c >= 0]
-    out[member_mask(codes, [c for c in seen if NOT_PAGEABLE_NAME.search(names[c])])] = NOT_PAGEABLE
-    out[member_mask(codes, [c for c in seen if PAGEABLE_NAME.search(names[c])])] = PAGEABLE  # either end pageable
+    out[frame.named(copies, NOT_PAGEABLE_NAME)] = NOT_PAGEABLE
+    out[frame.named(copies, PAGEABLE_NAME)] = PAGEABLE  # either end pageable
     undecided = np.flatnonzero(out == UNKNOWN)
     if undecided.size and "args" in frame.table.column_names:
         out[undecided] = _from_args(frame.table, copies[undecided])
@@ -74,9 +69,7 @@ HOST_TO_DEVICE_NAME = re.compile(r"HtoD|Host-to-Device|H2D")
 
 def host_to_device(frame: Frame, rows: np.ndarray) -> np.ndarray:
     """Per row of ``rows``: whether it is a copy from host to device memory (by its name)."""
-    codes = frame.name_code[rows]
-    return member_mask(codes, [c for c in distinct(codes) if c >= 0 and HOST_TO_DEVICE_NAME.search(frame.names[c])]) \
-        & frame.mask("gpu_memcpy")[rows]
+    return frame.named(rows, HOST_TO_DEVICE_NAME) & frame.mask("gpu_memcpy")[rows]
 
 
 # A copy this large runs at the link's rate (a small one is its fixed latency): the trace's own pinned
@@ -114,9 +107,7 @@ DEVICE_TO_HOST_NAME = re.compile(r"DtoH|Device-to-Host|D2H")
 
 def device_to_host(frame: Frame, rows: np.ndarray) -> np.ndarray:
     """Per row of ``rows``: whether it is a copy from device to host memory (by its name)."""
-    codes = frame.name_code[rows]
-    return member_mask(codes, [c for c in distinct(codes) if c >= 0 and DEVICE_TO_HOST_NAME.search(frame.names[c])]) \
-        & frame.mask("gpu_memcpy")[rows]
+    return frame.named(rows, DEVICE_TO_HOST_NAME) & frame.mask("gpu_memcpy")[rows]
 
 
 def pageable_share(frame: Frame) -> float:

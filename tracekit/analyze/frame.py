@@ -6,6 +6,7 @@ codes; names are decoded only for the few rows a report shows.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -13,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.ingest.columns import kind_codes, validity_mask, values_view
-from tracekit.ingest.links import byte_mask, nearest_ancestor
+from tracekit.ingest.columns import distinct, kind_codes, validity_mask, values_view
+from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 
 KIND_INDEX = schema.KIND_CODES
 GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
@@ -128,6 +129,11 @@ class Frame:
     def name(self, row: int) -> str:
         code = int(self.name_code[row])
         return self.names[code] if code >= 0 else ""
+
+    def named(self, rows: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
+        """Per row of ``rows``: whether its name matches ``pattern`` (searched once per distinct name)."""
+        codes = self.name_code[rows]
+        return member_mask(codes, [c for c in distinct(codes).tolist() if c >= 0 and pattern.search(self.names[c])])
 
     @cached_property
     def parent(self) -> np.ndarray:

@@ -731,10 +731,7 @@ def _layout_share(frame: Frame) -> float:
     """Share of GPU kernel time in cuDNN's layout conversions (NCHW tensors into its NHWC kernels and back)."""
     kernels = frame.rows("gpu_kernel")
     total = int(frame.dur[kernels].sum())
-    codes = [c for c in distinct(frame.name_code[kernels]) if c >= 0 and _LAYOUT_CONVERSION.search(frame.names[c])]
-    if not total or not codes:
-        return 0.0
-    return float(frame.dur[kernels[member_mask(frame.name_code[kernels], codes)]].sum()) / total
+    return float(frame.dur[kernels[frame.named(kernels, _LAYOUT_CONVERSION)]].sum()) / total if total else 0.0
 
 
 # Kernel namespaces that name the framework which launched them (an nsys trace does not say it).
@@ -785,10 +782,10 @@ def _blocks_each_step(frame: Frame) -> bool:
     least half the marked steps, so no step's dispatch overlaps the device's work on the one before."""
     marked = np.unique(frame.step[frame.rows("step")])
     rows = frame.rows("python_function")
-    codes = [c for c in distinct(frame.name_code[rows]).tolist() if c >= 0 and JAX_BLOCK.search(frame.names[c])]
-    if not marked.size or not codes:
+    blocking = rows[frame.named(rows, JAX_BLOCK)]
+    if not marked.size or not blocking.size:
         return False
-    blocked = np.unique(frame.step[rows[member_mask(frame.name_code[rows], codes)]])
+    blocked = np.unique(frame.step[blocking])
     return bool(np.isin(marked, blocked).sum() * 2 >= marked.size)
 
 

@@ -221,8 +221,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
         # JAX's block_until_ready waits for the device: a blocking call, not Python dispatch (on a
         # CPU the wait is for XLA's compute threads, which _mark_waits keeps as waiting).
         py = rows[frame.mask("python_function")[rows]]
-        codes = [c for c in np.unique(frame.name_code[py]).tolist() if c >= 0 and JAX_BLOCK.search(frame.names[c])]
-        for r in py[member_mask(frame.name_code[py], codes)].tolist():
+        for r in py[frame.named(py, JAX_BLOCK)].tolist():
             kinds[r] = "sync"
     if not gpu_all.size:
         # A compiled graph's own code runs its generated kernels as well as its wrapper, and the trace
@@ -786,7 +785,7 @@ def _pin_memory(step: _Step) -> tuple[int, str] | None:
     if not pageable.size:
         return None
     to_device = host_to_device(f, step.gpu[pageable])
-    rates = {True: pinned_rate(f, True), False: pinned_rate(f, False)}
+    rates = {d: pinned_rate(f, d) for d in set(to_device.tolist())}  # the directions these copies take
     pinned_ns = {int(i): min(int(b / rates[bool(d)][0] * 1e9), int(f.dur[step.gpu[i]]))
                  for i, b, d in zip(pageable.tolist(), nbytes.tolist(), to_device.tolist(), strict=True)}
     calls = {int(f.launch_row[step.gpu[i]]) for i in pageable[to_device].tolist()}
