@@ -50,7 +50,9 @@ WORKLOAD_PAIRS = [("tiny_ops", "tiny_ops_graphed", "cuda-graph-step"), ("tiny_op
                   ("item_sync", "item_sync_nosync", "no-sync"), ("inductor_mlp", "inductor_mlp_graphed", "cuda-graph-step"),
                   ("transformer_train", "transformer_train_whole_graph", "cuda-graph-step"),
                   ("transformer_train", "transformer_train_graphed", "cuda-graph-step"),
-                  ("jax_train", "jax_train_nonblocking", "no-sync")]
+                  ("jax_train", "jax_train_nonblocking", "no-sync"),
+                  ("prefetch_serial", "prefetch_overlap", "overlap-copies"),
+                  ("resnet50_b128_nchw", "resnet50_b128", "channels-last")]
 
 
 def validate_workloads(directory: Path) -> list[dict]:

@@ -194,3 +194,17 @@ def test_torch_collectives_keep_their_class_and_tf_ones_get_it_by_op_type():
     assert classify.classify_op_name("gloo:all_reduce") == "communication"
     assert classify.classify_op_name("nccl:all_reduce") == "communication"
     assert classify.classify_op_name("replica/allreduce:CollectiveReduceV2") == "communication"
+
+
+@needs_shared
+def test_torchrec_collectives_are_communication():
+    # torchrec's embedding all-to-alls are autograd Functions (All2All_Pooled_Req / _Wait, their
+    # backward nodes ...Backward): HTA's samples hold them beside the NCCL kernels they launch.
+    frame = Frame(load(TRACES / "hta" / "negative_queue_length_values_check" / "rank0.json.gz"))
+    names = {n for n in frame.names if n.startswith("All2All_")}
+    assert {"All2All_Pooled_Req", "All2All_Pooled_Wait", "All2All_Pooled_ReqBackward"} <= names
+    assert {classify.classify_op_name(n) for n in names} == {"communication"}
+    assert classify.classify_op_name("Variable_Batch_All2All_Pooled_Wait") == "communication"
+    assert classify.classify_op_name("ReduceScatterV_Req") == "communication"
+    # The engine's node around one is named after it but is the autograd engine's call, not the collective.
+    assert classify.classify_op_name("autograd::engine::evaluate_function: All2All_Pooled_ReqBackward") != "communication"

@@ -69,12 +69,12 @@ def test_a_whole_step_graph_predicts_what_capturing_the_step_gave() -> None:
 
 def test_a_whole_step_graph_predicts_the_captured_transformer_step() -> None:
     # The transformer's forward, backward and fused AdamW step captured in one torch.cuda.graph ran in
-    # 2.39 ms against 8.84 ms eager; cuda-graph-step predicts 2.28 ms on the profiled step (what is left
-    # is GPU time), and cuda-graphs, which keeps the dispatch, 6% saved.
+    # 2.39 ms against 8.84 ms eager; cuda-graph-step predicts 2.52 ms on the profiled step (what is left
+    # is GPU time), and cuda-graphs, which keeps the dispatch, saves a seventh of what it does.
     w = whatif(load(H200 / "transformer_train.pt.trace.json.gz"))
     by = {s.name: s for s in w.scenarios}
     assert abs(by["cuda-graph-step"].predicted_step_ns / 1e6 / TIMES["transformer_train_whole_graph"] - 1) <= 0.25
-    assert by["cuda-graphs"].saving_ns < 0.1 * w.replayed_step_ns
+    assert by["cuda-graphs"].saving_ns < 0.2 * by["cuda-graph-step"].saving_ns
 
 
 def test_blocking_calls_split_the_capture_and_keep_their_time() -> None:
@@ -110,12 +110,13 @@ def test_a_jax_step_on_the_gpu_counts_the_runtimes_spans_as_dispatch_and_is_told
 def test_waiting_for_each_jax_step_is_a_blocking_call_in_the_replay() -> None:
     # block_until_ready waits for the device (and for the host callback that reports it done): whatif
     # replays it as a blocking call, which no-sync removes, not as Python dispatch. Measured: the same
-    # loop waiting once per 10 steps runs a step in 0.197 ms against 0.308 ms (-36%); no-sync predicts
-    # -31%.
+    # loop waiting once per 10 steps runs a step in 0.197 ms against 0.308 ms (-36%). Without the wait
+    # the next step's dispatch overlaps this step's GPU work, so the GPU's 0.151 ms paces the step:
+    # no-sync predicts 0.152 ms. That is GPU time, which the profiler does not inflate: it is held
+    # against the unprofiled step as it is (the benchmark's "prof." column).
     w = whatif(load(H200 / "jax_train.xplane.pb"))
     by = {s.name: s for s in w.scenarios}
-    predicted = TIMES["jax_train"] * by["no-sync"].predicted_step_ns / w.replayed_step_ns
-    assert abs(predicted / TIMES["jax_train_nonblocking"] - 1) <= 0.25
+    assert abs(by["no-sync"].predicted_step_ns / 1e6 / TIMES["jax_train_nonblocking"] - 1) <= 0.25
     assert by["no-sync"].saving_ns > by["no-dispatch"].saving_ns
 
 

@@ -149,8 +149,11 @@ OP_RULES: list[tuple[str, str]] = [
              r"^aten::(quantize_per_tensor\w*|quantize_per_channel|dequantize|fake_quantize_per_\w+|_fake_quantize\w*)$|"
              r"^quantized_decomposed::(quantize|dequantize)_per_\w+$"),
     ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
+    # torchrec's collectives are autograd Functions named <collective>_Req / _Wait (All2All_Pooled_Req,
+    # ReduceScatterV_Wait, ...), their backward nodes with "Backward" appended.
     ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|^(NcclAllReduce|NcclReduce|NcclBroadcast|"
                       r"Collective(Reduce|Gather|Bcast|AllToAll|ReduceScatter)\w*|_Send|_Recv|_HostSend|_HostRecv)$|"
+                      r"^(Variable_Batch_)?(All2All|AllGather|ReduceScatter)\w*_(Req|Wait)(Backward)?$|"
                       + XLA_COLLECTIVE),
     # Inductor's generated C++ kernels (recorded with torch._inductor.config.cpp.enable_kernel_profile),
     # named by the ops they fuse: graph_0_cpp_fused_gelu_native_layer_norm_0. Compute, not wrappers.

@@ -236,3 +236,39 @@ def overlap_total(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b
         return 0
     bs, be = union(b_start, b_end)
     return int(overlap_per_interval(bs, be, a_start, a_end).sum())
+
+
+def range_reduce(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, op: np.ufunc) -> np.ndarray:
+    """``op`` (np.minimum, np.maximum) over values[lo:hi] for every (lo, hi), hi > lo, from a sparse
+    table: O(n log n) to build, O(1) per query."""
+    table = [values]
+    width = 1
+    while 2 * width <= values.size:
+        prev = table[-1]
+        table.append(op(prev[:-width], prev[width:]))
+        width *= 2
+    length = hi - lo
+    level = np.floor(np.log2(length)).astype(np.int64)
+    result = np.empty(lo.size, values.dtype)
+    for k in np.unique(level):
+        sel = level == k
+        t = table[k]
+        result[sel] = op(t[lo[sel]], t[hi[sel] - (1 << k)])
+    return result
+
+
+def crossing(start: np.ndarray, end: np.ndarray, q_start: np.ndarray, q_end: np.ndarray,
+             tolerance: int = 0) -> np.ndarray:
+    """For each query interval, whether an interval starts inside it (more than ``tolerance`` after
+    its start) and ends more than ``tolerance`` after its end: the two overlap with neither holding
+    the other. Swap the arguments for the intervals that start before a query and end inside it."""
+    out = np.zeros(q_start.size, bool)
+    if not start.size or not q_start.size:
+        return out
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    lo = np.searchsorted(s, q_start + tolerance, "right")
+    hi = np.searchsorted(s, q_end, "left")
+    has = hi > lo
+    out[has] = range_reduce(e, lo[has], hi[has], np.maximum) > q_end[has] + tolerance
+    return out

@@ -500,7 +500,7 @@ _REMEDY_SCENARIOS = (("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-grap
                      ("fuse elementwise", "fuse-elementwise"),
                      ("fused recurrent layer", "fused-rnn"), ("keras.layers.LSTM", "fused-rnn"),
                      ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),
-                     ("pin_memory=True, tensor.pin_memory()", "pin-memory"), ("overlap the copies with compute", "overlap-copies"),
+                     ("pin_memory=True, tensor.pin_memory()", "pin-memory"), ("channels_last", "channels-last"), ("overlap the copies with compute", "overlap-copies"),
                      ("torch.compile", "no-dispatch"), ("TorchScript", "no-dispatch"), ("jit_compile", "no-dispatch"),
                      ("jax.jit", "no-dispatch"), ("compiler", "no-dispatch"), ("XLA", "no-dispatch"))
 NO_SAVING_SHARE = 0.01  # a remedy whose predicted saving is below this share of the step is listed last
@@ -724,14 +724,14 @@ def _low_precision_share(frame: Frame) -> float:
     return float(frame.dur[rows][low[frame.name_code[rows]]].sum()) / total
 
 
-_LAYOUT_CONVERSION = re.compile(r"nchwToNhwc|nhwcToNchw")
+LAYOUT_CONVERSION = re.compile(r"nchwToNhwc|nhwcToNchw")  # cuDNN's layout-conversion kernels
 
 
 def _layout_share(frame: Frame) -> float:
     """Share of GPU kernel time in cuDNN's layout conversions (NCHW tensors into its NHWC kernels and back)."""
     kernels = frame.rows("gpu_kernel")
     total = int(frame.dur[kernels].sum())
-    return float(frame.dur[kernels[frame.named(kernels, _LAYOUT_CONVERSION)]].sum()) / total if total else 0.0
+    return float(frame.dur[kernels[frame.named(kernels, LAYOUT_CONVERSION)]].sum()) / total if total else 0.0
 
 
 # Kernel namespaces that name the framework which launched them (an nsys trace does not say it).

@@ -26,6 +26,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import schema
+from tracekit.analyze import intervals
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.ingest.columns import stable_order
 from tracekit.ingest.links import nearest_ancestor
@@ -131,8 +132,8 @@ def _by_key(gpu_key: np.ndarray, start: np.ndarray, end: np.ndarray, lo_key: np.
     has = hi > lo
     proj["gpu_ops"][targets] = hi - lo
     proj["gpu_busy_ns"][targets] = busy[hi] - busy[lo]
-    proj["first_start"][targets[has]] = _range_query(start, lo[has], hi[has], np.minimum)
-    proj["last_end"][targets[has]] = _range_query(end, lo[has], hi[has], np.maximum)
+    proj["first_start"][targets[has]] = intervals.range_reduce(start, lo[has], hi[has], np.minimum)
+    proj["last_end"][targets[has]] = intervals.range_reduce(end, lo[has], hi[has], np.maximum)
 
 
 def subtree_intervals(parent: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -183,27 +184,9 @@ def _projection(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, launc
     out["gpu_ops"] = hi - lo
     out["gpu_busy_ns"] = busy[hi] - busy[lo]
     has = hi > lo
-    out["first_start"][has] = _range_query(start, lo[has], hi[has], np.minimum)
-    out["last_end"][has] = _range_query(end, lo[has], hi[has], np.maximum)
+    out["first_start"][has] = intervals.range_reduce(start, lo[has], hi[has], np.minimum)
+    out["last_end"][has] = intervals.range_reduce(end, lo[has], hi[has], np.maximum)
     return out
-
-
-def _range_query(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, op: np.ufunc) -> np.ndarray:
-    """``op`` over values[lo:hi] for every (lo, hi), hi > lo, with a sparse table."""
-    table = [values]
-    width = 1
-    while 2 * width <= values.size:
-        prev = table[-1]
-        table.append(op(prev[:-width], prev[width:]))
-        width *= 2
-    length = hi - lo
-    level = np.floor(np.log2(length)).astype(np.int64)
-    result = np.empty(lo.size, values.dtype)
-    for k in np.unique(level):
-        sel = level == k
-        t = table[k]
-        result[sel] = op(t[lo[sel]], t[hi[sel] - (1 << k)])
-    return result
 
 
 def _range_depth(parent_range: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -1,7 +1,9 @@
 """What-if: replay one step with changed costs and predict its time (Daydream-style, on one trace).
 
-The step's thread is cut into *segments*, the stretches between consecutive start/end points of its
-events in call-stack order, each owned by the innermost event open during it:
+The step's thread (the one that launches the most GPU work, with the threads that take turns with
+it: PyTorch's autograd thread runs the backward pass while the Python thread waits in backward(),
+and their events nest into one timeline) is cut into *segments*, the stretches between consecutive
+start/end points of its events in call-stack order, each owned by the innermost event open during it:
 
 - ``dispatch``: no op open (framework / Python time between top-level ops), or inside a non-compute
   op, a user range or a Python function (time outside the ops it calls);
@@ -13,14 +15,18 @@ events in call-stack order, each owned by the innermost event open during it:
   poll; recorded with Python stacks), which no scenario shortens.
 
 The replay walks the segments with their (changed) durations; a launch call puts its GPU work on
-its stream, which starts at the later of the stream being free and the launch plus the trace's own
-launch latency; a blocking call ends no earlier than the GPU work launched before it. The launch
-latency is the trace's own, from launches onto an idle device: where the GPU runs a queue behind
-the host, a launch's wait is the queue, not latency. GPU work that other threads launch in the
-window (PyTorch runs the backward pass's launches on its autograd thread) keeps its durations: no
-scenario changes it, and the step takes at least each stream's busy time. The step ends when both
-the host and the GPU are done. Replaying the unchanged trace reproduces the measured step (the
-report says how closely); each scenario's prediction is that replay with its changes.
+its stream, which starts at the later of the stream being free (plus the device's own gap between
+queued kernels, read off the trace) and the launch plus the trace's own launch latency; a blocking
+call ends no earlier than the GPU work launched before it. The launch latency is the trace's own,
+from launches onto an idle device: where the GPU runs a queue behind the host, a launch's wait is the
+queue, not latency. There the driver's launch queue fills, and a launch call blocks until a kernel
+ends: such a call is a wait, replayed as one (``_mark_queue_waits``), and a stream still busy with
+the previous step's work takes this step's after it. GPU work that other threads launch in the window
+keeps its durations: no scenario changes it, and the step takes at least each stream's busy time.
+The step lasts as long as the host's part, or as the GPU's from the step's first kernel to its last,
+whichever is longer (in a loop, the GPU's tail overlaps the next step's host work). Replaying the
+unchanged trace reproduces the measured step (the report says how closely); each scenario's
+prediction is that replay with its changes.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.copies import PAGEABLE, RATE_COPY_BYTES, copy_bytes, host_memory, host_to_device, pinned_rate
 from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step_window
 from tracekit.analyze.frame import Frame, frame_of
-from tracekit.analyze.launch import JAX_BLOCK, RNN_CELL_OPS, data_loading_rows
+from tracekit.analyze.launch import JAX_BLOCK, LAYOUT_CONVERSION, RNN_CELL_OPS, data_loading_rows
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
@@ -69,6 +75,11 @@ class Segment:
     start: int = 0      # where it begins on the trace's timeline
     covered: int = 0    # dispatch time during which other threads ran compute ops (a wait, not overhead)
     waited: int = 0     # a blocking call's time waiting for the GPU work its thread launched before it
+    # A launch call held by a full launch queue returned just after GPU work ``queued`` ended (a
+    # gpu row; HELD_BY_EARLIER_WORK: work the replay does not launch; -1: not held), ``after`` ns
+    # later (_mark_queue_waits).
+    queued: int = -1
+    after: int = 0
 
 
 @dataclass
@@ -93,6 +104,9 @@ class WhatIf:
     # The busiest GPU stream's busy time with the window's work (every thread's launches): above the
     # measured step, the GPU runs behind the host and its time, not the host's, bounds the step.
     gpu_stream_busy_ns: int = 0
+    # The host threads replayed (tids), the one that launches the most GPU work first; more than one
+    # where threads take turns (_turn_taking).
+    replayed_tids: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -112,6 +126,12 @@ class _Step:
     # at least each stream's busy time.
     other_gpu_busy: dict[tuple[int, int], int] = field(default_factory=dict)
     unchanged_ns: int = 0  # the unchanged replay's step (whatif() sets it)
+    tids: list[int] = field(default_factory=list)  # the replayed threads, the driving one first
+    launch_cost: int = 0  # the median launch call: a call held by the launch queue costs this beyond its wait
+    # (device, stream) -> when the earlier work still running on it at the step's first launch onto it ends
+    stream_ready: dict[tuple[int, int], int] = field(default_factory=dict)
+    queue_gap: int = 0  # the device's gap between kernels queued back to back (_queue_gap)
+    thread_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the replayed threads
 
 
 # Blocking calls wait for the replayed GPU work when that reproduces the step within this share of
@@ -135,17 +155,18 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
         window["chosen"] = chosen
     step = _step(frame, start, end, window)
     baseline = _replay(step)
-    waits = [(seg, seg.waited) for seg in step.segments if seg.waited]
+    waits = [(seg, seg.waited, seg.queued) for seg in step.segments if seg.waited or seg.queued != -1]
     if waits:
-        # Blocking calls that wait for the replayed GPU work must still reproduce the step. Where
-        # the measured waits are for work the replay does not model (a queue fed from other threads
-        # or streams), the replay ends them too early: keep their measured time instead.
-        for seg, _ in waits:
-            seg.waited = 0
+        # Blocking calls and held launch calls that wait for the replayed GPU work must still
+        # reproduce the step. Where the measured waits are for work the replay does not model (a
+        # queue fed from other threads or streams), the replay ends them too early: keep their
+        # measured time instead.
+        for seg, _, _ in waits:
+            seg.waited, seg.queued = 0, -1
         kept = _replay(step)
         if abs(baseline - (end - start)) <= abs(kept - (end - start)) + WAIT_MODEL_TOLERANCE * (end - start):
-            for seg, waited in waits:
-                seg.waited = waited
+            for seg, waited, queued in waits:
+                seg.waited, seg.queued = waited, queued
         else:
             baseline = kept
     step.unchanged_ns = baseline
@@ -164,7 +185,7 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
                             "not show, which a compiled graph may not remove")
         scenarios.append(Scenario(name, predicted, baseline - predicted, assumptions, upper_bound))
     scenarios.sort(key=lambda s: -s.saving_ns)
-    return WhatIf(window, end - start, baseline, scenarios, _busiest_stream(step))
+    return WhatIf(window, end - start, baseline, scenarios, _busiest_stream(step), step.tids)
 
 
 def _busiest_stream(step: _Step) -> int:
@@ -191,8 +212,10 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     busy = {int(k): (int(launches[keys == k].sum()), int(k) in marking, int(frame.dur[host[keys == k]].sum()))
             for k in np.unique(keys)}
     thread = max(busy, key=lambda k: busy[k])
-    others = host[(keys != thread) & frame.mask("cpu_op")[host]]
-    rows = host[keys == thread]
+    threads = _turn_taking(frame, host, keys, thread, {k: b[0] for k, b in busy.items()})
+    replayed = member_mask(keys, threads)
+    others = host[~replayed & frame.mask("cpu_op")[host]]
+    rows = host[replayed]
     rows = rows[np.lexsort((-frame.end[rows], frame.start[rows]))]
     rows = rows[~((frame.start[rows] == start) & (frame.end[rows] == end))]  # the window's own range
     gpu_all = frame.rows(*GPU_KINDS)
@@ -204,7 +227,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     launched_by: dict[int, list[int]] = {}
     for g in gpu.tolist():
         launched_by.setdefault(int(frame.launch_row[g]), []).append(g)
-    collectives = collectives_beside(frame, np.array([thread], np.int64))
+    collectives = collectives_beside(frame, threads)
     if not gpu.size and not frame.mask("cpu_op")[host].any():
         # Only Python frames, ranges or runtime calls: every scenario would remove all of it and
         # predict a step of nothing. There is no work here for a prediction to keep.
@@ -239,20 +262,58 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     segments = _segments(frame, rows, kinds, start, end, launched_by)
     _mark_waits(frame, classes, segments, others, collectives)
     _mark_gpu_waits(frame, segments, gpu)
+    ready = _stream_ready(frame, gpu_all, gpu, start)
+    _mark_queue_waits(frame, segments, gpu_all, gpu, {d for d, _ in ready})
     latency = _launch_latency(frame, gpu_all, gpu)
     is_op = frame.mask("cpu_op")
     op_class = {r: OP_CLASSES[int(classes.op[r])] if is_op[r] and classes.op[r] >= 0 else "other"
                 for r in rows.tolist()}
     gpu_class = np.array([KERNEL_CLASSES[c] if c >= 0 else "other" for c in classes.kernel[gpu]], dtype=object)
     step = _Step(frame, start, end, segments, gpu, max(latency, 0), op_class, gpu_class,
-                 other_gpu_busy=_other_threads_gpu_busy(frame, gpu_all, on_thread, start, end))
+                 other_gpu_busy=_other_threads_gpu_busy(frame, gpu_all, on_thread, start, end),
+                 tids=[int(frame.tid[host[keys == k][0]]) for k in threads.tolist()])
     step.op_floor, step.work_scale = _work_scale(segments)
+    step.launch_cost = int(np.median([seg.dur for seg in segments if seg.kind == "launch"] or [0]))
+    step.stream_ready = ready
+    step.queue_gap = _queue_gap(frame, gpu_all)
+    step.thread_keys = threads
     # An op that launches GPU work does its arithmetic there: its host time is all overhead.
     is_op = frame.mask("cpu_op")
     for r in {int(x) for x in frame.launch_row[gpu].tolist()}:
         for op in _enclosing_ops(frame, r, is_op):
             step.work_scale[op] = 0.0
     return step
+
+
+# Threads that take turns may overlap at their edges by a little clock jitter.
+TURN_TOLERANCE_NS = 1_000
+
+
+def _turn_taking(frame: Frame, host: np.ndarray, keys: np.ndarray, thread: int,
+                 launches: dict[int, int]) -> np.ndarray:
+    """The driving thread and the other threads that launch GPU work in the window and take turns
+    with it: where events of two of them overlap, one holds the other (PyTorch's autograd thread
+    runs the backward pass inside the Python thread's backward() call, which waits for it). Such
+    threads are one line of work, replayed as one: the forward's launches and dispatch belong to the
+    step as much as the backward's. A thread whose events cross the others' runs beside them (TF's
+    executor threads), or whose innermost calls run while theirs do, runs beside them and stays
+    other threads' work."""
+    chosen = [thread]
+    start, end = frame.start, frame.end
+    has_child = np.zeros(len(frame), bool)
+    has_child[frame.parent[frame.parent >= 0]] = True
+    # The calls that do something themselves (not a Python frame or range that may be waiting).
+    leaf = ~has_child[host] & frame.mask("cpu_op", "runtime_api", "driver_api")[host]
+    for k in sorted((k for k, n in launches.items() if n and k != thread), key=lambda k: -launches[k]):
+        in_a = member_mask(keys, np.array(chosen, np.int64))
+        a, b = host[in_a], host[keys == k]
+        if (intervals.crossing(start[a], end[a], start[b], end[b], TURN_TOLERANCE_NS).any()
+                or intervals.crossing(start[b], end[b], start[a], end[a], TURN_TOLERANCE_NS).any()):
+            continue
+        a, b = host[in_a & leaf], host[(keys == k) & leaf]
+        if intervals.overlap_total(*intervals.union(start[a], end[a]), start[b], end[b]) <= TURN_TOLERANCE_NS:
+            chosen.append(k)
+    return np.array(chosen, np.int64)
 
 
 # A kernel launch's latency where the trace cannot show it (every launch queues behind earlier work).
@@ -345,6 +406,98 @@ def _mark_gpu_waits(frame: Frame, segments: list[Segment], gpu: np.ndarray) -> N
             seg.waited = int(min(max(int(ends[i - 1]) - seg.start, 0), seg.dur))
 
 
+# Queued kernel pairs needed to read the device's gap between them off a trace.
+QUEUE_GAP_MIN_PAIRS = 20
+
+
+def _queue_gap(frame: Frame, gpu_all: np.ndarray) -> int:
+    """The device's own gap between consecutive kernels on a stream when the second was launched
+    before the first ended (queued: the host played no part): the median over the trace, 0 where
+    fewer than QUEUE_GAP_MIN_PAIRS pairs show it. About 1.0-1.3 µs for eager kernels on an H200."""
+    kernels = gpu_all[frame.mask("gpu_kernel")[gpu_all]]
+    key = frame.device[kernels].astype(np.int64) * (1 << 40) + frame.stream[kernels]
+    order = np.lexsort((frame.start[kernels], key))
+    kernels, key = kernels[order], key[order]
+    nxt, prev_end = kernels[1:], frame.end[kernels[:-1]]
+    launch = frame.launch_row[nxt]
+    queued = (key[1:] == key[:-1]) & (launch >= 0) & (frame.start[np.maximum(launch, 0)] < prev_end)
+    gaps = (frame.start[nxt] - prev_end)[queued]
+    return max(int(np.median(gaps)), 0) if gaps.size >= QUEUE_GAP_MIN_PAIRS else 0
+
+
+def _stream_ready(frame: Frame, gpu_all: np.ndarray, gpu: np.ndarray, start: int) -> dict[tuple[int, int], int]:
+    """Per (device, stream) of the step's GPU work: the end of the work that ran on it before the
+    step's first GPU op there, where that is after the window starts (a queue behind the host)."""
+    ready: dict[tuple[int, int], int] = {}
+    if not gpu.size:
+        return ready
+    mine = np.zeros(len(frame), bool)
+    mine[gpu] = True
+    earlier = gpu_all[~mine[gpu_all]]
+    for d, st in set(zip(frame.device[gpu].tolist(), frame.stream[gpu].tolist(), strict=True)):
+        on = gpu[(frame.device[gpu] == d) & (frame.stream[gpu] == st)]
+        first = int(frame.start[on].min())
+        before = earlier[(frame.device[earlier] == d) & (frame.stream[earlier] == st) & (frame.start[earlier] < first)]
+        end = int(frame.end[before].max()) if before.size else start
+        if end > start:
+            ready[(d, st)] = min(end, first)
+    return ready
+
+
+# A launch call that takes this many times the step's median launch call, and this much longer, was
+# held; if it returned within QUEUE_RETURN_NS of the end of GPU work, that work's end freed it.
+QUEUE_HELD_FACTOR = 3
+QUEUE_HELD_NS = 20_000
+QUEUE_RETURN_NS = 15_000  # measured on an H200 (ResNet-50 NCHW, batch 128): 1-10 µs after the end
+# ... and only where this many launch calls' work had not started when it was called: the queue was
+# full. CUDA's holds 1,024 (1,021 launches pending at every held call on an H200 and on the HTA
+# traces' GPUs); a host-paced step has a handful pending.
+QUEUE_MIN_PENDING = 256
+HELD_BY_EARLIER_WORK = -2
+
+
+def _mark_queue_waits(frame: Frame, segments: list[Segment], gpu_all: np.ndarray, gpu: np.ndarray,
+                      behind: set[int]) -> None:
+    """Where the GPU runs far behind the host, the driver's launch queue fills and a launch call
+    blocks until the GPU finishes work ahead of it: on a GPU-bound step the launch calls hold the
+    host for tens of ms. Such a call is a wait, not host cost: the replay returns it when the
+    replayed GPU work it waited for ends, so a scenario that shortens the GPU work shortens it.
+    Evidence per call: far longer than the step's median launch, hundreds of launches' work not
+    begun when it was called, and it returned just after some GPU work ended. On a device that runs
+    behind the host (``behind``: still busy with earlier work at the step's first launch onto it),
+    or where that work is not replayed (other threads'), the call costs a median launch: the
+    replayed GPU work, back to back behind the earlier work, paces the step as the queue did, and
+    the earlier work, the previous step's, changes as this step's does, so no call waits for a
+    time fixed by it."""
+    launches = [seg for seg in segments if seg.kind == "launch" and seg.dur and seg.owner >= 0
+                and seg.start + seg.dur == int(frame.end[seg.owner])]
+    if not launches or not gpu.size:
+        return
+    typical = int(np.median([seg.dur for seg in launches]))
+    held = [seg for seg in launches
+            if seg.dur > QUEUE_HELD_FACTOR * typical and seg.dur - typical >= QUEUE_HELD_NS]
+    if not held:
+        return
+    # Launch calls and when their work began (a graph launch is one call for all its kernels).
+    linked = gpu_all[frame.launch_row[gpu_all] >= 0]
+    linked = linked[np.argsort(frame.launch_row[linked], kind="stable")]
+    calls, first = np.unique(frame.launch_row[linked], return_index=True)
+    began = np.minimum.reduceat(frame.start[linked], first) if calls.size else np.zeros(0, np.int64)
+    called = frame.start[calls]
+    held = [seg for seg in held if int(((called < seg.start) & (began > seg.start)).sum()) >= QUEUE_MIN_PENDING]
+    order = np.argsort(frame.end[gpu_all], kind="stable")
+    ends, rows = frame.end[gpu_all][order], gpu_all[order]
+    replayed = set(gpu.tolist())
+    call_end = np.array([seg.start + seg.dur for seg in held], np.int64)
+    i = np.searchsorted(ends, call_end, "right") - 1
+    for seg, at, k in zip(held, call_end.tolist(), i.tolist(), strict=True):
+        if k < 0 or at - int(ends[k]) > QUEUE_RETURN_NS or int(ends[k]) <= seg.start + typical:
+            continue
+        row = int(rows[k])
+        seg.queued, seg.after = ((row, at - int(ends[k])) if row in replayed and int(frame.device[row]) not in behind
+                                 else (HELD_BY_EARLIER_WORK, 0))
+
+
 def _work_scale(segments: list[Segment]) -> tuple[int, dict[int, float]]:
     """Every framework op pays a fixed cost before its arithmetic (argument checks, allocation,
     kernel selection: ~2-5 µs in PyTorch eager, tens of µs in TF eager). Its size is read off the
@@ -399,12 +552,14 @@ def _segments(frame: Frame, rows: np.ndarray, kinds: dict[int, str], start: int,
     t = start
 
     op = frame.mask("cpu_op")
+    thread_key = frame.thread_key
 
     def cut(at: int) -> Segment:
         nonlocal t
         owner = stack[-1] if stack else -1
-        # The top-level op: the outermost framework op open (user ranges around ops do not count).
-        top = next((r for r in stack if op[r]), -1)
+        # The top-level op: the outermost framework op open on the owner's thread (user ranges around
+        # ops do not count, nor a call on another replayed thread that waits for this one's work).
+        top = next((r for r in stack if op[r] and thread_key[r] == thread_key[owner]), -1) if stack else -1
         seg = Segment(max(at - t, 0), kinds.get(owner, "dispatch"), owner, top, start=t)
         segments.append(seg)
         t = max(t, at)
@@ -425,23 +580,32 @@ def _segments(frame: Frame, rows: np.ndarray, kinds: dict[int, str], start: int,
 
 
 def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | None = None,
-            wait: bool = True, node_gap: int = 0, side_stream: set[int] | None = None,
+            wait: bool = True, node_gap: int | None = None, side_stream: set[int] | None = None,
             no_wait: set[int] | None = None) -> int:
     """Simulated step time. ``host_scale(segment) -> ns`` and ``gpu_dur(i) -> ns`` change costs;
-    ``node_gap``: the least time between consecutive kernels on a stream (a CUDA graph's nodes);
+    ``node_gap``: the least time between consecutive kernels on a stream (default: the trace's own
+    gap between queued kernels; a CUDA graph's nodes have theirs);
     ``side_stream``: GPU work (indices into ``step.gpu``) moved to a stream of its own per device;
     ``no_wait``: blocking segments (by ``id``) that no longer wait for the GPU."""
     f = step.frame
     latency = step.launch_latency if launch_latency is None else launch_latency
+    node_gap = step.queue_gap if node_gap is None else node_gap
     t = step.start
-    stream_free: dict[tuple[int, int], int] = {}
+    # A stream still running earlier work (the previous step's, where the GPU runs behind) takes the
+    # step's work when that is done; the previous step's work would change as this step's does, so
+    # the step's GPU time is counted from its own first kernel, not from the window's start.
+    stream_free: dict[tuple[int, int], int] = dict(step.stream_ready)
+    first_begin: int | None = None
     stream_busy = dict(step.other_gpu_busy)
     gpu_end: dict[int, int] = {}
     index = {int(g): i for i, g in enumerate(step.gpu.tolist())}
     last_gpu_end = step.start
     for seg in step.segments:
         dur = seg.dur if host_scale is None else host_scale(seg)
-        if seg.kind == "sync" and wait and seg.owner >= 0 and dur > 0 and not (no_wait and id(seg) in no_wait):
+        if seg.queued != -1 and dur == seg.dur:
+            # Held by a full launch queue: it returns when the replayed work it waited for ends.
+            t = max(t + min(dur, step.launch_cost), gpu_end.get(seg.queued, t) + seg.after)
+        elif seg.kind == "sync" and wait and seg.owner >= 0 and dur > 0 and not (no_wait and id(seg) in no_wait):
             # A blocking call returns when the GPU work launched before it is done, and then takes what
             # it took after the measured work ended: the wait is for the replayed work, not the measured.
             if seg.waited and dur == seg.dur:
@@ -455,12 +619,13 @@ def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | No
             key = (int(f.device[g]), SIDE_STREAM if side_stream and i in side_stream else int(f.stream[g]))
             d = int(f.dur[g]) if gpu_dur is None else gpu_dur(i)
             begin = max(stream_free[key] + node_gap if key in stream_free else 0, t + latency)
+            first_begin = begin if first_begin is None else min(first_begin, begin)
             stream_free[key] = begin + d
             stream_busy[key] = stream_busy.get(key, 0) + d
             gpu_end[g] = begin + d
             last_gpu_end = max(last_gpu_end, begin + d)
     busiest = max(stream_busy.values(), default=0)
-    return int(max(t - step.start, last_gpu_end - step.start, busiest))
+    return int(max(t - step.start, last_gpu_end - (step.start if first_begin is None else first_begin), busiest))
 
 
 # One stretch with no op running that covers this much of the step is not per-op dispatch but work
@@ -529,10 +694,8 @@ def _uncapturable(step: _Step) -> list[bool]:
     GPU work (arithmetic on the host), and waits for other threads' work unless that work launches GPU
     work of its own (PyTorch's autograd thread, whose launches the capture takes in too)."""
     frame = step.frame
-    owners = [s.owner for s in step.segments if s.owner >= 0]
-    thread = int(frame.thread_key[owners[0]]) if owners else -1
     fetch = data_loading_rows(frame)
-    fetch = fetch[frame.thread_key[fetch] == thread]
+    fetch = fetch[member_mask(frame.thread_key[fetch], step.thread_keys)]
     fetch_s, fetch_e = intervals.union(frame.start[fetch], frame.end[fetch])
     others_launch = bool(step.other_gpu_busy)
     op_time: dict[int, int] = {}
@@ -705,7 +868,7 @@ def _amp(step: _Step) -> tuple[int, str] | None:
 
     # Autocast casts each math op's inputs (activation and weight: two casts), and a cast is an op:
     # the host pays an op's fixed cost and a launch for each, once per op, not per kernel.
-    launch_ns = int(np.median([s.dur for s in step.segments if s.kind == "launch"] or [0]))
+    launch_ns = step.launch_cost
     index = {int(g): i for i, g in enumerate(step.gpu.tolist())}
     extra = 2 * (step.op_floor + launch_ns)
     charged: set[int] = set()
@@ -734,7 +897,7 @@ def _made_async(step: _Step, calls: set[int]) -> tuple[int, set[int], Callable[[
     """Copy calls (rows) that held the host, made async from pinned memory: each costs what a launch
     call does (the step's median). Returns that cost, the ids of the blocking segments that no longer
     wait, and every segment's host cost."""
-    launch_ns = int(np.median([s.dur for s in step.segments if s.kind == "launch"] or [0]))
+    launch_ns = step.launch_cost
     unblocked = {id(seg) for seg in step.segments if seg.kind == "sync" and seg.owner in calls}
     return launch_ns, unblocked, lambda s: min(s.dur, launch_ns) if id(s) in unblocked else s.dur
 
@@ -806,7 +969,31 @@ def _pin_memory(step: _Step) -> tuple[int, str] | None:
                        "async copy does, device-to-host calls still wait for their (faster) copy")
 
 
+def _channels_last(step: _Step) -> tuple[int, str] | None:
+    """Activations kept in the layout the convolutions run in (channels_last): cuDNN's conversions
+    of NCHW tensors into its NHWC kernels and back (nchwToNhwc / nhwcToNchw) go, with their launch
+    calls. The other kernels keep their time."""
+    f = step.frame
+    kernels = np.flatnonzero(f.mask("gpu_kernel")[step.gpu])
+    converts = set(kernels[f.named(step.gpu[kernels], LAYOUT_CONVERSION)].tolist())
+    if not converts:
+        return None
+    index = {int(g): i for i, g in enumerate(step.gpu.tolist())}
+
+    def host(seg: Segment) -> int:
+        if seg.kind == "launch" and seg.launches and all(index[g] in converts for g in seg.launches):
+            return 0
+        return seg.dur
+
+    predicted = _replay(step, host_scale=host, gpu_dur=lambda i: 0 if i in converts else int(f.dur[step.gpu[i]]))
+    convert_ns = int(f.dur[step.gpu[sorted(converts)]].sum())
+    return predicted, (f"{len(converts)} layout-conversion kernels (cuDNN's nchwToNhwc / nhwcToNchw, "
+                       f"{convert_ns / 1e3:,.1f} µs) and their launch calls go: activations stay in channels_last, the "
+                       "layout the convolutions run in; the other kernels keep their time (a lower bound: batch norm, "
+                       "pooling and elementwise kernels may run faster in that layout too, which the trace cannot show)")
+
+
 _SCENARIOS = {"no-dispatch": _no_dispatch, "cuda-graphs": _cuda_graphs, "cuda-graph-step": _cuda_graph_step,
               "fuse-elementwise": _fuse_elementwise,
               "fused-rnn": _fused_rnn, "amp": _amp, "no-sync": _no_sync, "overlap-copies": _overlap_copies,
-              "pin-memory": _pin_memory}
+              "pin-memory": _pin_memory, "channels-last": _channels_last}

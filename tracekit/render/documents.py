@@ -504,6 +504,11 @@ def whatif_document(name: str, facts: list[tuple[str, str]], w: WhatIf) -> Docum
         f"{(w.replayed_step_ns / w.measured_step_ns - 1) * 100 if w.measured_step_ns else 0:+.1f}%).",
         "Each scenario replays the step with changed costs; predictions are for the profiled step (scale by "
         "unprofiled / profiled step time for the real one). Ranked by predicted saving."])
+    if len(w.replayed_tids) > 1:
+        head.sentences.insert(1, f"Replayed as one line of work: threads {', '.join(map(str, w.replayed_tids))}, which "
+                                 "launch GPU work and take turns (where their events overlap, one holds the other: "
+                                 "PyTorch's autograd thread runs the backward pass while the Python thread waits in "
+                                 "backward()).")
     if w.gpu_stream_busy_ns > 1.1 * w.measured_step_ns:
         head.sentences.insert(1, f"The GPU work launched in this window keeps one stream busy for "
                                  f"{format_cell(w.gpu_stream_busy_ns, 'ns')}, longer than the window: the GPU runs "
@@ -518,6 +523,6 @@ def whatif_document(name: str, facts: list[tuple[str, str]], w: WhatIf) -> Docum
         head.charts.append(Chart("stacked", "Predicted step time per scenario", ["replayed", *[s.name for s in w.scenarios]],
                                  ["step"], [[w.replayed_step_ns / 1e6], *[[s.predicted_step_ns / 1e6] for s in w.scenarios]]))
     data = {"window": w.window, "measured_step_ns": w.measured_step_ns, "replayed_step_ns": w.replayed_step_ns,
-            "gpu_stream_busy_ns": w.gpu_stream_busy_ns, "scenarios": [{"scenario": s.name, "predicted_step_ns": s.predicted_step_ns, "saving_ns": s.saving_ns,
+            "gpu_stream_busy_ns": w.gpu_stream_busy_ns, "replayed_threads": len(w.replayed_tids), "scenarios": [{"scenario": s.name, "predicted_step_ns": s.predicted_step_ns, "saving_ns": s.saving_ns,
                            "assumptions": s.assumptions, "upper_bound": s.upper_bound} for s in w.scenarios]}
     return Document(f"tracekit whatif: {name}", "whatif", facts, [head], data)
