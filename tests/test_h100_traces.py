@@ -80,8 +80,8 @@ def test_cudnn9_fp16_lstm_kernels_are_rnn_time() -> None:
 def test_nvjet_half_gemms_count_as_low_precision() -> None:
     frame = frame_of(load(_trace("nn_lstm_amp")))
     names = [n for n in frame.names if n.startswith("nvjet_")]
-    assert names and all(launch_mod._LOW_PRECISION.search(n) for n in names)
-    assert not launch_mod._LOW_PRECISION.search("nvjet_sm90_sss_128x128_64x4_1x2_h_bz_TNT")
+    assert names and all(launch_mod.LOW_PRECISION.search(n) for n in names)
+    assert not launch_mod.LOW_PRECISION.search("nvjet_sm90_sss_128x128_64x4_1x2_h_bz_TNT")
 
 
 @pytest.mark.parametrize("variant", ["nn_lstm", "custom_compile", "custom_compile_cudagraphs", "nn_lstm_amp",

@@ -294,3 +294,15 @@ def test_a_gpu_bound_step_converting_layouts_is_told_channels_last() -> None:
     assert r.verdict == "GPU-bound", r.evidence
     assert r.remedies[0] == verdicts.CHANNELS_LAST_REMEDY, r.remedies
     assert TIMES["resnet50_b128"] < 0.6 * TIMES["resnet50_b128_nchw"]
+
+
+def test_amp_does_not_speed_up_kernels_already_at_16_bits_or_fewer() -> None:
+    # fp8_mlp's GEMMs are FP8 (nvjet ..._qqtst_...) and fp8_mlp_bf16's bf16: amp has nothing to convert.
+    # The bf16-autocast transformer keeps a few fp32 GEMMs: amp halves only those (it predicted -3.6%
+    # before, from halving bf16 kernels and paying casts for them; -0.4% now).
+    for name in ("fp8_mlp", "fp8_mlp_bf16"):
+        assert "amp" not in _savings(name)
+    w = whatif(load(H200 / "transformer_train.pt.trace.json.gz"))
+    amp = next(s for s in w.scenarios if s.name == "amp")
+    assert "already at 16 bits or fewer keep their time" in amp.assumptions
+    assert abs(amp.saving_ns) < 0.01 * w.replayed_step_ns

@@ -707,8 +707,8 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
 # cuBLAS's Hopper nvjet kernels, whose type field spells A/B/C types a letter each (hsh: fp16 in and
 # out with fp32 accumulate; tst, tss: bf16, the only nvjet kernels in bf16-autocast training steps on
 # an H200, tests/data/h200; sss: fp32).
-_LOW_PRECISION = re.compile(r"f16|fp16|bf16|bfloat16|half|h884|h1688|h16816|hmma|e4m3|e5m2|fp8|int8|i8i8|"
-                            r"nvjet_sm\d+_[a-z]*[hbeqt][a-z]*_", re.IGNORECASE)
+LOW_PRECISION = re.compile(r"f16|fp16|bf16|bfloat16|half|h884|h1688|h16816|hmma|e4m3|e5m2|fp8|int8|i8i8|"
+                           r"nvjet_sm\d+_[a-z]*[hbeqt][a-z]*_", re.IGNORECASE)
 
 
 def _low_precision_share(frame: Frame) -> float:
@@ -720,7 +720,7 @@ def _low_precision_share(frame: Frame) -> float:
     total = int(frame.dur[rows].sum())
     if not total:
         return 0.0
-    low = np.array([bool(_LOW_PRECISION.search(n)) for n in frame.names] + [False])
+    low = np.array([bool(LOW_PRECISION.search(n)) for n in frame.names] + [False])
     return float(frame.dur[rows][low[frame.name_code[rows]]].sum()) / total
 
 

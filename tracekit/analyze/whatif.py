@@ -51,7 +51,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.copies import PAGEABLE, RATE_COPY_BYTES, copy_bytes, host_memory, host_to_device, pinned_rate
 from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step_window
 from tracekit.analyze.frame import Frame, frame_of
-from tracekit.analyze.launch import JAX_BLOCK, LAYOUT_CONVERSION, RNN_CELL_OPS, data_loading_rows
+from tracekit.analyze.launch import JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS, data_loading_rows
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
@@ -855,7 +855,12 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
 def _amp(step: _Step) -> tuple[int, str] | None:
     if not step.gpu.size:
         return None
-    math = {i for i, c in enumerate(step.gpu_class.tolist()) if c in ("gemm", "convolution")}
+    candidates = np.array([i for i, c in enumerate(step.gpu_class.tolist()) if c in ("gemm", "convolution")], np.int64)
+    if not candidates.size:
+        return None
+    # Kernels named for 16-bit or narrower math already run at that rate (a bf16 autocast step).
+    already = step.frame.named(step.gpu[candidates], LOW_PRECISION)
+    math = set(candidates[~already].tolist())
     if not math:
         return None
     cast = [int(step.frame.dur[g]) for g, c in zip(step.gpu.tolist(), step.gpu_class.tolist(), strict=True)
@@ -880,7 +885,8 @@ def _amp(step: _Step) -> tuple[int, str] | None:
         return seg.dur
 
     predicted = _replay(step, host_scale=host, gpu_dur=gpu)
-    return predicted, (f"{len(math)} GEMM/convolution kernels run at twice the rate (16-bit tensor cores), each with "
+    kept = f"; {int(already.sum())} already at 16 bits or fewer keep their time" if already.any() else ""
+    return predicted, (f"{len(math)} GEMM/convolution kernels run at twice the rate (16-bit tensor cores){kept}, each with "
                        f"a cast kernel added ({cast_ns / 1e3:.1f} µs, the trace's median elementwise kernel); each op "
                        f"launching them casts two inputs on the host ({extra / 1e3:.1f} µs: two ops' fixed cost and "
                        "launch)")

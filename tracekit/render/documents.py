@@ -506,7 +506,7 @@ def whatif_document(name: str, facts: list[tuple[str, str]], w: WhatIf) -> Docum
         "unprofiled / profiled step time for the real one). Ranked by predicted saving."])
     if len(w.replayed_tids) > 1:
         head.sentences.insert(1, f"Replayed as one line of work: threads {', '.join(map(str, w.replayed_tids))}, which "
-                                 "launch GPU work and take turns (where their events overlap, one holds the other: "
+                                 "launch GPU work and take turns (where their events overlap, one holds the other, as when "
                                  "PyTorch's autograd thread runs the backward pass while the Python thread waits in "
                                  "backward()).")
     if w.gpu_stream_busy_ns > 1.1 * w.measured_step_ns:
