@@ -172,7 +172,7 @@ def _keras_capture(tmp: Path, layer: str) -> Path:
     return logdir
 
 
-def _keras_fit_capture(tmp: Path) -> Path:
+def _keras_fit_capture(tmp: Path, steps_per_execution: int = 1) -> Path:
     """A small Dense classifier trained with model.fit on a tf.data pipeline under the TF profiler
     (start/stop around fit, no step markers: tracekit takes each call of Keras's train function as a
     step). The function's ops are small, so TF's executor and tf.data, not ops, fill most of the
@@ -186,8 +186,9 @@ def _keras_fit_capture(tmp: Path) -> Path:
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).map(lambda a, b: (a * 2.0, b)).prefetch(2)
     model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(128, activation="relu"),
                               keras.layers.Dropout(0.1), keras.layers.Dense(10)])
-    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    logdir = tmp / "fit"
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  steps_per_execution=steps_per_execution)
+    logdir = tmp / f"fit{steps_per_execution}"
     tf.profiler.experimental.start(str(logdir))
     try:
         model.fit(data, epochs=1, verbose=0)
@@ -199,7 +200,23 @@ def _keras_fit_capture(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def keras_logdirs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("keras")
-    return {**{layer: _keras_capture(tmp, layer) for layer in ("gru", "cell")}, "fit": _keras_fit_capture(tmp)}
+    return {**{layer: _keras_capture(tmp, layer) for layer in ("gru", "cell")}, "fit": _keras_fit_capture(tmp),
+            "fit4": _keras_fit_capture(tmp, steps_per_execution=4)}
+
+
+def test_a_keras_call_running_several_batches_is_said_to_and_compared_per_batch(keras_logdirs):
+    """steps_per_execution=4: each call of Keras's function runs 4 batches in a while loop at the root
+    of its graph (16 batches: 4 calls). Taken as steps, the calls made each "step" 4 batches long,
+    and a comparison against steps_per_execution=1 called the faster loop 2x slower per step."""
+    from tracekit.analyze.frame import Frame
+    from tracekit.analyze.steps import step_stats
+
+    assert step_stats(Frame(tracekit.load(keras_logdirs["fit4"]))).batches == 4
+    assert step_stats(Frame(tracekit.load(keras_logdirs["fit"]))).batches == 1
+    text = tracekit.render(tracekit.report(keras_logdirs["fit4"]), "markdown")
+    assert "one call running 4 training batches (Keras steps_per_execution=4" in text
+    c = tracekit.compare([keras_logdirs["fit"], keras_logdirs["fit4"]]).result
+    assert any("steps each run 4 training batch(es) against 1" in f and "per batch" in f for f in c.findings), c.findings
 
 
 def test_a_keras_fit_step_waits_for_the_executor_and_is_analysed_on_a_steady_step(keras_logdirs):

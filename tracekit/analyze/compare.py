@@ -337,6 +337,15 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
     for lab in labels[1:]:
         col, bcol = metrics[lab], metrics[base]
         b, v = float(bcol["step_time"]), float(col["step_time"])
+        bn, ln = (getattr(stats.get(x), "batches", 1) for x in (base, lab))
+        if b and v and bn != ln:
+            # Keras steps_per_execution: a "step" is one call running several batches; per call the
+            # trace that runs more batches a call looks slower however fast each batch is.
+            r = (v / ln) / (b / bn)
+            word = f"takes {r:.2f}x as long as" if r >= 1 else f"is {1 / r:.2f}x faster than"
+            out.append(f"{lab}'s steps each run {ln} training batch(es) against {bn} in {base} (Keras "
+                       f"steps_per_execution): per batch, {lab} {word} {base} ({ms(v / ln)} vs {ms(b / bn)}); the "
+                       "per-step figures below are per call.")
         if b and v:
             ratio = v / b
             word = f"takes {ratio:.2f}x as long as" if ratio >= 1 else f"is {1 / ratio:.2f}x faster than"

@@ -18,6 +18,7 @@ within noise: ``compare`` claims one only when the bootstrap interval of the rat
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +46,8 @@ class StepStats:
     keep_all: bool = False
     origin: str = ""  # where the steps come from when the trace does not mark them ("" : step markers)
     stalled_ns: dict[int, int] = field(default_factory=dict)  # step number: time lost in stalled op calls
+    # Training steps each step holds: a Keras call running steps_per_execution batches (keras_batches_per_call).
+    batches: int = 1
 
     @property
     def used(self) -> np.ndarray:
@@ -137,7 +140,31 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
     df["used"] = True if keep_all else (status == "steady")
     if not df.used.any():  # everything flagged: nothing steady to fall back on, so use every step
         df["used"] = True
-    return StepStats(df, keep_all, _origin(frame))
+    origin = _origin(frame)
+    return StepStats(df, keep_all, origin, batches=keras_batches_per_call(frame, df) if KERAS_CALLS.match(origin) else 1)
+
+
+# Steps the reader made from calls of Keras's function that can run several batches a call.
+KERAS_CALLS = re.compile(r"calls of (multi_step_on_\w+|train_function|test_function|predict_function)\b")
+# Keras runs steps_per_execution batches a call as a while loop at the root of the function's graph;
+# TF names that loop's body ops while/body/_N/... (a loop inside the model nests a second while/body/).
+_ROOT_LOOP_BODY = re.compile(r"^while/body/(?!.*while/body/)")
+
+
+def keras_batches_per_call(frame: Frame, steps: pd.DataFrame) -> int:
+    """Batches each call of Keras's per-batch function ran (steps_per_execution): how many times the
+    root while loop's body ran in a call, the median over its ops and over the calls; 1 without such
+    a loop (steps_per_execution=1 traces none)."""
+    ops = frame.rows("cpu_op")
+    ops = ops[frame.named(ops, _ROOT_LOOP_BODY)]
+    if not ops.size or steps.empty:
+        return 1
+    per_call = []
+    for start, dur in zip(steps.start_ns.tolist(), steps.dur_ns.tolist(), strict=True):
+        inside = ops[(frame.start[ops] >= start) & (frame.start[ops] < start + dur)]
+        if inside.size:
+            per_call.append(float(np.median(np.unique(frame.name_code[inside], return_counts=True)[1])))
+    return max(int(round(float(np.median(per_call)))), 1) if per_call else 1
 
 
 def _origin(frame: Frame) -> str:
