@@ -159,11 +159,12 @@ def keras_batches_per_call(frame: Frame, steps: pd.DataFrame) -> int:
     ops = ops[frame.named(ops, _ROOT_LOOP_BODY)]
     if not ops.size or steps.empty:
         return 1
-    per_call = []
-    for start, dur in zip(steps.start_ns.tolist(), steps.dur_ns.tolist(), strict=True):
-        inside = ops[(frame.start[ops] >= start) & (frame.start[ops] < start + dur)]
-        if inside.size:
-            per_call.append(float(np.median(np.unique(frame.name_code[inside], return_counts=True)[1])))
+    ops = ops[np.argsort(frame.start[ops], kind="stable")]
+    start = steps.start_ns.to_numpy(np.int64)
+    lo = np.searchsorted(frame.start[ops], start, "left")
+    hi = np.searchsorted(frame.start[ops], start + steps.dur_ns.to_numpy(np.int64), "left")
+    per_call = [float(np.median(np.unique(frame.name_code[ops[a:b]], return_counts=True)[1]))
+                for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if b > a]
     return max(int(round(float(np.median(per_call)))), 1) if per_call else 1
 
 

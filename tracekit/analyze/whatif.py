@@ -263,7 +263,8 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     _mark_waits(frame, classes, segments, others, collectives)
     _mark_gpu_waits(frame, segments, gpu)
     ready = _stream_ready(frame, gpu_all, gpu, start)
-    _mark_queue_waits(frame, segments, gpu_all, gpu, {d for d, _ in ready})
+    launch_cost = int(np.median([seg.dur for seg in segments if seg.kind == "launch"] or [0]))
+    _mark_queue_waits(frame, segments, gpu_all, gpu, {d for d, _ in ready}, launch_cost)
     latency = _launch_latency(frame, gpu_all, gpu)
     is_op = frame.mask("cpu_op")
     op_class = {r: OP_CLASSES[int(classes.op[r])] if is_op[r] and classes.op[r] >= 0 else "other"
@@ -273,7 +274,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
                  other_gpu_busy=_other_threads_gpu_busy(frame, gpu_all, on_thread, start, end),
                  tids=[int(frame.tid[host[keys == k][0]]) for k in threads.tolist()])
     step.op_floor, step.work_scale = _work_scale(segments)
-    step.launch_cost = int(np.median([seg.dur for seg in segments if seg.kind == "launch"] or [0]))
+    step.launch_cost = launch_cost
     step.stream_ready = ready
     step.queue_gap = _queue_gap(frame, gpu_all)
     step.thread_keys = threads
@@ -457,7 +458,7 @@ HELD_BY_EARLIER_WORK = -2
 
 
 def _mark_queue_waits(frame: Frame, segments: list[Segment], gpu_all: np.ndarray, gpu: np.ndarray,
-                      behind: set[int]) -> None:
+                      behind: set[int], typical: int) -> None:
     """Where the GPU runs far behind the host, the driver's launch queue fills and a launch call
     blocks until the GPU finishes work ahead of it: on a GPU-bound step the launch calls hold the
     host for tens of ms. Such a call is a wait, not host cost: the replay returns it when the
@@ -468,12 +469,11 @@ def _mark_queue_waits(frame: Frame, segments: list[Segment], gpu_all: np.ndarray
     or where that work is not replayed (other threads'), the call costs a median launch: the
     replayed GPU work, back to back behind the earlier work, paces the step as the queue did, and
     the earlier work, the previous step's, changes as this step's does, so no call waits for a
-    time fixed by it."""
+    time fixed by it. ``typical``: the step's median launch call."""
     launches = [seg for seg in segments if seg.kind == "launch" and seg.dur and seg.owner >= 0
                 and seg.start + seg.dur == int(frame.end[seg.owner])]
     if not launches or not gpu.size:
         return
-    typical = int(np.median([seg.dur for seg in launches]))
     held = [seg for seg in launches
             if seg.dur > QUEUE_HELD_FACTOR * typical and seg.dur - typical >= QUEUE_HELD_NS]
     if not held:
