@@ -9,6 +9,7 @@ ingest is slower without it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from types import ModuleType
 
 from tracekit import threads
@@ -76,20 +77,24 @@ def _load_sqlite_reader() -> ModuleType | None:
     return None
 
 
-def _sqlite_libraries() -> list[str]:
+def _sqlite_libraries() -> Iterator[str]:
     """Where libsqlite3 is: the copy the sqlite3 module loaded (Linux: its mapping in this process),
-    else the one the system's loader finds."""
-    import ctypes.util
+    else the one the system's loader finds (asked only then: find_library runs ldconfig, a few ms to
+    tens of ms of every nsys read's start)."""
     import sqlite3  # noqa: F401  (loads _sqlite3 and, with it, libsqlite3)
 
-    found = []
+    mapped: list[str] = []
     try:
         with open("/proc/self/maps") as maps:
-            found = sorted({line.split()[-1] for line in maps if "libsqlite3" in line and "/" in line})
+            mapped = sorted({line.split()[-1] for line in maps if "libsqlite3" in line and "/" in line})
     except OSError:
         pass
+    yield from mapped
+    import ctypes.util
+
     system = ctypes.util.find_library("sqlite3")
-    return found + ([system] if system else [])
+    if system:
+        yield system
 
 
 def xplane_walker() -> ModuleType | None:
