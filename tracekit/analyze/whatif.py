@@ -298,9 +298,11 @@ def _turn_taking(frame: Frame, host: np.ndarray, keys: np.ndarray, thread: int,
     threads are one line of work, replayed as one: the forward's launches and dispatch belong to the
     step as much as the backward's. A thread whose events cross the others' runs beside them (TF's
     executor threads), or whose innermost calls run while theirs do, runs beside them and stays
-    other threads' work."""
+    other threads' work; so does every thread of another process (another rank in the same capture)."""
     chosen = [thread]
     start, end = frame.start, frame.end
+    pid = frame.pid[host[keys == thread][0]]
+    launches = {k: n for k, n in launches.items() if frame.pid[host[keys == k][0]] == pid}
     has_child = np.zeros(len(frame), bool)
     has_child[frame.parent[frame.parent >= 0]] = True
     # The calls that do something themselves (not a Python frame or range that may be waiting).
