@@ -103,7 +103,9 @@ def test_compare_is_per_step_and_numbers_steps_as_report_does(tmp_path, capsys):
     m = cmp.metrics.set_index("metric")
     # Same code per step: op counts and op time per step agree although B ran one step more.
     assert m.loc["op_count", "A"] == m.loc["op_count", "B"] and 40 * 47 <= m.loc["op_count", "A"] < 40 * 48
-    assert abs(m.loc["host_framework_time", "B"] / m.loc["host_framework_time", "A"] - 1) < 0.5
+    # Per step, framework time is the same code's: within 2x on a loaded machine (one CI run measured
+    # 1.65x). Whole-trace totals would hold B's 300 ms sleep: over 10x.
+    assert 0.5 < m.loc["host_framework_time", "B"] / m.loc["host_framework_time", "A"] < 2
     lstm = cmp.names.set_index("name").loc["aten::lstm_cell"]
     assert lstm["count_A"] == lstm["count_B"] == 40  # per step, warm-up left out
     assert main(["compare", str(a), str(b), "-f", "markdown"]) == 0
