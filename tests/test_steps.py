@@ -7,9 +7,11 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tracekit
+from tracekit.analyze.breakdown import breakdown
 from tracekit.analyze.verdicts import FUSED_RNN_REMEDY
 from tracekit.cli import main
 
@@ -103,9 +105,12 @@ def test_compare_is_per_step_and_numbers_steps_as_report_does(tmp_path, capsys):
     m = cmp.metrics.set_index("metric")
     # Same code per step: op counts and op time per step agree although B ran one step more.
     assert m.loc["op_count", "A"] == m.loc["op_count", "B"] and 40 * 47 <= m.loc["op_count", "A"] < 40 * 48
-    # Per step, framework time is the same code's: within 2x on a loaded machine (one CI run measured
-    # 1.65x). Whole-trace totals would hold B's 300 ms sleep: over 10x.
-    assert 0.5 < m.loc["host_framework_time", "B"] / m.loc["host_framework_time", "A"] < 2
+    # Time metrics are the median over the steps used, the warm-up step (B's 300 ms sleep) left out.
+    # (Held against B's own per-step breakdown, not against A: on a loaded 2-core machine the same
+    # code's framework time per step differed 1.65x between two live captures.)
+    host = breakdown(tracekit.load(b)).host.set_index("step")
+    used = cmp.steps.step_B[cmp.steps.status_B == "steady"].astype(int).tolist()
+    assert 0 not in used and m.loc["host_framework_time", "B"] == np.median(host.loc[used, "framework_ns"])
     lstm = cmp.names.set_index("name").loc["aten::lstm_cell"]
     assert lstm["count_A"] == lstm["count_B"] == 40  # per step, warm-up left out
     assert main(["compare", str(a), str(b), "-f", "markdown"]) == 0
