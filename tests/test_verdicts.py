@@ -643,3 +643,51 @@ def test_a_torch_compile_function_that_recompiles_every_call_is_told_to_stop_rec
     said = [e for e in r.evidence if e.startswith("torch.compile compiles again")]
     assert len(said) == 1 and "in 6 of 6 steps" in said[0], r.evidence
     assert r.remedies[0].startswith("stop the recompiles"), r.remedies
+
+
+def test_batch_fetching_is_not_dispatch_and_the_largest_part_decides_below_half():
+    """tests/data/cpu/make_loader_workers.py: a loop fed by DataLoader(num_workers=2) waits in
+    _MultiProcessingDataLoaderIter.__next__ with no op running. That wait was counted as dispatch:
+    "CPU/framework-bound, 88% dispatch, use torch.compile". It is fetching now, and with no part at
+    half the step the largest decides, not a fallback that called 8% of compute "compute-bound"."""
+    from tracekit.analyze.breakdown import breakdown
+    from tracekit.analyze.whatif import whatif
+    from tracekit.ingest import load
+
+    data = ROOT / "tests" / "data" / "cpu"
+    fetch = load(data / "loader_workers_fetch_largest.pt.trace.json.gz")
+    ops = breakdown(fetch).cpu_ops
+    steps = ops[ops.step >= 0]
+    # The parts still add up to each step's span, fetching now one of them.
+    assert (steps.compute_ns + steps.dispatch_ns + steps.waiting_ns + steps.fetching_ns == steps.span_ns).all()
+    assert steps.fetching_ns.sum() > 0.4 * steps.span_ns.sum()
+    r = tracekit.launch(fetch).result
+    assert r.verdict == "data-loading-bound", r.evidence
+    assert any(e.startswith("88% of step time is outside any compute op: 43% framework dispatch and 45% batch "
+                            "fetching") for e in r.evidence), r.evidence
+    assert any("takes 45% of the step time, more than framework dispatch (43%) or compute ops (12%)" in e
+               for e in r.evidence), r.evidence
+    # The fetches are a multi-process loader's: "use num_workers>0" is done already.
+    assert r.remedies == [verdicts.DATA_LOADING_WORKERS_REMEDY]
+    # A compiled graph does not make the loader faster: no-dispatch keeps the fetches.
+    no_dispatch = next(s for s in whatif(fetch).scenarios if s.name == "no-dispatch")
+    assert no_dispatch.predicted_step_ns >= steps.fetching_ns.min(), (no_dispatch, steps.fetching_ns.tolist())
+
+    dispatch = tracekit.launch(data / "loader_workers_dispatch_largest.pt.trace.json.gz").result
+    assert dispatch.verdict == "CPU/framework-bound", dispatch.evidence
+    assert any("framework dispatch takes 43% of the step time, more than compute ops (19%) or batch fetching (37%)"
+               in e for e in dispatch.evidence), dispatch.evidence
+
+
+def test_below_half_the_largest_part_wins_with_compiled_code_counted_either_way():
+    base = dict(source="torch", has_ops=True, ops_per_step=100)
+    # Without fetching or waits, dispatch below half leaves compute above it: compute-bound as before.
+    assert judge(Evidence(**base, dispatch_share=0.45))[0] == "CPU compute-bound"
+    # A loop blocked in Python for 30%: dispatch 40% is the largest part, not compute's 30%.
+    assert judge(Evidence(**base, dispatch_share=0.4, wait_step_share=0.3))[0] == "CPU/framework-bound"
+    assert judge(Evidence(**base, dispatch_share=0.3, fetch_step_share=0.45, compute_step_share=0.25))[0] == \
+        "data-loading-bound"
+    # Compiled graphs' code (kernels or wrapper) could tip either way: no part is the largest for sure.
+    tied = judge(Evidence(**base, dispatch_share=0.3, compiled_code_share=0.25, fetch_step_share=0.2,
+                          compute_step_share=0.25))
+    assert tied[0] == "undetermined" and "compiled graphs' own code" in tied[1][0]

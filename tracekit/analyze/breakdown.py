@@ -48,6 +48,7 @@ from tracekit.analyze.classify import (
     RowClasses,
     classify_rows,
     collectives_beside,
+    data_loading_rows,
     python_wait_rows,
 )
 from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
@@ -81,9 +82,11 @@ class Breakdown:
     host: one row per step plus a whole-trace row (step = -1): ``<class>_ns`` for each of
         ``HOST_CLASSES``, busy_ns, ops (framework op count), launches.
     cpu_ops: CPU-only view, per step plus whole trace: span_ns, ``<class>_ns`` self time per op
-        class, compute_ns (union of compute ops), dispatch_ns (span not in a compute op nor waiting),
+        class, compute_ns (union of compute ops), dispatch_ns (span not in a compute op, waiting nor fetching),
         waiting_ns (the loop's thread blocked in a Python wait, no compute op running: a sleep, a
-        lock, a poll; seen only with Python stacks recorded), compiled_code_ns (the part of
+        lock, a poll; seen only with Python stacks recorded), fetching_ns (the loop's thread inside a
+        batch fetch, DataLoader __next__ or IteratorGetNext, no compute op running and not waiting:
+        the loader's work or its wait for worker processes), compiled_code_ns (the part of
         dispatch_ns that compiled graphs' own code ran in, ``compiled_code_self``: generated kernels
         or wrapper, the trace does not say which), ops.
         Op self times are summed over all threads, so they can overlap dispatch and exceed the span.
@@ -382,7 +385,7 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     op_rows = frame.rows("cpu_op")
     if op_rows.size == 0:
         return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns", "dispatch_ns",
-                                     "waiting_ns", "compiled_code_ns", "ops"])
+                                     "waiting_ns", "fetching_ns", "compiled_code_ns", "ops"])
     self_ns = op_self_time(frame, op_rows)
     compute_rows = innermost_compute_ops(frame, classes, op_rows)
     step_rows = frame.rows("step")
@@ -397,12 +400,14 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     compute = intervals.clip_total(frame.start[c_rows], frame.end[c_rows], lo, hi)
     wait_s, wait_e = _waits_outside_compute(frame, op_rows, compute_rows)
     waiting = intervals.clip_total(wait_s, wait_e, lo, hi)
+    fetch_s, fetch_e = _fetches_outside_compute(frame, op_rows, compute_rows, wait_s, wait_e)
+    fetching = intervals.clip_total(fetch_s, fetch_e, lo, hi)
     per_class = np.bincount(view[sel], weights=self_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
-    dispatch = (hi - lo) - compute - waiting
+    dispatch = (hi - lo) - compute - waiting - fetching
     bodies, body_self = compiled_code_self(frame)
     in_loop = frame.step[bodies] >= 0 if step_rows.size else np.ones(bodies.size, bool)
     records.append({"step": ALL_STEPS, "span_ns": hi - lo, **{f"{c}_ns": int(per_class[i]) for i, c in enumerate(OP_CLASSES)},
-                    "compute_ns": compute, "dispatch_ns": dispatch, "waiting_ns": waiting,
+                    "compute_ns": compute, "dispatch_ns": dispatch, "waiting_ns": waiting, "fetching_ns": fetching,
                     "compiled_code_ns": min(int(body_self[in_loop].sum()), max(dispatch, 0)), "ops": int(sel.sum())})
     if not steps:
         return pd.DataFrame.from_records(records)
@@ -418,14 +423,16 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
                            minlength=n * len(OP_CLASSES)).astype(np.int64).reshape(n, len(OP_CLASSES))
     ops = np.bincount(o_index[o_in], minlength=n)
     waiting_by_step = intervals.overlap_per_interval(w_lo, w_hi, wait_s, wait_e, merged=True)
+    fetching_by_step = intervals.overlap_per_interval(w_lo, w_hi, fetch_s, fetch_e, merged=True)
     b_index, b_in = step_index(frame.step[bodies], steps)
     compiled_by_step = np.bincount(b_index[b_in], weights=body_self[b_in], minlength=n).astype(np.int64)
     for j, st in enumerate(steps):
         span, compute, waiting = int(w_hi[j] - w_lo[j]), int(compute_by_step[j]), int(waiting_by_step[j])
-        dispatch = span - compute - waiting
+        fetching = int(fetching_by_step[j])
+        dispatch = span - compute - waiting - fetching
         records.append({"step": st, "span_ns": span,
                         **{f"{c}_ns": int(by_class[j, i]) for i, c in enumerate(OP_CLASSES)},
-                        "compute_ns": compute, "dispatch_ns": dispatch, "waiting_ns": waiting,
+                        "compute_ns": compute, "dispatch_ns": dispatch, "waiting_ns": waiting, "fetching_ns": fetching,
                         "compiled_code_ns": min(int(compiled_by_step[j]), max(dispatch, 0)), "ops": int(ops[j])})
     return pd.DataFrame.from_records(records)
 
@@ -442,13 +449,8 @@ def _waits_outside_compute(frame: Frame, op_rows: np.ndarray, compute_rows: np.n
 
     That time is neither compute nor dispatch; without such evidence it stays in dispatch."""
     none = np.zeros(0, np.int64)
-    step_rows = frame.rows("step")
-    if step_rows.size:
-        loop_threads = np.unique(frame.thread_key[step_rows])
-    elif op_rows.size:
-        keys, counts = np.unique(frame.thread_key[op_rows], return_counts=True)
-        loop_threads = keys[np.argmax(counts)][None]
-    else:
+    loop_threads = _loop_threads(frame, op_rows)
+    if not loop_threads.size:
         return none, none
     waits = python_wait_rows(frame)
     waits = waits[member_mask(frame.thread_key[waits], loop_threads)]
@@ -471,6 +473,35 @@ def _waits_outside_compute(frame: Frame, op_rows: np.ndarray, compute_rows: np.n
         pieces_s.append(s[c == 2])
         pieces_e.append(e[c == 2])
     return intervals.union(np.concatenate(pieces_s), np.concatenate(pieces_e))
+
+
+def _fetches_outside_compute(frame: Frame, op_rows: np.ndarray, compute_rows: np.ndarray, wait_s: np.ndarray,
+                             wait_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the loop's threads fetch a batch (DataLoader __next__, tf.data IteratorGetNext) while no
+    compute op runs on any thread and they do not wait (``_waits_outside_compute``): disjoint sorted
+    intervals. That is the loader's own Python work (a dataset's __getitem__, collate) or its wait
+    for worker processes, which no dispatch remedy (a compiled graph) removes: not dispatch."""
+    fetches = data_loading_rows(frame)
+    none = np.zeros(0, np.int64)
+    if not fetches.size:
+        return none, none
+    fetches = fetches[member_mask(frame.thread_key[fetches], _loop_threads(frame, op_rows))]
+    if not fetches.size:
+        return none, none
+    s, e, c = intervals.priority_timeline(
+        np.concatenate([frame.start[compute_rows], wait_s, frame.start[fetches]]),
+        np.concatenate([frame.end[compute_rows], wait_e, frame.end[fetches]]),
+        np.concatenate([np.zeros(compute_rows.size + wait_s.size, np.int8), np.ones(fetches.size, np.int8)]), 2)
+    return intervals.union(s[c == 1], e[c == 1])
+
+
+def _loop_threads(frame: Frame, op_rows: np.ndarray) -> np.ndarray:
+    """The threads that mark steps; else the one with the most ops."""
+    step_rows = frame.rows("step")
+    if step_rows.size:
+        return np.unique(frame.thread_key[step_rows])
+    keys, counts = np.unique(frame.thread_key[op_rows], return_counts=True)
+    return keys[np.argmax(counts)][None] if keys.size else keys
 
 
 def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray) -> np.ndarray:

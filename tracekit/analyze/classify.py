@@ -252,6 +252,23 @@ def python_wait_rows(frame: Frame) -> np.ndarray:
     return rows
 
 
+# torch.profiler wraps each batch fetch in "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
+# TF's is the IteratorGetNext op (a graph op, or "EagerLocalExecute: IteratorGetNext" in an eager loop).
+DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext|^EagerLocalExecute: IteratorGetNext")
+
+
+def data_loading_rows(frame: Frame) -> np.ndarray:
+    """Host rows fetching batches (DataLoader __next__, tf.data IteratorGetNext). Cached on the frame."""
+    cached = getattr(frame, "_data_loading_rows", None)
+    if cached is not None:
+        return cached
+    codes = [i for i, n in enumerate(frame.names) if DATA_LOADER.search(n)]
+    rows = np.flatnonzero(member_mask(frame.name_code, codes) &
+                          frame.mask("user_range", "cpu_op", "python_function", "other")) if codes else np.zeros(0, np.int64)
+    frame._data_loading_rows = rows  # type: ignore[attr-defined]
+    return rows
+
+
 # tf.data's own threads (tf_data_private_threadpool, tf_data_iterator_resource, ...): the input
 # pipeline's map functions and prefetching run there, beside the loop, not as part of its step.
 _INPUT_PIPELINE_THREAD = re.compile(r"^tf_data_")

@@ -9,9 +9,11 @@ CPU-op classes, per-name totals, per-range totals, step times) before comparing.
     METRIC    total_time | gpu_time | gpu_busy | idle_time | gpu_devices | kernel_count | launch_count | op_count |
               step_time | <class>_time (a GPU kernel class, e.g. gemm_time, cast_time) |
               op_<class>_time (framework-op self time by op class, e.g. op_gemm_time, op_cast_time) |
-              ops_per_step | dispatch_time (step time outside any compute op, CPU traces) |
+              ops_per_step | dispatch_time (step time outside any compute op, not waiting or fetching, CPU traces) |
               waiting_time (step time the loop's thread waits: blocked in Python, or for another
-              thread's collective, CPU traces; a rank held up by a straggler waits, the straggler not)
+              thread's collective, CPU traces; a rank held up by a straggler waits, the straggler not) |
+              fetching_time (step time in a batch fetch, DataLoader __next__ / IteratorGetNext, with no
+              compute op running, CPU traces)
     OP        > | >= | < | <=
     THRESHOLD +5% | -10%          relative change against the baseline
               +2ms | -300us | +10    change against the baseline (signed: a delta)
@@ -146,6 +148,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
         metrics["ops_per_step"] = float(ops["ops"]) / max(1, len(bd.steps))
         metrics["dispatch_time"] = float(ops["dispatch_ns"])
         metrics["waiting_time"] = float(ops["waiting_ns"])
+        metrics["fetching_time"] = float(ops["fetching_ns"])
     if host is not None:
         for c in ("launch", "sync", "framework", "python"):
             metrics[f"host_{c}_time"] = float(host[f"{c}_ns"])
@@ -222,6 +225,7 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
         out["ops_per_step"] = out["op_count"]
         out["dispatch_time"] = median(bd.cpu_ops, "dispatch_ns")
         out["waiting_time"] = median(bd.cpu_ops, "waiting_ns")
+        out["fetching_time"] = median(bd.cpu_ops, "fetching_ns")
     if len(bd.host):
         out.update({f"host_{c}_time": median(bd.host, f"{c}_ns") for c in ("launch", "sync", "framework", "python")})
     return out

@@ -30,6 +30,7 @@ from tracekit.analyze.classify import (
     KERNEL_CLASSES,
     classify_rows,
     collective_rows,
+    data_loading_rows,
     python_wait_rows,
     short_name,
     tf_base_op,
@@ -587,6 +588,9 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     e.compiled_code_share = compiled / span if span else 0.0
     waiting = int(cpu.waiting_ns.sum()) if len(cpu) else 0
     e.wait_step_share = waiting / span if span else 0.0
+    fetching = int(cpu.fetching_ns.sum()) if len(cpu) else 0
+    e.fetch_step_share = fetching / span if span else 0.0
+    e.compute_step_share = int(cpu.compute_ns.sum()) / span if span and len(cpu) else 0.0
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
     parts = [f"{e.dispatch_share:.0%} framework dispatch"]
     if compiled:
@@ -594,8 +598,10 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
                      "not split by the trace)")
     if stalled_outside:
         parts.append(f"{stalled_outside / span:.0%} stalled copies")
+    if fetching:
+        parts.append(f"{e.fetch_step_share:.0%} batch fetching (DataLoader __next__ / IteratorGetNext, not dispatch)")
     if e.ops_per_step and len(parts) > 1:
-        r.evidence.append(f"{dispatch / span:.0%} of step time is outside any compute op: "
+        r.evidence.append(f"{(dispatch + fetching) / span:.0%} of step time is outside any compute op: "
                           + ", ".join(parts[:-1]) + f" and {parts[-1]}")
     elif e.ops_per_step:
         r.evidence.append(f"{verdicts.share_below(e.dispatch_share, verdicts.DISPATCH_SHARE)} of step time is outside "
@@ -610,6 +616,7 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
                           f"that run {UNCLASSIFIED_WORK_NS / 1e3:.0f} µs or more a call on their own "
                           f"({e.unclassified_work_ops}): arithmetic the class rules do not know, or slow calls")
     loading = _data_loading(frame)
+    e.loader_workers = loader_has_workers(frame)
     if span and loading[0].size:
         e.load_step_share = intervals.overlap_total(*loading, *_step_windows(frame, used)) / span
     _measure_between_steps(r, frame, e, used, span, loading)
@@ -697,6 +704,7 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     host_busy = int(host.busy_ns.sum()) if len(host) else 0
     e.sync_host_share = int(host.sync_ns.sum()) / host_busy if host_busy else 0.0
     loading = _data_loading(frame)
+    e.loader_workers = loader_has_workers(frame)
     if loading[0].size:
         g_start = r.gaps.start_ns.to_numpy(np.int64)
         e.load_gap_share = intervals.overlap_total(*loading, g_start, g_start + r.gaps.dur_ns.to_numpy(np.int64)) / gap_total
@@ -720,8 +728,7 @@ def _low_precision_share(frame: Frame) -> float:
     total = int(frame.dur[rows].sum())
     if not total:
         return 0.0
-    low = np.array([bool(LOW_PRECISION.search(n)) for n in frame.names] + [False])
-    return float(frame.dur[rows][low[frame.name_code[rows]]].sum()) / total
+    return float(frame.dur[rows][frame.named(rows, LOW_PRECISION)].sum()) / total
 
 
 LAYOUT_CONVERSION = re.compile(r"nchwToNhwc|nhwcToNchw")  # cuDNN's layout-conversion kernels
@@ -869,11 +876,6 @@ def _recurrent_style(frame: Frame) -> str:
     return verdicts.TF_CELL_LOOP if loops else ""
 
 
-# torch.profiler wraps each batch fetch in "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
-# TF's is the IteratorGetNext op (a graph op, or "EagerLocalExecute: IteratorGetNext" in an eager loop).
-_DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext|^EagerLocalExecute: IteratorGetNext")
-
-
 # A graph built again: TF (2.12 on) records each tracing of a tf.function as tf.function-graph_building;
 # torch.compile each Dynamo compilation as entire_frame_compile (torch 2.5 on) around
 # "_compile.compile_inner (dynamo_timed)" ("_compile.<locals>.compile_inner (dynamo_timed)" before).
@@ -903,11 +905,13 @@ def _retracing(frame: Frame, used: list[int] | None) -> tuple[int, int, float]:
     return int(traced.size), int(np.unique(frame.step[steps]).size), built / total if total else 0.0
 
 
-def data_loading_rows(frame: Frame) -> np.ndarray:
-    """Host rows fetching batches (DataLoader __next__, tf.data IteratorGetNext)."""
-    codes = [i for i, n in enumerate(frame.names) if _DATA_LOADER.search(n)]
-    return np.flatnonzero(member_mask(frame.name_code, codes) &
-                          frame.mask("user_range", "cpu_op", "python_function", "other"))
+_WORKER_LOADER = re.compile(r"_MultiProcessingDataLoaderIter")
+
+
+def loader_has_workers(frame: Frame) -> bool:
+    """Whether the batch fetches are a DataLoader's with worker processes (num_workers > 0)."""
+    fetches = data_loading_rows(frame)
+    return bool(fetches.size) and bool(frame.named(fetches, _WORKER_LOADER).any())
 
 
 def _data_loading(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
@@ -1004,6 +1008,9 @@ def _step_windows(frame: Frame, used: list[int] | None) -> tuple[np.ndarray, np.
     return intervals.union(frame.start[rows], frame.end[rows])
 
 
+_GRAPH_LAUNCH = re.compile("GraphLaunch")  # cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
+
+
 def _graph_launched_share(frame: Frame) -> float:
     """Share of kernels whose launch call is a CUDA/HIP graph launch (already graph-captured work)."""
     kernels = frame.rows("gpu_kernel")
@@ -1011,9 +1018,7 @@ def _graph_launched_share(frame: Frame) -> float:
     linked = launcher[launcher >= 0]
     if kernels.size == 0 or linked.size == 0:
         return 0.0
-    # One flag per distinct name, plus a trailing False that code -1 (no name) indexes.
-    is_graph_launch = np.array(["GraphLaunch" in n for n in frame.names] + [False])
-    return float(is_graph_launch[frame.name_code[linked]].sum()) / kernels.size
+    return float(frame.named(linked, _GRAPH_LAUNCH).sum()) / kernels.size
 
 
 __all__ = ["Distribution", "LaunchReport", "VERDICTS", "launch"]

@@ -68,6 +68,11 @@ class Evidence:
     unclassified_work_share: float = 0.0  # of dispatch_share: inside long ops of no class (analyze.unclassified)
     unclassified_work_ops: str = ""  # those ops with their shares, e.g. "aten::_fft_r2c 37%, aten::_fft_c2r 9%"
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
+    # CPU-only: step time inside a batch fetch on the loop's thread with no compute op running and no
+    # wait (breakdown's fetching_ns; not in dispatch_share), and step time inside compute ops (their union)
+    fetch_step_share: float = 0.0
+    compute_step_share: float | None = None  # None: not measured, taken as what the other parts leave
+    loader_workers: bool = False  # the batch fetches are a multi-process DataLoader's (num_workers > 0)
     # GPU traces: shares of the GPU's idle (gap) time
     idle_share: float = 0.0
     idle_threshold: float = 0.3
@@ -132,6 +137,11 @@ KERAS_CPU_LOOP_REMEDY = ("Keras runs LSTM/GRU on CPU as a per-timestep tf.while_
                          "sequences")
 DATA_LOADING_REMEDY = ("load batches in the background: DataLoader(num_workers>0, pin_memory=True, prefetch_factor), "
                        "or tf.data with prefetch; keep decoding and augmentation off the training thread")
+# The fetches are _MultiProcessingDataLoaderIter's: workers already load in the background and the loop
+# still waits for them, so "num_workers>0" is done; what is left is more of them or less work per batch.
+DATA_LOADING_WORKERS_REMEDY = ("the DataLoader already loads in worker processes and the loop still waits for them: "
+                               "raise num_workers (and prefetch_factor), keep them with persistent_workers=True, "
+                               "and make each sample cheaper to load (decode, augmentation, or batched reads)")
 HOST_IDLE_REMEDY = ("the GPU waits on something this trace does not show: data loading in other processes or threads, "
                     "other ranks (communication), I/O, or a profiler that traced only some threads; profile those")
 COPY_REMEDY = ("the GPU waits while the host copies (cudaMemcpy, .to(device), .cpu(), .item()): copy from pinned "
@@ -306,6 +316,31 @@ def unclassified_work_decides(e: Evidence) -> bool:
     return not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE > e.dispatch_share - e.unclassified_work_share
 
 
+def _largest(e: Evidence, part: float, *others: float) -> bool:
+    """``part`` of the step time is more than each of ``others`` with compiled graphs' own code (kernels or
+    wrapper, not split by the trace) added to either side."""
+    return all(part > other + e.compiled_code_share for other in others)
+
+
+def _compute_share(e: Evidence) -> float:
+    """Step time inside compute ops: measured, or else what dispatch, compiled code, waiting and
+    fetching leave."""
+    if e.compute_step_share is not None:
+        return e.compute_step_share
+    return max(1.0 - e.dispatch_share - e.compiled_code_share - e.wait_step_share - e.fetch_step_share, 0.0)
+
+
+def _dispatch_largest_says(e: Evidence) -> str | None:
+    if e.dispatch_share >= DISPATCH_SHARE:
+        return None  # the evidence already says how much of the step is outside compute ops
+    return (f"framework dispatch takes {e.dispatch_share:.0%} of the step time, more than compute ops "
+            f"({_compute_share(e):.0%}) or batch fetching ({e.fetch_step_share:.0%})")
+
+
+def _loading_remedies(e: Evidence) -> list[str]:
+    return [DATA_LOADING_WORKERS_REMEDY if e.loader_workers else DATA_LOADING_REMEDY]
+
+
 def _loading_says(e: Evidence) -> str:
     if e.load_loop_share > e.load_step_share:
         return (f"the DataLoader's __next__ / IteratorGetNext runs during "
@@ -436,19 +471,27 @@ def _gpu_bound_remedies(e: Evidence) -> list[str]:
         ([CHANNELS_LAST_REMEDY] if e.layout_share >= LAYOUT_SHARE else []) + [GPU_BOUND_REMEDY]
 
 
+def _nothing_recorded_says(e: Evidence) -> str:
+    text = ("no framework ops and no GPU activity recorded: nothing to judge (was the profiler attached to the work, "
+            "with CPU/CUDA activities on?)")
+    if e.source == "torch" and e.steps_judged:
+        # torch.profiler's op callbacks are thread-local: the steps were marked, the work ran elsewhere.
+        text += ("; the steps are marked but hold no op: torch.profiler records the thread that entered it (and the "
+                 "autograd threads PyTorch starts), not ops run on Python threads of your own")
+    return text
+
+
 def _gap(e: Evidence) -> bool:
     """A GPU trace whose GPU idles at least ``idle_threshold`` of its span."""
     return e.has_gpu and e.idle_share >= e.idle_threshold
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("undetermined", lambda e: not e.has_ops and not e.has_gpu,
-         lambda e: "no framework ops and no GPU activity recorded: nothing to judge (was the profiler attached to "
-                   "the work, with CPU/CUDA activities on?)",
+    Rule("undetermined", lambda e: not e.has_ops and not e.has_gpu, _nothing_recorded_says,
          lambda e: [], "no framework ops and no GPU activity: nothing to judge"),
     Rule("data-loading-bound",
          lambda e: not e.has_gpu and max(e.load_step_share, e.load_loop_share) >= DATA_LOADING_SHARE, _loading_says,
-         lambda e: [DATA_LOADING_REMEDY], "CPU-only: batch fetching covers at least half the step time"),
+         _loading_remedies, "CPU-only: batch fetching covers at least half the step time"),
     Rule("communication-bound", lambda e: not e.has_gpu and e.communication_step_share >= COMMUNICATION_SHARE,
          _communication_says, lambda e: [{"tf": TF_COMMUNICATION_REMEDY, "jax": JAX_COMMUNICATION_REMEDY}.get(e.source, COMMUNICATION_REMEDY)],
          "CPU-only: collective communication covers at least half the step time"),
@@ -481,8 +524,20 @@ RULES: tuple[Rule, ...] = (
          lambda e: [UNCLASSIFIED_WORK_REMEDY, *_host_bound_remedies(False)(e)],
          "CPU-only: at least half the step time is outside compute ops, but without the ops of no class that run "
          "50 µs or more a call on their own it would be less than half"),  # UNCLASSIFIED_WORK_NS
-    Rule("CPU/framework-bound", lambda e: not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE, None,
-         _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch)"),
+    # Below half, the largest part decides: time outside compute ops is not all dispatch (a fetch that
+    # waits for DataLoader workers runs no op, a loop blocked in Python neither), so "not dispatch" no
+    # longer means compute. Compiled graphs' own code may be either, so it counts against each.
+    Rule("CPU/framework-bound", lambda e: not e.has_gpu and (e.dispatch_share >= DISPATCH_SHARE or _largest(
+        e, e.dispatch_share, _compute_share(e), e.fetch_step_share)), _dispatch_largest_says,
+         _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch), or "
+                                      "dispatch is the largest part of it, ahead of compute ops and batch fetching"),
+    Rule("data-loading-bound",
+         lambda e: not e.has_gpu and _largest(e, e.fetch_step_share, e.dispatch_share, _compute_share(e)),
+         lambda e: (f"batch fetching (DataLoader __next__ / IteratorGetNext) with no compute op running takes "
+                    f"{e.fetch_step_share:.0%} of the step time, more than framework dispatch "
+                    f"({e.dispatch_share:.0%}) or compute ops ({_compute_share(e):.0%})"),
+         _loading_remedies, "CPU-only: batch fetching with no compute op running is the largest part of the step "
+                            "time, ahead of dispatch and compute ops"),
     # Compiled code with no op inside is kernels or wrapper, and the trace does not say how much of each:
     # when that split decides the verdict, say so rather than guess.
     Rule("undetermined", lambda e: not e.has_gpu and e.dispatch_share + e.compiled_code_share >= DISPATCH_SHARE,
@@ -502,7 +557,7 @@ RULES: tuple[Rule, ...] = (
     Rule("data-loading-bound", lambda e: e.load_gap_share >= DATA_LOADING_SHARE,
          lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_gap_share:.0%} of the GPU's "
                    "idle time",
-         lambda e: [DATA_LOADING_REMEDY], "batch fetching covers at least half the GPU's idle time"),
+         _loading_remedies, "batch fetching covers at least half the GPU's idle time"),
     # Launch or framework verdicts would blame a host that was doing nothing: the wait is elsewhere.
     Rule("host-idle gaps", lambda e: e.host_idle_share >= HOST_IDLE_SHARE,
          lambda e: f"no host event runs during {e.host_idle_share:.0%} of the GPU's idle time",

@@ -46,12 +46,13 @@ from tracekit.analyze.classify import (
     OP_CLASSES,
     classify_rows,
     collectives_beside,
+    data_loading_rows,
     python_wait_rows,
 )
 from tracekit.analyze.copies import PAGEABLE, RATE_COPY_BYTES, copy_bytes, host_memory, host_to_device, pinned_rate
 from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step_window
 from tracekit.analyze.frame import Frame, frame_of
-from tracekit.analyze.launch import JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS, data_loading_rows
+from tracekit.analyze.launch import JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
@@ -73,7 +74,7 @@ class Segment:
     top: int            # the top-level op it belongs to (-1: between top-level ops)
     launches: list[int] = field(default_factory=list)  # GPU rows whose launch call starts at this segment's end
     start: int = 0      # where it begins on the trace's timeline
-    covered: int = 0    # dispatch time during which other threads ran compute ops (a wait, not overhead)
+    covered: int = 0    # dispatch time during which other threads ran compute ops, or a batch fetch ran (not overhead)
     waited: int = 0     # a blocking call's time waiting for the GPU work its thread launched before it
     # A launch call held by a full launch queue returned just after GPU work ``queued`` ended (a
     # gpu row; HELD_BY_EARLIER_WORK: work the replay does not launch; -1: not held), ``after`` ns
@@ -260,7 +261,8 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
             if row in kinds:
                 kinds[row] = "compute:other"
     segments = _segments(frame, rows, kinds, start, end, launched_by)
-    _mark_waits(frame, classes, segments, others, collectives)
+    fetches = data_loading_rows(frame)
+    _mark_waits(frame, classes, segments, others, collectives, fetches[member_mask(frame.thread_key[fetches], threads)])
     _mark_gpu_waits(frame, segments, gpu)
     ready = _stream_ready(frame, gpu_all, gpu, start)
     launch_cost = int(np.median([seg.dur for seg in segments if seg.kind == "launch"] or [0]))
@@ -375,12 +377,14 @@ def _enclosing_ops(frame: Frame, row: int, op: np.ndarray) -> list[int]:
     return out
 
 
-def _mark_waits(frame: Frame, classes, segments: list[Segment], others: np.ndarray, collectives: np.ndarray) -> None:
+def _mark_waits(frame: Frame, classes, segments: list[Segment], others: np.ndarray, collectives: np.ndarray,
+                fetches: np.ndarray) -> None:
     """Dispatch time on the driving thread while other threads run compute ops (TF's executor
     threads, a DataLoader) or collectives (gloo's all-reduce, which DDP's reducer waits for) is the
-    step waiting for that work: no scenario removes it."""
+    step waiting for that work, and inside its own batch fetches (``fetches``: DataLoader __next__,
+    IteratorGetNext) it is the loader's work or its wait for worker processes: no scenario removes it."""
     compute = byte_mask(classes.op[others], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
-    busy = np.concatenate([others[compute], collectives])
+    busy = np.concatenate([others[compute], collectives, fetches])
     busy_s, busy_e = intervals.union(frame.start[busy], frame.end[busy])
     if not busy_s.size:
         return
@@ -655,7 +659,8 @@ def _no_dispatch(step: _Step) -> tuple[int, str] | None:
     kept = ("; compiled graphs' own code stays (their generated kernels and wrapper, which the trace does not split)"
             if any(s.kind == "compiled" for s in step.segments) else "")
     return predicted, (f"framework and Python time outside compute ops (except waits: for other threads' compute or "
-                       f"collectives, and Python frames blocked in a sleep, lock or poll) goes to 0, and so does each "
+                       f"collectives, and Python frames blocked in a sleep, lock or poll; and batch fetching) goes to "
+                       f"0, and so does each "
                        f"compute op's fixed "
                        f"cost ({step.op_floor / 1e3:.1f} µs, the trace's 10th-percentile op time) (a compiled graph: "
                        "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged" + kept)

@@ -138,9 +138,15 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
             s.sentences.append(f"{waiting:.0%} of that time the loop's thread waits, with no compute op running: "
                                "blocked in Python (a sleep, lock, poll or join; recorded with Python stacks) or "
                                "idle while a collective runs on another thread. Not dispatch.")
+        fetching = rows.fetching_ns.sum() / max(rows.span_ns.sum(), 1)
+        if fetching:
+            s.sentences.append(f"{fetching:.0%} of that time the loop's thread fetches a batch (DataLoader __next__ / "
+                               "IteratorGetNext) with no compute op running: the loader's own work or its wait for "
+                               "worker processes. Not dispatch.")
         used = [c for c in OP_CLASSES if bd.cpu_ops[f"{c}_ns"].sum() > 0]
         extra = ["dispatch", *(["compiled_code"] if bd.cpu_ops.compiled_code_ns.sum() > 0 else []),
-                 *(["waiting"] if bd.cpu_ops.waiting_ns.sum() > 0 else [])]
+                 *(["waiting"] if bd.cpu_ops.waiting_ns.sum() > 0 else []),
+                 *(["fetching"] if bd.cpu_ops.fetching_ns.sum() > 0 else [])]
         cols = [Column("step"), Column("span", "ns"), *[Column(c.replace("_", " "), "ns") for c in [*used, *extra]],
                 Column("ops", "count")]
         s.tables.append(Table("", cols, [[_step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in [*used, *extra]], r["ops"]]
