@@ -330,6 +330,34 @@ def test_steps_without_framework_ops_are_not_called_framework_bound(tmp_path):
     assert tracekit.launch(path, keep_all_steps=True).result.verdict != "undetermined"
 
 
+def test_steps_whose_ops_ran_on_other_python_threads_say_the_profiler_did_not_follow_them(tmp_path):
+    """torch.profiler records the thread that entered it: ops a loop hands to Python threads of its
+    own are not in the trace (torch 2.13, threads started before or during the capture alike), and
+    the steps are marked but empty. The verdict says why, not only "was the profiler attached"."""
+    torch = pytest.importorskip("torch")
+    import threading
+
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    x = torch.randn(64, 64)
+
+    def work():
+        for _ in range(20):
+            torch.tanh(x @ x)
+
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=0, active=2, repeat=1)) as prof:
+        for _ in range(2):
+            worker = threading.Thread(target=work)
+            worker.start()
+            worker.join()
+            prof.step()
+    path = tmp_path / "threads.json"
+    prof.export_chrome_trace(str(path))
+    r = tracekit.launch(path).result
+    assert r.verdict == "undetermined", r.evidence
+    assert any("records the thread that entered it" in e for e in r.evidence), r.evidence
+
+
 def test_long_ops_of_no_class_are_not_taken_for_dispatch(tmp_path):
     """FNet-style mixing in the frequency domain, then a small read-out: aten::_fft_r2c / _fft_c2r do
     nearly all of the step's arithmetic, and no class rule knows them. Counted as dispatch they made a real capture CPU/framework-bound and
@@ -691,3 +719,32 @@ def test_below_half_the_largest_part_wins_with_compiled_code_counted_either_way(
     tied = judge(Evidence(**base, dispatch_share=0.3, compiled_code_share=0.25, fetch_step_share=0.2,
                           compute_step_share=0.25))
     assert tied[0] == "undetermined" and "compiled graphs' own code" in tied[1][0]
+
+
+def test_a_torchscript_step_is_not_told_to_use_torchscript(tmp_path):
+    """A scripted module records its calls as "forward" ops; a dispatch-bound step inside them was
+    told "torch.compile or TorchScript (torch.jit.script)". (On this CPU the scripted MLP dispatches
+    more than the eager one: 33 ops a step against 21, 61% of the step outside compute ops against
+    51%.) The eager module keeps the remedy it had."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    def capture(model, name):
+        x = torch.randn(4, 16)
+        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1)) as prof:
+            for _ in range(5):
+                model(x)
+                prof.step()
+        path = tmp_path / f"{name}.json"
+        prof.export_chrome_trace(str(path))
+        return tracekit.launch(path).result
+
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(16, 16), nn.GELU(), nn.Linear(16, 16))
+    scripted = capture(torch.jit.script(eager), "scripted")
+    plain = capture(eager, "eager")
+    said = [r for r in scripted.remedies if "TorchScript" in r]
+    assert said and all("already runs in TorchScript" in r and "torch.jit.script" not in r for r in said), \
+        (scripted.verdict, scripted.remedies)
+    assert any("torch.compile or TorchScript (torch.jit.script)" in r for r in plain.remedies), plain.remedies

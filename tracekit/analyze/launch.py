@@ -464,6 +464,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                                                                             _TORCH_COMPILED_NOT_CALLS)
     ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
+    if e.source == "torch":
+        e.torchscript_share = _torchscript_share(frame, used)
     stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops else None
     e.retrace_steps, e.steps_judged, e.retrace_share = _retracing(frame, used)
     _describe_ops(r, used, source)
@@ -807,6 +809,24 @@ def _jit_calls_per_step(frame: Frame) -> tuple[float, bool]:
 # by autograd, not a second call.
 _TORCH_COMPILED_CALLS = ("Torch-Compiled Region", "CompiledFunction")
 _TORCH_COMPILED_NOT_CALLS = ("CompiledFunctionBackward",)
+
+
+# TorchScript records each call of a scripted or traced module's method as an op named for the method
+# ("forward"; an eager module's forward records no op), and a differentiable graph's halves as
+# "<forward op>" / "<backward op>" (torch/csrc/jit/runtime/graph_executor.cpp, DifferentiableGraphOp).
+_TORCHSCRIPT_CALLS = re.compile(r"^(forward|<forward op>|<backward op>)$")
+
+
+def _torchscript_share(frame: Frame, used: list[int] | None) -> float:
+    """Share of the step windows (the steps used; the ops' extent without steps) inside TorchScript calls."""
+    ops = frame.rows("cpu_op")
+    calls = ops[frame.named(ops, _TORCHSCRIPT_CALLS)]
+    if not calls.size:
+        return 0.0
+    w_start, w_end = _step_windows(frame, used)
+    total = int((w_end - w_start).sum())
+    inside = intervals.overlap_total(*intervals.union(frame.start[calls], frame.end[calls]), w_start, w_end)
+    return inside / total if total else 0.0
 
 
 def _calls_per_step(frame: Frame, prefixes: tuple[str, ...], not_prefixes: tuple[str, ...] = ()) -> tuple[float, bool]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 # Thresholds (shares in 0..1).
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
+TORCHSCRIPT_MOSTLY = 0.5  # PyTorch: a step this much inside TorchScript functions runs in TorchScript already
 DISPATCH_CLOSE_SHARE = 0.4  # CPU compute-bound with this much dispatch: framework time is close behind, said so
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
 COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
@@ -70,6 +71,7 @@ class Evidence:
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # CPU-only: step time inside a batch fetch on the loop's thread with no compute op running and no
     # wait (breakdown's fetching_ns; not in dispatch_share), and step time inside compute ops (their union)
+    torchscript_share: float = 0.0  # PyTorch: step time inside TorchScript functions (a scripted or traced module)
     fetch_step_share: float = 0.0
     compute_step_share: float | None = None  # None: not measured, taken as what the other parts leave
     loader_workers: bool = False  # the batch fetches are a multi-process DataLoader's (num_workers > 0)
@@ -296,13 +298,21 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
                 if e.has_gpu else [])
     if launch_bound:
         return [f"capture the step in {_graph(e)}: {_graph_apis(e)}{_capture_caveat(e)}",
-                "fuse elementwise ops: torch.compile or TorchScript (torch.jit.script)"]
+                _torch_compiler_remedy(e, "fuse elementwise ops")]
     if e.has_gpu:
         # Replaying a captured graph skips the ops' dispatch along with their launches.
-        return ["cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)",
+        return [_torch_compiler_remedy(e, "cut per-op dispatch"),
                 f"capture the step in {_graph(e)} ({_graph_apis(e)}): its replay skips the ops' dispatch as well "
                 f"as their launches{_capture_caveat(e)}"]
-    return ["cut per-op dispatch: torch.compile or TorchScript (torch.jit.script)"]
+    return [_torch_compiler_remedy(e, "cut per-op dispatch")]
+
+
+def _torch_compiler_remedy(e: Evidence, goal: str) -> str:
+    """``goal`` with PyTorch's compilers; TorchScript is not offered to a step that already runs in it."""
+    if e.torchscript_share >= TORCHSCRIPT_MOSTLY:
+        return (f"{goal}: the step already runs in TorchScript ({e.torchscript_share:.0%} of it), whose interpreter "
+                "still dispatches op by op: torch.compile generates fused code instead")
+    return f"{goal}: torch.compile or TorchScript (torch.jit.script)"
 
 
 def _host_bound_remedies(launch_bound: bool) -> Callable[[Evidence], list[str]]:
