@@ -748,3 +748,18 @@ def test_a_torchscript_step_is_not_told_to_use_torchscript(tmp_path):
     assert said and all("already runs in TorchScript" in r and "torch.jit.script" not in r for r in said), \
         (scripted.verdict, scripted.remedies)
     assert any("torch.compile or TorchScript (torch.jit.script)" in r for r in plain.remedies), plain.remedies
+
+
+def test_a_batch_fetch_inside_a_tf_step_is_fetching_not_unclassified_work():
+    """tests/data/tf/make_fetch_in_step.py: the eager IteratorGetNext inside each marked step is batch
+    fetching, kept out of dispatch; it was also listed as "8% of step time counted as dispatch ...
+    ops with no class", a claim the breakdown no longer made."""
+    from tracekit.analyze.frame import frame_of
+    from tracekit.analyze.unclassified import unclassified_work
+    from tracekit.ingest import load
+
+    table = load(ROOT / "tests" / "data" / "tf" / "fetch_in_step.xplane.pb")
+    assert unclassified_work(frame_of(table), None) == (0, [])
+    r = tracekit.launch(table).result
+    assert any("82% framework dispatch and 7% batch fetching" in e for e in r.evidence), r.evidence
+    assert not any("ops with no class" in e for e in r.evidence), r.evidence

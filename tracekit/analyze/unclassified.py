@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from tracekit.analyze.breakdown import compiled_code_self, op_self_time
-from tracekit.analyze.classify import OP_CLASSES, classify_rows, input_pipeline_mask, op_name_codes
+from tracekit.analyze.classify import DATA_LOADER, OP_CLASSES, classify_rows, input_pipeline_mask, op_name_codes
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.waiting import covered_by_other_threads
+from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 
 UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata ops cost a few µs
@@ -29,6 +30,11 @@ def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     # tf.data's map functions (a py_function decoding) run on its own threads: the input pipeline's
     # cost, which the loop pays as batch fetching, not arithmetic of the step.
     unknown = unknown[~input_pipeline_mask(frame)[unknown]]
+    # A batch fetch on the loop's thread (IteratorGetNext; an eager op by the op it ran) is fetching, which
+    # the breakdown already keeps out of dispatch (fetching_ns), and no scenario removes.
+    codes = op_name_codes(frame)[unknown]
+    fetching = [c for c in distinct(codes).tolist() if c >= 0 and DATA_LOADER.search(frame.names[c])]
+    unknown = unknown[~member_mask(codes, fetching)]
     self_ns = op_self_time(frame, unknown)
     own = self_ns * 2 >= frame.dur[unknown]
     unknown, self_ns = unknown[own], self_ns[own]
