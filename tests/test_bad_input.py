@@ -118,12 +118,23 @@ def make(case: str, d: Path) -> tuple[Path, str]:
         p = d / "base.json"
         p.write_text(json.dumps(doc))
         return p, "baseTimeNanoseconds"
+    if case == "execution_trace":  # torch.profiler's ExecutionTraceObserver output: JSON, but op nodes, not events
+        torch = pytest.importorskip("torch")
+        from torch.profiler import ExecutionTraceObserver
+
+        p = d / "et.json"
+        observer = ExecutionTraceObserver().register_callback(str(p))
+        observer.start()
+        torch.randn(4, 4).relu()
+        observer.stop()
+        observer.unregister_callback()
+        return p, "execution trace"
     raise AssertionError(case)
 
 
 CASES = ["empty", "garbage", "truncated_json", "corrupt_json", "not_a_trace_json", "json_records", "corrupt_gzip", "corrupt_protobuf",
          "other_sqlite", "truncated_sqlite", "empty_dir", "html_report", "markdown_report", "parquet_not_ours", "missing",
-         "fifo", "fifo_in_run_dir", "gzip_zero_bomb", "gzip_space_bomb", "time_overflow"]
+         "fifo", "fifo_in_run_dir", "gzip_zero_bomb", "gzip_space_bomb", "time_overflow", "execution_trace"]
 
 
 # Every subcommand meets the four basic cases; info and ingest (the readers) meet them all.

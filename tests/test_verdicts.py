@@ -763,3 +763,48 @@ def test_a_batch_fetch_inside_a_tf_step_is_fetching_not_unclassified_work():
     r = tracekit.launch(table).result
     assert any("82% framework dispatch and 7% batch fetching" in e for e in r.evidence), r.evidence
     assert not any("ops with no class" in e for e in r.evidence), r.evidence
+
+
+def test_casts_that_take_a_large_share_are_stated_with_a_remedy_for_the_framework(tmp_path):
+    """Dtype casts are one of the overheads the breakdown separates; a fifth to a third of a step in
+    them was in the tables but in no verdict. On CPU, bf16 autocast casts the weights again every step:
+    with 1024x1024 weights and a batch of 4, about half the step (49% on a 2-core Xeon)."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 1024))
+    opt = torch.optim.SGD(model.parameters(), 0.01)
+    x = torch.randn(4, 1024)
+    # Input types tell a cast (aten::copy_ between dtypes) from a copy: record_shapes records them.
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                 record_shapes=True) as prof:
+        for _ in range(5):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(x).float().pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+    path = tmp_path / "autocast.json"
+    prof.export_chrome_trace(str(path))
+    cpu = tracekit.launch(path).result
+    said = [e for e in cpu.evidence if e.startswith("cast ops (dtype conversions) take")]
+    assert said and verdicts.TORCH_CAST_REMEDY in cpu.remedies, (cpu.evidence, cpu.remedies)
+    share = int(re.search(r"take (\d+)%", said[0]).group(1))
+    assert share >= 2 * verdicts.CAST_NOTE_SHARE * 100
+    # The H200 transformer trains under bf16 autocast: a quarter of its GPU time is cast kernels.
+    gpu = tracekit.launch(ROOT / "tests" / "data" / "h200" / "transformer_train_graphed.pt.trace.json.gz").result
+    assert any(e.startswith("cast kernels (dtype conversions) take 24% of GPU busy time") for e in gpu.evidence)
+    assert verdicts.TORCH_CAST_REMEDY in gpu.remedies
+    # A step with few casts says nothing of them.
+    tiny = tracekit.launch(ROOT / "tests" / "data" / "h200" / "tiny_ops.pt.trace.json.gz").result
+    assert not any("cast" in e for e in tiny.evidence) and verdicts.TORCH_CAST_REMEDY not in tiny.remedies
+
+
+@needs_shared
+def test_keras_mixed_precision_casts_on_cpu_get_the_tf_remedy():
+    r = tracekit.launch(SHARED / "xprof" / "cpu_tf2.21" / "lstm_keras_bf16_fn.xplane.pb").result
+    assert any(e.startswith("cast ops (dtype conversions) take 37% of step time") for e in r.evidence), r.evidence
+    assert verdicts.TF_CAST_REMEDY in r.remedies

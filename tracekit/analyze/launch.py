@@ -478,6 +478,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     r.verdict, says, remedies = verdicts.judge(e)
     ev.extend(says)
     ev.extend(verdicts.side_notes(e, r.verdict))
+    cast_says, cast_remedy = verdicts.cast_note(e)
+    if cast_says:
+        ev.append(cast_says)
     if not r.has_gpu and e.has_ops and r.top_ops is not None and len(r.top_ops.ops):
         top = r.top_ops.ops.head(3)
         named = [f"{label} {share:.0%}" for label, share in
@@ -490,6 +493,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)
     r.remedies.extend(remedies)
+    if cast_remedy and cast_remedy not in r.remedies:
+        r.remedies.append(cast_remedy)
     if len(r.remedies) >= 2:
         # The replay is of one step: where the steps leave much of the loop out, its savings are the step's.
         loop_share = 1 - e.between_step_share if e.between_step_share >= verdicts.SIDE_NOTE_SHARE else None
@@ -499,7 +504,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
 # Graph remedies capture the step whole (its dispatch skipped on replay too): cuda-graph-step, not
 # cuda-graphs (launch calls alone), which fits graphs around parts of a step inside a Python loop.
-_REMEDY_SCENARIOS = (("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
+_REMEDY_SCENARIOS = (("cut the dtype casts", "fuse-elementwise"), ("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
                      ("fuse elementwise", "fuse-elementwise"),
                      ("fused recurrent layer", "fused-rnn"), ("keras.layers.LSTM", "fused-rnn"),
                      ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),
@@ -593,6 +598,8 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     fetching = int(cpu.fetching_ns.sum()) if len(cpu) else 0
     e.fetch_step_share = fetching / span if span else 0.0
     e.compute_step_share = int(cpu.compute_ns.sum()) / span if span and len(cpu) else 0.0
+    if span and len(cpu):  # op self time by class (summed over threads)
+        e.cast_share, e.cast_gemm_share = int(cpu.cast_ns.sum()) / span, int(cpu.gemm_ns.sum()) / span
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
     parts = [f"{e.dispatch_share:.0%} framework dispatch"]
     if compiled:
@@ -680,6 +687,8 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     busy = bd.gpu_classes[bd.gpu_classes.view == "kernel"].groupby("class")["exclusive_ns"].sum()
     if len(busy):
         e.top_gpu_class, e.top_gpu_class_share = str(busy.idxmax()), float(busy.max() / max(busy.sum(), 1))
+        e.cast_share = float(busy.get("cast", 0) / max(busy.sum(), 1))
+        e.cast_gemm_share = float(busy.get("gemm", 0) / max(busy.sum(), 1))
     e.low_precision_share = _low_precision_share(frame)
     e.layout_share = _layout_share(frame)
     if e.layout_share >= verdicts.LAYOUT_SHARE:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 # Thresholds (shares in 0..1).
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
+CAST_NOTE_SHARE = 0.15    # casts this large a share of the step (CPU) or of GPU busy time are stated with a remedy
 TORCHSCRIPT_MOSTLY = 0.5  # PyTorch: a step this much inside TorchScript functions runs in TorchScript already
 DISPATCH_CLOSE_SHARE = 0.4  # CPU compute-bound with this much dispatch: framework time is close behind, said so
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
@@ -71,6 +72,10 @@ class Evidence:
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # CPU-only: step time inside a batch fetch on the loop's thread with no compute op running and no
     # wait (breakdown's fetching_ns; not in dispatch_share), and step time inside compute ops (their union)
+    # Casts: CPU-only, cast ops' self time over the step time (GEMM ops' beside it); with a GPU, cast
+    # kernels' share of GPU busy time (GEMM kernels' beside it)
+    cast_share: float = 0.0
+    cast_gemm_share: float = 0.0
     torchscript_share: float = 0.0  # PyTorch: step time inside TorchScript functions (a scripted or traced module)
     fetch_step_share: float = 0.0
     compute_step_share: float | None = None  # None: not measured, taken as what the other parts leave
@@ -391,6 +396,31 @@ def side_notes(e: Evidence, verdict: str) -> list[str]:
         if share >= SIDE_NOTE_SHARE and verdict != decides:
             notes.append(f"{says(e)} ({decides} from {threshold:.0%})")
     return notes
+
+
+# Mixed precision casts fp32 weights to the low-precision dtype inside the step: torch.autocast on
+# every forward (its cast cache lasts one autocast region), Keras mixed_float16 on every variable read.
+# The trace shows the casts, not who asked for them: the remedies say where each source applies.
+TORCH_CAST_REMEDY = ("cut the dtype casts: torch.autocast casts the fp32 weights again in every step; for inference "
+                     "keep the model in the low-precision dtype (model.to(torch.bfloat16)), and torch.compile fuses "
+                     "casts, autocast's or explicit .to(dtype) ones, into the ops that read them")
+TF_CAST_REMEDY = ("cut the dtype casts: a mixed-precision policy casts the fp32 variables on every read; XLA "
+                  "(jit_compile=True) fuses casts into the ops that read them")
+CAST_REMEDY = "cut the dtype casts: cast weights once, not every step, or let the framework's compiler fuse them"
+
+
+def cast_note(e: Evidence) -> tuple[str | None, str | None]:
+    """Casts that take ``CAST_NOTE_SHARE`` of the step (CPU) or of GPU busy time, whatever the verdict:
+    a sentence with the figure, and a remedy for the trace's framework."""
+    if e.cast_share < CAST_NOTE_SHARE:
+        return None, None
+    if e.has_gpu:
+        says = (f"cast kernels (dtype conversions) take {e.cast_share:.0%} of GPU busy time, against "
+                f"{e.cast_gemm_share:.0%} in GEMM kernels")
+    else:
+        says = (f"cast ops (dtype conversions) take {e.cast_share:.0%} of step time, against {e.cast_gemm_share:.0%} "
+                "in GEMM ops")
+    return says, {"torch": TORCH_CAST_REMEDY, "tf": TF_CAST_REMEDY}.get(e.source, CAST_REMEDY)
 
 
 def _retrace_says(e: Evidence) -> str:

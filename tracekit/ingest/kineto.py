@@ -174,6 +174,9 @@ def has_phases(r: dict) -> bool:
 def _not_a_trace_reason(keys: list[str]) -> str:
     if "traceEvents" in keys:
         return "'traceEvents' is not a list"
+    if {"schema", "nodes"} <= set(keys):  # torch.profiler's ExecutionTraceObserver output (Chakra schema)
+        return ("a PyTorch execution trace (ExecutionTraceObserver: a graph of op nodes, no timings), not a "
+                "Kineto trace: give the Chrome trace the same profiler run exports (export_chrome_trace)")
     shown = ", ".join(repr(k) for k in keys[:5]) or "none"
     return f"JSON without 'traceEvents' (top-level keys: {shown}); not a Chrome/Kineto trace"
 
