@@ -113,18 +113,22 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
         ops_per_step = whole["ops"] / n_steps
         dispatch = whole["dispatch_ns"] / whole["span_ns"] if whole["span_ns"] else 0
         chosen = bd.cpu_ops[bd.cpu_ops.step.isin(used_steps)] if used_steps else None
+        # Waiting and batch fetching are outside compute ops too, but not dispatch: said apart below.
+        apart = bd.cpu_ops.waiting_ns.sum() + bd.cpu_ops.fetching_ns.sum() > 0
+        what = ("is framework dispatch (outside any compute op, not waiting or fetching a batch)" if apart else
+                "is outside any compute op (framework dispatch)")
         if chosen is not None and len(chosen) and len(chosen) < len(bd.steps):
             n_steps = len(chosen)
             ops_per_step = chosen.ops.sum() / n_steps
             dispatch = chosen.dispatch_ns.sum() / max(chosen.span_ns.sum(), 1)
             s.sentences.append(f"{ops_per_step:,.1f} framework ops per step over the {n_steps} step(s) used; "
-                               f"{dispatch:.0%} of their time is outside any compute op (framework dispatch).")
+                               f"{dispatch:.0%} of their time {what}.")
         elif bd.steps:
             s.sentences.append(f"{ops_per_step:,.1f} framework ops per step over {n_steps} step(s); {dispatch:.0%} of "
-                               f"step time is outside any compute op (framework dispatch).")
+                               f"step time {what}.")
         else:  # no step marked: the counts are the whole trace's, and saying "per step" would be wrong
             s.sentences.append(f"{whole['ops']:,.0f} framework ops in the trace (no steps marked); {dispatch:.0%} of "
-                               f"the time is outside any compute op (framework dispatch).")
+                               f"the time {what}.")
         if bd.timesteps and bd.steps:
             s.sentences.append(f"{ops_per_step / bd.timesteps:,.2f} framework ops per timestep ({bd.timesteps} timesteps per step).")
         rows = chosen if chosen is not None and len(chosen) else bd.cpu_ops[bd.cpu_ops.step == -1]
@@ -135,12 +139,12 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
                                "compiled code column).")
         waiting = rows.waiting_ns.sum() / max(rows.span_ns.sum(), 1)
         if waiting:
-            s.sentences.append(f"{waiting:.0%} of that time the loop's thread waits, with no compute op running: "
+            s.sentences.append(f"{waiting:.0%} of step time the loop's thread waits, with no compute op running: "
                                "blocked in Python (a sleep, lock, poll or join; recorded with Python stacks) or "
                                "idle while a collective runs on another thread. Not dispatch.")
         fetching = rows.fetching_ns.sum() / max(rows.span_ns.sum(), 1)
         if fetching:
-            s.sentences.append(f"{fetching:.0%} of that time the loop's thread fetches a batch (DataLoader __next__ / "
+            s.sentences.append(f"{fetching:.0%} of step time the loop's thread fetches a batch (DataLoader __next__ / "
                                "IteratorGetNext) with no compute op running: the loader's own work or its wait for "
                                "worker processes. Not dispatch.")
         used = [c for c in OP_CLASSES if bd.cpu_ops[f"{c}_ns"].sum() > 0]
