@@ -794,17 +794,21 @@ def test_casts_that_take_a_large_share_are_stated_with_a_remedy_for_the_framewor
     assert said and verdicts.TORCH_CAST_REMEDY in cpu.remedies, (cpu.evidence, cpu.remedies)
     share = int(re.search(r"take (\d+)%", said[0]).group(1))
     assert share >= 2 * verdicts.CAST_NOTE_SHARE * 100
-    # The H200 transformer trains under bf16 autocast: a quarter of its GPU time is cast kernels.
-    gpu = tracekit.launch(ROOT / "tests" / "data" / "h200" / "transformer_train_graphed.pt.trace.json.gz").result
-    assert any(e.startswith("cast kernels (dtype conversions) take 24% of GPU busy time") for e in gpu.evidence)
-    assert verdicts.TORCH_CAST_REMEDY in gpu.remedies
     # A step with few casts says nothing of them.
     tiny = tracekit.launch(ROOT / "tests" / "data" / "h200" / "tiny_ops.pt.trace.json.gz").result
     assert not any("cast" in e for e in tiny.evidence) and verdicts.TORCH_CAST_REMEDY not in tiny.remedies
 
 
 @needs_shared
-def test_keras_mixed_precision_casts_on_cpu_get_the_tf_remedy():
+def test_keras_mixed_precision_casts_get_the_tf_remedy_and_fused_kernels_are_not_casts():
     r = tracekit.launch(SHARED / "xprof" / "cpu_tf2.21" / "lstm_keras_bf16_fn.xplane.pb").result
     assert any(e.startswith("cast ops (dtype conversions) take 37% of step time") for e in r.evidence), r.evidence
     assert verdicts.TF_CAST_REMEDY in r.remedies
+    # TF BERT on 8 V100s: 782 Eigen fp32 -> fp16 conversion kernels, 42% of GPU busy time.
+    bert = tracekit.launch(SHARED / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb").result
+    assert any(e.startswith("cast kernels (dtype conversions) take 42% of GPU busy time") for e in bert.evidence)
+    assert verdicts.TF_CAST_REMEDY in bert.remedies
+    # Inductor names its kernels for the ops they fuse, sorted, "_to_copy" first: the H200 transformer's
+    # fused layer-norm backward kernels read as casts, 24% of GPU busy time. Its real casts are 8%.
+    graphed = tracekit.launch(ROOT / "tests" / "data" / "h200" / "transformer_train_graphed.pt.trace.json.gz").result
+    assert not any("cast kernels" in e for e in graphed.evidence), graphed.evidence

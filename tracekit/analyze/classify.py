@@ -48,10 +48,19 @@ KERNEL_RULES: list[tuple[str, str, str]] = [
     ("rnn", r"RNN_blockPersist_|persistRNN_|_lstm_tile\d|elemWiseRNNcell|(LSTM|GRU|RNN)_elementWise_(fp|bp)|GENERIC_elementWise_bp|\bLSTM_|"
             r"cudnn::.*\b(rnn|RNN)|\b(lstm|gru)_cell_(forward|backward)\b|initstates|miopen.*(rnn|lstm)|"
             r"LSTMBlockCell|BlockLSTM", "full"),
+    # Inductor names a Triton kernel for the ATen ops it fuses, sorted, so "_to_copy" comes first in any
+    # kernel that converts a dtype somewhere: only one that does nothing else (views aside) is a cast.
+    ("cast", r"^triton_poi_fused__to_copy(_(_unsafe_view|view|clone|transpose|squeeze|unsqueeze|permute|expand|t|"
+             r"slice|select|reshape|alias|as_strided))*_\d+$", "base"),
+    ("attention", r"^triton_tem_fused_\w*(attention|sdpa)", "base"),
+    ("convolution", r"^triton_tem_fused_\w*convolution", "base"),
+    ("gemm", r"^triton_tem_", "base"),  # Inductor's templates: mm, addmm, bmm (max-autotune)
+    ("reduction", r"^triton_(red|per)_", "base"),
+    ("elementwise", r"^triton_poi_", "base"),
     ("cast", r"(float16|bfloat16|float8|bfloat16tofloat32|float16tofloat32)_copy_kernel|"
              r"direct_copy_kernel.*(LoadWithCast|StoreWithCast)|fetch_and_cast|cast_and_store|"
              r"gpu_kernel_impl<.*direct_copy_kernel.*lambda\(int\)#2|_to_copy|convert_?(fp|bf)16|"
-             r"triton_poi_fused__to_copy|TensorConversionOp|cast_transpose|CastTranspose|_float_to_hfp8|"
+             r"TensorConversionOp|cast_transpose|CastTranspose|_float_to_hfp8|"
              r"_hfp8_to_float|quantize_fp8|fp8_quantize|(^|::)cast_kernel|^wrapped_convert(_\d+)?$", "full"),
     # Fused attention (FlashAttention, xFormers/CUTLASS fmha, cuDNN SDPA, paged/decode attention).
     # cuDNN's SDPA backward starts with compute_dot_do_o (the rowwise dot of dO and O).
