@@ -31,7 +31,7 @@ def main(out: str) -> None:
     def train_step(a, b):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean((model(a) - b) ** 2)
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True))
         return loss
 
     it = iter(ds)
