@@ -32,6 +32,7 @@ COPY_SHARE = 0.5          # host copying during this much of the GPU's idle time
 LAUNCH_GAP_SHARE = 0.5    # launch calls during this much of the GPU's idle time
 SYNC_SHARE = 0.3          # sync waits during this much of the idle time or of the host's busy time
 GRAPHED_MOSTLY = 0.9      # kernels replayed from graph launches: nothing left to capture
+GRAPHED_HALF = 0.5        # a compiled step with this many kernels from graph launches runs reduce-overhead already
 LAUNCH_LOOP_MOSTLY = 0.5  # GPU enqueues from inside ops that loop over launches: a library's launch loop
 LOW_PRECISION_MOSTLY = 0.5  # math kernel time already in fp16/bf16/fp8: no mixed-precision remedy
 MATH_CLASSES = ("gemm", "rnn", "convolution", "attention")
@@ -296,6 +297,13 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
         return ([f"capture the part of the step still launched kernel by kernel in {_graph(e, 'the')} too"]
                 if e.graphed_share < GRAPHED_MOSTLY else [])
     if e.compiled_calls_per_step:
+        if e.has_gpu and e.graphed_share >= GRAPHED_HALF:
+            # mode="reduce-overhead" already: what the host still spends is outside the replayed graph.
+            return [f"the step's torch.compile graph already replays as {_graph(e)} ({e.graphed_share:.0%} of kernels "
+                    "from graph launches): the host time left is outside it, in the eager code around the compiled "
+                    "region (optimizer step, loss) and the graph's own per-call Python; compile those into it too, "
+                    f"or capture the whole step in one {_graph(e)[2:]} ({'torch.xpu.graph' if e.intel_gpu else 'torch.cuda.graph'})"
+                    f"{_capture_caveat(e)}"]
         # On the CPU there is no CUDA graph to replay it as.
         if e.intel_gpu:
             return [f"the step already runs as a torch.compile graph: capture it in {_graph(e)} ({_graph_apis(e)})"]
