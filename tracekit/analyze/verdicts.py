@@ -426,8 +426,9 @@ def cast_note(e: Evidence) -> tuple[str | None, str | None]:
         says = (f"cast kernels (dtype conversions) take {e.cast_share:.0%} of GPU busy time, against "
                 f"{e.cast_gemm_share:.0%} in GEMM kernels")
     else:
-        says = (f"cast ops (dtype conversions) take {e.cast_share:.0%} of step time, against {e.cast_gemm_share:.0%} "
-                "in GEMM ops")
+        # Self time summed over threads: TF's executor runs ops on several, so it is no part of the span.
+        says = (f"cast ops (dtype conversions) take {e.cast_share:.0%} of step time in self time summed over threads, "
+                f"against {e.cast_gemm_share:.0%} in GEMM ops")
     return says, {"torch": TORCH_CAST_REMEDY, "tf": TF_CAST_REMEDY}.get(e.source, CAST_REMEDY)
 
 
