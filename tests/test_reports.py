@@ -393,3 +393,14 @@ def test_compare_says_when_work_moved_from_one_class_into_another():
     findings = api.compare([cpu / "lstm_keras_eager.xplane.pb", cpu / "lstm_raw_blocklstm_fn.xplane.pb"]).result.findings
     moved = next(f for f in findings if f.startswith("The largest change in classified work"))
     assert "framework-op rnn time" in moved and "framework-op gemm time fell" in moved and "moved out of" in moved
+
+
+def test_compare_names_no_class_change_smaller_than_run_to_run_noise():
+    """Two captures of the same DataLoader loop (tests/data/cpu/make_loader_workers.py): GEMM time moved
+    33 µs of a 2 ms step, reduction time 19 µs, and the finding said work "may have moved into that
+    class (a fused op doing what separate ops did)". Below 5% of the step it is not stated."""
+    data = Path(__file__).parent / "data" / "cpu"
+    findings = api.compare([data / "loader_workers_fetch_largest.pt.trace.json.gz",
+                            data / "loader_workers_dispatch_largest.pt.trace.json.gz"]).result.findings
+    assert any("not distinguishable per step" in f for f in findings), findings
+    assert not any(f.startswith("The largest change in classified work") for f in findings), findings
