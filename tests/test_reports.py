@@ -395,6 +395,16 @@ def test_compare_says_when_work_moved_from_one_class_into_another():
     assert "framework-op rnn time" in moved and "framework-op gemm time fell" in moved and "moved out of" in moved
 
 
+@needs_shared
+def test_compare_writes_median_counts_as_they_are():
+    """HTA's trace_compare pair: the median kernels per step is 0.5 in one trace (steps of 0 and 1
+    kernels), which read "0 GPU kernels against 1 (-50.0%)"."""
+    pair = TRACES / "hta" / "trace_compare"
+    findings = api.compare([pair / "base" / "base.json.gz", pair / "test" / "test.json.gz"]).result.findings
+    assert "B runs 0.5 GPU kernels per step against 1 in A (-50.0%)." in findings, findings
+    assert "B runs 3.5 framework ops per step against 2 in A (+75.0%)." in findings, findings
+
+
 def test_compare_names_no_class_change_smaller_than_run_to_run_noise():
     """Two captures of the same DataLoader loop (tests/data/cpu/make_loader_workers.py): GEMM time moved
     33 µs of a 2 ms step, reduction time 19 µs, and the finding said work "may have moved into that

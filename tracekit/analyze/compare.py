@@ -375,9 +375,10 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
             else:
                 out.append(sentence + f"; ratio {ratio:.2f}, 95% interval {interval[1]:.2f}-{interval[2]:.2f} from "
                                       f"the step-to-step variation).")
-        for metric, what in (("kernel_count", "GPU kernels"), ("ops_per_step", "framework ops per step")):
+        for metric, what in (("kernel_count", "GPU kernels per step" if per_step else "GPU kernels"),
+                             ("ops_per_step", "framework ops per step")):
             if metric in col and (col[metric] or bcol[metric]) and col[metric] != bcol[metric]:
-                out.append(f"{lab} runs {col[metric]:,.0f} {what} against {bcol[metric]:,.0f} in {base} "
+                out.append(f"{lab} runs {_count(col[metric])} {what} against {_count(bcol[metric])} in {base} "
                            f"({rel(col[metric], bcol[metric])}).")
         # "other" holds wrappers (TF's EagerExecute waits out the whole function): name classified work.
         classes = [m for m in metrics.index if ((m.endswith("_time") and m[:-5] in KERNEL_CLASSES)
@@ -416,6 +417,11 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
                 out.append(f"{lab} {verb} {len(frame)} name(s) that {base} {'lacks' if verb == 'has' else 'has'}: "
                            f"{shown}{more}.")
     return out
+
+
+def _count(value: float) -> str:
+    """A count, or a median of counts (half-integers when steps differ): 0.5 is not written as 0."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
 # The largest change in classified work is stated when it is at least this share of the (larger) step time.
