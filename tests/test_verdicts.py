@@ -740,6 +740,9 @@ def test_below_half_the_largest_part_wins_with_compiled_code_counted_either_way(
     assert judge(Evidence(**base, dispatch_share=0.45))[0] == "CPU compute-bound"
     # A loop blocked in Python for 30%: dispatch 40% is the largest part, not compute's 30%.
     assert judge(Evidence(**base, dispatch_share=0.4, wait_step_share=0.3))[0] == "CPU/framework-bound"
+    # Blocked for 45%, the largest part: the wait bounds the step.
+    waits = judge(Evidence(**base, dispatch_share=0.3, wait_step_share=0.45))
+    assert waits[0] == "host-idle gaps" and "during 45% of the step time" in waits[1][0], waits
     assert judge(Evidence(**base, dispatch_share=0.3, fetch_step_share=0.45, compute_step_share=0.25))[0] == \
         "data-loading-bound"
     # Compiled graphs' code (kernels or wrapper) could tip either way: no part is the largest for sure.

@@ -72,15 +72,16 @@ class Evidence:
     unclassified_work_ops: str = ""  # those ops with their shares, e.g. "aten::_fft_r2c 37%, aten::_fft_c2r 9%"
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # CPU-only: step time inside a batch fetch on the loop's thread with no compute op running and no
-    # wait (breakdown's fetching_ns; not in dispatch_share), and step time inside compute ops (their union)
+    # wait (breakdown's fetching_ns; not in dispatch_share), and step time inside compute ops (their union;
+    # None: not measured, taken as what the other parts leave)
+    fetch_step_share: float = 0.0
+    compute_step_share: float | None = None
+    loader_workers: bool = False  # the batch fetches are a multi-process DataLoader's (num_workers > 0)
     # Casts: CPU-only, cast ops' self time over the step time (GEMM ops' beside it); with a GPU, cast
     # kernels' share of GPU busy time (GEMM kernels' beside it)
     cast_share: float = 0.0
     cast_gemm_share: float = 0.0
     torchscript_share: float = 0.0  # PyTorch: step time inside TorchScript functions (a scripted or traced module)
-    fetch_step_share: float = 0.0
-    compute_step_share: float | None = None  # None: not measured, taken as what the other parts leave
-    loader_workers: bool = False  # the batch fetches are a multi-process DataLoader's (num_workers > 0)
     # GPU traces: shares of the GPU's idle (gap) time
     idle_share: float = 0.0
     idle_threshold: float = 0.3
@@ -302,8 +303,8 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
             return [f"the step's torch.compile graph already replays as {_graph(e)} ({e.graphed_share:.0%} of kernels "
                     "from graph launches): the host time left is outside it, in the eager code around the compiled "
                     "region (optimizer step, loss) and the graph's own per-call Python; compile those into it too, "
-                    f"or capture the whole step in one {_graph(e)[2:]} ({'torch.xpu.graph' if e.intel_gpu else 'torch.cuda.graph'})"
-                    f"{_capture_caveat(e)}"]
+                    f"or capture the whole step in {_graph(e, 'one')} "
+                    f"({'torch.xpu.graph' if e.intel_gpu else 'torch.cuda.graph'}){_capture_caveat(e)}"]
         # On the CPU there is no CUDA graph to replay it as.
         if e.intel_gpu:
             return [f"the step already runs as a torch.compile graph: capture it in {_graph(e)} ({_graph_apis(e)})"]
@@ -356,8 +357,10 @@ def _compute_share(e: Evidence) -> float:
 def _dispatch_largest_says(e: Evidence) -> str | None:
     if e.dispatch_share >= DISPATCH_SHARE:
         return None  # the evidence already says how much of the step is outside compute ops
-    return (f"framework dispatch takes {e.dispatch_share:.0%} of the step time, more than compute ops "
-            f"({_compute_share(e):.0%}) or batch fetching ({e.fetch_step_share:.0%})")
+    others = [f"compute ops ({_compute_share(e):.0%})"]
+    others += [f"batch fetching ({e.fetch_step_share:.0%})"] if e.fetch_step_share else []
+    others += [f"waiting ({e.wait_step_share:.0%})"] if e.wait_step_share else []
+    return f"framework dispatch takes {e.dispatch_share:.0%} of the step time, more than " + " or ".join(others)
 
 
 def _loading_remedies(e: Evidence) -> list[str]:
@@ -577,16 +580,23 @@ RULES: tuple[Rule, ...] = (
     # waits for DataLoader workers runs no op, a loop blocked in Python neither), so "not dispatch" no
     # longer means compute. Compiled graphs' own code may be either, so it counts against each.
     Rule("CPU/framework-bound", lambda e: not e.has_gpu and (e.dispatch_share >= DISPATCH_SHARE or _largest(
-        e, e.dispatch_share, _compute_share(e), e.fetch_step_share)), _dispatch_largest_says,
+        e, e.dispatch_share, _compute_share(e), e.fetch_step_share, e.wait_step_share)), _dispatch_largest_says,
          _host_bound_remedies(False), "CPU-only: at least half the step time is outside compute ops (dispatch), or "
-                                      "dispatch is the largest part of it, ahead of compute ops and batch fetching"),
+                                      "dispatch is the largest part of it, ahead of compute ops, batch fetching and "
+                                      "waiting"),
     Rule("data-loading-bound",
-         lambda e: not e.has_gpu and _largest(e, e.fetch_step_share, e.dispatch_share, _compute_share(e)),
+         lambda e: not e.has_gpu and _largest(e, e.fetch_step_share, e.dispatch_share, _compute_share(e),
+                                              e.wait_step_share),
          lambda e: (f"batch fetching (DataLoader __next__ / IteratorGetNext) with no compute op running takes "
                     f"{e.fetch_step_share:.0%} of the step time, more than framework dispatch "
                     f"({e.dispatch_share:.0%}) or compute ops ({_compute_share(e):.0%})"),
          _loading_remedies, "CPU-only: batch fetching with no compute op running is the largest part of the step "
-                            "time, ahead of dispatch and compute ops"),
+                            "time, ahead of dispatch, compute ops and waiting"),
+    Rule("host-idle gaps",
+         lambda e: not e.has_gpu and _largest(e, e.wait_step_share, e.dispatch_share, _compute_share(e),
+                                              e.fetch_step_share),
+         _wait_says, lambda e: [WAIT_REMEDY], "CPU-only: the loop's thread waiting is the largest part of the step "
+                                              "time, ahead of dispatch, compute ops and batch fetching"),
     # Compiled code with no op inside is kernels or wrapper, and the trace does not say how much of each:
     # when that split decides the verdict, say so rather than guess.
     Rule("undetermined", lambda e: not e.has_gpu and e.dispatch_share + e.compiled_code_share >= DISPATCH_SHARE,
