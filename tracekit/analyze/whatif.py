@@ -658,11 +658,10 @@ def _no_dispatch(step: _Step) -> tuple[int, str] | None:
     predicted = _replay(step, host_scale=host)
     kept = ("; compiled graphs' own code stays (their generated kernels and wrapper, which the trace does not split)"
             if any(s.kind == "compiled" for s in step.segments) else "")
-    return predicted, (f"framework and Python time outside compute ops (except waits: for other threads' compute or "
-                       f"collectives, and Python frames blocked in a sleep, lock or poll; and batch fetching) goes to "
-                       f"0, and so does each "
-                       f"compute op's fixed "
-                       f"cost ({step.op_floor / 1e3:.1f} µs, the trace's 10th-percentile op time) (a compiled graph: "
+    return predicted, ("framework and Python time outside compute ops (except waits: for other threads' compute or "
+                       "collectives, and Python frames blocked in a sleep, lock or poll; and batch fetching) goes to "
+                       f"0, and so does each compute op's fixed cost ({step.op_floor / 1e3:.1f} µs, the trace's "
+                       "10th-percentile op time) (a compiled graph: "
                        "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged" + kept)
 
 
