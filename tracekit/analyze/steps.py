@@ -2,8 +2,9 @@
 
 A step is *far* from the others when it takes more than 1.5x the median step **and** more than the
 median plus three robust standard deviations (1.4826 x the median absolute deviation); the first or
-last step is ``cut short`` when it takes less than half the median (the profiler started or stopped
-inside it). Long steps at the start
+last step is ``cut short`` when it takes less than half the median and holds fewer than 3/4 of the
+median step's events (the profiler started or stopped inside it: a short step with all its events
+ran fast, whole, and stays). Long steps at the start
 of the trace are warm-up (graph building, compilation, first allocations, cuDNN autotuning); long
 steps elsewhere are outliers. With fewer than three steps nothing is judged. ``skip`` marks the first N steps warm-up
 whatever their duration; ``keep_all`` keeps every step (flags are still reported).
@@ -31,6 +32,7 @@ from tracekit.ingest.links import member_mask
 FAR_RATIO = 1.5
 ROBUST_SIGMAS = 3.0
 SHORT_RATIO = 0.5
+CUT_EVENTS_RATIO = 0.75  # a step cut short holds fewer events than this share of the median step's
 MIN_STEPS_TO_JUDGE = 3
 
 
@@ -118,6 +120,14 @@ def step_durations(frame: Frame) -> pd.DataFrame:
     return df
 
 
+def _events_per_step(frame: Frame, steps: np.ndarray) -> np.ndarray:
+    """Events (step ranges aside) assigned to each of ``steps``."""
+    numbers = frame.step[~frame.mask("step") & (frame.step >= 0)]
+    order = np.sort(steps)
+    counts = np.searchsorted(np.sort(numbers), order, side="right") - np.searchsorted(np.sort(numbers), order)
+    return counts[np.searchsorted(order, steps)]
+
+
 def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats:
     """Durations, status and use of every marked step (see the module doc for the rules)."""
     df = step_durations(frame).sort_values("start_ns", kind="stable").reset_index(drop=True)
@@ -127,8 +137,13 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
         med = float(np.median(d))
         mad = float(np.median(np.abs(d - med))) * 1.4826
         long = (d > FAR_RATIO * med) & (d > med + ROBUST_SIGMAS * mad)
-        # Only the first and last step can be cut by the profiler starting or stopping inside them.
+        # Only the first and last step can be cut by the profiler starting or stopping inside them, and a
+        # cut step lost events: a short one that holds as many as the others ran fast, whole.
         short = (d < SHORT_RATIO * med) & member_mask(np.arange(d.size), [0, d.size - 1])
+        if short.any():
+            events = _events_per_step(frame, df.step.to_numpy(np.int64))
+            if events.any():
+                short &= events < CUT_EVENTS_RATIO * np.median(events)
         status[long] = "outlier"
         status[short] = "cut short"
         lead = 0
