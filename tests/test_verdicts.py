@@ -822,6 +822,16 @@ def test_casts_that_take_a_large_share_are_stated_with_a_remedy_for_the_framewor
     assert said and verdicts.TORCH_CAST_REMEDY in cpu.remedies, (cpu.evidence, cpu.remedies)
     share = int(re.search(r"take (\d+)%", said[0]).group(1))
     assert share >= 2 * verdicts.CAST_NOTE_SHARE * 100
+    # Without record_shapes the same copies cannot be told from casts: they are long ops of no class, and
+    # the evidence says what would tell them apart.
+    untyped = tracekit.launch(_capture(tmp_path / "autocast_untyped.json", step, steps=5, wait=1, warmup=1)).result
+    assert not any(e.startswith("cast ops") for e in untyped.evidence), untyped.evidence
+    assert any("aten::copy_" in e and "profile(record_shapes=True) records, tell a cast from a copy" in e
+               for e in untyped.evidence), untyped.evidence
+    # DDP's bucket copies (aten::copy_ under its reducer, not under aten::to) are copies: no such hint.
+    ddp = tracekit.launch(ROOT / "tests" / "data" / "cpu" / "ddp_gloo_rank1.pt.trace.json.gz").result
+    said = [e for e in ddp.evidence if "ops with no class" in e]
+    assert said and "aten::copy_" in said[0] and "record_shapes" not in said[0], ddp.evidence
     # A step with few casts says nothing of them.
     tiny = tracekit.launch(ROOT / "tests" / "data" / "h200" / "tiny_ops.pt.trace.json.gz").result
     assert not any("cast" in e for e in tiny.evidence) and verdicts.TORCH_CAST_REMEDY not in tiny.remedies

@@ -40,7 +40,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
-from tracekit.analyze.unclassified import UNCLASSIFIED_WORK_NS, unclassified_work
+from tracekit.analyze.unclassified import UNCLASSIFIED_WORK_NS, unclassified_work, untyped_copies
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
 from tracekit.ingest.columns import distinct
@@ -620,10 +620,12 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     work = min(work_ns, int(e.dispatch_share * span))
     e.unclassified_work_share = work / span if span else 0.0
     e.unclassified_work_ops = ", ".join(f"{short_name(name)} {ns / span:.0%}" for name, ns in work_ops[:3]) if span else ""
+    e.untyped_copies = bool(work_ns) and untyped_copies(frame, used)
     if e.unclassified_work_share >= UNCLASSIFIED_WORK_NOTE_SHARE and not verdicts.unclassified_work_decides(e):
         r.evidence.append(f"{e.unclassified_work_share:.0%} of step time counted as dispatch is inside ops with no class "
                           f"that run {UNCLASSIFIED_WORK_NS / 1e3:.0f} µs or more a call on their own "
-                          f"({e.unclassified_work_ops}): arithmetic the class rules do not know, or slow calls")
+                          f"({e.unclassified_work_ops}): arithmetic the class rules do not know, or slow calls"
+                          + verdicts.untyped_copies_hint(e))
     loading = _data_loading(frame)
     e.loader_workers = loader_has_workers(frame)
     if span and loading[0].size:

@@ -62,3 +62,34 @@ def unclassified_work(frame: Frame, used: list[int] | None) -> tuple[int, list[t
     per_name = np.bincount(index, weights=self_ns, minlength=codes.size).astype(np.int64)
     order = np.argsort(-per_name, kind="stable")
     return int(per_name.sum()), [(frame.names[codes[i]] if codes[i] >= 0 else "", int(per_name[i])) for i in order]
+
+
+# PyTorch converts a tensor as aten::to -> aten::_to_copy -> aten::copy_: a cast when the input dtypes
+# differ, which only record_shapes=True records (a layout change otherwise).
+_CONVERSION_OPS = ("aten::_to_copy", "aten::to")
+
+
+def untyped_copies(frame: Frame, used: list[int] | None) -> bool:
+    """Whether most of the unclassified work's copy time (``unclassified_work``) is aten::copy_ inside a
+    conversion (aten::to / aten::_to_copy) and no copy records its input types: a cast (autocast's fp32
+    -> bf16 weights) that cannot be told from a copy. DDP's bucket copies (copy_ under its reducer) are
+    plain copies, not conversions."""
+    rows = frame.rows("cpu_op")
+    if frame.rows("step").size:
+        rows = rows[member_mask(frame.step[rows], used) if used is not None else frame.step[rows] >= 0]
+    work = unclassified_work_rows(frame, rows)
+    copy_code = frame.names.index("aten::copy_") if "aten::copy_" in frame.names else -2
+    copies = work[frame.name_code[work] == copy_code]
+    if not copies.size:
+        return False
+    conversion = [c for c, n in enumerate(frame.names) if n in _CONVERSION_OPS]
+    parent = frame.parent[copies]
+    inside = (parent >= 0) & member_mask(frame.name_code[np.maximum(parent, 0)], conversion)
+    self_ns = op_self_time(frame, copies)
+    if int(self_ns[inside].sum()) * 2 < int(self_ns.sum()):
+        return False
+    import pyarrow.compute as pc
+
+    from tracekit.analyze.top_ops import args_text  # only for such copies: reads their args
+
+    return not pc.any(pc.match_substring(args_text(frame.table, copies), '"Input type"')).as_py()

@@ -70,6 +70,7 @@ class Evidence:
     # in the other steps (tracekit.analyze.stalls)
     unclassified_work_share: float = 0.0  # of dispatch_share: inside long ops of no class (analyze.unclassified)
     unclassified_work_ops: str = ""  # those ops with their shares, e.g. "aten::_fft_r2c 37%, aten::_fft_c2r 9%"
+    untyped_copies: bool = False  # among them PyTorch copy ops whose input types were not recorded
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # CPU-only: step time inside a batch fetch on the loop's thread with no compute op running and no
     # wait (breakdown's fetching_ns; not in dispatch_share), and step time inside compute ops (their union;
@@ -335,6 +336,14 @@ def _host_bound_remedies(launch_bound: bool) -> Callable[[Evidence], list[str]]:
     return remedies
 
 
+def untyped_copies_hint(e: Evidence) -> str:
+    """For unclassified work that holds copy ops recorded without input types: how to tell casts apart."""
+    if not e.untyped_copies:
+        return ""
+    return ("; the copies (aten::copy_ under aten::to) may be dtype casts, autocast's among them: their input types, "
+            "which profile(record_shapes=True) records, tell a cast from a copy")
+
+
 def unclassified_work_decides(e: Evidence) -> bool:
     """CPU/framework-bound only with the long ops of no class counted as dispatch."""
     return not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE > e.dispatch_share - e.unclassified_work_share
@@ -572,7 +581,8 @@ RULES: tuple[Rule, ...] = (
     Rule("undetermined", lambda e: unclassified_work_decides(e),
          lambda e: f"{e.unclassified_work_share:.0%} of the step time outside compute ops is inside ops tracekit has "
                    f"no class for, each call long enough to be work of its own ({e.unclassified_work_ops}): if they "
-                   "compute, the step is CPU compute-bound; if they are slow framework calls, CPU/framework-bound",
+                   "compute, the step is CPU compute-bound; if they are slow framework calls, CPU/framework-bound"
+                   + untyped_copies_hint(e),
          lambda e: [UNCLASSIFIED_WORK_REMEDY, *_host_bound_remedies(False)(e)],
          "CPU-only: at least half the step time is outside compute ops, but without the ops of no class that run "
          "50 µs or more a call on their own it would be less than half"),  # UNCLASSIFIED_WORK_NS
