@@ -40,7 +40,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
-from tracekit.analyze.unclassified import UNCLASSIFIED_WORK_NS, unclassified_work, untyped_copies
+from tracekit.analyze.unclassified import UNCLASSIFIED_WORK_NS, step_work_rows, unclassified_work, untyped_copies
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
 from tracekit.ingest.columns import distinct
@@ -616,11 +616,12 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
         r.evidence.append(f"{verdicts.share_below(e.dispatch_share, verdicts.DISPATCH_SHARE)} of step time is outside "
                           "any compute op (framework dispatch)")
     # Time counted as dispatch may be work the class rules do not know (an FFT, a custom op): check.
-    work_ns, work_ops = unclassified_work(frame, used)
+    work_rows = step_work_rows(frame, used)
+    work_ns, work_ops = unclassified_work(frame, used, work_rows)
     work = min(work_ns, int(e.dispatch_share * span))
     e.unclassified_work_share = work / span if span else 0.0
     e.unclassified_work_ops = ", ".join(f"{short_name(name)} {ns / span:.0%}" for name, ns in work_ops[:3]) if span else ""
-    e.untyped_copies = bool(work_ns) and untyped_copies(frame, used)
+    e.untyped_copies = untyped_copies(frame, work_rows)
     if e.unclassified_work_share >= UNCLASSIFIED_WORK_NOTE_SHARE and not verdicts.unclassified_work_decides(e):
         r.evidence.append(f"{e.unclassified_work_share:.0%} of step time counted as dispatch is inside ops with no class "
                           f"that run {UNCLASSIFIED_WORK_NS / 1e3:.0f} µs or more a call on their own "

@@ -122,9 +122,9 @@ def step_durations(frame: Frame) -> pd.DataFrame:
 
 def _events_per_step(frame: Frame, steps: np.ndarray) -> np.ndarray:
     """Events (step ranges aside) assigned to each of ``steps``."""
-    numbers = frame.step[~frame.mask("step") & (frame.step >= 0)]
+    numbers = np.sort(frame.step[~frame.mask("step") & (frame.step >= 0)])
     order = np.sort(steps)
-    counts = np.searchsorted(np.sort(numbers), order, side="right") - np.searchsorted(np.sort(numbers), order)
+    counts = np.searchsorted(numbers, order, side="right") - np.searchsorted(numbers, order)
     return counts[np.searchsorted(order, steps)]
 
 

@@ -48,13 +48,20 @@ def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     return unknown[covered_by_other_threads(frame, unknown, among=rows) * 2 < frame.dur[unknown]]
 
 
-def unclassified_work(frame: Frame, used: list[int] | None) -> tuple[int, list[tuple[str, int]]]:
-    """Self time of ``unclassified_work_rows`` in the steps used (every op when no step is marked):
-    the total and (name, ns) per op name, largest first."""
+def step_work_rows(frame: Frame, used: list[int] | None) -> np.ndarray:
+    """``unclassified_work_rows`` among the ops of the steps used (every op when no step is marked)."""
     rows = frame.rows("cpu_op")
     if frame.rows("step").size:  # the ops of the steps: not those between them (a loop's batch fetching)
         rows = rows[member_mask(frame.step[rows], used) if used is not None else frame.step[rows] >= 0]
-    work = unclassified_work_rows(frame, rows)
+    return unclassified_work_rows(frame, rows)
+
+
+def unclassified_work(frame: Frame, used: list[int] | None,
+                      work: np.ndarray | None = None) -> tuple[int, list[tuple[str, int]]]:
+    """Self time of ``step_work_rows`` (``work`` when the caller has them): the total and (name, ns)
+    per op name, largest first."""
+    if work is None:
+        work = step_work_rows(frame, used)
     if work.size == 0:
         return 0, []
     self_ns = op_self_time(frame, work)
@@ -69,15 +76,11 @@ def unclassified_work(frame: Frame, used: list[int] | None) -> tuple[int, list[t
 _CONVERSION_OPS = ("aten::_to_copy", "aten::to")
 
 
-def untyped_copies(frame: Frame, used: list[int] | None) -> bool:
-    """Whether most of the unclassified work's copy time (``unclassified_work``) is aten::copy_ inside a
+def untyped_copies(frame: Frame, work: np.ndarray) -> bool:
+    """Whether most of the copy time among ``work`` (``step_work_rows``) is aten::copy_ inside a
     conversion (aten::to / aten::_to_copy) and no copy records its input types: a cast (autocast's fp32
     -> bf16 weights) that cannot be told from a copy. DDP's bucket copies (copy_ under its reducer) are
     plain copies, not conversions."""
-    rows = frame.rows("cpu_op")
-    if frame.rows("step").size:
-        rows = rows[member_mask(frame.step[rows], used) if used is not None else frame.step[rows] >= 0]
-    work = unclassified_work_rows(frame, rows)
     copy_code = frame.names.index("aten::copy_") if "aten::copy_" in frame.names else -2
     copies = work[frame.name_code[work] == copy_code]
     if not copies.size:
