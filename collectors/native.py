@@ -21,6 +21,7 @@ from typing import Any
 from tracekit.collectors import nsys
 from tracekit.collectors.runner import Execute, RunSpec, check_choices
 from tracekit.collectors.sweep import Preset
+from tracekit.collectors.timing import MIN_TIMED_S
 
 from tracekit.errors import TracekitError
 
@@ -194,6 +195,8 @@ def command(program: Path, spec: RunSpec) -> list[str]:
     c = spec.config
     args = [str(program), "--config", f"{c['hidden']},{c['batch']},{c['timesteps']},{c['input']}",
             "--warmup", str(spec.warmup), "--repeats", str(spec.repeats), "--seed", str(spec.seed)]
+    if spec.profiler != "nsys":  # under nsys each timed call is a step range: keep to the preset's count
+        args += ["--min-time-ms", f"{MIN_TIMED_S * 1e3:g}"]
     if spec.variant == "cpu_blas":
         args += ["--threads", str(max(spec.threads, 1))]
     else:

@@ -32,7 +32,7 @@ struct DeviceTiming {
 
 // Warm up, then time each call with CUDA events (device time between the first and the last
 // launch, launch latency included) and with the host clock around the synchronized call.
-inline DeviceTiming time_forward(const std::function<void()>& forward, int warmup, int repeats) {
+inline DeviceTiming time_forward(const std::function<void()>& forward, int warmup, int repeats, double min_time_ms) {
   DeviceTiming t;
   int64_t w0 = wall_ns();
   {
@@ -44,7 +44,8 @@ inline DeviceTiming time_forward(const std::function<void()>& forward, int warmu
   cudaEvent_t begin, end;
   CUDA_CHECK(cudaEventCreate(&begin));
   CUDA_CHECK(cudaEventCreate(&end));
-  for (int i = 0; i < repeats; ++i) {
+  double timed_ns = 0;
+  while (time_more(t.wall_ns.size(), timed_ns, repeats, min_time_ms)) {
     NvtxRange range("step");
     int64_t h0 = wall_ns();
     CUDA_CHECK(cudaEventRecord(begin));
@@ -55,6 +56,7 @@ inline DeviceTiming time_forward(const std::function<void()>& forward, int warmu
     CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
     t.event_ns.push_back(ms * 1e6);
     t.wall_ns.push_back(static_cast<double>(wall_ns() - h0));
+    timed_ns += t.wall_ns.back();
   }
   CUDA_CHECK(cudaEventDestroy(begin));
   CUDA_CHECK(cudaEventDestroy(end));

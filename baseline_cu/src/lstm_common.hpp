@@ -26,9 +26,19 @@ struct Config {
   int hidden = 256, batch = 16, timesteps = 20, input = 256;
 };
 
+constexpr int kMaxSamples = 10000;
+
+// Another timed call: fewer than `repeats` so far, or fewer than `min_time_ms` of calls timed.
+inline bool time_more(size_t calls, double timed_ns, int repeats, double min_time_ms) {
+  return calls < static_cast<size_t>(repeats) || (timed_ns < min_time_ms * 1e6 && calls < kMaxSamples);
+}
+
 struct Options {
   std::vector<Config> configs;
   int warmup = 3, repeats = 10, threads = 1;
+  // Time past --repeats until the calls add up to this (a median of a few sub-ms calls is noise),
+  // at most kMaxSamples calls.
+  double min_time_ms = 0;
   uint64_t seed = 0;
   std::string weights_file, dump_output, dtype = "fp32", algo = "auto";
   bool check = true;
@@ -63,6 +73,7 @@ inline Options parse_args(int argc, char** argv, const char* usage) {
     if (a == "--config") o.configs.push_back(parse_config(value()));
     else if (a == "--warmup") o.warmup = std::stoi(value());
     else if (a == "--repeats") o.repeats = std::stoi(value());
+    else if (a == "--min-time-ms") o.min_time_ms = std::stod(value());
     else if (a == "--threads") o.threads = std::stoi(value());
     else if (a == "--seed") o.seed = std::stoull(value());
     else if (a == "--weights") o.weights_file = value();
@@ -74,7 +85,8 @@ inline Options parse_args(int argc, char** argv, const char* usage) {
     else die("unknown argument " + a + "\n" + usage);
   }
   if (o.configs.empty()) o.configs.push_back(Config{});
-  if (o.repeats < 1 || o.warmup < 0) die("--repeats must be >= 1 and --warmup >= 0");
+  if (o.repeats < 1 || o.warmup < 0 || o.min_time_ms < 0)
+    die("--repeats must be >= 1, --warmup and --min-time-ms >= 0");
   if (!o.weights_file.empty() && o.configs.size() != 1) die("--weights goes with exactly one --config");
   return o;
 }

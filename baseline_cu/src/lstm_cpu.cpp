@@ -20,7 +20,7 @@
 namespace {
 
 const char* kUsage =
-    "lstm_cpu [--config HIDDEN,BATCH,TIMESTEPS[,INPUT]]... [--warmup N] [--repeats N] [--threads N]\n"
+    "lstm_cpu [--config HIDDEN,BATCH,TIMESTEPS[,INPUT]]... [--warmup N] [--repeats N] [--min-time-ms MS] [--threads N]\n"
     "         [--seed N] [--weights FILE --dump-output FILE] [--no-check]";
 
 struct Buffers {
@@ -85,11 +85,13 @@ int main(int argc, char** argv) {
     for (int i = 0; i < o.warmup; ++i) forward(p, buf);
     double warmup_s = (lstm::wall_ns() - w0) / 1e9;
     std::vector<double> wall, cpu;
-    for (int i = 0; i < o.repeats; ++i) {
+    double timed_ns = 0;
+    while (lstm::time_more(wall.size(), timed_ns, o.repeats, o.min_time_ms)) {
       int64_t a = lstm::wall_ns(), ca = lstm::thread_cpu_ns();
       forward(p, buf);
       cpu.push_back(static_cast<double>(lstm::thread_cpu_ns() - ca));
       wall.push_back(static_cast<double>(lstm::wall_ns() - a));
+      timed_ns += wall.back();
     }
     std::string check = "null";
     if (o.check && lstm::worth_checking(c)) {

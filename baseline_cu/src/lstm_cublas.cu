@@ -10,7 +10,7 @@
 namespace {
 
 const char* kUsage =
-    "lstm_cublas [--config HIDDEN,BATCH,TIMESTEPS[,INPUT]]... [--dtype fp32|fp16] [--warmup N] [--repeats N]\n"
+    "lstm_cublas [--config HIDDEN,BATCH,TIMESTEPS[,INPUT]]... [--dtype fp32|fp16] [--warmup N] [--repeats N] [--min-time-ms MS]\n"
     "            [--seed N] [--weights FILE --dump-output FILE] [--no-check]";
 
 #define CUBLAS_CHECK(call)                                                                        \
@@ -85,7 +85,7 @@ void run(const lstm::Options& o, const lstm::Config& c, cublasHandle_t handle) {
     }
     CUDA_CHECK(cudaGetLastError());
   };
-  lstm::DeviceTiming timing = lstm::time_forward(forward, o.warmup, o.repeats);
+  lstm::DeviceTiming timing = lstm::time_forward(forward, o.warmup, o.repeats, o.min_time_ms);
   std::vector<float> result = lstm::download(out.ptr, out.count);
   if (!o.dump_output.empty()) lstm::dump(o.dump_output, result);
   int version = 0;

@@ -13,7 +13,7 @@ namespace {
 
 const char* kUsage =
     "lstm_cudnn [--config HIDDEN,BATCH,TIMESTEPS[,INPUT]]... [--dtype fp32|fp16] [--algo auto|standard|persist|persist_small_h]\n"
-    "           [--warmup N] [--repeats N] [--seed N] [--weights FILE --dump-output FILE] [--no-check]";
+    "           [--warmup N] [--repeats N] [--min-time-ms MS] [--seed N] [--weights FILE --dump-output FILE] [--no-check]";
 
 #define CUDNN_CHECK(call)                                                                         \
   do {                                                                                            \
@@ -125,7 +125,7 @@ void run(const lstm::Options& o, const lstm::Config& c, cudnnHandle_t handle, cu
                                 r.h_desc, nullptr, nullptr, r.c_desc, nullptr, nullptr, r.weight_bytes, weights.ptr,
                                 r.work_bytes, work.ptr, r.reserve_bytes, reserve.ptr));
   };
-  lstm::DeviceTiming timing = lstm::time_forward(forward, o.warmup, o.repeats);
+  lstm::DeviceTiming timing = lstm::time_forward(forward, o.warmup, o.repeats, o.min_time_ms);
   std::vector<float> result = lstm::download(y.ptr, y.count);
   if (!o.dump_output.empty()) lstm::dump(o.dump_output, result);
   // CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores for fp32 data on Ampere and later (seen on an

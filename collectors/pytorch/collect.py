@@ -26,7 +26,7 @@ from tracekit.collectors.pytorch.variants import LAYER_VARIANTS, LayerVariant, c
 from tracekit.collectors.pytorch.workloads import VARIANTS, build, variant_dtype
 from tracekit.collectors.runner import RunSpec, check_choices, cpu_model_name
 from tracekit.collectors.sweep import Preset
-from tracekit.collectors.timing import summarize, time_steps
+from tracekit.collectors.timing import MIN_TIMED_S, summarize, time_steps
 from tracekit.collectors.workload import Workload
 
 PROFILERS = ("torch", "nsys", "none")
@@ -82,14 +82,14 @@ def _sync(device: torch.device) -> Any:
     return torch.cuda.synchronize if device.type == "cuda" else None
 
 
-def _time(workload: Workload, device: torch.device, repeats: int) -> dict[str, Any]:
+def _time(workload: Workload, device: torch.device, repeats: int, min_time_s: float = 0.0) -> dict[str, Any]:
     if device.type != "cuda":
-        return time_steps(workload.step, repeats)
+        return time_steps(workload.step, repeats, min_time_s=min_time_s)
     # CUDA events measure device time between the step's first and last launch, host-side
     # launch latency included, without a host sync inside the interval.
-    walls = time_steps(workload.step, repeats, sync=torch.cuda.synchronize)
+    walls = time_steps(workload.step, repeats, sync=torch.cuda.synchronize, min_time_s=min_time_s)
     samples = []
-    for _ in range(repeats):
+    for _ in range(walls["wall_ns"]["n"]):
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         begin.record()
         workload.step()
@@ -123,7 +123,7 @@ def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
         return {**row, **nsys.run_worker(spec, out_dir, "tracekit.collectors.pytorch.collect")}
     workload = build(spec.variant, spec.config, device, spec.seed)
     warmup_s = _warm_up(workload, device, spec.warmup)
-    row["timing"] = {**_time(workload, device, spec.repeats), "warmup_s": round(warmup_s, 4)}
+    row["timing"] = {**_time(workload, device, spec.repeats, MIN_TIMED_S), "warmup_s": round(warmup_s, 4)}
     if spec.profiler == "torch":
         trace, profiled = _profile_torch(spec, workload, device, out_dir, row["timing"]["wall_ns"]["median"])
         row.update(profiler_version=f"torch.profiler (kineto) {torch.__version__}", traces=[trace],

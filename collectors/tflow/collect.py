@@ -35,7 +35,7 @@ from tracekit.collectors.runner import RunSpec, check_choices, cpu_model_name
 from tracekit.collectors.sweep import Preset
 from tracekit.collectors.tflow.variants import LAYER_VARIANTS
 from tracekit.collectors.tflow.workloads import VARIANTS, build, variant_dtype
-from tracekit.collectors.timing import summarize, time_steps
+from tracekit.collectors.timing import MIN_TIMED_S, summarize, time_steps
 from tracekit.collectors.workload import Workload
 
 PROFILERS = ("tf", "tf-host3", "tf-python", "nsys", "none")
@@ -109,7 +109,8 @@ def execute(spec: RunSpec, out_dir: Path) -> dict[str, Any]:
         return {**row, **nsys.run_worker(spec, out_dir, "tracekit.collectors.tflow.collect")}
     workload = build(spec.variant, spec.config, gpu, spec.seed)
     warmup_s = _warm_up(workload, spec)
-    row["timing"] = {**time_steps(workload.step, spec.repeats, sync=_sync(spec), cpu_clock="process_time"),
+    row["timing"] = {**time_steps(workload.step, spec.repeats, sync=_sync(spec), cpu_clock="process_time",
+                                 min_time_s=MIN_TIMED_S),
                      "warmup_s": round(warmup_s, 4)}
     if spec.profiler == "tf":
         trace, profiled = _profile_tf(spec, workload, out_dir)

@@ -9,7 +9,8 @@ For each framework run with a trace, the excess over the baseline, E = T_framewo
 to E exactly (the profiler stretches every step; its shares are kept, its absolute time is not):
 
 - CPU: s = T_framework / (trace step span); casts = s * cast-op time; extra compute =
-  s * (other compute-op time) - T_native; dispatch = s * (step time outside compute ops).
+  s * (other compute-op time) - T_native; dispatch = s * (step time outside compute ops: framework
+  dispatch, and any waiting or batch fetching the breakdown tells apart).
 - GPU: s = T_framework / (GPU span per step); casts = s * cast-kernel time; extra compute =
   s * (other kernel time) - T_native; launch gaps / idle = s * GPU idle time.
 
@@ -147,7 +148,8 @@ def decompose(table: pa.Table, time_ns: float, baseline_ns: float) -> dict[str, 
         compute, gaps = float(whole["busy_ns"]), float(whole["idle_ns"])
     else:
         whole = bd.cpu_ops[bd.cpu_ops.step == -1].iloc[0]
-        span, compute, gaps = float(whole["span_ns"]), float(whole["compute_ns"]), float(whole["dispatch_ns"])
+        span, compute = float(whole["span_ns"]), float(whole["compute_ns"])
+        gaps = span - compute  # dispatch, and any waiting or batch fetching: all outside compute ops
         cast = min(float(whole["cast_ns"]), compute)
     if span <= 0:
         return {}
