@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 from conftest import ids, needs_shared, shared_files
 
-from tracekit.ingest import load
+from tracekit.ingest import nsys
 
 DIGESTS = Path(__file__).parent / "data" / "nsys_table_digests.json"
 SQLITE = shared_files("nsys/*.sqlite")
@@ -41,7 +41,7 @@ def column_digests(table: pa.Table) -> dict[str, str]:
 @needs_shared
 @pytest.mark.parametrize("path", SQLITE, ids=ids(SQLITE))
 def test_nsys_reader_gives_the_recorded_table(path: Path) -> None:
-    got = column_digests(load(path))
+    got = column_digests(nsys.read(path))  # the reader's table, before steps are found in its ranges
     if os.environ.get("TRACEKIT_UPDATE_GOLDEN"):
         recorded = json.loads(DIGESTS.read_text()) if DIGESTS.exists() else {}
         recorded[path.name] = got

@@ -1,10 +1,11 @@
 """Range GPU projection in O(n log n) (pre-order intervals of the row tree, sorted keys) gives what
 the direct definitions give, on every real trace: walking every launch call's enclosing ranges;
-a step's GPU activities by their step; a TF/JAX range that launched nothing, its process's launches
+a step's GPU activities by their step (an nsys trace's NVTX range made steps: as a range); a TF/JAX range that launched nothing, its process's launches
 during it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,10 @@ def _walked(table) -> dict[int, tuple[int, int, int, int]]:
                 a[2] = min(a[2], int(frame.start[g]))
                 a[3] = max(a[3], int(frame.end[g]))
             node = int(frame.parent[node])
-    step_kind = schema.KIND_CODES["step"]
+    # An nsys trace's steps made from one NVTX range's calls stay ranges, projected as nsys projects them.
+    meta = (table.schema.metadata or {}).get(schema.META_TRACE_META_JSON.encode(), b"{}")
+    nvtx_steps = schema.source_of(table) == "nsys" and "steps_from" in json.loads(meta or b"{}")
+    step_kind = -1 if nvtx_steps else schema.KIND_CODES["step"]
     cross_thread = (table.schema.metadata or {}).get(schema.META_SOURCE.encode(), b"").decode() in ("tf", "jax")
     for node in frame.rows(*RANGE_KINDS).tolist():
         if frame.kind[node] == step_kind:

@@ -190,7 +190,8 @@ def test_compare_across_sources_reports_added_and_removed_names():
     result = api.compare([NS_TRACE, NVFUSER], labels=["torch", "nsys"]).result
     assert set(result.names.status) == {"removed", "added"}  # nothing in common between the two
     metrics = result.metrics.set_index("metric")
-    assert metrics.loc["kernel_count", "nsys"] == 1002
+    # Per step: the nsys trace's steps are the 1,000 calls of its NVTX range "test", one kernel each.
+    assert metrics.loc["kernel_count", "nsys"] == 1
 
 
 def test_compare_of_three_traces_says_which_trace_added_or_removed_a_name():
@@ -296,7 +297,9 @@ def test_gap_starts_are_shown_from_the_trace_start_not_as_epoch_numbers(capsys):
     text = capsys.readouterr().out
     gaps = text.split("Longest gaps")[1].split("\n\n")[1]
     first = gaps.splitlines()[2].split("|")[2].strip()  # header, rule, first row; column 2 is the start
-    assert first == "3.739 s", first
+    # The longest gap of the steps used (the first call, 199 ms of compilation, is warm-up), 4.0 s into
+    # the 4.1 s capture; as an epoch time it would read 1.6e9 s.
+    assert first.endswith(" s") and 3.9 < float(first[:-2]) < 4.1, first
 
 
 @needs_shared

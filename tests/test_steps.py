@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TRACES, needs_shared
 
 import tracekit
 from tracekit.analyze.breakdown import breakdown
@@ -57,6 +58,29 @@ def test_a_slow_first_step_is_warm_up_and_left_out_of_the_verdict(tmp_path):
     assert int(kept_share.split("%")[0]) > int(steady_share.split("%")[0]) + 20
     skipped = tracekit.launch(trace, skip_steps=2).result
     assert list(skipped.steps.steps.status[:2]) == ["warm-up", "warm-up"] and skipped.steps.used.size == 4
+
+
+def test_of_two_steps_a_far_longer_first_is_warm_up_and_a_longer_second_is_not_judged(tmp_path):
+    first_long = tracekit.launch(_capture(tmp_path / "first.json", [0.3, 0.0])).result
+    assert list(first_long.steps.steps.status) == ["warm-up", "steady"] and first_long.steps.used.size == 1
+    assert any("left out of this verdict: step" in e and "warm-up" in e for e in first_long.evidence)
+    # The second step's pause could be the outlier or the first step the odd one: two cannot say.
+    second_long = tracekit.launch(_capture(tmp_path / "second.json", [0.0, 0.3])).result
+    assert list(second_long.steps.steps.status) == ["steady", "steady"]
+
+
+@needs_shared
+def test_an_nsys_trace_of_two_calls_is_judged_on_the_second():
+    """The public Keras Darknet-53 nsys trace: two calls of its Forward:Model NVTX range, the first 3.67 s
+    (cudnnCreate and a stream creation take 1.66 s each, the convolution autotuner's redzone_checker
+    and trial kernels run), the second 48 ms. The verdict reads the second."""
+    r = tracekit.launch(TRACES / "nsys" / "keras_tf_darknet53_nsys2023.4.sqlite").result
+    steps = r.steps.steps
+    assert r.steps.origin.startswith("calls of Forward:Model") and list(steps.status) == ["warm-up", "steady"]
+    assert 3.6e9 < steps.dur_ns.iloc[0] < 3.7e9 and 45e6 < steps.dur_ns.iloc[1] < 50e6
+    assert any("in the 1 step(s) used" in e for e in r.evidence)
+    whole = tracekit.launch(TRACES / "nsys" / "keras_tf_darknet53_nsys2023.4.sqlite", keep_all_steps=True).result
+    assert whole.gpu_span_ns > 50 * r.gpu_span_ns
 
 
 def test_report_and_launch_show_the_spread_and_the_flags(tmp_path, capsys):

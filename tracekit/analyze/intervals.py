@@ -44,6 +44,22 @@ def gaps(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return e[:-1], s[1:]
 
 
+def intersect(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
+              b_end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces where intervals of A and of B overlap, each set disjoint and sorted: (start, end,
+    index in A, index in B) of each piece, in time order. Between two consecutive edges of either
+    set nothing begins or ends, so each such stretch lies wholly inside one A and one B interval
+    or outside one of them."""
+    edges = np.sort(np.concatenate([a_start, a_end, b_start, b_end]).astype(np.int64, copy=False))
+    edges = edges[np.concatenate([[True], edges[1:] != edges[:-1]])] if edges.size else edges
+    lo, hi = edges[:-1], edges[1:]
+    ia = np.searchsorted(a_start, lo, side="right") - 1
+    ib = np.searchsorted(b_start, lo, side="right") - 1
+    inside = (ia >= 0) & (ib >= 0)
+    inside[inside] = (lo[inside] < a_end[ia[inside]]) & (lo[inside] < b_end[ib[inside]])
+    return lo[inside], hi[inside], ia[inside], ib[inside]
+
+
 def clip_total(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> int:
     """Length of the union of the intervals clipped to [lo, hi)."""
     s = np.clip(start, lo, hi)

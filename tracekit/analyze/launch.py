@@ -148,10 +148,11 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         pending = threads.start(breakdown, table, timesteps=timesteps)
     gpu_rows = frame.rows(*GPU_BUSY_KINDS)
     pairs = _pairs(frame, classes, gpu_rows)
-    gaps = _gaps(frame, classes, gpu_rows)
+    steps = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
+    windows = _used_step_windows(frame, gpu_rows, steps)
+    gaps = _gaps(frame, classes, gpu_rows, windows)
     launch_mask = classes.api == API_CLASSES.index("launch")
     kern_rows = frame.rows("gpu_kernel")
-    steps = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
     ops = top_ops(frame, classes, steps.used_step_numbers() if steps is not None and len(steps.steps) else None)
     low = low_utilization(table) if gpu_rows.size else None
     if pending is not None:
@@ -168,7 +169,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         gpu_devices=int(np.unique(frame.device[gpu_rows]).size), steps=steps,
         origin_ns=int(frame.start.min()) if len(frame) else 0,
     )
-    _judge_on_used_steps(report, frame, gpu_rows)
+    _judge_on_used_steps(report, frame, gpu_rows, windows, on_host=bool((frame.device[frame.rows("step")] < 0).all()))
     report.top_ops = ops
     if low is not None:
         report.low_utilization = low
@@ -304,13 +305,24 @@ def _launching_processes(frame: Frame, gpu_rows: np.ndarray) -> np.ndarray | Non
     return np.unique(frame.pid[launcher]) if launcher.size else None
 
 
-def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
+def _gaps(frame: Frame, classes, gpu_rows: np.ndarray,
+          windows: dict[int, tuple[np.ndarray, np.ndarray]] | None = None) -> pd.DataFrame:
+    """The GPU idle gaps per device and the host activity during each; with ``windows`` (per device,
+    ``_used_step_windows``), only their parts inside those windows."""
     columns = ["device_id", "start_ns", "dur_ns", *[f"{c}_ns" for c in GAP_HOST_CLASSES], "attributed"]
     parts = []
     priority = _gap_priority(frame, classes)
     for dev in np.unique(frame.device[gpu_rows]):
         r = gpu_rows[frame.device[gpu_rows] == dev]
-        g_start, g_end = intervals.gaps(frame.start[r], frame.end[r])
+        if windows is None:
+            g_start, g_end = intervals.gaps(frame.start[r], frame.end[r])
+        else:  # the windows' time with no activity on the device, cut at their edges (a gap from one
+            # step's last kernel runs into the next step), the time before its first or after its last activity included
+            w_start, w_end = windows.get(int(dev), (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            b_start, b_end = intervals.union(frame.start[r], frame.end[r])
+            idle_start = np.concatenate([[min(int(b_start[0]), int(w_start[0]) if w_start.size else 0)], b_end])
+            idle_end = np.concatenate([b_start, [max(int(b_end[-1]), int(w_end[-1]) if w_end.size else 0)]])
+            g_start, g_end = intervals.intersect(idle_start, idle_end, w_start, w_end)[:2]
         out: dict[str, np.ndarray] = {"device_id": np.full(g_start.size, dev), "start_ns": g_start,
                                       "dur_ns": g_end - g_start}
         # Only the host of the processes that drive this device: another rank's busy host is not this GPU's.
@@ -322,10 +334,16 @@ def _gaps(frame: Frame, classes, gpu_rows: np.ndarray) -> pd.DataFrame:
         seg_s, seg_e, seg_c = intervals.priority_timeline(
             np.concatenate([frame.start[r], frame.start[host]]), np.concatenate([frame.end[r], frame.end[host]]),
             np.concatenate([np.zeros(r.size, np.int8), priority[host] + 1]), len(_GAP_PRIORITY) + 1)
-        in_gap = (seg_c > 0) & (seg_s >= g_start[0]) & (seg_e <= g_end[-1]) if g_start.size else np.zeros(seg_s.size, bool)
-        gap = np.searchsorted(g_start, seg_s[in_gap], side="right") - 1
-        length, piece_class = (seg_e - seg_s)[in_gap], seg_c[in_gap] - 1
-        del seg_s, seg_e, seg_c, in_gap  # the timeline is the largest transient on a million-kernel trace
+        if windows is None:
+            in_gap = (seg_c > 0) & (seg_s >= g_start[0]) & (seg_e <= g_end[-1]) if g_start.size else np.zeros(seg_s.size, bool)
+            gap = np.searchsorted(g_start, seg_s[in_gap], side="right") - 1
+            length, piece_class = (seg_e - seg_s)[in_gap], seg_c[in_gap] - 1
+            del in_gap
+        else:  # a host piece can cross a cut gap's edge: only its part inside the gap counts
+            host_piece = np.flatnonzero(seg_c > 0)
+            p_start, p_end, piece, gap = intervals.intersect(seg_s[host_piece], seg_e[host_piece], g_start, g_end)
+            length, piece_class = p_end - p_start, seg_c[host_piece[piece]] - 1
+        del seg_s, seg_e, seg_c  # the timeline is the largest transient on a million-kernel trace
         host_busy = np.zeros(g_start.size, np.int64)
         for i, name in enumerate(_GAP_PRIORITY):
             if name == "waiting":  # waiting is idle host time
@@ -383,42 +401,68 @@ def _gaps_by_host(gaps: pd.DataFrame) -> pd.DataFrame:
             .rename(columns={"attributed": "host_activity"}))
 
 
-def _judge_on_used_steps(r: LaunchReport, frame: Frame, gpu_rows: np.ndarray) -> None:
-    """Where steps are marked, the GPU span, idle time and gaps the verdict reads are those of the
-    steps used (warm-up and outliers left out); time outside the steps (set-up, the profiler's
-    window before and after) is not the loop being judged. The whole-trace figures stay in the
-    breakdown.
+def _used_step_windows(frame: Frame, gpu_rows: np.ndarray,
+                       st: StepStats | None) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
+    """Per device, the time the verdict judges where steps are marked (disjoint, sorted intervals):
+    the windows of the steps used (warm-up and outliers left out); None where no step is marked, there
+    is no GPU work, or none of it is in the steps used (the whole trace is judged then).
 
-    A step marked on the host has as GPU span its whole window, the host step and its GPU work
+    A step marked on the host has as window on a device the host step and its GPU work there
     together: the time before the step's first kernel, while the host dispatches, is GPU idle time
     of that step (the breakdown's per-step span, first to last kernel, would call a step of one short
-    kernel 0% idle)."""
-    bd, st = r.breakdown, r.steps
-    if bd is None or st is None or st.steps.empty or not r.has_gpu:
-        return
+    kernel 0% idle). Steps marked on each device's own timeline (TF 2.3/2.4) are that device's windows."""
+    if st is None or st.steps.empty or not gpu_rows.size:
+        return None
     used = st.steps[st.steps.used].sort_values("start_ns")
+    numbers = used.step.to_numpy(np.int64)
+    lo = used.start_ns.to_numpy(np.int64)
+    hi = lo + used.dur_ns.to_numpy(np.int64)
+    step_rows = frame.rows("step")
+    on_host = bool((frame.device[step_rows] < 0).all())
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for dev in distinct(frame.device[gpu_rows]).tolist():
+        if on_host:
+            out[dev] = _step_windows_on_device(frame, gpu_rows[frame.device[gpu_rows] == dev], numbers, lo, hi)
+        else:
+            mine = step_rows[(frame.device[step_rows] == dev) & member_mask(frame.step[step_rows], numbers)]
+            out[dev] = intervals.union(frame.start[mine], frame.end[mine])
+    return out if any(s.size for s, _ in out.values()) else None
+
+
+def _judge_on_used_steps(r: LaunchReport, frame: Frame, gpu_rows: np.ndarray,
+                         windows: dict[int, tuple[np.ndarray, np.ndarray]] | None, on_host: bool) -> None:
+    """Where steps are marked, the GPU span, idle time and gaps the verdict reads are those of the
+    steps used (``_used_step_windows``; the gaps were cut to them); time outside the steps (set-up,
+    the profiler's window before and after) is not the loop being judged. The whole-trace figures
+    stay in the breakdown."""
+    bd, st = r.breakdown, r.steps
+    if windows is None or bd is None or st is None:
+        return
+    used = st.steps[st.steps.used]
     rows = bd.gpu[bd.gpu.step.isin(used.step)]
     if not len(rows) or not int(rows.span_ns.sum()):
         return
-    lo = used.start_ns.to_numpy(np.int64)
-    hi = lo + used.dur_ns.to_numpy(np.int64)
-    if (frame.device[frame.rows("step")] < 0).all():
-        span = sum(_step_windows_on_device(frame, gpu_rows[frame.device[gpu_rows] == dev], used.step.to_numpy(np.int64), lo, hi)
-                   for dev in rows.device_id.unique().tolist())
-        r.gpu_span_ns, r.gpu_idle_ns = int(span), max(int(span) - int(rows.busy_ns.sum()), 0)
-    else:  # steps marked on each device's own timeline (TF 2.3/2.4): each device's steps are its windows
+    if on_host:
+        # Busy is any GPU activity inside the windows, whichever step (or none) it belongs to: the
+        # windows' idle time is then the windowed gaps' (and the time before a device's first activity).
+        devices = set(rows.device_id.tolist())
+        span = busy = 0
+        for dev, (w_start, w_end) in windows.items():
+            if dev not in devices:
+                continue
+            mine = gpu_rows[frame.device[gpu_rows] == dev]
+            b_start, b_end = intervals.union(frame.start[mine], frame.end[mine])
+            span += int((w_end - w_start).sum())
+            piece_start, piece_end = intervals.intersect(b_start, b_end, w_start, w_end)[:2]
+            busy += int((piece_end - piece_start).sum())
+        r.gpu_span_ns, r.gpu_idle_ns = span, span - busy
+    else:  # each device's steps are its windows; the breakdown has their span and idle time
         r.gpu_span_ns, r.gpu_idle_ns = int(rows.span_ns.sum()), int(rows.idle_ns.sum())
     r.judged_steps = len(used)
     r.gpu_devices = int(rows.device_id.nunique())
-    start = r.gaps.start_ns.to_numpy(np.int64)
-    i = np.searchsorted(lo, start, side="right") - 1
-    inside = (i >= 0) & (start < hi[np.maximum(i, 0)])
-    r.gaps = r.gaps[inside].reset_index(drop=True)
-    r.gaps_by_host = _gaps_by_host(r.gaps)
-
-
-def _step_windows_on_device(frame: Frame, rows: np.ndarray, steps: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> int:
-    """Time covered by the union of the windows, on one device, of the steps with GPU work there:
+def _step_windows_on_device(frame: Frame, rows: np.ndarray, steps: np.ndarray, lo: np.ndarray,
+                            hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union (disjoint, sorted intervals) of the windows, on one device, of the steps with GPU work there:
     each such step's host window (``lo``, ``hi``) stretched over its GPU work that runs before or
     after it."""
     order = np.argsort(steps, kind="stable")
@@ -430,7 +474,7 @@ def _step_windows_on_device(frame: Frame, rows: np.ndarray, steps: np.ndarray, l
     np.maximum.at(w_hi, index[mine], frame.end[rows[mine]])
     has_work = np.zeros(steps.size, bool)
     has_work[index[mine]] = True
-    return intervals.total(w_lo[has_work], w_hi[has_work])
+    return intervals.union(w_lo[has_work], w_hi[has_work])
 
 
 # Kernel launches of SYCL's Unified Runtime (formerly PI) and Level Zero: PyTorch on Intel GPUs.

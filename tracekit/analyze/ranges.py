@@ -10,7 +10,9 @@ launches produced no GPU work have no projection (NaN).
 Two kinds of range reach GPU work that other threads launch, and are projected by other evidence:
 
 * a **step** projects onto every GPU activity of that step (launched by any thread of its process:
-  PyTorch's autograd thread launches the backward pass outside ``ProfilerStep#N``'s subtree);
+  PyTorch's autograd thread launches the backward pass outside ``ProfilerStep#N``'s subtree), except
+  in an nsys trace whose steps are calls of one of its NVTX ranges (``tracekit.ingest.step_inference``):
+  those are the trace's ranges, projected as ``nsys stats`` projects them;
 * a **TensorFlow/JAX range** whose own subtree launched nothing projects onto the activities launched
   by its process's other threads during the range: their runtimes execute ops on executor threads
   (``tf_Compute``, ``tf_gpu_private``) while the thread that opened the range waits. Elsewhere a
@@ -28,6 +30,7 @@ import pyarrow as pa
 from tracekit import schema
 from tracekit.analyze import intervals
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.steps import steps_origin
 from tracekit.ingest.columns import stable_order
 from tracekit.ingest.links import nearest_ancestor
 
@@ -63,7 +66,8 @@ def ranges(table: pa.Table) -> RangesReport:
     gpu_rows = gpu_rows[frame.launch_row[gpu_rows] >= 0]
     proj = _projection(frame.parent, frame.depth, rows, frame.launch_row[gpu_rows], frame.start[gpu_rows],
                        frame.end[gpu_rows])
-    _project_steps(frame, rows, gpu_rows, proj)
+    if not _nvtx_ranges_made_steps(table):
+        _project_steps(frame, rows, gpu_rows, proj)
     if _source(table) in CROSS_THREAD_SOURCES:
         _project_across_threads(frame, rows, gpu_rows, proj)
 
@@ -90,6 +94,11 @@ def ranges(table: pa.Table) -> RangesReport:
 
 def _source(table: pa.Table) -> str:
     return schema.source_of(table)
+
+
+def _nvtx_ranges_made_steps(table: pa.Table) -> bool:
+    """An nsys trace whose steps are the calls of one of its NVTX ranges (nsys marks no steps)."""
+    return _source(table) == "nsys" and bool(steps_origin(table))
 
 
 def _project_steps(frame: Frame, rows: np.ndarray, gpu_rows: np.ndarray, proj: dict[str, np.ndarray]) -> None:

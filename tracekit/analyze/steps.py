@@ -6,7 +6,9 @@ last step is ``cut short`` when it takes less than half the median and holds few
 median step's events (the profiler started or stopped inside it: a short step with all its events
 ran fast, whole, and stays). Long steps at the start
 of the trace are warm-up (graph building, compilation, first allocations, cuDNN autotuning); long
-steps elsewhere are outliers. With fewer than three steps nothing is judged. ``skip`` marks the first N steps warm-up
+steps elsewhere are outliers. Of two steps, the first is warm-up when it takes more than twice the
+second (a program profiled for two calls, the first doing the one-time work); with fewer steps, or
+two the other way round, nothing is judged. ``skip`` marks the first N steps warm-up
 whatever their duration; ``keep_all`` keeps every step (flags are still reported).
 
 Headline numbers and verdicts use the steady steps; the spread (min / median / max and the
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from tracekit import schema
 from tracekit.analyze.frame import Frame
@@ -34,6 +37,8 @@ ROBUST_SIGMAS = 3.0
 SHORT_RATIO = 0.5
 CUT_EVENTS_RATIO = 0.75  # a step cut short holds fewer events than this share of the median step's
 MIN_STEPS_TO_JUDGE = 3
+# Of two steps, the first is warm-up when it takes this many times the second (a spread needs three).
+WARM_UP_PAIR_RATIO = 2.0
 
 
 @dataclass
@@ -86,7 +91,7 @@ class StepStats:
 
     def describe_left_out(self) -> list[str]:
         """One phrase per flagged step, e.g. 'step 0 (637.0 ms, 9.8x the median): warm-up'."""
-        med = float(np.median(self.steps.dur_ns)) if len(self.steps) else 0.0
+        med = self.median_ns or (float(np.median(self.steps.dur_ns)) if len(self.steps) else 0.0)
         out = []
         for r in self.flagged.itertuples():
             ratio = f", {r.dur_ns / med:.1f}x the median" if med else ""
@@ -150,6 +155,8 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
         while lead < d.size and long[lead]:
             status[lead] = "warm-up"
             lead += 1
+    elif d.size == 2 and d[0] > WARM_UP_PAIR_RATIO * d[1]:
+        status[0] = "warm-up"  # two calls, the first far longer: it did the one-time work
     status[: min(skip, len(df))] = "warm-up"
     df["status"] = status
     df["used"] = True if keep_all else (status == "steady")
@@ -184,8 +191,13 @@ def keras_batches_per_call(frame: Frame, steps: pd.DataFrame) -> int:
 
 
 def _origin(frame: Frame) -> str:
-    """The reader's note on where the steps come from (``steps_from`` in the trace metadata)."""
-    text = (frame.table.schema.metadata or {}).get(schema.META_TRACE_META_JSON.encode(), b"")
+    return steps_origin(frame.table)
+
+
+def steps_origin(table: pa.Table) -> str:
+    """The reader's note on where the steps come from when the trace marks none (``steps_from`` in
+    the trace metadata; "" where the trace marks its steps)."""
+    text = (table.schema.metadata or {}).get(schema.META_TRACE_META_JSON.encode(), b"")
     try:
         value = json.loads(text or b"{}").get("steps_from", "")
     except (ValueError, AttributeError):

@@ -171,10 +171,13 @@ def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: 
         from tracekit.ingest.step_inference import infer_steps
 
         return infer_steps(reader.read(p, gz=fmt == "kineto-json-gz", file_sha256=file_sha256))
-    if fmt == "nsys-report":
-        return reader.read_report(p, args_of_kinds=args_of_kinds, columns=columns)
-    if fmt == "nsys-sqlite":
-        return reader.read(p, args_of_kinds=args_of_kinds, columns=columns)
+    if fmt in ("nsys-report", "nsys-sqlite"):
+        # nsys has no step marker of its own: an NVTX range around each iteration can be one.
+        from tracekit.ingest.step_inference import COLUMNS_NEEDED, infer_steps
+
+        read = reader.read_report if fmt == "nsys-report" else reader.read
+        table = read(p, args_of_kinds=args_of_kinds, columns=columns)
+        return infer_steps(table) if columns is None or COLUMNS_NEEDED <= columns else table
     return reader.read(p)
 
 

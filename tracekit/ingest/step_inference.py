@@ -1,11 +1,13 @@
 """Steps for traces that mark none: the repeated calls of one host range that hold the loop.
 
 torch.profiler writes ``ProfilerStep#N`` only when given a schedule. Many programs still wrap each
-iteration in a range of their own (``record_function("train_step")``, ``f"iteration {i}"``). When
-a PyTorch Kineto trace has no step rows, the calls of one range become its steps, where the
-evidence says they are a loop's iterations (nsys traces are read as they are: two public samples
-would qualify, and their NVTX and gap totals are checked against nsys's own; tracekit's Kineto
-export of an nsys, TF or JAX trace keeps that trace's steps):
+iteration in a range of their own (``record_function("train_step")``, ``f"iteration {i}"``, an NVTX
+range pushed around each iteration, as NVIDIA's guides advise). When a PyTorch Kineto trace or an
+Nsight Systems trace has no step rows, the calls of one range become its steps, where the evidence
+says they are a loop's iterations (tracekit's Kineto export of an nsys, TF or JAX trace keeps that
+trace's steps). Without them a verdict reads the whole capture, start-up included: the public Keras
+Darknet-53 nsys trace holds two calls of its ``Forward:Model`` range, a first of 3.67 s (cuDNN
+handle creation, the convolution autotuner's trial kernels) and a steady one of 48 ms.
 
 * one range name (or one name up to its numbers, ``iteration 3``, when every call's numbers differ
   and grow in time order: ``layer_0`` .. ``layer_11`` repeated per iteration are not iterations),
@@ -48,11 +50,14 @@ FRAMEWORK_RANGES = re.compile(r"^(Optimizer\.|enumerate\(DataLoader\)|DataLoader
                               r"CompiledFunction|cuda(Graph|Stream|Device|Event))")
 _NUMBER = re.compile(r"\d+")
 WORK_KINDS = ("cpu_op", "runtime_api", "driver_api")
+INFERRED_SOURCES = (b"torch", b"nsys")
+# What the inference reads and writes: a load that leaves any of them out (null) keeps the trace as read.
+COLUMNS_NEEDED = frozenset({"kind", "name", "start_ns", "dur_ns", "pid", "tid", "launch_row", "step"})
 
 
 def infer_steps(table: pa.Table) -> pa.Table:
     """``table`` with the calls of its iteration range made steps (see the module doc), or unchanged."""
-    if table.num_rows == 0 or (table.schema.metadata or {}).get(schema.META_SOURCE.encode()) != b"torch":
+    if table.num_rows == 0 or (table.schema.metadata or {}).get(schema.META_SOURCE.encode()) not in INFERRED_SOURCES:
         return table  # tracekit's Kineto export of an nsys, TF or JAX trace keeps that trace's steps
     kind = columns.kind_codes(table.column("kind"))
     if (kind == schema.KIND_CODES["step"]).any():
@@ -97,7 +102,8 @@ def _candidates(ranges: np.ndarray, name_code: np.ndarray, names: list[str],
     """(label, calls in time order) of each range name called at least MIN_CALLS times, and of each
     family of numbered names (``iteration 1``, ``iteration 2``: label ``iteration #``) whose numbers
     differ from call to call and grow in time order."""
-    codes, counts = np.unique(name_code[ranges], return_counts=True)
+    codes, index = columns.factorize(name_code[ranges])  # not np.unique: its numpy.ma import is start-up time
+    counts = np.bincount(index, minlength=codes.size)
     out: list[tuple[str, np.ndarray]] = []
     families: dict[str, list[int]] = {}
     for code, count in zip(codes.tolist(), counts.tolist(), strict=True):
@@ -125,7 +131,7 @@ def _in_time_order(rows: np.ndarray, start: np.ndarray) -> np.ndarray:
 def _busy_pieces(rows: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows' busy time as disjoint pieces per thread (a thread's nested calls counted once)."""
     pieces_s, pieces_e = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for key in np.unique(thread[rows]).tolist():
+    for key in columns.distinct(thread[rows]).tolist():
         mine = rows[thread[rows] == key]
         s, e = _union(start[mine], end[mine])
         pieces_s.append(s)

@@ -60,9 +60,35 @@ def _step_label(step: int) -> str:
     return "all" if step < 0 else f"step {step}"
 
 
+STEP_ROWS = 20  # steps listed one by one, past which a table keeps the flagged ones and both ends
+
+
+def _listed_steps(steps: np.ndarray, used: list[int] | None) -> np.ndarray:
+    """Which of ``steps`` (numbers in time order) a per-step table lists: all of up to STEP_ROWS,
+    else the first STEP_ROWS // 2, the last STEP_ROWS // 4 and every step not ``used``."""
+    index = np.arange(steps.size)
+    if steps.size <= STEP_ROWS:
+        return np.ones(steps.size, bool)
+    return (index < STEP_ROWS // 2) | (index >= steps.size - STEP_ROWS // 4) | (
+        ~np.isin(steps, used) if used is not None else False)
+
+
+def _per_step_rows(df: pd.DataFrame, used: list[int] | None) -> tuple[pd.DataFrame, str]:
+    """``df`` (a ``step`` column, -1 for the whole trace) with the per-step rows cut to
+    ``_listed_steps``, and the table's note on those left out."""
+    numbers = np.asarray(sorted(set(df.step[df.step >= 0].tolist())), np.int64)
+    keep = _listed_steps(numbers, used)
+    if keep.all():
+        return df, ""
+    rows = df[(df.step < 0) | df.step.isin(numbers[keep])]
+    return rows, (f"{int((~keep).sum()):,} more steps in the JSON report (listed: the first {STEP_ROWS // 2}, "
+                  f"the last {STEP_ROWS // 4} and those left out)")
+
+
 def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> list[Section]:
     """The breakdown's sections; ``used_steps`` (the steps left after warm-up and outliers) make the
-    headline sentences, while the tables keep every step."""
+    headline sentences, while the tables keep every step (of a loop of more than STEP_ROWS steps,
+    both ends and every step left out; the JSON report keeps them all)."""
     sections = []
     if bd.has_gpu:
         s = Section("GPU time by category (exclusive; adds up to the span)")
@@ -75,9 +101,11 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
         used = [c for c in KERNEL_CLASSES if bd.gpu[f"{c}_ns"].sum() > 0]
         cols = [Column("device"), Column("step"), Column("span", "ns"), *[Column(c, "ns") for c in used],
                 Column("idle", "ns"), Column("idle %", "pct"), Column("activities", "count")]
+        listed, more = _per_step_rows(bd.gpu, used_steps)
         rows = [[int(r["device_id"]), _step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in used], r["idle_ns"],
-                 r["idle_ns"] / r["span_ns"] if r["span_ns"] else 0.0, r["activities"]] for r in records(bd.gpu)]
-        s.tables.append(Table("", cols, rows, "priority when streams overlap: " + " > ".join(KERNEL_CLASSES)))
+                 r["idle_ns"] / r["span_ns"] if r["span_ns"] else 0.0, r["activities"]] for r in records(listed)]
+        s.tables.append(Table("", cols, rows, "; ".join(
+            x for x in ("priority when streams overlap: " + " > ".join(KERNEL_CLASSES), more) if x)))
         per_step = bd.gpu[bd.gpu.step >= 0].head(MAX_STEP_BARS)
         chart_src = per_step if len(per_step) else whole
         s.charts.append(Chart("stacked", "GPU time per step" if len(per_step) else "GPU time", [
@@ -103,8 +131,9 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
         shown = [c for c in HOST_CLASSES if host[f"{c}_ns"].sum() > 0]
         counts = ["ops", *(["launches"] if host.launches.sum() > 0 else [])]
         cols = [Column("step"), *[Column(c, "ns") for c in shown], *[Column(c, "count") for c in counts]]
+        listed, more = _per_step_rows(host, used_steps)
         s.tables.append(Table("", cols, [[_step_label(int(r["step"])), *[r[f"{c}_ns"] for c in shown],
-                                          *[r[c] for c in counts]] for r in records(host)]))
+                                          *[r[c] for c in counts]] for r in records(listed)], more))
         sections.append(s)
     if not bd.has_gpu and len(bd.cpu_ops):
         s = Section("CPU op time (self time by op class; no GPU in this trace)")
@@ -153,19 +182,20 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
                  *(["fetching"] if bd.cpu_ops.fetching_ns.sum() > 0 else [])]
         cols = [Column("step"), Column("span", "ns"), *[Column(c.replace("_", " "), "ns") for c in [*used, *extra]],
                 Column("ops", "count")]
+        listed, more = _per_step_rows(bd.cpu_ops, used_steps)
         s.tables.append(Table("", cols, [[_step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in [*used, *extra]], r["ops"]]
-                                         for r in records(bd.cpu_ops)]))
+                                         for r in records(listed)], more))
         steps = bd.cpu_ops[bd.cpu_ops.step >= 0].head(MAX_STEP_BARS)
         src = steps if len(steps) else bd.cpu_ops
         s.charts.append(Chart("stacked", "CPU op self time per step", [_step_label(int(r["step"])) for r in records(src)],
                               used, [[r[f"{c}_ns"] / 1e6 for c in used] for r in records(src)]))
         sections.append(s)
     if not bd.has_gpu and len(bd.cpu_partition):
-        sections.append(_partition_section(bd))
+        sections.append(_partition_section(bd, used_steps))
     return sections
 
 
-def _partition_section(bd: Breakdown) -> Section:
+def _partition_section(bd: Breakdown, used_steps: list[int] | None) -> Section:
     p = bd.cpu_partition
     s = Section("Exclusive CPU split on the step's thread (the parts add up to the span)")
     s.sentences.append("Each instant of a step, on the thread that ran it, goes to the class of the innermost op running "
@@ -175,8 +205,9 @@ def _partition_section(bd: Breakdown) -> Section:
     parts = [c for c in PARTS if p[c].sum() > 0]
     cols = [Column("step"), Column("span", "ns"), *[Column(c[:-3].replace("_", " "), "ns") for c in parts],
             Column("other threads", "ns")]
+    listed, more = _per_step_rows(p, used_steps)
     s.tables.append(Table("", cols, [[_step_label(int(r["step"])), r["span_ns"], *[r[c] for c in parts],
-                                      r["other_threads_ns"]] for r in records(p)]))
+                                      r["other_threads_ns"]] for r in records(listed)], more))
     return s
 
 
@@ -205,7 +236,11 @@ def steps_section(st: StepStats) -> Section:
         verb = "kept (--keep-all-steps)" if st.keep_all else "left out of the verdict and headline numbers"
         s.sentences.append(f"Far from the others, {verb}: " + "; ".join(flagged) + ".")
     columns = [Column("step"), Column("duration", "ns"), Column("status"), Column("used")]
-    rows = [[int(r.step), int(r.dur_ns), r.status, "yes" if r.used else "no"] for r in st.steps.itertuples()]
+    listed = st.steps[_listed_steps(st.steps.step.to_numpy(np.int64), st.steps.step[st.steps.status == "steady"].tolist())]
+    if len(listed) < len(st.steps):  # a long loop: its flagged steps, and its first and last steps for scale
+        s.sentences.append(f"Listed: the first {STEP_ROWS // 2} and last {STEP_ROWS // 4} steps and every step left out; "
+                           f"the other {len(st.steps) - len(listed):,} steady steps are in the JSON report.")
+    rows = [[int(r.step), int(r.dur_ns), r.status, "yes" if r.used else "no"] for r in listed.itertuples()]
     if st.stalled_ns:
         s.sentences.append(f"Stalled: time lost in op calls that ran {STALL_RATIO:g}x the same call's median over the "
                            "steps (the thread was not running; see the verdict's evidence).")
