@@ -83,6 +83,16 @@ def test_an_nsys_trace_of_two_calls_is_judged_on_the_second():
     assert whole.gpu_span_ns > 50 * r.gpu_span_ns
 
 
+@needs_shared
+def test_of_two_steps_an_empty_second_is_cut_short_not_the_first_warm_up():
+    """HTA's MI250 sample: ProfilerStep#1 holds the iteration (70 ops, 14 kernels), ProfilerStep#2 no
+    event (opened by the last prof.step(), closed as the profiler stopped). It is left out, and the
+    ops per step are the iteration's, not halved by the empty step."""
+    r = tracekit.launch(TRACES / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz").result
+    assert list(r.steps.steps.status) == ["steady", "cut short"]
+    assert "70 framework ops per step" in r.evidence
+
+
 def test_report_and_launch_show_the_spread_and_the_flags(tmp_path, capsys):
     trace = _capture(tmp_path / "warm.json", [0.3, 0.0, 0.0, 0.0, 0.0])
     assert main(["report", str(trace), "-f", "markdown"]) == 0

@@ -7,8 +7,9 @@ median step's events (the profiler started or stopped inside it: a short step wi
 ran fast, whole, and stays). Long steps at the start
 of the trace are warm-up (graph building, compilation, first allocations, cuDNN autotuning); long
 steps elsewhere are outliers. Of two steps, the first is warm-up when it takes more than twice the
-second (a program profiled for two calls, the first doing the one-time work); with fewer steps, or
-two the other way round, nothing is judged. ``skip`` marks the first N steps warm-up
+second (a program profiled for two calls, the first doing the one-time work), unless the second
+holds no event, which makes it cut short (torch.profiler's trailing step, opened by the loop's last
+``prof.step()``); with fewer steps, or two the other way round, nothing is judged. ``skip`` marks the first N steps warm-up
 whatever their duration; ``keep_all`` keeps every step (flags are still reported).
 
 Headline numbers and verdicts use the steady steps; the spread (min / median / max and the
@@ -156,7 +157,12 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
             status[lead] = "warm-up"
             lead += 1
     elif d.size == 2 and d[0] > WARM_UP_PAIR_RATIO * d[1]:
-        status[0] = "warm-up"  # two calls, the first far longer: it did the one-time work
+        # Two calls, the first far longer: it did the one-time work, unless the second holds nothing
+        # (torch.profiler's last ProfilerStep, opened by the last prof.step() and closed at exit).
+        if _events_per_step(frame, df.step.to_numpy(np.int64))[1] == 0:
+            status[1] = "cut short"
+        else:
+            status[0] = "warm-up"
     status[: min(skip, len(df))] = "warm-up"
     df["status"] = status
     df["used"] = True if keep_all else (status == "steady")
