@@ -5,6 +5,7 @@ iterations (the forward pass alone, per-layer ranges) do not. Real captures, mad
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -15,10 +16,11 @@ torch = pytest.importorskip("torch")
 
 
 def _capture(path, iteration: str | None = None, forward: str | None = None, layer: str | None = None,
-             train: bool = True, iterations: int = 5) -> None:
+             train: bool = True, iterations: int = 5, pause_s: float = 0.0) -> None:
     """A small MLP's training (or inference) loop under torch.profiler with no schedule, with the
     ranges asked for: ``iteration`` around each iteration, ``forward`` around the forward pass,
-    ``layer`` around each layer ("{j}" is the layer's number, "{i}" the iteration's)."""
+    ``layer`` around each layer ("{j}" is the layer's number, "{i}" the iteration's); the loop
+    sleeps ``pause_s`` between iterations, outside every range (untraced Python)."""
     from torch import nn
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -51,6 +53,7 @@ def _capture(path, iteration: str | None = None, forward: str | None = None, lay
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for i in range(iterations):
+            time.sleep(pause_s)
             if iteration:
                 with record_function(iteration.format(i=i)):
                     step(i)
@@ -106,3 +109,13 @@ def test_the_iteration_range_wins_over_the_ranges_inside_it(tmp_path):
     _capture(path, iteration="train_step", forward="forward", layer="layer_{j}")
     table = tracekit.load(path)
     assert len(_step_rows(table)) == 5 and _steps_from(table).startswith("calls of train_step ")
+
+
+def test_calls_that_span_little_of_the_loop_are_not_its_iterations(tmp_path):
+    """A range around the forward pass of an inference loop that spends most of its time in untraced
+    Python between the calls (as an nsys capture without CPU sampling sees any loop): the calls hold
+    all the traced work, but not the loop's time, and are not taken as its steps."""
+    path = tmp_path / "paused.pt.trace.json"
+    _capture(path, iteration="predict", train=False, pause_s=0.05)
+    table = tracekit.load(path)
+    assert _step_rows(table) == [] and _steps_from(table) == ""

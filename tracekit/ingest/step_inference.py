@@ -19,8 +19,11 @@ handle creation, the convolution autotuner's trial kernels) and a steady one of 
   setup routine at the start);
 * where the trace has GPU kernels, the same two shares of the kernel time, by when each kernel's
   launch call starts: a range around setup work (moving the model to the GPU) launches none;
+* the calls span at least ``MIN_WALL`` of the loop's wall time: work is what the profiler traced,
+  and an nsys capture without CPU sampling traces nothing of the Python between the calls of a
+  range around one op;
 * not a range the framework records itself (the optimizer's step, a DataLoader's ``__next__``,
-  collectives).
+  collectives, the per-op NVTX ranges of ``torch.autograd.profiler.emit_nvtx``).
 
 Among several such names the one holding most of the work wins (then the one with more calls).
 The trace's metadata says where its steps came from (``steps_from``), as for Keras's per-batch
@@ -43,11 +46,13 @@ from tracekit.ingest import columns, links
 MIN_CALLS = 2
 MIN_COVER = 0.8
 MIN_LOOP = 0.5
+MIN_WALL = 0.5
 MAX_CANDIDATES = 16  # range names tried, those with the most time in their calls first
 # Ranges PyTorch and its libraries record on their own: never a user's iteration.
 FRAMEWORK_RANGES = re.compile(r"^(Optimizer\.|enumerate\(DataLoader\)|DataLoader|## |autograd::|nccl:|gloo:|c10d::|"
                               r"record_param_comms|ProfilerStep|PyTorch Profiler|Torch-Compiled Region|"
-                              r"CompiledFunction|cuda(Graph|Stream|Device|Event))")
+                              r"CompiledFunction|cuda(Graph|Stream|Device|Event))|"
+                              r"^aten::|, seq = \d+|, sizes = \[")  # emit_nvtx: "aten::addmm, seq = 12, sizes = [...]"
 _NUMBER = re.compile(r"\d+")
 WORK_KINDS = ("cpu_op", "runtime_api", "driver_api")
 INFERRED_SOURCES = (b"torch", b"nsys")
@@ -88,7 +93,9 @@ def infer_steps(table: pa.Table) -> pa.Table:
         cover = _iteration_cover(pieces[process], start[calls], end[calls])
         if kernels.size:
             cover = min(cover, _kernel_cover(kernels, launch_row, start, end, start[calls], end[calls]))
-        if cover >= MIN_COVER and (best is None or (cover, calls.size) > (best[0], best[1])):
+        span = int(end[calls[-1]] - start[calls[0]])
+        wall = int((end[calls] - start[calls]).sum()) / span if span > 0 else 0.0
+        if cover >= MIN_COVER and wall >= MIN_WALL and (best is None or (cover, calls.size) > (best[0], best[1])):
             best = (cover, calls.size, label, calls)
     if best is None:
         return table
@@ -108,7 +115,7 @@ def _candidates(ranges: np.ndarray, name_code: np.ndarray, names: list[str],
     families: dict[str, list[int]] = {}
     for code, count in zip(codes.tolist(), counts.tolist(), strict=True):
         name = names[code]
-        if FRAMEWORK_RANGES.match(name):
+        if FRAMEWORK_RANGES.search(name):
             continue
         if count >= MIN_CALLS:
             out.append((name, _in_time_order(ranges[name_code[ranges] == code], start)))
