@@ -19,9 +19,10 @@ handle creation, the convolution autotuner's trial kernels) and a steady one of 
   setup routine at the start);
 * where the trace has GPU kernels, the same two shares of the kernel time, by when each kernel's
   launch call starts: a range around setup work (moving the model to the GPU) launches none;
-* the calls span at least ``MIN_WALL`` of the loop's wall time: work is what the profiler traced,
-  and an nsys capture without CPU sampling traces nothing of the Python between the calls of a
-  range around one op;
+* the calls, with the events their thread records between them (a DataLoader's ``__next__``),
+  cover at least ``MIN_WALL`` of the loop's wall time: work is only what the profiler traced, and
+  an nsys capture without CPU sampling traces nothing of the Python between the calls of a range
+  around one op;
 * not a range the framework records itself (the optimizer's step, a DataLoader's ``__next__``,
   collectives, the per-op NVTX ranges of ``torch.autograd.profiler.emit_nvtx``).
 
@@ -93,9 +94,8 @@ def infer_steps(table: pa.Table) -> pa.Table:
         cover = _iteration_cover(pieces[process], start[calls], end[calls])
         if kernels.size:
             cover = min(cover, _kernel_cover(kernels, launch_row, start, end, start[calls], end[calls]))
-        span = int(end[calls[-1]] - start[calls[0]])
-        wall = int((end[calls] - start[calls]).sum()) / span if span > 0 else 0.0
-        if cover >= MIN_COVER and wall >= MIN_WALL and (best is None or (cover, calls.size) > (best[0], best[1])):
+        if cover >= MIN_COVER and (best is None or (cover, calls.size) > (best[0], best[1])) \
+                and _traced_share(thread, start, end, calls) >= MIN_WALL:
             best = (cover, calls.size, label, calls)
     if best is None:
         return table
@@ -155,6 +155,18 @@ def _iteration_cover(pieces: tuple[np.ndarray, np.ndarray], call_start: np.ndarr
     if in_loop <= 0 or in_loop < MIN_LOOP * int((e - s).sum()):
         return 0.0
     return _overlap(s, e, call_start, call_end) / in_loop
+
+
+def _traced_share(thread: np.ndarray, start: np.ndarray, end: np.ndarray, calls: np.ndarray) -> float:
+    """The share of the loop's wall time (first call's start to last call's end) that its thread's
+    events cover: the calls, and whatever the profiler traced between them (a DataLoader's
+    ``__next__``); untraced Python between the calls is not covered."""
+    lo, hi = int(start[calls[0]]), int(end[calls[-1]])
+    if hi <= lo:
+        return 0.0
+    mine = np.flatnonzero((thread == thread[calls[0]]) & (end > lo) & (start < hi))
+    s, e = _union(np.maximum(start[mine], lo), np.minimum(end[mine], hi))
+    return int((e - s).sum()) / (hi - lo)
 
 
 def _kernel_cover(kernels: np.ndarray, launch_row: np.ndarray, start: np.ndarray, end: np.ndarray,
