@@ -106,7 +106,7 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
                  r["idle_ns"] / r["span_ns"] if r["span_ns"] else 0.0, r["activities"]] for r in records(listed)]
         s.tables.append(Table("", cols, rows, "; ".join(
             x for x in ("priority when streams overlap: " + " > ".join(KERNEL_CLASSES), more) if x)))
-        per_step = bd.gpu[bd.gpu.step >= 0].head(MAX_STEP_BARS)
+        per_step = listed[listed.step >= 0].head(MAX_STEP_BARS)
         chart_src = per_step if len(per_step) else whole
         s.charts.append(Chart("stacked", "GPU time per step" if len(per_step) else "GPU time", [
             f"GPU {int(r['device_id'])} {_step_label(int(r['step']))}" for r in records(chart_src)], [*used, "idle"],
@@ -185,7 +185,7 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
         listed, more = _per_step_rows(bd.cpu_ops, used_steps)
         s.tables.append(Table("", cols, [[_step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in [*used, *extra]], r["ops"]]
                                          for r in records(listed)], more))
-        steps = bd.cpu_ops[bd.cpu_ops.step >= 0].head(MAX_STEP_BARS)
+        steps = listed[listed.step >= 0].head(MAX_STEP_BARS)
         src = steps if len(steps) else bd.cpu_ops
         s.charts.append(Chart("stacked", "CPU op self time per step", [_step_label(int(r["step"])) for r in records(src)],
                               used, [[r[f"{c}_ns"] / 1e6 for c in used] for r in records(src)]))
