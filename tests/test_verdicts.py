@@ -58,7 +58,7 @@ REAL = [
     ("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "GPU-bound", "largest GPU class"),
     ("nsys/abacus_pytorch_cnn_titanrtx_nsys2023.4.sqlite", "host-idle gaps", "no host event runs during"),
     ("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", "copy-bound", "host copies run"),
-    ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "launch-bound", "launch calls run during 76%"),
+    ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "launch-bound", "launch calls run during 73%"),
     ("nsys/dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite", "CPU/framework-bound", "host was mostly framework"),
     ("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "communication-bound", "collective communication"),
 ]
