@@ -169,7 +169,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         gpu_devices=int(np.unique(frame.device[gpu_rows]).size), steps=steps,
         origin_ns=int(frame.start.min()) if len(frame) else 0,
     )
-    _judge_on_used_steps(report, frame, gpu_rows, windows, on_host=bool((frame.device[frame.rows("step")] < 0).all()))
+    _judge_on_used_steps(report, windows, on_host=bool((frame.device[frame.rows("step")] < 0).all()))
     report.top_ops = ops
     if low is not None:
         report.low_utilization = low
@@ -429,8 +429,8 @@ def _used_step_windows(frame: Frame, gpu_rows: np.ndarray,
     return out if any(s.size for s, _ in out.values()) else None
 
 
-def _judge_on_used_steps(r: LaunchReport, frame: Frame, gpu_rows: np.ndarray,
-                         windows: dict[int, tuple[np.ndarray, np.ndarray]] | None, on_host: bool) -> None:
+def _judge_on_used_steps(r: LaunchReport, windows: dict[int, tuple[np.ndarray, np.ndarray]] | None,
+                         on_host: bool) -> None:
     """Where steps are marked, the GPU span, idle time and gaps the verdict reads are those of the
     steps used (``_used_step_windows``; the gaps were cut to them); time outside the steps (set-up,
     the profiler's window before and after) is not the loop being judged. The whole-trace figures
@@ -443,19 +443,11 @@ def _judge_on_used_steps(r: LaunchReport, frame: Frame, gpu_rows: np.ndarray,
     if not len(rows) or not int(rows.span_ns.sum()):
         return
     if on_host:
-        # Busy is any GPU activity inside the windows, whichever step (or none) it belongs to: the
-        # windows' idle time is then the windowed gaps' (and the time before a device's first activity).
+        # The windows' time with no GPU activity, whichever step (or none) the activity belongs to:
+        # the gaps, which _gaps cut to the windows.
         devices = set(rows.device_id.tolist())
-        span = busy = 0
-        for dev, (w_start, w_end) in windows.items():
-            if dev not in devices:
-                continue
-            mine = gpu_rows[frame.device[gpu_rows] == dev]
-            b_start, b_end = intervals.union(frame.start[mine], frame.end[mine])
-            span += int((w_end - w_start).sum())
-            piece_start, piece_end = intervals.intersect(b_start, b_end, w_start, w_end)[:2]
-            busy += int((piece_end - piece_start).sum())
-        r.gpu_span_ns, r.gpu_idle_ns = span, span - busy
+        r.gpu_span_ns = sum(int((e - s).sum()) for dev, (s, e) in windows.items() if dev in devices)
+        r.gpu_idle_ns = int(r.gaps.dur_ns[r.gaps.device_id.isin(devices)].sum())
     else:  # each device's steps are its windows; the breakdown has their span and idle time
         r.gpu_span_ns, r.gpu_idle_ns = int(rows.span_ns.sum()), int(rows.idle_ns.sum())
     r.judged_steps = len(used)
