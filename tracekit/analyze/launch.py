@@ -3,7 +3,8 @@
 Every GPU activity is joined to its launch call through the correlation link (``launch_row``).
 The launch delay of a pair is ``gpu.start - (launch.start + launch.dur)``, clipped at 0 (as HTA
 computes it). GPU idle gaps are the gaps of the busy-time union per device (as ``nsys analyze
-gpu_gaps`` lists them); for each gap, the host activity overlapping it is measured per host class
+gpu_gaps`` lists them; where steps are judged, the steps' windows with no GPU activity, cut at
+their edges: ``_used_step_windows``); for each gap, the host activity overlapping it is measured per host class
 (launch / sync / memory API, framework op, Python, nothing) and the gap is attributed to the
 class with the most overlap.
 
