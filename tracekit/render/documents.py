@@ -104,8 +104,11 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
         listed, more = _per_step_rows(bd.gpu, used_steps)
         rows = [[int(r["device_id"]), _step_label(int(r["step"])), r["span_ns"], *[r[f"{c}_ns"] for c in used], r["idle_ns"],
                  r["idle_ns"] / r["span_ns"] if r["span_ns"] else 0.0, r["activities"]] for r in records(listed)]
+        # A step row's span is HTA's, its first to last GPU activity; the verdict's is the step's window.
+        spans = ("a step's span: its first to last GPU activity (the verdict's idle time is over the steps' "
+                 "whole windows)" if (bd.gpu.step >= 0).any() else "")
         s.tables.append(Table("", cols, rows, "; ".join(
-            x for x in ("priority when streams overlap: " + " > ".join(KERNEL_CLASSES), more) if x)))
+            x for x in ("priority when streams overlap: " + " > ".join(KERNEL_CLASSES), spans, more) if x)))
         per_step = listed[listed.step >= 0].head(MAX_STEP_BARS)
         chart_src = per_step if len(per_step) else whole
         s.charts.append(Chart("stacked", "GPU time per step" if len(per_step) else "GPU time", [
