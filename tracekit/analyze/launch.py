@@ -150,7 +150,8 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
     gpu_rows = frame.rows(*GPU_BUSY_KINDS)
     pairs = _pairs(frame, classes, gpu_rows)
     steps = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
-    windows = _used_step_windows(frame, gpu_rows, steps)
+    on_host = bool((frame.device[frame.rows("step")] < 0).all())  # steps marked on the host, not per device
+    windows = _used_step_windows(frame, gpu_rows, steps, on_host)
     gaps = _gaps(frame, classes, gpu_rows, windows)
     launch_mask = classes.api == API_CLASSES.index("launch")
     kern_rows = frame.rows("gpu_kernel")
@@ -170,7 +171,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         gpu_devices=int(np.unique(frame.device[gpu_rows]).size), steps=steps,
         origin_ns=int(frame.start.min()) if len(frame) else 0,
     )
-    _judge_on_used_steps(report, windows, on_host=bool((frame.device[frame.rows("step")] < 0).all()))
+    _judge_on_used_steps(report, windows, on_host)
     report.top_ops = ops
     if low is not None:
         report.low_utilization = low
@@ -402,8 +403,8 @@ def _gaps_by_host(gaps: pd.DataFrame) -> pd.DataFrame:
             .rename(columns={"attributed": "host_activity"}))
 
 
-def _used_step_windows(frame: Frame, gpu_rows: np.ndarray,
-                       st: StepStats | None) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
+def _used_step_windows(frame: Frame, gpu_rows: np.ndarray, st: StepStats | None,
+                       on_host: bool) -> dict[int, tuple[np.ndarray, np.ndarray]] | None:
     """Per device, the time the verdict judges where steps are marked (disjoint, sorted intervals):
     the windows of the steps used (warm-up and outliers left out); None where no step is marked, there
     is no GPU work, or none of it is in the steps used (the whole trace is judged then).
@@ -419,7 +420,6 @@ def _used_step_windows(frame: Frame, gpu_rows: np.ndarray,
     lo = used.start_ns.to_numpy(np.int64)
     hi = lo + used.dur_ns.to_numpy(np.int64)
     step_rows = frame.rows("step")
-    on_host = bool((frame.device[step_rows] < 0).all())
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for dev in distinct(frame.device[gpu_rows]).tolist():
         if on_host:
