@@ -163,3 +163,18 @@ def test_sentence_labels_take_the_scopes_that_tell_tf_replicas_apart():
     assert sentence_labels(["aten::mm", "aten::mm"], ["[[8,16],[16,4]]", "[[2,16],[16,4]]"]) == \
         ["aten::mm (8x16, 16x4)", "aten::mm (2x16, 16x4)"]
     assert sentence_labels(["aten::mm", "aten::add"], ["", ""]) == ["aten::mm", "aten::add"]
+
+
+def test_args_mention_says_no_only_when_no_row_has_the_text(tmp_path):
+    """The whole-column check that spares top_ops its row-wise passes on traces without shapes: False
+    only where no row's args hold the text, read from the trace and from its Parquet file."""
+    from tracekit.analyze.top_ops import args_mention
+    from tracekit.ingest import parquet
+
+    for record_shapes in (True, False):
+        table = tracekit.load(_capture(tmp_path / f"shapes_{record_shapes}.json", record_shapes=record_shapes, k=8))
+        written = tmp_path / f"shapes_{record_shapes}.parquet"
+        parquet.write(table, written)
+        for t in (table, tracekit.load(written)):
+            any_row = any('"Input Dims":' in (a or "") for a in t["args"].to_pylist())
+            assert args_mention(t, b'"Input Dims":') == any_row == record_shapes
