@@ -119,3 +119,39 @@ def test_calls_that_span_little_of_the_loop_are_not_its_iterations(tmp_path):
     _capture(path, iteration="predict", train=False, pause_s=0.05)
     table = tracekit.load(path)
     assert _step_rows(table) == [] and _steps_from(table) == ""
+
+
+def test_a_range_inside_a_call_of_its_own_name_is_part_of_that_call(tmp_path):
+    """The forward pass wrapped in a range of the iteration's name: only the outermost calls are the
+    iterations (before, the nested calls made the name's calls overlap and no step was found)."""
+    path = tmp_path / "same_name.pt.trace.json"
+    _capture(path, iteration="train_step", forward="train_step")
+    table = tracekit.load(path)
+    rows = table.to_pylist()
+    steps = [r for r in rows if r["kind"] == "step"]
+    inner = [r for r in rows if r["kind"] == "user_range" and r["name"] == "train_step"]
+    assert len(steps) == 5 and len(inner) == 5 and _steps_from(table).startswith("calls of train_step ")
+    # The iterations, not the forward passes inside them: each forward's enclosing range is a step.
+    assert all(rows[r["parent"]]["kind"] == "step" for r in inner)
+    assert all(s["dur_ns"] > f["dur_ns"] for s, f in zip(steps, inner, strict=True))
+
+
+@pytest.mark.parametrize("trace", ["unnumbered_trace", "function_loop"])
+def test_tf_loops_without_step_numbers_get_steps_from_their_calls(trace):
+    """Real TF captures (tests/data/tf/make_unnumbered_loop.py) of a custom loop with no step_num:
+    Trace("train_step") around a tf.function of that name, and the tf.function alone. Each of the 8
+    iterations is a step; in the first the program's range, not TF's call TraceMe nested in it."""
+    from pathlib import Path
+
+    table = tracekit.load(Path(__file__).parent / "data" / "tf" / f"{trace}.xplane.pb")
+    assert len(_step_rows(table)) == 8 and _steps_from(table).startswith("calls of train_step (no step markers")
+    rows = table.to_pylist()
+    step_rows = [i for i, r in enumerate(rows) if r["kind"] == "step"]
+    calls_of_tf = [r for r in rows if r["kind"] in ("step", "user_range") and "tf_function_call" in (r["args"] or "")]
+    assert len(calls_of_tf) == 8
+    if trace == "unnumbered_trace":
+        assert all("tf_function_call" not in (rows[i]["args"] or "") for i in step_rows)
+        assert all(rows[r["parent"]]["kind"] == "step" for r in calls_of_tf)
+    ops = [r["step"] for r in rows if r["kind"] == "cpu_op"]
+    assert set(range(8)) <= set(ops)
+    assert len(tracekit.launch(table).result.steps.steps) == 8

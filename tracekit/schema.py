@@ -35,7 +35,7 @@ KINDS: Final = {
     "user_range": "user range on the host: record_function, NVTX push/pop or start/end, TraceMe",
     "gpu_user_range": "a user range mirrored on the GPU timeline (Kineto gpu_user_annotation)",
     "python_function": "Python function call recorded by a Python tracer",
-    "step": "step marker range (ProfilerStep#N, TraceMe with step_num, NVTX range step#N or ProfilerStep#N; TF 2.3/2.4: one per device Steps-line step, from the first launch to its end; a Keras fit with no step marker: each call of its per-batch function; a torch.profiler or nsys trace with no step marker: each call of the record_function or NVTX range that wraps the loop's iterations, where the evidence says they are iterations)",
+    "step": "step marker range (ProfilerStep#N, TraceMe with step_num, NVTX range step#N or ProfilerStep#N; TF 2.3/2.4: one per device Steps-line step, from the first launch to its end; a Keras fit with no step marker: each call of its per-batch function; a torch.profiler, nsys, TF or JAX trace with no step marker: each call of the record_function, NVTX range, TraceMe or tf.function that wraps the loop's iterations, where the evidence says they are iterations)",
     "gpu_kernel": "GPU kernel execution",
     "gpu_memcpy": "GPU memory copy",
     "gpu_memset": "GPU memory set",

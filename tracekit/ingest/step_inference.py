@@ -1,11 +1,13 @@
 """Steps for traces that mark none: the repeated calls of one host range that hold the loop.
 
-torch.profiler writes ``ProfilerStep#N`` only when given a schedule. Many programs still wrap each
-iteration in a range of their own (``record_function("train_step")``, ``f"iteration {i}"``, an NVTX
-range pushed around each iteration, as NVIDIA's guides advise). When a PyTorch Kineto trace or an
-Nsight Systems trace has no step rows, the calls of one range become its steps, where the evidence
-says they are a loop's iterations (tracekit's Kineto export of an nsys, TF or JAX trace keeps that
-trace's steps). Without them a verdict reads the whole capture, start-up included: the public Keras
+torch.profiler writes ``ProfilerStep#N`` only when given a schedule, TF and JAX only for a TraceMe
+given ``step_num`` (or Keras's per-batch function). Many programs still wrap each iteration in a
+range of their own (``record_function("train_step")``, ``f"iteration {i}"``, an NVTX range pushed
+around each iteration, as NVIDIA's guides advise, ``tf.profiler.experimental.Trace("train")``), or
+call one ``tf.function`` / jitted function per iteration. When a PyTorch Kineto trace, an Nsight
+Systems trace or a TF/JAX XSpace (or trace-viewer JSON) has no step rows, the calls of one range
+become its steps, where the evidence says they are a loop's iterations (tracekit's Kineto export
+of a trace keeps that trace's steps). Without them a verdict reads the whole capture, start-up included: the public Keras
 Darknet-53 nsys trace holds two calls of its ``Forward:Model`` range, a first of 3.67 s (cuDNN
 handle creation, the convolution autotuner's trial kernels) and a steady one of 48 ms.
 
@@ -24,7 +26,10 @@ handle creation, the convolution autotuner's trial kernels) and a steady one of 
   an nsys capture without CPU sampling traces nothing of the Python between the calls of a range
   around one op;
 * not a range the framework records itself (the optimizer's step, a DataLoader's ``__next__``,
-  collectives, the per-op NVTX ranges of ``torch.autograd.profiler.emit_nvtx``).
+  collectives, the per-op NVTX ranges of ``torch.autograd.profiler.emit_nvtx``; XLA/PjRt's execution,
+  buffer and wait ranges, tf.data's, an XLA while loop's ``[iter=N]``);
+* only a name's outermost calls count: TF names the TraceMe of a ``tf.function`` call after the
+  Python function, so ``Trace("train_step")`` around ``train_step(x, y)`` nests one call in another.
 
 Among several such names the one holding most of the work wins (then the one with more calls).
 The trace's metadata says where its steps came from (``steps_from``), as for Keras's per-batch
@@ -54,9 +59,16 @@ FRAMEWORK_RANGES = re.compile(r"^(Optimizer\.|enumerate\(DataLoader\)|DataLoader
                               r"record_param_comms|ProfilerStep|PyTorch Profiler|Torch-Compiled Region|"
                               r"CompiledFunction|cuda(Graph|Stream|Device|Event))|"
                               r"^aten::|, seq = \d+|, sizes = \[")  # emit_nvtx: "aten::addmm, seq = 12, sizes = [...]"
+# TensorFlow's and XLA/PjRt's own TraceMe ranges (XSpace gives them the kind of a user's range): a
+# jitted program's execution, the runtime's waits and buffers, tf.data, an XLA while loop's
+# ``[iter=N]``. Each wraps every jitted call or loop trip, so a loop's work can lie in them.
+RUNTIME_RANGES = re.compile(r"Executable|ExecuteThunks|ExecuteHelper|ThunkExecutor|PjRt|PJRT_|command_buffer|"
+                            r"^Wait for |Semaphore|^\[iter=\d+\]$|^(Make)?Iterator::|^MapAndBatch|graph_building|"
+                            r"XLA \w+ module|^Handle input|^ParseArguments$|^AllocateOutputBuffers|RefManager::|"
+                            r"^LocalDeviceState::|^TaskDispatcher::|^BUFFER_FLUSH$")
 _NUMBER = re.compile(r"\d+")
 WORK_KINDS = ("cpu_op", "runtime_api", "driver_api")
-INFERRED_SOURCES = (b"torch", b"nsys")
+INFERRED_SOURCES = (b"torch", b"nsys", b"tf", b"jax")
 # What the inference reads and writes: a load that leaves any of them out (null) keeps the trace as read.
 COLUMNS_NEEDED = frozenset({"kind", "name", "start_ns", "dur_ns", "pid", "tid", "launch_row", "step"})
 
@@ -73,10 +85,12 @@ def infer_steps(table: pa.Table) -> pa.Table:
         return table
     start = _int64(table.column("start_ns"))
     name_code, name_valid = columns.values_and_validity(_unified(table.column("name")))
-    candidates = _candidates(ranges[name_valid[ranges]], name_code, _dictionary_values(table.column("name")), start)
+    end = start + np.maximum(_int64(table.column("dur_ns")), 0)
+    parent = np.where(*_valid_or(table.column("parent"), -1))
+    candidates = _candidates(ranges[name_valid[ranges]], name_code, _dictionary_values(table.column("name")), start,
+                             end, parent)
     if not candidates:
         return table
-    end = start + np.maximum(_int64(table.column("dur_ns")), 0)
     thread, pid = _thread_keys(table), _int64(table.column("pid"))
     work = np.flatnonzero(links.kind_mask(kind, *WORK_KINDS))
     kernels = np.flatnonzero(kind == schema.KIND_CODES["gpu_kernel"])
@@ -104,21 +118,24 @@ def infer_steps(table: pa.Table) -> pa.Table:
     return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace{between})")
 
 
-def _candidates(ranges: np.ndarray, name_code: np.ndarray, names: list[str],
-                start: np.ndarray) -> list[tuple[str, np.ndarray]]:
-    """(label, calls in time order) of each range name called at least MIN_CALLS times, and of each
-    family of numbered names (``iteration 1``, ``iteration 2``: label ``iteration #``) whose numbers
-    differ from call to call and grow in time order."""
+def _candidates(ranges: np.ndarray, name_code: np.ndarray, names: list[str], start: np.ndarray, end: np.ndarray,
+                parent: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """(label, calls in time order) of each range name called at least MIN_CALLS times (its outermost
+    calls: a range inside a call of the same name is part of that call), and of each family of numbered
+    names (``iteration 1``, ``iteration 2``: label ``iteration #``) whose numbers differ from call to
+    call and grow in time order."""
     codes, index = columns.factorize(name_code[ranges])  # not np.unique: its numpy.ma import is start-up time
     counts = np.bincount(index, minlength=codes.size)
     out: list[tuple[str, np.ndarray]] = []
     families: dict[str, list[int]] = {}
     for code, count in zip(codes.tolist(), counts.tolist(), strict=True):
         name = names[code]
-        if FRAMEWORK_RANGES.search(name):
+        if FRAMEWORK_RANGES.search(name) or RUNTIME_RANGES.search(name):
             continue
         if count >= MIN_CALLS:
-            out.append((name, _in_time_order(ranges[name_code[ranges] == code], start)))
+            calls = _outermost(_in_time_order(ranges[name_code[ranges] == code], start), start, end, parent)
+            if calls.size >= MIN_CALLS:
+                out.append((name, calls))
         if _NUMBER.search(name):
             families.setdefault(_NUMBER.sub("#", name), []).append(code)
     for label, family in families.items():
@@ -133,6 +150,17 @@ def _candidates(ranges: np.ndarray, name_code: np.ndarray, names: list[str],
 
 def _in_time_order(rows: np.ndarray, start: np.ndarray) -> np.ndarray:
     return rows[np.argsort(start[rows], kind="stable")]
+
+
+def _outermost(calls: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """The calls (in time order) not inside another of them in the row tree: a TF program's
+    ``Trace("train_step")`` around its ``tf.function`` train_step, whose call TraceMe carries the same
+    name, or a recursive range."""
+    if calls.size < 2 or not (start[calls[1:]] < np.maximum.accumulate(end[calls])[:-1]).any():
+        return calls  # none starts before an earlier one ends: none is inside another
+    wanted = np.zeros(parent.size, bool)
+    wanted[calls] = True
+    return calls[links.nearest_ancestor(parent, calls, wanted) < 0]
 
 
 def _busy_pieces(rows: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
