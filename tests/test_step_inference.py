@@ -135,23 +135,3 @@ def test_a_range_inside_a_call_of_its_own_name_is_part_of_that_call(tmp_path):
     assert all(rows[r["parent"]]["kind"] == "step" for r in inner)
     assert all(s["dur_ns"] > f["dur_ns"] for s, f in zip(steps, inner, strict=True))
 
-
-@pytest.mark.parametrize("trace", ["unnumbered_trace", "function_loop"])
-def test_tf_loops_without_step_numbers_get_steps_from_their_calls(trace):
-    """Real TF captures (tests/data/tf/make_unnumbered_loop.py) of a custom loop with no step_num:
-    Trace("train_step") around a tf.function of that name, and the tf.function alone. Each of the 8
-    iterations is a step; in the first the program's range, not TF's call TraceMe nested in it."""
-    from pathlib import Path
-
-    table = tracekit.load(Path(__file__).parent / "data" / "tf" / f"{trace}.xplane.pb")
-    assert len(_step_rows(table)) == 8 and _steps_from(table).startswith("calls of train_step (no step markers")
-    rows = table.to_pylist()
-    step_rows = [i for i, r in enumerate(rows) if r["kind"] == "step"]
-    calls_of_tf = [r for r in rows if r["kind"] in ("step", "user_range") and "tf_function_call" in (r["args"] or "")]
-    assert len(calls_of_tf) == 8
-    if trace == "unnumbered_trace":
-        assert all("tf_function_call" not in (rows[i]["args"] or "") for i in step_rows)
-        assert all(rows[r["parent"]]["kind"] == "step" for r in calls_of_tf)
-    ops = [r["step"] for r in rows if r["kind"] == "cpu_op"]
-    assert set(range(8)) <= set(ops)
-    assert len(tracekit.launch(table).result.steps.steps) == 8

@@ -65,7 +65,8 @@ FRAMEWORK_RANGES = re.compile(r"^(Optimizer\.|enumerate\(DataLoader\)|DataLoader
 RUNTIME_RANGES = re.compile(r"Executable|ExecuteThunks|ExecuteHelper|ThunkExecutor|PjRt|PJRT_|command_buffer|"
                             r"^Wait for |Semaphore|^\[iter=\d+\]$|^(Make)?Iterator::|^MapAndBatch|graph_building|"
                             r"XLA \w+ module|^Handle input|^ParseArguments$|^AllocateOutputBuffers|RefManager::|"
-                            r"^LocalDeviceState::|^TaskDispatcher::|^BUFFER_FLUSH$")
+                            r"^LocalDeviceState::|^TaskDispatcher::|^Thunks::|^BUFFER_FLUSH$|^Resolve constant globals$|"
+                            r"^Build buffer allocations$|^<UNKNOWN>$|^cu[A-Z]\w+$")  # cuLaunchHostFunc: a CUDA call
 _NUMBER = re.compile(r"\d+")
 WORK_KINDS = ("cpu_op", "runtime_api", "driver_api")
 INFERRED_SOURCES = (b"torch", b"nsys", b"tf", b"jax")

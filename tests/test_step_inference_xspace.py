@@ -1,0 +1,79 @@
+"""Steps of TF and JAX captures whose program marks none (no ``step_num``): the calls of its TraceMe
+or ``tf.function`` around each iteration become the steps where the evidence allows, and the XLA
+runtime's own ranges never do. Real captures: tests/data/tf/make_unnumbered_loop.py and
+tests/data/jax/make_unnumbered_loop.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit import schema
+
+DATA = Path(__file__).parent / "data"
+
+
+def _steps_from(table) -> str:
+    return json.loads(table.schema.metadata[schema.META_TRACE_META_JSON.encode()]).get("steps_from", "")
+
+
+@pytest.mark.parametrize("trace", ["unnumbered_trace", "function_loop"])
+def test_tf_loops_without_step_numbers_get_steps_from_their_calls(trace):
+    """Trace("train_step") around a tf.function of that name, and the tf.function alone: each of the 8
+    iterations is a step; in the first, the program's range, not TF's call TraceMe nested in it."""
+    table = tracekit.load(DATA / "tf" / f"{trace}.xplane.pb")
+    rows = table.to_pylist()
+    step_rows = [r for r in rows if r["kind"] == "step"]
+    assert len(step_rows) == 8 and _steps_from(table).startswith("calls of train_step (no step markers")
+    calls_of_tf = [r for r in rows if r["kind"] in ("step", "user_range") and "tf_function_call" in (r["args"] or "")]
+    assert len(calls_of_tf) == 8
+    if trace == "unnumbered_trace":
+        assert all("tf_function_call" not in (r["args"] or "") for r in step_rows)
+        assert all(rows[r["parent"]]["kind"] == "step" for r in calls_of_tf)
+    assert set(range(8)) <= {r["step"] for r in rows if r["kind"] == "cpu_op"}
+    assert len(tracekit.launch(table).result.steps.steps) == 8
+
+
+def test_a_jax_annotation_around_each_iteration_gives_the_steps():
+    table = tracekit.load(DATA / "jax" / "unnumbered_annotation.xplane.pb")
+    assert sum(k == "step" for k in table["kind"].to_pylist()) == 8
+    assert _steps_from(table).startswith("calls of train_step (no step markers")
+
+
+def test_jitted_calls_that_return_before_their_work_runs_are_not_steps():
+    """Without an annotation the loop's only per-iteration range is PjitFunction(train_step), which
+    returns once the step is dispatched: the XLA ops run after it, while the loop blocks on the
+    result. The calls hold none of the work, so the capture keeps no steps (nor does any of the
+    runtime's per-call ranges, PjRt's execution or its buffer waits, become one)."""
+    table = tracekit.load(DATA / "jax" / "jit_loop.xplane.pb")
+    assert "step" not in table["kind"].to_pylist() and _steps_from(table) == ""
+    names = set(table["name"].to_pylist())
+    assert "PjitFunction(train_step)" in names
+    assert any("Execute" in n for n in names if n)  # the runtime's ranges are there, and were not taken
+
+
+@pytest.mark.parametrize("trace", ["h200/jax_train", "h200/jax_scan_lstm", "jax/jit_loop"])
+def test_the_xla_runtimes_own_ranges_are_never_candidates(trace):
+    """The ranges JAX's runtime records once per jitted call or loop trip (PjRt's execution, buffer
+    waits, command buffers, an XLA while loop's [iter=N]) are not the program's iterations: on real
+    captures (the H200 ones mark their steps; this reads the candidates the search would try)."""
+    import numpy as np
+
+    from tracekit.ingest import columns, step_inference, xplane
+
+    table = xplane.read(DATA / f"{trace}.xplane.pb")
+    kind = columns.kind_codes(table.column("kind"))
+    ranges = np.flatnonzero(kind == schema.KIND_CODES["user_range"])
+    start = step_inference._int64(table.column("start_ns"))
+    end = start + step_inference._int64(table.column("dur_ns"))
+    code, valid = columns.values_and_validity(step_inference._unified(table.column("name")))
+    parent = np.where(*step_inference._valid_or(table.column("parent"), -1))
+    names = step_inference._dictionary_values(table.column("name"))
+    labels = [label for label, _ in step_inference._candidates(ranges[valid[ranges]], code, names, start, end, parent)]
+    assert any(label.startswith("PjitFunction(") for label in labels)
+    runtime = ("Execute", "Wait for", "[iter=", "Thunks::", "command_buffer", "Semaphore", "XLA GPU module", "cuLaunch")
+    assert not [label for label in labels if any(r in label for r in runtime)]
+    assert any(any(r in n for r in runtime) for n in names)  # they are in the trace
