@@ -9,6 +9,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import warnings
 from pathlib import Path
 
 import pytest
@@ -129,12 +130,24 @@ def make(case: str, d: Path) -> tuple[Path, str]:
         observer.stop()
         observer.unregister_callback()
         return p, "execution trace"
+    if case == "memory_timeline":  # torch.profiler's export_memory_timeline: a JSON array of arrays
+        torch = pytest.importorskip("torch")
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+            torch.nn.Linear(8, 8)(torch.randn(4, 8)).sum().backward()
+        p = d / "memory.json"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # deprecated in 2.13, still written
+            prof.export_memory_timeline(str(p))
+        return p, "export_memory_timeline"
     raise AssertionError(case)
 
 
 CASES = ["empty", "garbage", "truncated_json", "corrupt_json", "not_a_trace_json", "json_records", "corrupt_gzip", "corrupt_protobuf",
          "other_sqlite", "truncated_sqlite", "empty_dir", "html_report", "markdown_report", "parquet_not_ours", "missing",
-         "fifo", "fifo_in_run_dir", "gzip_zero_bomb", "gzip_space_bomb", "time_overflow", "execution_trace"]
+         "fifo", "fifo_in_run_dir", "gzip_zero_bomb", "gzip_space_bomb", "time_overflow", "execution_trace",
+         "memory_timeline"]
 
 
 # Every subcommand meets the four basic cases; info and ingest (the readers) meet them all.

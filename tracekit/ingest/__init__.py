@@ -50,9 +50,11 @@ def detect(path: Path) -> str:
     if head.startswith(GZIP_MAGIC):
         inner = _gzip_head(path)
         if _looks_like_json(inner):
+            _refuse_array_of_values(path, inner)
             return "xprof-json-gz" if _is_trace_viewer(inner) else "kineto-json-gz"
         raise InputError(path, "gzip file that does not contain a JSON trace")
     if _looks_like_json(head):
+        _refuse_array_of_values(path, head)
         return "xprof-json" if _is_trace_viewer(head) else "kineto-json"
     stripped = head.lstrip()[:200].lower()
     if stripped.startswith((b"<!doctype html", b"<html")):
@@ -68,6 +70,15 @@ def detect(path: Path) -> str:
 
 def _looks_like_json(head: bytes) -> bool:
     return head.lstrip()[:1] in (b"{", b"[")
+
+
+def _refuse_array_of_values(path: Path, head: bytes) -> None:
+    """A JSON array whose first element is not an object is no trace (Chrome's array form lists event
+    objects): torch.profiler's ``export_memory_timeline`` writes ``[[times...], [[bytes...]...]]``."""
+    body = head.lstrip()
+    if body[:1] == b"[" and body[1:].lstrip()[:1] not in (b"{", b"]", b""):
+        raise InputError(path, "a JSON array of values, not of trace events (torch.profiler's export_memory_timeline "
+                               "writes such files): give the Chrome trace the profiler exports (export_chrome_trace)")
 
 
 def _is_trace_viewer(head: bytes) -> bool:
