@@ -824,12 +824,21 @@ def _fused_gpu_runs(step: _Step) -> dict[int, int]:
 def _fused_rnn(step: _Step) -> tuple[int, str] | None:
     """A per-timestep cell loop becomes one fused RNN op (cuDNN, oneDNN): each cell keeps its GEMM
     work and one pointwise pass (its longest pointwise op: the fused kernel computes the gates in one
-    pass over them), without the per-timestep dispatch, launches, views and copies."""
+    pass over them), without the per-timestep dispatch, launches, views and copies (the cell op's
+    own time among them: ``aten::lstm_cell`` calls its GEMMs and gates as ops), nor the loop
+    around the cells: the Python and non-compute ops (``x[t]``) between the first cell call and the
+    last, which one call of the fused op does not run."""
     f = step.frame
     cell_codes = {i for i, n in enumerate(f.names) if n in RNN_CELL_OPS}
     cells = {s.top for s in step.segments if s.top >= 0 and int(f.name_code[s.top]) in cell_codes}
     if not cells:
         return None
+    first_cell = min(int(f.start[c]) for c in cells)
+    last_cell = max(int(f.end[c]) for c in cells)
+
+    def loop_glue(seg: Segment) -> bool:
+        return (seg.top not in cells and first_cell <= seg.start and seg.start + seg.dur <= last_cell
+                and not seg.kind.startswith("compute") and seg.kind in ("dispatch", "api"))
     pointwise: dict[tuple[int, int], int] = {}  # (cell, op) -> its pointwise work
     for seg in step.segments:
         if seg.top in cells and seg.kind.startswith("compute:") and seg.kind[8:] not in FUSED_RNN_MATH:
@@ -842,17 +851,19 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
 
     def host(seg: Segment) -> int:
         if seg.top not in cells:
-            return seg.dur
-        if not seg.kind.startswith("compute:"):
-            return seg.covered
+            return seg.covered if loop_glue(seg) else seg.dur
+        if not seg.kind.startswith("compute:") or seg.owner == seg.top:
+            return seg.covered  # the cell op's own time: a composite op's dispatch into its GEMMs and gates
         if seg.kind[8:] in FUSED_RNN_MATH or kept.get(seg.top) == seg.owner:
             return _work(step, seg)
         return 0
 
+    glue = sum(s.dur - s.covered for s in step.segments if loop_glue(s))
     predicted = _replay(step, host_scale=host, launch_latency=0)
     return predicted, (f"{len(cells)} cell calls become one fused RNN op: their GEMM work is kept, and one pointwise "
                        f"pass per cell (its longest pointwise op); their dispatch, launch calls, other pointwise ops "
-                       f"and each op's fixed cost ({step.op_floor / 1e3:.1f} µs) go to 0; the GEMMs keep the rate they "
+                       f"and each op's fixed cost ({step.op_floor / 1e3:.1f} µs) go to 0, and so does the loop between "
+                       f"the cells ({glue / 1e3:,.0f} µs of Python and non-compute ops); the GEMMs keep the rate they "
                        "ran at in the loop, so the saving is a lower bound: a fused kernel that batches the input "
                        "GEMMs of all timesteps into one runs them faster, by a factor that depends on the device "
                        "and its library and that the loop's GEMMs, all of one shape, cannot show")
