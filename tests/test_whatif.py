@@ -199,3 +199,21 @@ def test_a_step_that_is_one_unexplained_stretch_gives_only_an_upper_bound() -> N
     assert not any(s.upper_bound for s in eager.scenarios)
     report = tracekit_api.launch(TRACES / "hta" / "trace_compare" / "base" / "base.json.gz").result
     assert not any("no-dispatch" in e for e in report.evidence if "ordered by predicted saving" in e)
+
+
+def test_a_tf_eager_op_keeps_only_its_kernel_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TF eager wraps each op's kernel run (KernelAndDeviceFunc::Run) in its eager runtime
+    (EagerLocalExecute, copies to device, validation): a graph runs the kernel without it, so
+    no-dispatch keeps each op's run less the runs' fixed cost. Real capture: tests/data/tf/eager_loop."""
+    from tracekit.analyze import whatif as module
+
+    table = load(Path(__file__).parent / "data" / "tf" / "eager_loop.xplane.pb")
+    with_runs = {s.name: s for s in whatif(table).scenarios}["no-dispatch"]
+    monkeypatch.setattr(module, "_tf_eager_kernel_work", lambda frame, segments, scale: 0)
+    whole_ops = {s.name: s for s in whatif(table).scenarios}["no-dispatch"]
+    assert "KernelAndDeviceFunc::Run" in with_runs.assumptions
+    assert "KernelAndDeviceFunc" not in whole_ops.assumptions
+    assert with_runs.predicted_step_ns < whole_ops.predicted_step_ns
+    # torch traces have no kernel runs: the rule leaves them alone
+    torch_loop = {s.name: s for s in whatif(load(_trace("lstmcell_loop"))).scenarios}["no-dispatch"]
+    assert "KernelAndDeviceFunc" not in torch_loop.assumptions
