@@ -137,3 +137,21 @@ def test_a_tf_range_that_launched_nothing_projects_onto_its_executor_threads_lau
     torch_like = with_range.replace_schema_metadata({**with_range.schema.metadata, schema.META_SOURCE.encode(): b"torch"})
     inst = ranges(torch_like).instances
     assert inst[inst.name == "train_step"].iloc[0].gpu_ops == 0
+
+
+def test_a_range_inside_a_call_of_its_own_name_is_counted_once_in_outermost() -> None:
+    """tests/data/tf/unnumbered_trace: Trace("train_step") around a tf.function whose call TraceMe TF
+    also names train_step, 8 iterations. total sums all 16 calls, as nsys's nvtx_sum would; outermost
+    only the program's 8, and the report says which names nest in themselves."""
+    from tracekit import api
+
+    table = load(Path(__file__).parent / "data" / "tf" / "unnumbered_trace.xplane.pb")
+    rr = ranges(table)
+    (row,) = rr.summary[rr.summary.name == "train_step"].to_dict("records")
+    inst = rr.instances[rr.instances.name == "train_step"]
+    assert row["instances"] == 16 and int(inst.in_same_name.sum()) == 8
+    assert row["total_ns"] == int(inst.dur_ns.sum())
+    assert row["outermost_ns"] == int(inst[~inst.in_same_name].dur_ns.sum()) < row["total_ns"]
+    assert "run inside calls of the same name" in api.render(api.ranges(table), "markdown")
+    flat = ranges(load(Path(__file__).parent / "data" / "tf" / "function_loop.xplane.pb")).summary
+    assert (flat.outermost_ns == flat.total_ns).all()

@@ -46,7 +46,9 @@ class RangesReport:
         enclosing range or -1), gpu_ops, proj_start_ns, proj_dur_ns (NaN without GPU work),
         gpu_busy_ns (sum of the projected activities' durations).
     summary: per name: instances, total_ns, mean_ns, min_ns, max_ns, mean_depth, gpu_instances
-        (instances with GPU work), proj_total_ns, gpu_ops, gpu_busy_ns. Sorted by total_ns.
+        (instances with GPU work), proj_total_ns, gpu_ops, gpu_busy_ns, outermost_ns. Sorted by total_ns.
+        total_ns sums every instance, as nsys's nvtx_sum does, so an instance inside another of its
+        name (``in_same_name`` in ``instances``) counts twice; outermost_ns sums only the outermost.
     """
 
     instances: pd.DataFrame
@@ -75,7 +77,9 @@ def ranges(table: pa.Table) -> RangesReport:
         "row": rows, "name": [frame.names[c] if c >= 0 else "" for c in frame.name_code[rows]],
         "depth": depth, "pid": frame.pid[rows], "tid": frame.tid[rows], "start_ns": frame.start[rows],
         "dur_ns": frame.dur[rows], "parent": parent_range,
+        "in_same_name": _inside_same_name(parent_range, rows, frame.name_code[rows]),
     })
+    inst["outermost_ns"] = np.where(inst["in_same_name"], 0, inst["dur_ns"])
     inst["gpu_ops"], inst["gpu_busy_ns"] = proj["gpu_ops"], proj["gpu_busy_ns"]
     has = proj["gpu_ops"] > 0
     inst["proj_start_ns"] = np.where(has, proj["first_start"], np.nan)
@@ -86,7 +90,8 @@ def ranges(table: pa.Table) -> RangesReport:
                .agg(instances=("dur_ns", "size"), total_ns=("dur_ns", "sum"), mean_ns=("dur_ns", "mean"),
                     min_ns=("dur_ns", "min"), max_ns=("dur_ns", "max"), mean_depth=("depth", "mean"),
                     gpu_instances=("proj_dur_ns", "count"), proj_total_ns=("proj_dur_ns", "sum"),
-                    gpu_ops=("gpu_ops", "sum"), gpu_busy_ns=("gpu_busy_ns", "sum"))
+                    gpu_ops=("gpu_ops", "sum"), gpu_busy_ns=("gpu_busy_ns", "sum"),
+                    outermost_ns=("outermost_ns", "sum"))
                .sort_values("total_ns", ascending=False, kind="stable").reset_index())
     summary["proj_total_ns"] = summary["proj_total_ns"].astype(np.int64)
     return RangesReport(instances=inst, summary=summary)
@@ -196,6 +201,20 @@ def _projection(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, launc
     out["first_start"][has] = intervals.range_reduce(start, lo[has], hi[has], np.minimum)
     out["last_end"][has] = intervals.range_reduce(end, lo[has], hi[has], np.maximum)
     return out
+
+
+def _inside_same_name(parent_range: np.ndarray, rows: np.ndarray, name_code: np.ndarray) -> np.ndarray:
+    """Per range: whether an enclosing range has its name (a recursive range; TF's TraceMe of a
+    ``tf.function`` call inside the program's ``Trace`` of the same name)."""
+    position = np.full(int(rows.max()) + 1 if rows.size else 1, -1, np.int64)
+    position[rows] = np.arange(rows.size)
+    inside = np.zeros(rows.size, bool)
+    cur = parent_range.copy()
+    while (cur >= 0).any():
+        up = np.flatnonzero(cur >= 0)
+        inside[up] |= name_code[position[cur[up]]] == name_code[up]
+        cur[up] = parent_range[position[cur[up]]]
+    return inside
 
 
 def _range_depth(parent_range: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -381,9 +381,20 @@ def ranges_document(name: str, facts: list[tuple[str, str]], rr: RangesReport) -
     s = Section("Ranges (NVTX / record_function / TraceMe), by total CPU time")
     # A trace whose ranges launched no GPU work (a CPU-only capture) gets no columns of zeros; JSON keeps them.
     gpu = bool(len(rr.summary)) and bool(rr.summary.gpu_ops.any())
-    cols = [Column("range"), Column("instances", "count"), Column("total", "ns"), Column("mean", "ns"), Column("depth", "float"),
+    # A name called inside itself: its total counts that time twice (as nsys's does); the outermost calls' sum beside it.
+    nested = rr.summary[rr.summary.outermost_ns < rr.summary.total_ns] if len(rr.summary) else rr.summary
+    if len(nested):
+        shown = ", ".join(f"{n} ({t / 1e6:,.3f} ms of {a / 1e6:,.3f} ms)" for n, t, a in
+                          zip(nested.name[:3], nested.outermost_ns[:3], nested.total_ns[:3], strict=True))
+        s.sentences.append(f"{len(nested)} range name(s) run inside calls of the same name (recursion; TF names a "
+                            f"tf.function's call after the function, inside a Trace of that name): their total counts "
+                            f"that time twice, as nsys's nvtx_sum does; \"outermost\" sums only the outermost calls: "
+                            f"{shown}.")
+    cols = [Column("range"), Column("instances", "count"), Column("total", "ns"),
+            *([Column("outermost", "ns")] if len(nested) else []), Column("mean", "ns"), Column("depth", "float"),
             *([Column("GPU projection", "ns"), Column("GPU ops", "count"), Column("GPU busy", "ns")] if gpu else [])]
-    s.tables.append(Table("", cols, [[r["name"], r["instances"], r["total_ns"], r["mean_ns"], r["mean_depth"],
+    s.tables.append(Table("", cols, [[r["name"], r["instances"], r["total_ns"], *([r["outermost_ns"]] if len(nested) else []),
+                                      r["mean_ns"], r["mean_depth"],
                                       *([r["proj_total_ns"], r["gpu_ops"], r["gpu_busy_ns"]] if gpu else [])]
                                      for r in records(rr.summary)],
                           "GPU projection: first start to last end of the GPU work launched inside the range (as nsys nvtx_gpu_proj)"
