@@ -242,3 +242,38 @@ def test_tf_data_prefetching_beside_a_function_call_is_not_its_handed_off_work()
     handed = critical_path_module._handoffs(frame, classify_rows(frame), host)
     assert handed and all(not input_pipeline_mask(frame)[rows].any() for rows in handed.values())
     assert input_pipeline_mask(frame)[host].any()  # tf.data did run in the window
+
+
+def test_the_ops_a_dataloader_runs_inside_its_fetch_are_data_loading(tmp_path) -> None:
+    """A real capture of a loop over a DataLoader without workers whose dataset computes with torch ops:
+    those ops run inside enumerate(DataLoader)#...__next__ on the loop's thread. On the path they
+    are data loading (they were CPU-bound, and the path read 0% data loading), as the report
+    counts the whole fetch as batch fetching."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule
+    from torch.utils.data import DataLoader, Dataset
+
+    class Decoded(Dataset):
+        def __len__(self) -> int:
+            return 1024
+
+        def __getitem__(self, i: int):
+            x = torch.randn(512)
+            return torch.nn.functional.normalize(x.exp().sqrt(), dim=0), i % 10
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(512, 10)
+    path = tmp_path / "loader.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for i, (x, y) in enumerate(DataLoader(Decoded(), batch_size=32)):
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            prof.step()
+            if i == 4:
+                break
+    cp = critical_path(load(path))
+    assert cp.shares["data_loading"] > 0
+    dataset_ops = cp.edges[cp.edges.name.isin(["aten::randn", "aten::exp", "aten::sqrt", "aten::normalize"])]
+    assert len(dataset_ops) and (dataset_ops.category == "data_loading").all()
+    model_ops = cp.edges[cp.edges.name.isin(["aten::addmm", "aten::mm"])]
+    assert len(model_ops) and (model_ops.category != "data_loading").all()

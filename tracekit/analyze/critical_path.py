@@ -35,7 +35,6 @@ collectives on the host) or data loading.
 from __future__ import annotations
 
 import json
-import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -47,6 +46,7 @@ from tracekit.analyze import intervals
 from tracekit.analyze.blocking import host_blocking_rows
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
 from tracekit.analyze.classify import (
+    DATA_LOADER,
     KERNEL_CLASSES,
     OP_CLASSES,
     RowClasses,
@@ -54,6 +54,7 @@ from tracekit.analyze.classify import (
     collective_rows,
     collective_work_rows,
     collectives_beside,
+    data_loading_rows,
     input_pipeline_mask,
     op_name_codes,
 )
@@ -63,6 +64,7 @@ from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, blocked_on_dispatch, worker_event_rows
 from tracekit.errors import UsageError
+from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
 from tracekit.schema import source_of
@@ -71,7 +73,6 @@ KINDS = list(KIND_DESCRIPTIONS)
 
 KERNEL_KERNEL_DELAY_NS = 1_500_000  # HTA's threshold: longer gaps are not a kernel-kernel dependency
 WHOLE_TRACE = "whole trace"  # the window when no step is marked and no range is named
-DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|DataLoader.*__next__|IteratorGetNext|dataloader", re.IGNORECASE)
 
 # Edge types and what they bound.
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = range(5)
@@ -652,6 +653,30 @@ def _sync_edges(g: _Graph, frame: Frame, host: np.ndarray, gpu: np.ndarray) -> N
             g.add(g.end(int(order[i])), g.end(call), SYNC, -1)
 
 
+def inside_batch_fetches(frame: Frame) -> np.ndarray:
+    """Per row: a batch fetch (``classify.data_loading_rows``: DataLoader __next__, IteratorGetNext)
+    or an event inside one on its thread, such as the collate function's ops of a DataLoader
+    without workers: all of it is the loop loading data, whatever each op computes."""
+    out = np.zeros(len(frame), bool)
+    # TF eager: the op is EagerExecute, named for what it runs (op_name_codes), around its fetch.
+    names = op_name_codes(frame)
+    fetching_names = [c for c in distinct(names[frame.rows("cpu_op")]).tolist() if c >= 0 and DATA_LOADER.search(frame.names[c])]
+    fetches = np.union1d(data_loading_rows(frame), frame.rows("cpu_op")[member_mask(names[frame.rows("cpu_op")], fetching_names)])
+    if not fetches.size:
+        return out
+    out[fetches] = True
+    # Per thread, the fetches' outermost extents in time order; a row lies inside the last one
+    # that starts at or before it on its thread, if that one ends at or after it.
+    thread = frame.thread_key
+    for key in np.unique(thread[fetches]).tolist():
+        lo, hi = intervals.union(frame.start[fetches[thread[fetches] == key]], frame.end[fetches[thread[fetches] == key]])
+        rows = np.flatnonzero(thread == key)
+        k = np.searchsorted(lo, frame.start[rows], side="right") - 1
+        inside = (k >= 0) & (frame.end[rows] <= hi[np.maximum(k, 0)])
+        out[rows[inside]] = True
+    return out
+
+
 def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[str, object]) -> CriticalPath:
     gpu_kinds = frame.mask(*GPU_KINDS)
     comm = KERNEL_CLASSES.index("communication")
@@ -671,6 +696,7 @@ def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[s
     cpu_compute &= ~seen
     if not gpu_kinds.any():  # CPU-only: ops of no class doing long work of their own (an FFT) compute too
         cpu_compute[unclassified_work_rows(frame, frame.rows("cpu_op"))] = True
+    fetching = inside_batch_fetches(frame)
     records = []
     for e in path:
         weight = int(g.w[e])
@@ -684,7 +710,7 @@ def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[s
             category = "gpu_kernel_kernel_overhead"
         elif row >= 0 and gpu_kinds[row]:
             category = "gpu_communication_bound" if classes.kernel[row] == comm else "gpu_compute_bound"
-        elif DATA_LOADING.search(name):
+        elif row >= 0 and fetching[row]:
             category = "data_loading"
         elif row >= 0 and talking[row]:
             category = "cpu_communication_bound"
