@@ -37,25 +37,32 @@ def test_tf_loops_without_step_numbers_get_steps_from_their_calls(trace):
     assert len(tracekit.launch(table).result.steps.steps) == 8
 
 
-def test_a_jax_annotation_around_each_iteration_gives_the_steps():
-    table = tracekit.load(DATA / "jax" / "unnumbered_annotation.xplane.pb")
+@pytest.mark.parametrize("trace", ["unnumbered_annotation.xplane.pb", "unnumbered_annotation.perfetto_trace.json.gz"])
+def test_a_jax_annotation_around_each_iteration_gives_the_steps(trace):
+    """The XSpace and the trace-viewer JSON that jax.profiler writes of the same capture."""
+    table = tracekit.load(DATA / "jax" / trace)
     assert sum(k == "step" for k in table["kind"].to_pylist()) == 8
     assert _steps_from(table).startswith("calls of train_step (no step markers")
 
 
-def test_jitted_calls_that_return_before_their_work_runs_are_not_steps():
-    """Without an annotation the loop's only per-iteration range is PjitFunction(train_step), which
-    returns once the step is dispatched: the XLA ops run after it, while the loop blocks on the
-    result. The calls hold none of the work, so the capture keeps no steps (nor does any of the
-    runtime's per-call ranges, PjRt's execution or its buffer waits, become one)."""
-    table = tracekit.load(DATA / "jax" / "jit_loop.xplane.pb")
-    assert "step" not in table["kind"].to_pylist() and _steps_from(table) == ""
-    names = set(table["name"].to_pylist())
+def test_jitted_calls_are_steps_only_where_they_hold_the_work():
+    """Without an annotation the loop's only per-iteration range is PjitFunction(train_step). In one
+    capture XLA's CPU thread ran each step's ops before the call returned: the calls hold the work and
+    are the steps. In another (jit_loop_async) the call returned once the step was dispatched and the
+    ops ran after it, while the loop blocked on the result: the calls hold none of the work and the
+    capture keeps no steps. Neither takes one of the runtime's per-call ranges (PjRt's execution,
+    its buffer waits)."""
+    held = tracekit.load(DATA / "jax" / "jit_loop.xplane.pb")
+    assert sum(k == "step" for k in held["kind"].to_pylist()) == 8
+    assert _steps_from(held).startswith("calls of PjitFunction(train_step) (no step markers")
+    dispatched = tracekit.load(DATA / "jax" / "jit_loop_async.xplane.pb")
+    assert "step" not in dispatched["kind"].to_pylist() and _steps_from(dispatched) == ""
+    names = set(dispatched["name"].to_pylist())
     assert "PjitFunction(train_step)" in names
     assert any("Execute" in n for n in names if n)  # the runtime's ranges are there, and were not taken
 
 
-@pytest.mark.parametrize("trace", ["h200/jax_train", "h200/jax_scan_lstm", "jax/jit_loop"])
+@pytest.mark.parametrize("trace", ["h200/jax_train", "h200/jax_scan_lstm", "jax/jit_loop_async"])
 def test_the_xla_runtimes_own_ranges_are_never_candidates(trace):
     """The ranges JAX's runtime records once per jitted call or loop trip (PjRt's execution, buffer
     waits, command buffers, an XLA while loop's [iter=N]) are not the program's iterations: on real

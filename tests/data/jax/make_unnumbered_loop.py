@@ -3,7 +3,12 @@
 
 * ``unnumbered_annotation.xplane.pb``: each iteration in ``TraceAnnotation("train_step")``, whose
   step blocks until the new parameters are ready;
-* ``jit_loop.xplane.pb``: no range of the program's own, only the jitted calls.
+* ``jit_loop.xplane.pb``: no range of the program's own, only the jitted calls. Whether XLA's CPU
+  thread runs a step's ops before ``PjitFunction(train_step)`` returns varies from run to run: in
+  this capture it did. ``jit_loop_async.xplane.pb`` is an earlier capture by this script in which
+  the ops ran after each call returned, while the loop blocked on the result;
+* ``unnumbered_annotation.perfetto_trace.json.gz``: the first capture as the trace-viewer JSON that
+  ``create_perfetto_trace=True`` writes beside it.
 
 Neither has step rows as read; tracekit takes the annotation's calls as steps, and the jitted
 calls (``PjitFunction(train_step)``) where the evidence allows (tracekit.ingest.step_inference),
@@ -41,7 +46,7 @@ def train_step(p, x, y):
 params = jax.block_until_ready(train_step(params, x, y))  # compiled before the capture
 for out, annotated in (("unnumbered_annotation.xplane.pb", True), ("jit_loop.xplane.pb", False)):
     with tempfile.TemporaryDirectory() as tmp:
-        with jax.profiler.trace(tmp):
+        with jax.profiler.trace(tmp, create_perfetto_trace=annotated):
             for _ in range(8):
                 if annotated:
                     with jax.profiler.TraceAnnotation("train_step"):
@@ -50,3 +55,6 @@ for out, annotated in (("unnumbered_annotation.xplane.pb", True), ("jit_loop.xpl
                     params = jax.block_until_ready(train_step(params, x, y))
         (written,) = glob.glob(f"{tmp}/plugins/profile/*/*.xplane.pb")
         shutil.copy(written, Path(__file__).with_name(out))
+        if annotated:
+            (viewer,) = glob.glob(f"{tmp}/plugins/profile/*/perfetto_trace.json.gz")
+            shutil.copy(viewer, Path(__file__).with_name("unnumbered_annotation.perfetto_trace.json.gz"))
