@@ -7,9 +7,10 @@ around each iteration, as NVIDIA's guides advise, ``tf.profiler.experimental.Tra
 call one ``tf.function`` / jitted function per iteration. When a PyTorch Kineto trace, an Nsight
 Systems trace or a TF/JAX XSpace (or trace-viewer JSON) has no step rows, the calls of one range
 become its steps, where the evidence says they are a loop's iterations (tracekit's Kineto export
-of a trace keeps that trace's steps). Without them a verdict reads the whole capture, start-up included: the public Keras
-Darknet-53 nsys trace holds two calls of its ``Forward:Model`` range, a first of 3.67 s (cuDNN
-handle creation, the convolution autotuner's trial kernels) and a steady one of 48 ms.
+of a trace keeps that trace's steps). Without them a verdict reads the whole capture, start-up
+included: the public Keras Darknet-53 nsys trace holds two calls of its ``Forward:Model`` range, a
+first of 3.67 s (cuDNN handle creation, the convolution autotuner's trial kernels) and a steady
+one of 48 ms.
 
 * one range name (or one name up to its numbers, ``iteration 3``, when every call's numbers differ
   and grow in time order: ``layer_0`` .. ``layer_11`` repeated per iteration are not iterations),
