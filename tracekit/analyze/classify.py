@@ -29,7 +29,7 @@ from tracekit.schema import GPU_ACTIVITY_KINDS
 # Classes, in the priority order the GPU breakdown uses when kernels overlap (see breakdown.py).
 KERNEL_CLASSES = ("communication", "rnn", "attention", "convolution", "gemm", "cast", "reduction", "elementwise", "other", "memcpy",
                   "memset", "sync")
-OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "communication", "compiled",
+OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "fft", "communication", "compiled",
               "other")
 API_CLASSES = ("launch", "sync", "memory", "other")
 
@@ -115,7 +115,8 @@ TF_ELEMENTWISE_OPS = (
     r"Sign|Square|SquaredDifference|Sqrt|Rsqrt|Reciprocal|Inv|Pow|Maximum|Minimum|Floor|Ceil|Round|Rint|Cos|Sin|"
     r"Tan|Acos|Asin|Atan|Atan2|Cosh|Sinh|Erf|Erfc|Greater|GreaterEqual|Less|LessEqual|Equal|NotEqual|LogicalAnd|"
     r"LogicalOr|LogicalNot|IsFinite|IsNan|IsInf|Select|SelectV2|ClipByValue|BiasAdd|BiasAddV1|Fill|ZerosLike|"
-    r"OnesLike|ConcatV2|Pack|Unpack|Split|SplitV|AssignAddVariableOp|AssignSubVariableOp")
+    r"OnesLike|ConcatV2|Pack|Unpack|Split|SplitV|AssignAddVariableOp|AssignSubVariableOp|"
+    r"ComplexAbs|Complex|Real|Imag|Angle|Conj")  # complex numbers: an FFT's neighbours
 # Kernels that move or generate data (Transpose, Tile, StridedSlice, TensorList reads and writes,
 # random fills): memory-bound work the executor runs like any op; on a GPU the same ops run as
 # Eigen kernels, which the kernel rules count as elementwise. Pure metadata ops (Reshape, ExpandDims,
@@ -158,6 +159,10 @@ OP_RULES: list[tuple[str, str]] = [
              r"^aten::(quantize_per_tensor\w*|quantize_per_channel|dequantize|fake_quantize_per_\w+|_fake_quantize\w*)$|"
              r"^quantized_decomposed::(quantize|dequantize)_per_\w+$"),
     ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
+    # FFTs: PyTorch's (torch.fft.*, stft/istft call _fft_r2c / _fft_c2r / _fft_c2c), TF's FFT ops,
+    # XLA's fft HLO instruction.
+    ("fft", r"^aten::(_fft_r2c|_fft_c2r|_fft_c2c|fft_\w+|stft|istft|_fft_r2c_backward|_fft_c2r_backward)$|"
+            r"^(I?R?FFT|I?R?FFT[23]D|I?R?FFTND|BatchFFT\w*)$|^(wrapped_)?fft(\.\d+)?$"),
     # torchrec's collectives are autograd Functions named <collective>_Req / _Wait (All2All_Pooled_Req,
     # ReduceScatterV_Wait, ...), their backward nodes with "Backward" appended.
     ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|^(NcclAllReduce|NcclReduce|NcclBroadcast|"
@@ -197,7 +202,8 @@ OP_RULES: list[tuple[str, str]] = [
                     r"hardtanh_?|leaky_relu_?|elu_?|softplus|gelu_backward|silu_backward|hardswish_?|"
                     r"leaky_relu_backward|sqrt_|pow_|neg_|relu6|hardswish_backward|hardsigmoid_?|hardsigmoid_backward|"
                     r"elu_backward|softplus_backward|hardtanh_backward|mish_?|mish_backward|addcmul|addcdiv|lerp|"
-                    r"isnan|isinf|isneginf|isposinf|isfinite|_transform_bias_rescale_qkv)$|" + TF_ELEMENTWISE + "|"
+                    r"isnan|isinf|isneginf|isposinf|isfinite|_transform_bias_rescale_qkv|constant_pad_nd|"
+                    r"(reflection|replication)_pad[123]d(_backward)?)$|" + TF_ELEMENTWISE + "|"
                     # XLA:CPU loop fusions and wrapped pointwise HLOs: tanh_multiply_fusion, wrapped_add
                     r"^[a-z_\-]+_fusion(\.\d+)?$|^wrapped_[a-z_]+(\.\d+)?$"),
 ]
