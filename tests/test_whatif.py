@@ -209,7 +209,7 @@ def test_a_tf_eager_op_keeps_only_its_kernel_run(monkeypatch: pytest.MonkeyPatch
 
     table = load(Path(__file__).parent / "data" / "tf" / "eager_loop.xplane.pb")
     with_runs = {s.name: s for s in whatif(table).scenarios}["no-dispatch"]
-    monkeypatch.setattr(module, "_tf_eager_kernel_work", lambda frame, segments, scale: 0)
+    monkeypatch.setattr(module, "_tf_eager_kernel_work", lambda frame, segments, scale: None)
     whole_ops = {s.name: s for s in whatif(table).scenarios}["no-dispatch"]
     assert "KernelAndDeviceFunc::Run" in with_runs.assumptions
     assert "KernelAndDeviceFunc" not in whole_ops.assumptions

@@ -212,7 +212,7 @@ def _inside_same_name(parent_range: np.ndarray, rows: np.ndarray, name_code: np.
     cur = parent_range.copy()
     while (cur >= 0).any():
         up = np.flatnonzero(cur >= 0)
-        inside[up] |= name_code[position[cur[up]]] == name_code[up]
+        inside[up] |= (name_code[position[cur[up]]] == name_code[up]) & (name_code[up] >= 0)  # unnamed: not one name
         cur[up] = parent_range[position[cur[up]]]
     return inside
 

@@ -122,7 +122,7 @@ class _Step:
     op_class: dict[int, str]   # top-level op row -> class
     gpu_class: np.ndarray      # kernel class name per gpu row (aligned with ``gpu``)
     op_floor: int = 0          # the framework's fixed cost inside every compute op (see _work_scale)
-    kernel_run_floor: int = 0  # TF eager: the fixed cost of a kernel run (see _tf_eager_kernel_work); 0 elsewhere
+    kernel_run_floor: int | None = None  # TF eager: the fixed cost of a kernel run (_tf_eager_kernel_work); None elsewhere
     work_scale: dict[int, float] = field(default_factory=dict)  # compute op -> share of its time that is work
     # GPU busy time per (device, stream) of the work other threads launch in the window (PyTorch's
     # autograd thread runs the backward pass's launches): no scenario changes it, and the step takes
@@ -256,8 +256,8 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
             if body in kinds:
                 kinds[body] = "compiled"
         # Ops of no class that do long work of their own may be arithmetic the rules do not know (an
-        # eigendecomposition): no scenario removes them as dispatch (tracekit.analyze.unclassified). They are judged
-        # among the other threads' ops too: a call that waits for those is not work.
+        # eigendecomposition): no scenario removes them as dispatch (tracekit.analyze.unclassified).
+        # They are judged among the other threads' ops too: a call that waits for those is not work.
         window_ops = np.concatenate([rows[frame.mask("cpu_op")[rows]], others])
         for row in unclassified_work_rows(frame, window_ops).tolist():
             if row in kinds:
@@ -528,21 +528,21 @@ def _work_scale(segments: list[Segment]) -> tuple[int, dict[int, float]]:
 TF_KERNEL_RUN = re.compile(r"^KernelAndDevice\w*::Run$")
 
 
-def _tf_eager_kernel_work(frame: Frame, segments: list[Segment], scale: dict[int, float]) -> int:
+def _tf_eager_kernel_work(frame: Frame, segments: list[Segment], scale: dict[int, float]) -> int | None:
     """For TF eager ops whose kernel run is traced: each op's work is its runs' time less the runs'
     fixed cost (their 10th percentile, the function runtime's share), as a scale of the op's compute
-    time in ``scale``; returns that fixed cost (0: no such op). A MatMul of 16x128 by 128x512 spends
+    time in ``scale``; returns that fixed cost (None: no such op). A MatMul of 16x128 by 128x512 spends
     45 µs in EagerExecute, 27 µs of it in the run, against 16-18 µs for the graph's _MklMatMul."""
     ops = {seg.owner for seg in segments if seg.kind.startswith("compute") and seg.owner >= 0}
     codes = [i for i, n in enumerate(frame.names) if TF_KERNEL_RUN.match(n)]
     if not ops or not codes:
-        return 0
+        return None
     runs = np.flatnonzero(member_mask(frame.name_code, codes))
     owner = nearest_ancestor(frame.parent, runs, frame.mask("cpu_op"))
     mine = member_mask(owner, sorted(ops))
     runs, owner = runs[mine], owner[mine]
     if not runs.size:
-        return 0
+        return None
     floor = int(np.percentile(frame.dur[runs], 10))
     work: dict[int, int] = {}
     for op, run in zip(owner.tolist(), runs.tolist(), strict=True):
@@ -696,7 +696,8 @@ def _no_dispatch(step: _Step) -> tuple[int, str] | None:
     kept = ("; compiled graphs' own code stays (their generated kernels and wrapper, which the trace does not split)"
             if any(s.kind == "compiled" for s in step.segments) else "")
     eager = (f"; a TF eager op keeps only its kernel run (KernelAndDeviceFunc::Run) less the run's fixed cost "
-             f"({step.kernel_run_floor / 1e3:.1f} µs): the eager runtime around it goes too" if step.kernel_run_floor else "")
+             f"({step.kernel_run_floor / 1e3:.1f} µs): the eager runtime around it goes too"
+             if step.kernel_run_floor is not None else "")
     return predicted, ("framework and Python time outside compute ops (except waits: for other threads' compute or "
                        "collectives, and Python frames blocked in a sleep, lock or poll; and batch fetching) goes to "
                        f"0, and so does each compute op's fixed cost ({step.op_floor / 1e3:.1f} µs, the trace's "
