@@ -175,10 +175,6 @@ def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: 
     reader = _reader(fmt)
     if fmt == "tracekit-parquet":
         return reader.read(p, columns)
-    if fmt in ("xprof-json", "xprof-json-gz"):
-        from tracekit.ingest.step_inference import infer_steps
-
-        return infer_steps(reader.read(p, gz=fmt == "xprof-json-gz"))
     if fmt in ("kineto-json", "kineto-json-gz"):
         # torch.profiler without a schedule marks no steps; a record_function around each iteration can.
         from tracekit.ingest.step_inference import infer_steps
@@ -191,12 +187,11 @@ def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: 
         read = reader.read_report if fmt == "nsys-report" else reader.read
         table = read(p, args_of_kinds=args_of_kinds, columns=columns)
         return infer_steps(table) if columns is None or COLUMNS_NEEDED <= columns else table
-    if fmt in ("xspace-pb", "xspace-dir"):
-        # A TF/JAX program without step_num on its TraceMe: its own range or tf.function per iteration can be one.
-        from tracekit.ingest.step_inference import infer_steps
+    # TF/JAX (XSpace, or xprof's trace-viewer JSON): a program whose TraceMe has no step_num, its own
+    # range or tf.function around each iteration can be one.
+    from tracekit.ingest.step_inference import infer_steps
 
-        return infer_steps(reader.read(p))
-    return reader.read(p)
+    return infer_steps(reader.read(p, gz=True) if fmt == "xprof-json-gz" else reader.read(p))
 
 
 def _reader(fmt: str) -> ModuleType:
