@@ -883,3 +883,27 @@ def test_keras_mixed_precision_casts_get_the_tf_remedy_and_fused_kernels_are_not
     # fused layer-norm backward kernels read as casts, 24% of GPU busy time. Its real casts are 8%.
     graphed = tracekit.launch(ROOT / "tests" / "data" / "h200" / "transformer_train_graphed.pt.trace.json.gz").result
     assert not any("cast kernels" in e for e in graphed.evidence), graphed.evidence
+
+
+def test_a_copy_of_one_dtype_is_data_movement_not_dispatch(tmp_path):
+    """A step that makes a strided tensor contiguous (a real capture, record_shapes=True): aten::copy_
+    under aten::clone moves every byte, and its recorded input types are one dtype, so it is no cast.
+    It is the op class copy, compute time in the partition; it was other, read as framework dispatch
+    and named as an op of no class."""
+    torch = pytest.importorskip("torch")
+
+    x = torch.randn(2048, 2048).t()  # a transposed view: contiguous() copies it
+    w = torch.randn(2048, 16)
+
+    def step():
+        (x.contiguous() @ w).sum()
+
+    path = _capture(tmp_path / "contiguous.json", step, steps=5, wait=1, warmup=1, record_shapes=True)
+    report = tracekit.report(path)
+    partition = report.breakdown.cpu_partition
+    whole = partition[partition.step == -1].iloc[0]
+    assert whole["copy_ns"] > 0.3 * whole["span_ns"], whole.to_dict()
+    top = report.launch.top_ops.ops
+    moved = top[top.name == "aten::copy_"].sort_values("self_ns").iloc[-1]  # the 2048x2048 one
+    assert moved.op_class == "copy", top.to_dict("records")
+    assert not any("ops with no class" in e for e in report.launch.evidence), report.launch.evidence

@@ -620,12 +620,16 @@ _INPUT_TYPES = r'"Input type":\["(?P<dst>[^"]*)","(?P<src>[^"]*)"'
 
 def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
     """Copies that change dtype become casts (and so do the copy ops around them); other copies
-    take the class of their nearest enclosing classified op, or ``other``."""
+    take the class of their nearest enclosing classified op. A copy no classified op encloses stays
+    ``copy`` (data movement, memory-bound work: a top-level ``x.contiguous()`` moves every byte) where
+    its recorded input types show one dtype; without them it may be a cast and is ``other``, which
+    the unclassified-work check names with what would tell the two apart (record_shapes)."""
     copy, cast, other = OP_CLASSES.index("copy"), OP_CLASSES.index("cast"), OP_CLASSES.index("other")
     copy_rows = op_rows[op[op_rows] == copy]
     if copy_rows.size == 0:
         return
     copies = copy_rows[frame.name_code[copy_rows] == _code_of(frame, "aten::copy_")]
+    one_dtype = np.zeros(op.size, bool)  # copy_ rows whose recorded input types are one tensor dtype
     if copies.size:
         # copy_(dst, src): read both dtypes from the args JSON in one vectorized regex pass.
         args = frame.table.column("args").take(pa.array(copies))
@@ -635,6 +639,7 @@ def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
         # As is_dtype_change: two tensor dtypes (not empty, not "Scalar") that differ; no match is null.
         tensor = [pc.and_(pc.not_equal(t, ""), pc.not_equal(t, "Scalar")) for t in (dst, src)]
         changes = pc.fill_null(pc.and_(pc.and_(*tensor), pc.not_equal(dst, src)), False).to_numpy(zero_copy_only=False)
+        one_dtype[copies] = pc.fill_null(pc.and_(pc.and_(*tensor), pc.equal(dst, src)), False).to_numpy(zero_copy_only=False)
         cur = copies[changes]
         op[cur] = cast
         # aten::to -> aten::_to_copy -> aten::copy_: the copy ops wrapping a cast are the same cast.
@@ -647,7 +652,7 @@ def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
     remaining = copy_rows[op[copy_rows] == copy]
     wanted = (op != copy) & (op != other) & (op != NO_CLASS)
     ancestor = nearest_ancestor(frame.parent, remaining, wanted)
-    op[remaining] = np.where(ancestor >= 0, op[np.maximum(ancestor, 0)], other)
+    op[remaining] = np.where(ancestor >= 0, op[np.maximum(ancestor, 0)], np.where(one_dtype[remaining], copy, other))
 
 
 def _code_of(frame: Frame, name: str) -> int:
