@@ -659,9 +659,10 @@ def inside_batch_fetches(frame: Frame) -> np.ndarray:
     without workers: all of it is the loop loading data, whatever each op computes."""
     out = np.zeros(len(frame), bool)
     # TF eager: the op is EagerExecute, named for what it runs (op_name_codes), around its fetch.
-    names = op_name_codes(frame)
-    fetching_names = [c for c in distinct(names[frame.rows("cpu_op")]).tolist() if c >= 0 and DATA_LOADER.search(frame.names[c])]
-    fetches = np.union1d(data_loading_rows(frame), frame.rows("cpu_op")[member_mask(names[frame.rows("cpu_op")], fetching_names)])
+    ops = frame.rows("cpu_op")
+    names = op_name_codes(frame)[ops]
+    fetching_names = [c for c in distinct(names).tolist() if c >= 0 and DATA_LOADER.search(frame.names[c])]
+    fetches = np.union1d(data_loading_rows(frame), ops[member_mask(names, fetching_names)])
     if not fetches.size:
         return out
     out[fetches] = True

@@ -61,7 +61,7 @@ def ranges(table: pa.Table) -> RangesReport:
     rows = frame.rows(*RANGE_KINDS)
     is_range = frame.mask(*RANGE_KINDS)
     parent_range = nearest_ancestor(frame.parent, rows, is_range)
-    depth = _range_depth(parent_range, rows)
+    depth, in_same_name = _range_ancestry(parent_range, rows, frame.name_code[rows])
 
     # Each range's GPU activities: those whose launch call lies in the range's subtree of the row tree.
     gpu_rows = frame.rows(*GPU_BUSY_KINDS)
@@ -77,7 +77,7 @@ def ranges(table: pa.Table) -> RangesReport:
         "row": rows, "name": [frame.names[c] if c >= 0 else "" for c in frame.name_code[rows]],
         "depth": depth, "pid": frame.pid[rows], "tid": frame.tid[rows], "start_ns": frame.start[rows],
         "dur_ns": frame.dur[rows], "parent": parent_range,
-        "in_same_name": _inside_same_name(parent_range, rows, frame.name_code[rows]),
+        "in_same_name": in_same_name,
     })
     inst["outermost_ns"] = np.where(inst["in_same_name"], 0, inst["dur_ns"])
     inst["gpu_ops"], inst["gpu_busy_ns"] = proj["gpu_ops"], proj["gpu_busy_ns"]
@@ -203,28 +203,19 @@ def _projection(parent: np.ndarray, depth: np.ndarray, ranges: np.ndarray, launc
     return out
 
 
-def _inside_same_name(parent_range: np.ndarray, rows: np.ndarray, name_code: np.ndarray) -> np.ndarray:
-    """Per range: whether an enclosing range has its name (a recursive range; TF's TraceMe of a
-    ``tf.function`` call inside the program's ``Trace`` of the same name)."""
-    position = np.full(int(rows.max()) + 1 if rows.size else 1, -1, np.int64)
-    position[rows] = np.arange(rows.size)
-    inside = np.zeros(rows.size, bool)
-    cur = parent_range.copy()
-    while (cur >= 0).any():
-        up = np.flatnonzero(cur >= 0)
-        inside[up] |= (name_code[position[cur[up]]] == name_code[up]) & (name_code[up] >= 0)  # unnamed: not one name
-        cur[up] = parent_range[position[cur[up]]]
-    return inside
-
-
-def _range_depth(parent_range: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Depth of each range among ranges only (ops in between do not count)."""
+def _range_ancestry(parent_range: np.ndarray, rows: np.ndarray, name_code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per range, in one climb of its enclosing ranges: its depth among ranges only (ops in between do
+    not count), and whether an enclosing range has its name (a recursive range; TF's TraceMe of a
+    ``tf.function`` call inside the program's ``Trace`` of the same name; unnamed ranges are no name)."""
     position = np.full(int(rows.max()) + 1 if rows.size else 1, -1, np.int64)
     position[rows] = np.arange(rows.size)
     depth = np.zeros(rows.size, np.int64)
+    inside = np.zeros(rows.size, bool)
+    named = name_code >= 0
     cur = parent_range.copy()
     while (cur >= 0).any():
-        up = cur >= 0
+        up = np.flatnonzero(cur >= 0)
         depth[up] += 1
+        inside[up] |= (name_code[position[cur[up]]] == name_code[up]) & named[up]
         cur[up] = parent_range[position[cur[up]]]
-    return depth
+    return depth, inside

@@ -878,7 +878,7 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
 
     def loop_glue(seg: Segment) -> bool:
         return (seg.top not in cells and first_cell <= seg.start and seg.start + seg.dur <= last_cell
-                and not seg.kind.startswith("compute") and seg.kind in ("dispatch", "api"))
+                and seg.kind in ("dispatch", "api"))
     pointwise: dict[tuple[int, int], int] = {}  # (cell, op) -> its pointwise work
     for seg in step.segments:
         if seg.top in cells and seg.kind.startswith("compute:") and seg.kind[8:] not in FUSED_RNN_MATH:
