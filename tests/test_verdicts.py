@@ -832,7 +832,8 @@ def test_a_batch_fetch_inside_a_tf_step_is_fetching_not_unclassified_work():
 def test_casts_that_take_a_large_share_are_stated_with_a_remedy_for_the_framework(tmp_path):
     """Dtype casts are one of the overheads the breakdown separates; a fifth to a third of a step in
     them was in the tables but in no verdict. On CPU, bf16 autocast casts the weights again every step:
-    with 1024x1024 weights and a batch of 4, about half the step (49% on a 2-core Xeon)."""
+    with 1024x1024 weights and a batch of 4, about half the step on a 2-core Xeon with AMX (49%), 29% on an
+    AVX2-only EPYC, whose bf16 GEMMs run emulated and take the larger share."""
     torch = pytest.importorskip("torch")
     from torch import nn
 
@@ -854,7 +855,8 @@ def test_casts_that_take_a_large_share_are_stated_with_a_remedy_for_the_framewor
     said = [e for e in cpu.evidence if e.startswith("cast ops (dtype conversions) take")]
     assert said and verdicts.TORCH_CAST_REMEDY in cpu.remedies, (cpu.evidence, cpu.remedies)
     share = int(re.search(r"take (\d+)%", said[0]).group(1))
-    assert share >= 2 * verdicts.CAST_NOTE_SHARE * 100
+    # Every cast counted, on any CPU: a fifth of the step at least (a missed weight cast would halve it).
+    assert share >= 20, said
     # Without record_shapes the same copies cannot be told from casts: they are long ops of no class, and
     # the evidence says what would tell them apart.
     untyped = tracekit.launch(_capture(tmp_path / "autocast_untyped.json", step, steps=5, wait=1, warmup=1)).result
