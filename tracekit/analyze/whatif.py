@@ -838,7 +838,9 @@ def _fuse_elementwise(step: _Step) -> tuple[int, str] | None:
     n = sum(len(r) for r in runs)
     return predicted, (f"{len(runs)} run(s) of {n} elementwise/cast ops become one op each, costing the run's "
                        "longest compute (one pass over memory); their other ops' dispatch, compute and launches go "
-                       "to 0")
+                       "to 0; a compiler's own cost per call of the fused code (torch.compile: Dynamo's cache lookup "
+                       "and wrapper) is not counted, and where the compiled function is called once per loop "
+                       "iteration it can exceed the saving")
 
 
 def _fused_gpu_runs(step: _Step) -> dict[int, int]:
