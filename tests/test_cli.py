@@ -156,3 +156,24 @@ def test_info_starts_without_pandas(trace):
 
     compute = trace.endswith(".sqlite") and _native.sqlite_reader() is None
     assert out == ["0", "False", "None", str(compute), "False", "False"]
+
+
+def test_the_command_line_turns_numpys_huge_page_hint_off_unless_the_user_set_it(monkeypatch, capsys):
+    """A big trace's analysis spends seconds of system time zeroing and compacting the huge pages numpy
+    asks for (tracekit/pages.py); the command line's process asks for base pages, the library does not."""
+    np_multiarray = pytest.importorskip("numpy._core.multiarray")
+    hint = np_multiarray._set_madvise_hugepage  # sets the hint, returns the one before
+    trace = str(Path(__file__).parent / "data" / "cpu" / "ddp_gloo_rank0.pt.trace.json.gz")
+    original = hint(True)
+    try:
+        monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+        tracekit.load(trace)
+        assert hint(True) is True  # the library leaves it
+        assert main(["info", trace]) == 0
+        assert hint(True) is False  # the command turned it off
+        monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")
+        assert main(["info", trace]) == 0
+        assert hint(True) is True  # the user's choice stands
+    finally:
+        hint(original)
+    capsys.readouterr()

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from tracekit import __version__
 from tracekit.errors import TracekitError
+from tracekit.pages import prefer_base_pages
 
 
 class Command(Protocol):
@@ -93,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     import_numpy_with_one_blas_thread()
+    prefer_base_pages()
     try:
         return int(args._command.run(args))
     except TracekitError as e:
