@@ -37,7 +37,9 @@ CHILD_TRACEKIT = """
 import json, resource, sys, time
 from pathlib import Path
 from tracekit.cli import import_numpy_with_one_blas_thread
+from tracekit.pages import prefer_base_pages
 import_numpy_with_one_blas_thread()  # as the tracekit command does
+prefer_base_pages()
 from tracekit import _native
 from tracekit.ingest import kineto
 cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])

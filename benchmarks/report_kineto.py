@@ -33,6 +33,8 @@ import json, sys, time
 from pathlib import Path
 import pandas  # noqa: F401  (the analyses' import, outside the timed part like every other import)
 from tracekit import api
+from tracekit.pages import prefer_base_pages
+prefer_base_pages()  # as the tracekit command does
 from tracekit.analyze.frame import ARGS_READ_OF_KINDS, COLUMNS_READ
 from tracekit.ingest import load
 mode, path = sys.argv[1], Path(sys.argv[2])
