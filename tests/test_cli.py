@@ -171,6 +171,8 @@ def test_the_command_line_turns_numpys_huge_page_hint_off_unless_the_user_set_it
         assert hint(True) is True  # the library leaves it
         assert main(["info", trace]) == 0
         assert hint(True) is False  # the command turned it off
+        assert main(["collect", "torch", "--list"]) == 0
+        assert hint(True) is True  # a command that runs workloads leaves them numpy's default
         monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")
         assert main(["info", trace]) == 0
         assert hint(True) is True  # the user's choice stands

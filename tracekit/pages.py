@@ -6,8 +6,9 @@ per-row ids), and each huge page is zeroed whole when first touched and has to b
 in physical memory. On the 2-core VM tracekit is developed on, ``tracekit report`` of a 5M-event
 Parquet file spent 2.8-3.9 s of system time on that (5.2-6.6 s wall); with base pages 1.4 s (4.0-4.1 s
 wall), and an nsys export of a million kernels went from 4.8-5.5 s to 3.9-4.0 s. Small traces do
-not change. So the commands that read a trace turn the hint off in their own process; the library
-leaves numpy as it finds it, and ``NUMPY_MADVISE_HUGEPAGE`` set by the user wins.
+not change. So the commands that read a trace turn the hint off in their own process (not those that
+run a profiled workload in it, which runs as the user's own would); the library leaves numpy as it
+finds it, and ``NUMPY_MADVISE_HUGEPAGE`` set by the user wins.
 """
 
 from __future__ import annotations

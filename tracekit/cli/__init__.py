@@ -49,6 +49,10 @@ def _commands() -> list[Command]:
             sql.SqlCommand(), export.ExportCommand(), critical_path.CriticalPathCommand(), whatif.WhatIfCommand()]
 
 
+# The commands that run the LSTM workloads in this process (and the analyses after them).
+RUNS_WORKLOADS = ("collect", "baseline", "run")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -94,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     import_numpy_with_one_blas_thread()
-    prefer_base_pages()
+    if args._command.name not in RUNS_WORKLOADS:  # a profiled workload runs as the user's own would
+        prefer_base_pages()
     try:
         return int(args._command.run(args))
     except TracekitError as e:
