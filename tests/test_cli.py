@@ -162,6 +162,7 @@ def test_the_command_line_turns_numpys_huge_page_hint_off_unless_the_user_set_it
     """A big trace's analysis spends seconds of system time zeroing and compacting the huge pages numpy
     asks for (tracekit/pages.py); the command line's process asks for base pages, the library does not."""
     np_multiarray = pytest.importorskip("numpy._core.multiarray")
+    pytest.importorskip("torch")  # collect torch --list below
     hint = np_multiarray._set_madvise_hugepage  # sets the hint, returns the one before
     trace = str(Path(__file__).parent / "data" / "cpu" / "ddp_gloo_rank0.pt.trace.json.gz")
     original = hint(True)
