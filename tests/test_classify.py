@@ -68,6 +68,19 @@ OPS = {
     "bn/FusedBatchNormGradV3:FusedBatchNormGradV3": "reduction", "x/Relu6Grad:Relu6Grad": "elementwise",
     "sq/SquaredDifference:SquaredDifference": "elementwise", "t/transpose:_MklTranspose": "elementwise",
     "SGD/AssignSubVariableOp:AssignSubVariableOp": "elementwise", "r/Reshape:Reshape": "other",
+    # Dense linear algebra (LAPACK / cuSOLVER): PyTorch's torch.linalg and older names, TF's ops and their
+    # oneDNN-free names, XLA's HLOs; norms are reductions; linalg's error check stays bookkeeping.
+    "aten::linalg_eigh": "linalg", "aten::_linalg_eigh": "linalg", "aten::_linalg_svd": "linalg",
+    "aten::linalg_qr": "linalg", "aten::linalg_cholesky_ex": "linalg", "aten::linalg_solve_ex": "linalg",
+    "aten::_linalg_solve_ex": "linalg", "aten::linalg_inv_ex": "linalg", "aten::_linalg_slogdet": "linalg",
+    "aten::linalg_lu_factor_ex": "linalg", "aten::linalg_solve_triangular": "linalg", "aten::inverse": "linalg",
+    "aten::cholesky_solve": "linalg", "aten::matrix_exp": "linalg", "aten::geqrf": "linalg",
+    "aten::linalg_vector_norm": "reduction", "aten::linalg_matrix_norm": "reduction",
+    "aten::_linalg_check_errors": "other",
+    "grad/SelfAdjointEigV2:SelfAdjointEigV2": "linalg", "chol/Cholesky:Cholesky": "linalg",
+    "inv/MatrixInverse:MatrixInverse": "linalg", "solve/MatrixTriangularSolve:MatrixTriangularSolve": "linalg",
+    "LogMatrixDeterminant": "linalg", "cholesky.3": "linalg", "triangular-solve.1": "linalg",
+    "lapack_ssyevd_ffi": "linalg",
     # Views and allocations stay "other": they do no arithmetic.
     "aten::empty_strided": "other", "aten::as_strided": "other", "aten::view": "other", "aten::equal": "other",
 }

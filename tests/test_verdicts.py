@@ -369,34 +369,71 @@ def test_steps_whose_ops_ran_on_other_python_threads_say_the_profiler_did_not_fo
     assert any("records the thread that entered it" in e for e in r.evidence), r.evidence
 
 
-def test_long_ops_of_no_class_are_not_taken_for_dispatch(tmp_path):
-    """An eigendecomposition per step, then a small read-out: aten::_linalg_eigh does nearly all of the
-    step's arithmetic, and no class rule knows it. Counted as dispatch such ops made a real capture
-    CPU/framework-bound and whatif's no-dispatch took them away; the verdict says they decide it,
-    naming them, no scenario removes them, and the critical path counts them as CPU compute. (The
-    FFTs of an FNet-style mixing were this test's ops before they had the class fft.)"""
-    torch = pytest.importorskip("torch")
+def _eigenvectors_op(torch):
+    """A custom op (``torch.library``) whose arithmetic, numpy's eigh, no class rule knows: registered
+    once per process."""
+    import numpy as np
+
+    if not hasattr(torch.ops.tracekit_test, "eigenvectors"):
+        # The schema given: this module's annotations are strings (from __future__ import annotations).
+        @torch.library.custom_op("tracekit_test::eigenvectors", mutates_args=(), schema="(Tensor a) -> Tensor")
+        def eigenvectors(a):
+            return torch.from_numpy(np.linalg.eigh(a.numpy())[1].copy())
+    return torch.ops.tracekit_test.eigenvectors
+
+
+def _capture_of_a_matrix_step(torch, path: Path, decompose) -> None:
+    """A real capture: per step, ``decompose`` of a 192 x 192 symmetric matrix and a small read-out,
+    captured again where a busy machine stalled a call 10x (CPU-contended, a verdict of its own)."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     torch.manual_seed(0)
     a = torch.randn(192, 192)
     a, readout = a @ a.T, torch.nn.Linear(192, 8)
-    path = tmp_path / "eigh.json"
-    for _ in range(3):  # a busy machine can stall a call 10x (CPU-contended, a verdict of its own): capture again
+    for _ in range(3):
         with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
                                       schedule=schedule(wait=0, warmup=1, active=4, repeat=1)) as prof:
             for _ in range(5):
-                readout(torch.linalg.eigh(a).eigenvectors).sum()
+                readout(decompose(a)).sum()
                 prof.step()
-        r = tracekit.launch(path).result
-        if r.verdict != "CPU-contended":
+        if tracekit.launch(path).result.verdict != "CPU-contended":
             break
+
+
+def test_long_ops_of_no_class_are_not_taken_for_dispatch(tmp_path):
+    """A custom op per step, then a small read-out: ``tracekit_test::eigenvectors`` (numpy's eigh
+    inside) does nearly all of the step's arithmetic, and no class rule knows it. Counted as dispatch
+    such ops made a real capture CPU/framework-bound and whatif's no-dispatch took them away; the
+    verdict says they decide it, naming them, no scenario removes them, and the critical path counts
+    them as CPU compute. (An FNet-style mixing's FFTs, then a per-step torch.linalg.eigh, were this
+    test's ops before they had the classes fft and linalg.)"""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "custom_op.json"
+    _capture_of_a_matrix_step(torch, path, _eigenvectors_op(torch))
+    r = tracekit.launch(path).result
     assert r.verdict == "undetermined", r.evidence
-    assert any("no class" in e and "linalg_eigh" in e for e in r.evidence), r.evidence
+    assert any("no class" in e and "tracekit_test::eigenvectors" in e for e in r.evidence), r.evidence
     no_dispatch = next(s for s in tracekit.whatif(path).result.scenarios if s.name == "no-dispatch")
     assert no_dispatch.saving_ns < 0.5 * (no_dispatch.saving_ns + no_dispatch.predicted_step_ns)
-    cp = tracekit.critical_path(path).result  # the decomposition is the path's CPU compute, not framework time
+    cp = tracekit.critical_path(path).result  # the op is the path's CPU compute, not framework time
     assert cp.cpu_compute_ns > 0.5 * cp.total_ns
+
+
+def test_linear_algebra_is_compute_of_its_own_class(tmp_path):
+    """The same step with torch.linalg.eigh (LAPACK's syevd): ``aten::_linalg_eigh`` is the op class
+    linalg, so the capture is CPU compute-bound (it was undetermined, the decomposition read as an
+    op of no class), its time is compute in the CPU partition, and no-dispatch does not remove it."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "eigh.json"
+    _capture_of_a_matrix_step(torch, path, lambda a: torch.linalg.eigh(a).eigenvectors)
+    report = tracekit.report(path)
+    assert report.launch.verdict == "CPU compute-bound", report.launch.evidence
+    whole = report.breakdown.cpu_partition.iloc[0]
+    assert whole["linalg_ns"] > 0.5 * whole["span_ns"], whole.to_dict()
+    top = report.launch.top_ops.ops
+    assert set(top[top.name.str.contains("linalg_eigh")].op_class) == {"linalg"}, top
+    no_dispatch = next(s for s in tracekit.whatif(path).result.scenarios if s.name == "no-dispatch")
+    assert no_dispatch.saving_ns < 0.5 * (no_dispatch.saving_ns + no_dispatch.predicted_step_ns)
 
 
 def test_ffts_are_compute_of_their_own_class(tmp_path):

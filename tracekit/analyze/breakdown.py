@@ -65,7 +65,8 @@ HOST_CLASSES = ("launch", "sync", "memory_api", "other_api", "framework", "pytho
 # enclose them, and their time is not host work (not reported).
 _SPLIT = ("launch", "sync", "memory_api", "other_api", "framework", "waiting", "python")
 # Op classes that do arithmetic; time in a step outside all of them is dispatch overhead.
-COMPUTE_OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "fft", "communication")
+COMPUTE_OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "fft", "linalg",
+                      "communication")
 ALL_STEPS = -1
 
 

@@ -29,8 +29,8 @@ from tracekit.schema import GPU_ACTIVITY_KINDS
 # Classes, in the priority order the GPU breakdown uses when kernels overlap (see breakdown.py).
 KERNEL_CLASSES = ("communication", "rnn", "attention", "convolution", "gemm", "cast", "reduction", "elementwise", "other", "memcpy",
                   "memset", "sync")
-OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "fft", "communication", "compiled",
-              "other")
+OP_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "fft", "linalg", "communication",
+              "compiled", "other")
 API_CLASSES = ("launch", "sync", "memory", "other")
 
 # Kernel rules carry a scope: "full" matches the whole demangled name, "base" only the kernel's own
@@ -163,6 +163,24 @@ OP_RULES: list[tuple[str, str]] = [
     # XLA's fft HLO instruction.
     ("fft", r"^aten::(_fft_r2c|_fft_c2r|_fft_c2c|fft_\w+|stft|istft|_fft_r2c_backward|_fft_c2r_backward)$|"
             r"^(I?R?FFT|I?R?FFT[23]D|I?R?FFTND|BatchFFT\w*)$|^(wrapped_)?fft(\.\d+)?$"),
+    # Dense linear algebra beyond matrix products (LAPACK on the CPU, cuSOLVER/MAGMA on a GPU):
+    # decompositions, solves, inverses, determinants, matrix functions. Second-order optimizers
+    # (Shampoo, SOAP) run an eigendecomposition or matrix root per step. PyTorch's torch.linalg and
+    # its older names, TF's linear-algebra ops (and their gradients), XLA's cholesky and
+    # triangular-solve HLOs and its LAPACK custom calls.
+    ("linalg", r"^aten::_?linalg_(eigh|eigvalsh|eig|eigvals|svd|svdvals|qr|cholesky|cholesky_ex|inv|inv_ex|solve|"
+               r"solve_ex|solve_triangular|lstsq|det|slogdet|lu|lu_factor|lu_factor_ex|lu_solve|ldl_factor|"
+               r"ldl_factor_ex|ldl_solve|matrix_exp|pinv|householder_product|tensorsolve|tensorinv|matrix_rank|"
+               r"matrix_power|cond)(_backward)?$|"
+               r"^aten::(_?svd|_svd_helper|qr|cholesky|cholesky_solve|_cholesky_solve_helper|cholesky_inverse|inverse|"
+               r"logdet|slogdet|det|lu_unpack|lu_solve|triangular_solve|geqrf|ormqr|orgqr|matrix_exp|"
+               r"matrix_exp_backward|pinverse|matrix_power)$|"
+               r"^(Cholesky|CholeskyGrad|Qr|Svd|SelfAdjointEig|SelfAdjointEigV2|Eig|MatrixInverse|MatrixDeterminant|"
+               r"LogMatrixDeterminant|MatrixSolve|MatrixSolveLs|MatrixTriangularSolve|BandedTriangularSolve|"
+               r"TridiagonalSolve|TridiagonalMatMul|Lu|MatrixExponential|MatrixLogarithm|MatrixSquareRoot|"
+               r"BatchCholesky\w*|BatchMatrix(Inverse|Determinant|Solve|SolveLs|TriangularSolve)|BatchSelfAdjointEig\w*|"
+               r"BatchSvd)$|"
+               r"^(wrapped_)?(cholesky|triangular-solve)(\.\d+)?$|^lapack_\w+$"),
     # torchrec's collectives are autograd Functions named <collective>_Req / _Wait (All2All_Pooled_Req,
     # ReduceScatterV_Wait, ...), their backward nodes with "Backward" appended.
     ("communication", r"^nccl:|^c10d::|^gloo:|^record_param_comms$|^(NcclAllReduce|NcclReduce|NcclBroadcast|"
@@ -184,7 +202,8 @@ OP_RULES: list[tuple[str, str]] = [
                   r"cudnn_batch_norm_backward|miopen_batch_norm|_batch_norm_impl_index|_batch_norm_impl_index_backward|"
                   r"max_pool[123]d|max_pool[123]d_with_indices|avg_pool[123]d|_?adaptive_avg_pool[123]d|"
                   r"_?adaptive_max_pool[123]d|binary_cross_entropy|binary_cross_entropy_with_logits|mse_loss|"
-                  r"l1_loss|smooth_l1_loss|all|any|logsumexp|topk|sort|argsort|"
+                  r"l1_loss|smooth_l1_loss|all|any|logsumexp|topk|sort|argsort|linalg_vector_norm|linalg_norm|"
+                  r"linalg_matrix_norm|frobenius_norm|"
                   # backward passes of the reductions above, and embedding gradients (a scatter-add)
                   r"_softmax_backward_data|_log_softmax_backward_data|max_pool[123]d_with_indices_backward|"
                   r"avg_pool[123]d_backward|_adaptive_avg_pool[123]d_backward|adaptive_max_pool[123]d_backward|"

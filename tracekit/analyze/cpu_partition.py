@@ -29,7 +29,8 @@ from tracekit.analyze.classify import OP_CLASSES
 from tracekit.analyze.frame import Frame
 from tracekit.ingest.columns import stable_order
 
-PARTITION_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "fft", "communication", "compiled")
+PARTITION_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "fft", "linalg",
+                     "communication", "compiled")
 PARTS = (*[f"{c}_ns" for c in PARTITION_CLASSES], "framework_ns", "waiting_ns", "outside_ops_ns")
 COLUMNS = ["step", "thread", "span_ns", *PARTS, "other_threads_ns"]
 

@@ -695,7 +695,7 @@ def _summarize(frame: Frame, classes, g: _Graph, path: list[int], window: dict[s
         owners = np.unique(owners[owners >= 0])
         owners = owners[~seen[owners]]  # stop where an earlier walk already went
     cpu_compute &= ~seen
-    if not gpu_kinds.any():  # CPU-only: ops of no class doing long work of their own (an eigh) compute too
+    if not gpu_kinds.any():  # CPU-only: ops of no class doing long work of their own (a custom op) compute too
         cpu_compute[unclassified_work_rows(frame, frame.rows("cpu_op"))] = True
     fetching = inside_batch_fetches(frame)
     records = []

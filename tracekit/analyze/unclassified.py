@@ -2,11 +2,12 @@
 
 The class rules know the common framework ops by name; an op they do not know is ``other``, and the
 breakdown counts its time as dispatch (outside compute ops). That is right for metadata ops and
-allocations, which cost a few µs a call, and wrong for arithmetic the rules have not met: a
-linear-algebra decomposition, a custom op, an op added in a later framework release. Such an op shows itself by what it does:
-calls that average ``UNCLASSIFIED_WORK_NS`` or more, nearly all of it self time (not a wrapper
-around other ops), while no other thread is busy on its behalf (not a TF function call waiting for
-its executor). The verdict says when these ops decide it; whatif does not count them as dispatch.
+allocations, which cost a few µs a call, and wrong for arithmetic the rules have not met: a custom
+op (``torch.library``, a C++ extension), an op added in a later framework release. Such an op shows
+itself by what it does: calls that average ``UNCLASSIFIED_WORK_NS`` or more, nearly all of it self
+time (not a wrapper around other ops), while no other thread is busy on its behalf (not a TF
+function call waiting for its executor). The verdict says when these ops decide it; whatif does
+not count them as dispatch.
 """
 
 from __future__ import annotations

@@ -255,8 +255,8 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
         for body in compiled_code_self(frame)[0].tolist():
             if body in kinds:
                 kinds[body] = "compiled"
-        # Ops of no class that do long work of their own may be arithmetic the rules do not know (an
-        # eigendecomposition): no scenario removes them as dispatch (tracekit.analyze.unclassified).
+        # Ops of no class that do long work of their own may be arithmetic the rules do not know (a
+        # custom op): no scenario removes them as dispatch (tracekit.analyze.unclassified).
         # They are judged among the other threads' ops too: a call that waits for those is not work.
         window_ops = np.concatenate([rows[frame.mask("cpu_op")[rows]], others])
         for row in unclassified_work_rows(frame, window_ops).tolist():
