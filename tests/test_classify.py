@@ -76,7 +76,7 @@ OPS = {
     "aten::linalg_lu_factor_ex": "linalg", "aten::linalg_solve_triangular": "linalg", "aten::inverse": "linalg",
     "aten::cholesky_solve": "linalg", "aten::matrix_exp": "linalg", "aten::geqrf": "linalg",
     "aten::linalg_vector_norm": "reduction", "aten::linalg_matrix_norm": "reduction",
-    "aten::_linalg_check_errors": "other",
+    "aten::_linalg_check_errors": "other", "aten::linalg_matrix_power": "other",
     "grad/SelfAdjointEigV2:SelfAdjointEigV2": "linalg", "chol/Cholesky:Cholesky": "linalg",
     "inv/MatrixInverse:MatrixInverse": "linalg", "solve/MatrixTriangularSolve:MatrixTriangularSolve": "linalg",
     "LogMatrixDeterminant": "linalg", "cholesky.3": "linalg", "triangular-solve.1": "linalg",

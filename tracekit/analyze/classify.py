@@ -163,7 +163,8 @@ OP_RULES: list[tuple[str, str]] = [
     # XLA's fft HLO instruction.
     ("fft", r"^aten::(_fft_r2c|_fft_c2r|_fft_c2c|fft_\w+|stft|istft|_fft_r2c_backward|_fft_c2r_backward)$|"
             r"^(I?R?FFT|I?R?FFT[23]D|I?R?FFTND|BatchFFT\w*)$|^(wrapped_)?fft(\.\d+)?$"),
-    # Dense linear algebra beyond matrix products (LAPACK on the CPU, cuSOLVER/MAGMA on a GPU):
+    # Dense linear algebra beyond matrix products (LAPACK on the CPU, cuSOLVER/MAGMA on a GPU; not
+    # matrix_power, a loop of aten::mm calls whose time is GEMM):
     # decompositions, solves, inverses, determinants, matrix functions. Second-order optimizers
     # (Shampoo, SOAP) run an eigendecomposition or matrix root per step. PyTorch's torch.linalg and
     # its older names, TF's linear-algebra ops (and their gradients), XLA's cholesky and
@@ -171,10 +172,10 @@ OP_RULES: list[tuple[str, str]] = [
     ("linalg", r"^aten::_?linalg_(eigh|eigvalsh|eig|eigvals|svd|svdvals|qr|cholesky|cholesky_ex|inv|inv_ex|solve|"
                r"solve_ex|solve_triangular|lstsq|det|slogdet|lu|lu_factor|lu_factor_ex|lu_solve|ldl_factor|"
                r"ldl_factor_ex|ldl_solve|matrix_exp|pinv|householder_product|tensorsolve|tensorinv|matrix_rank|"
-               r"matrix_power|cond)(_backward)?$|"
+               r"cond)(_backward)?$|"
                r"^aten::(_?svd|_svd_helper|qr|cholesky|cholesky_solve|_cholesky_solve_helper|cholesky_inverse|inverse|"
                r"logdet|slogdet|det|lu_unpack|lu_solve|triangular_solve|geqrf|ormqr|orgqr|matrix_exp|"
-               r"matrix_exp_backward|pinverse|matrix_power)$|"
+               r"matrix_exp_backward|pinverse)$|"
                r"^(Cholesky|CholeskyGrad|Qr|Svd|SelfAdjointEig|SelfAdjointEigV2|Eig|MatrixInverse|MatrixDeterminant|"
                r"LogMatrixDeterminant|MatrixSolve|MatrixSolveLs|MatrixTriangularSolve|BandedTriangularSolve|"
                r"TridiagonalSolve|TridiagonalMatMul|Lu|MatrixExponential|MatrixLogarithm|MatrixSquareRoot|"
