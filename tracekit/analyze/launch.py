@@ -565,8 +565,10 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
         w = whatif(frame.table)  # on the median step
     except (TracekitError, ValueError, IndexError, KeyError, ZeroDivisionError):
         return  # the ordering is a refinement: a trace the replay cannot handle keeps the rules' order
-    # An upper bound (time the trace cannot show to be dispatch) does not order remedies.
-    saving = {s.name: s.saving_ns / w.replayed_step_ns for s in w.scenarios if w.replayed_step_ns and not s.upper_bound}
+    # An upper bound (time the trace cannot show to be dispatch) or an uncertain prediction (kernels a
+    # library would choose that the trace cannot show) does not order remedies.
+    saving = {s.name: s.saving_ns / w.replayed_step_ns for s in w.scenarios
+              if w.replayed_step_ns and not s.upper_bound and not s.uncertain}
     scenario = [next((sc for key, sc in _REMEDY_SCENARIOS if key in remedy), None) for remedy in r.remedies]
     costed = [saving.get(sc) if sc else None for sc in scenario]
     if not any(c is not None for c in costed):

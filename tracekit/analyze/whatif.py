@@ -93,6 +93,9 @@ class Scenario:
     # The saving rests on time the trace cannot show to be per-op dispatch (UNEXPLAINED_STRETCH_SHARE):
     # an upper bound, which the report does not order remedies by.
     upper_bound: bool = False
+    # The change makes a library choose other kernels that the trace cannot show (amp on cuDNN's fused
+    # RNN): the prediction may be off either way, and the report does not order remedies by it either.
+    uncertain: bool = False
 
 
 @dataclass
@@ -137,6 +140,11 @@ class _Step:
     thread_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the replayed threads
 
 
+# amp's prediction is uncertain where at least this share of the step's GPU time is a fused RNN
+# library op (_library_rnn_share).
+LIBRARY_RNN_SHARE = 0.5
+LIBRARY_RNN_OPS = re.compile(r"_cudnn_rnn|miopen_rnn|^CudnnRNN|^aten::(lstm|gru|rnn_tanh|rnn_relu)$")
+
 # Blocking calls wait for the replayed GPU work when that reproduces the step within this share of
 # it beyond what keeping their measured time reproduces (launch latency read off the trace's p10
 # starts the replayed kernels a little early: -2.4% on 20 synchronized matrix products).
@@ -179,6 +187,12 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
         if result is None:
             continue
         predicted, assumptions = result
+        uncertain = name == "amp" and _library_rnn_share(step) >= LIBRARY_RNN_SHARE
+        if uncertain:
+            assumptions += (f"; uncertain: {_library_rnn_share(step):.0%} of the step's GPU time is a fused RNN "
+                            "library op, which picks its algorithm per precision (cuDNN's LSTM on an H100 runs one "
+                            "persistent kernel per call at 16 bits, and autocast casts and re-flattens its weights "
+                            "each call): measured on an H100, 0.5x to 2.4x the step this predicts (docs/whatif.md)")
         upper_bound = False
         longest = _longest_stretch(step) if name in ("no-dispatch", "cuda-graph-step") else 0
         if longest and longest >= UNEXPLAINED_STRETCH_SHARE * (end - start):
@@ -186,7 +200,7 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
             assumptions += (f"; an upper bound: one stretch with no op running is {longest / (end - start):.0%} of "
                             f"the step ({longest / 1e6:,.1f} ms), Python work, compilation or a wait the trace does "
                             "not show, which a compiled graph may not remove")
-        scenarios.append(Scenario(name, predicted, baseline - predicted, assumptions, upper_bound))
+        scenarios.append(Scenario(name, predicted, baseline - predicted, assumptions, upper_bound, uncertain))
     scenarios.sort(key=lambda s: -s.saving_ns)
     return WhatIf(window, end - start, baseline, scenarios, _busiest_stream(step), step.tids)
 
@@ -891,9 +905,20 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
         if cell not in kept or work > pointwise[(cell, kept[cell])]:
             kept[cell] = op
 
+    def kept_launch(seg: Segment) -> bool:
+        # A fused RNN op on a GPU still launches each timestep's GEMM and gate kernel from the host
+        # (cuDNN's standard algorithm; its persistent kernel, one launch a call, is chosen by hidden
+        # size, batch and precision, which the loop's trace cannot show).
+        if seg.kind != "launch" or seg.owner < 0:
+            return False
+        op = int(f.op_row[seg.owner])
+        return op >= 0 and (op == kept.get(seg.top) or step.op_class.get(op, "other") in FUSED_RNN_MATH)
+
     def host(seg: Segment) -> int:
         if seg.top not in cells:
             return seg.covered if loop_glue(seg) else seg.dur
+        if kept_launch(seg):
+            return seg.dur
         if not seg.kind.startswith("compute:") or seg.owner == seg.top:
             return seg.covered  # the cell op's own time: a composite op's dispatch into its GEMMs and gates
         if seg.kind[8:] in FUSED_RNN_MATH or kept.get(seg.top) == seg.owner:
@@ -901,14 +926,18 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
         return 0
 
     glue = sum(s.dur - s.covered for s in step.segments if loop_glue(s))
+    launches = sum(1 for s in step.segments if s.top in cells and kept_launch(s))
     predicted = _replay(step, host_scale=host, launch_latency=0)
+    kept_launches = (f"; the launch calls of the GEMM and pointwise kernels kept stay ({launches}: cuDNN's standard "
+                     "LSTM launches each timestep's kernels from the host; its persistent kernel, which it picks at "
+                     "small hidden sizes, launches once)") if launches else ""
     return predicted, (f"{len(cells)} cell calls become one fused RNN op: their GEMM work is kept, and one pointwise "
-                       f"pass per cell (its longest pointwise op); their dispatch, launch calls, other pointwise ops "
-                       f"and each op's fixed cost ({step.op_floor / 1e3:.1f} µs) go to 0, and so does the loop between "
-                       f"the cells ({glue / 1e3:,.0f} µs of Python and non-compute ops); the GEMMs keep the rate they "
-                       "ran at in the loop, so the saving is a lower bound: a fused kernel that batches the input "
-                       "GEMMs of all timesteps into one runs them faster, by a factor that depends on the device "
-                       "and its library and that the loop's GEMMs, all of one shape, cannot show")
+                       f"pass per cell (its longest pointwise op); their dispatch, other launch calls, other pointwise "
+                       f"ops and each op's fixed cost ({step.op_floor / 1e3:.1f} µs) go to 0, and so does the loop "
+                       f"between the cells ({glue / 1e3:,.0f} µs of Python and non-compute ops){kept_launches}; the "
+                       "GEMMs keep the rate they ran at in the loop, so the saving is a lower bound: a fused kernel "
+                       "that batches the input GEMMs of all timesteps into one runs them faster, by a factor that "
+                       "depends on the device and its library and that the loop's GEMMs, all of one shape, cannot show")
 
 
 def _amp(step: _Step) -> tuple[int, str] | None:
@@ -949,6 +978,21 @@ def _amp(step: _Step) -> tuple[int, str] | None:
                        f"a cast kernel added ({cast_ns / 1e3:.1f} µs, the trace's median elementwise kernel); each op "
                        f"launching them casts two inputs on the host ({extra / 1e3:.1f} µs: two ops' fixed cost and "
                        "launch)")
+
+
+def _library_rnn_share(step: _Step) -> float:
+    """Share of the step's GPU time launched by a fused RNN library op (cuDNN's or MIOpen's LSTM/GRU:
+    ``aten::_cudnn_rnn``, TF's ``CudnnRNN``), not by a cell loop's own ops."""
+    if not step.gpu.size:
+        return 0.0
+    f = step.frame
+    dur = f.dur[step.gpu].astype(np.int64)
+    op = f.op_row[step.gpu]
+    launched = op >= 0
+    inside = np.zeros(len(op), bool)
+    inside[launched] = f.named(op[launched], LIBRARY_RNN_OPS)
+    total = int(dur.sum())
+    return int(dur[inside].sum()) / total if total else 0.0
 
 
 def _no_sync(step: _Step) -> tuple[int, str] | None:

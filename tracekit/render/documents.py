@@ -589,5 +589,5 @@ def whatif_document(name: str, facts: list[tuple[str, str]], w: WhatIf) -> Docum
                                  ["step"], [[w.replayed_step_ns / 1e6], *[[s.predicted_step_ns / 1e6] for s in w.scenarios]]))
     data = {"window": w.window, "measured_step_ns": w.measured_step_ns, "replayed_step_ns": w.replayed_step_ns,
             "gpu_stream_busy_ns": w.gpu_stream_busy_ns, "replayed_threads": len(w.replayed_tids), "scenarios": [{"scenario": s.name, "predicted_step_ns": s.predicted_step_ns, "saving_ns": s.saving_ns,
-                           "assumptions": s.assumptions, "upper_bound": s.upper_bound} for s in w.scenarios]}
+                           "assumptions": s.assumptions, "upper_bound": s.upper_bound, "uncertain": s.uncertain} for s in w.scenarios]}
     return Document(f"tracekit whatif: {name}", "whatif", facts, [head], data)
