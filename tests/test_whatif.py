@@ -91,6 +91,17 @@ def test_amp_over_cudnns_fused_rnn_is_uncertain_and_orders_no_remedy() -> None:
     assert not {s.name: s for s in whatif(load(loop)).scenarios}["amp"].uncertain
 
 
+@pytest.mark.parametrize("name, library", [
+    ("aten::_cudnn_rnn", True), ("aten::_cudnn_rnn_backward", True), ("aten::miopen_rnn", True), ("aten::lstm", True),
+    ("lstm/CudnnRNNV3:CudnnRNNV3", True), ("EagerLocalExecute: CudnnRNNV3", True), ("CudnnRNNBackpropV3", True),
+    ("aten::lstm_cell", False), ("aten::_thnn_fused_lstm_cell", False), ("aten::mm", False), ("MatMul", False),
+])
+def test_fused_rnn_library_ops_are_known_by_name_in_every_framework(name: str, library: bool) -> None:
+    from tracekit.analyze.whatif import LIBRARY_RNN_OPS
+
+    assert bool(LIBRARY_RNN_OPS.search(name)) is library
+
+
 def test_a_fused_rnn_drops_the_python_loop_between_its_cells(tmp_path: Path) -> None:
     """A real CPU capture of an nn.LSTMCell loop doing ~50 µs of untraced Python per timestep
     between its cell calls: one call of a fused RNN op runs no such loop, so the scenario's saving

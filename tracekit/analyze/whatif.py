@@ -143,7 +143,9 @@ class _Step:
 # amp's prediction is uncertain where at least this share of the step's GPU time is a fused RNN
 # library op (_library_rnn_share).
 LIBRARY_RNN_SHARE = 0.5
-LIBRARY_RNN_OPS = re.compile(r"_cudnn_rnn|miopen_rnn|^CudnnRNN|^aten::(lstm|gru|rnn_tanh|rnn_relu)$")
+# cuDNN's and MIOpen's RNN entry points (forward and backward); TF's under any name ("lstm/CudnnRNNV3:CudnnRNNV3",
+# "EagerLocalExecute: CudnnRNNV3").
+LIBRARY_RNN_OPS = re.compile(r"_cudnn_rnn|miopen_rnn|CudnnRNN(Backprop)?(V2|V3)?$|^aten::(lstm|gru|rnn_tanh|rnn_relu)$")
 
 # Blocking calls wait for the replayed GPU work when that reproduces the step within this share of
 # it beyond what keeping their measured time reproduces (launch latency read off the trace's p10
