@@ -156,3 +156,43 @@ def test_the_rule_needs_a_third_of_the_step():
     # Stalls are CPU-side evidence only: a GPU trace's host calls also block on a full launch queue.
     assert judge(Evidence(**cpu, stall_step_share=0.9, has_gpu=True, idle_share=0.1))[0] == "GPU-bound"
     assert STALL_MIN_NS == 500_000
+
+
+# A capture in its own process, pinned to one core, with ATen's intra-op threads as given: two
+# threads on one core (more threads than cores: OMP_NUM_THREADS or torch.set_num_threads above a
+# container's CPU set or quota) wait for each other in every parallel op. Shapes recorded.
+PINNED_CAPTURE = """
+import os, sys
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
+torch.set_num_threads(int(sys.argv[2]))
+torch.manual_seed(0)
+x, readout = torch.randn(192, 192), torch.nn.Linear(192, 8)
+with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                              on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1]),
+                              schedule=schedule(wait=0, warmup=1, active=4, repeat=1)) as prof:
+    for _ in range(5):
+        for _ in range(20):
+            readout(x).sum()
+        prof.step()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins the capture to one core (Linux)")
+def test_matrix_products_slower_than_any_cpu_are_stalls_in_every_step(tmp_path: Path):
+    """Two ATen threads on one core: the read-out's addmm (192x192 by 192x8, 0.59 MFLOP) took 3.5-7.6 ms
+    in every call, where it takes 17-21 µs on one thread. No step is faster to compare with, and the
+    step read CPU compute-bound (addmm 94% of it); under 0.25 GFLOP/s, the product's time beyond that
+    rate is a stall, and the verdict is CPU-contended. With one thread there is no such stall."""
+    oversubscribed, one_thread = tmp_path / "two_threads.json", tmp_path / "one_thread.json"
+    for path, threads in ((oversubscribed, 2), (one_thread, 1)):
+        subprocess.run([sys.executable, "-c", PINNED_CAPTURE, str(path), str(threads)], check=True, timeout=300,
+                       capture_output=True)
+    r = tracekit.launch(oversubscribed).result
+    assert r.verdict == "CPU-contended", r.evidence
+    said = next(e for e in r.evidence if "stalled" in e)
+    assert "aten::addmm" in said and "MFLOP of matrix product" in said and "GFLOP/s" in said, said
+    frame = frame_of(load(one_thread))
+    steps = sorted({int(s) for s in frame.step[frame.rows("step")]})
+    assert not stalled_calls(frame, classify_rows(frame), steps).by_rate.any()

@@ -384,20 +384,28 @@ def _eigenvectors_op(torch):
 
 def _capture_of_a_matrix_step(torch, path: Path, decompose) -> None:
     """A real capture: per step, ``decompose`` of a 192 x 192 symmetric matrix and a small read-out,
-    captured again where a busy machine stalled a call 10x (CPU-contended, a verdict of its own)."""
+    captured again where a busy machine stalled a call 10x (CPU-contended, a verdict of its own).
+    ATen runs on one thread: on 2 cores its second thread shared a core with numpy's BLAS thread,
+    which spins after each call, and the read-out's addmm (192 x 192 by 192 x 8) took 4-8 ms a step,
+    more than the decomposition (1 capture in 12 here, every step of it)."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     torch.manual_seed(0)
     a = torch.randn(192, 192)
     a, readout = a @ a.T, torch.nn.Linear(192, 8)
-    for _ in range(3):
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
-                                      schedule=schedule(wait=0, warmup=1, active=4, repeat=1)) as prof:
-            for _ in range(5):
-                readout(decompose(a)).sum()
-                prof.step()
-        if tracekit.launch(path).result.verdict != "CPU-contended":
-            break
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(3):
+            with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+                                          schedule=schedule(wait=0, warmup=1, active=4, repeat=1)) as prof:
+                for _ in range(5):
+                    readout(decompose(a)).sum()
+                    prof.step()
+            if tracekit.launch(path).result.verdict != "CPU-contended":
+                break
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_long_ops_of_no_class_are_not_taken_for_dispatch(tmp_path):

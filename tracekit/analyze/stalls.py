@@ -30,18 +30,32 @@ Each rule checks its own evidence:
 * ``STALL_MIN_NS`` (0.5 ms) is about the shortest slice the Linux scheduler gives another runnable
   thread: a descheduled thread loses at least that, and faster noise (cache misses, frequency
   changes) is not counted.
+
+A call slowed the same way in every step has no faster step to be compared with. Matrix products
+are the exception: their work is known from their recorded shapes (2·M·N·K floating-point
+operations), and any CPU does a dense float or double product at ``MIN_GEMM_GFLOPS`` or more (a
+memory-bound matrix-vector product at 0.5 flop per byte needs only 0.5 GB/s; vectorized BLAS runs
+at tens of GFLOP/s a core). A product that ran slower than that lost, beyond the time that rate
+allows, at least ``STALL_MIN_NS``: that excess is a stall too (``slow_gemm_calls``). With ATen's two
+intra-op threads on one core (more threads than cores: OMP_NUM_THREADS above a container's CPU set),
+a 192x192 by 192x8 ``aten::addmm`` took 3.5-7.6 ms in every call (under 0.2 GFLOP/s; 17-21 µs on one
+thread), and the step read CPU compute-bound; on 2 cores numpy's BLAS thread, spinning after each
+call beside ATen's second thread, did the same in 1 capture of 12. Only calls whose shapes and
+element types (``float``, ``double``) are recorded are judged: ``record_shapes=True``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow.compute as pc
 
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
 from tracekit.analyze.classify import OP_CLASSES, OP_RULES, RowClasses, classify_name, short_name
 from tracekit.analyze.frame import Frame
-from tracekit.analyze.top_ops import input_dims
+from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, gemm_flops, input_dims
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import byte_mask, member_mask
 
@@ -50,6 +64,8 @@ STALL_MIN_NS = 500_000
 MIN_STEPS = 3
 STEP_WORK_RATIO = 2.0
 STALL_CLASSES = tuple(c for c in COMPUTE_OP_CLASSES if c != "communication")
+MIN_GEMM_GFLOPS = 0.25  # a rate every CPU exceeds on a dense float/double matrix product (module doc)
+GEMM_TYPES = ("float", "double")  # the element types judged by rate (half precision may be emulated)
 
 
 @dataclass
@@ -65,6 +81,13 @@ class Stalls:
     self_ns: np.ndarray
     median_ns: np.ndarray
     steps_compared: int
+    # Per row: stalled by its rate (a matrix product slower than MIN_GEMM_GFLOPS; ``median_ns`` is then
+    # the time that rate allows), not against the same call in other steps.
+    by_rate: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    def __post_init__(self) -> None:
+        if self.by_rate.size != self.rows.size:
+            self.by_rate = np.zeros(self.rows.size, bool)
 
     @property
     def stall_ns(self) -> np.ndarray:
@@ -73,7 +96,7 @@ class Stalls:
     def within(self, frame: Frame, steps: list[int]) -> Stalls:
         """The stalled calls of ``steps`` only."""
         keep = member_mask(frame.step[self.rows], steps)
-        return Stalls(self.rows[keep], self.self_ns[keep], self.median_ns[keep], self.steps_compared)
+        return Stalls(self.rows[keep], self.self_ns[keep], self.median_ns[keep], self.steps_compared, self.by_rate[keep])
 
     def outside_compute_ns(self, classes: RowClasses) -> int:
         """Stall time of the calls that are not compute ops (copies outside one): time the CPU
@@ -92,12 +115,19 @@ class Stalls:
         least one call)."""
         worst = int(np.argmax(self.stall_ns))
         row, med = int(self.rows[worst]), float(self.median_ns[worst])
-        ratio = f"{self.self_ns[worst] / med:,.0f}x" if med > 0 else "far above"
         n = self.rows.size
         lost = self.stall_ns.sum()
-        return (f"{n} op call{'s' if n > 1 else ''} stalled, losing {lost / 1e6:,.2f} ms ({lost / span_ns:.0%} of step "
-                f"time): {short_name(frame.name(row))} in step {frame.step[row]} ran {self.self_ns[worst] / 1e6:,.2f} ms "
-                f"against a median of {_time(med)} for the same call in {self.steps_compared} steps ({ratio}). The "
+        head = (f"{n} op call{'s' if n > 1 else ''} stalled, losing {lost / 1e6:,.2f} ms ({lost / span_ns:.0%} of step "
+                f"time): {short_name(frame.name(row))} in step {frame.step[row]} ran {self.self_ns[worst] / 1e6:,.2f} ms ")
+        if self.by_rate[worst]:
+            flops = med * MIN_GEMM_GFLOPS
+            return (head + f"for {flops / 1e6:,.2f} MFLOP of matrix product ({flops / self.self_ns[worst]:.2f} GFLOP/s), "
+                    f"which any CPU does in {_time(med)} or less ({MIN_GEMM_GFLOPS} GFLOP/s); "
+                    f"{int(self.by_rate.sum())} such call{'s' if self.by_rate.sum() > 1 else ''}. Its thread was not "
+                    "running or was kept waiting: more runnable threads than cores (intra-op threads, a BLAS library's "
+                    "own threads, other processes), a thread pool busy with other ops, or the OS")
+        ratio = f"{self.self_ns[worst] / med:,.0f}x" if med > 0 else "far above"
+        return (head + f"against a median of {_time(med)} for the same call in {self.steps_compared} steps ({ratio}). The "
                 "call does the same work every step, so its thread was not running or was kept waiting: descheduled "
                 "(more runnable threads than cores), waiting for a thread pool busy with other ops, on a lock, or "
                 "blocked in the OS (page faults, swapping)")
@@ -109,7 +139,29 @@ def _time(ns: float) -> str:
 
 def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls:
     """The stalled compute-op calls of ``steps`` (the steps to compare: warm-up and cut-short steps
-    left out), as the module doc defines them."""
+    left out), as the module doc defines them: against the same call in the other steps, and on a
+    CPU-only trace, matrix products by their rate."""
+    compared = _stalled_against_other_steps(frame, classes, steps)
+    if frame.rows("gpu_kernel", "gpu_memcpy", "gpu_memset").size:
+        return compared  # a product's host time on a GPU trace is its launch, not its arithmetic
+    rows = frame.rows("cpu_op")
+    first_step = int(frame.step[frame.rows("step")].min()) if frame.rows("step").size else min(steps, default=-1)
+    rows = rows[member_mask(frame.step[rows], [s for s in steps if s >= 0 and s != first_step])]
+    rows = rows[~member_mask(rows, compared.rows.tolist())]
+    codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
+    rows = rows[member_mask(frame.name_code[rows], codes)] if codes else rows[:0]
+    if not rows.size:
+        return compared
+    slow = slow_gemm_calls(frame, rows, op_self_time(frame, rows))
+    if not slow.rows.size:
+        return compared
+    return Stalls(np.concatenate([compared.rows, slow.rows]), np.concatenate([compared.self_ns, slow.self_ns]),
+                  np.concatenate([compared.median_ns, slow.median_ns]), compared.steps_compared,
+                  np.concatenate([compared.by_rate, slow.by_rate]))
+
+
+def _stalled_against_other_steps(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls:
+    """Calls that ran ``STALL_RATIO`` times their median over the steps (module doc)."""
     none = Stalls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0)
     if len(steps) < MIN_STEPS:
         return none
@@ -206,4 +258,41 @@ def _step_grew(step: np.ndarray, self_ns: np.ndarray, keep: np.ndarray, at: np.n
     return grew[np.searchsorted(steps, step[at])]
 
 
-__all__ = ["STALL_MIN_NS", "STALL_RATIO", "Stalls", "stalled_calls"]
+def slow_gemm_calls(frame: Frame, rows: np.ndarray, self_ns: np.ndarray) -> Stalls:
+    """Of these op rows (with their self times), the matrix products that ran slower than
+    ``MIN_GEMM_GFLOPS`` by at least ``STALL_MIN_NS`` (module doc); ``median_ns`` is the time that rate
+    allows them. Judged only where shapes and element types are recorded."""
+    codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
+    at = np.flatnonzero(member_mask(frame.name_code[rows], codes) & (self_ns >= STALL_MIN_NS)) if codes \
+        else np.zeros(0, np.int64)
+    if not at.size:
+        return Stalls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0)
+    dims_code, dims = input_dims(frame.table, rows[at])
+    types = pc.extract_regex(args_text(frame.table, rows[at]), _INPUT_TYPES).to_pylist()
+    flops = np.zeros(at.size, np.float64)
+    for i, row in enumerate(rows[at].tolist()):
+        name = frame.name(row)
+        if types[i] is not None and _float_factors(name, types[i]["types"]):
+            flops[i] = gemm_flops(name, dims[dims_code[i]]) or 0.0
+    allowed = flops / MIN_GEMM_GFLOPS  # ns
+    slow = (flops > 0) & (self_ns[at] - allowed >= STALL_MIN_NS)
+    hit = at[slow]
+    return Stalls(rows[hit], self_ns[hit], allowed[slow], 0, np.ones(hit.size, bool))
+
+
+# Kineto's op args: "Input type":["float","float","float","Scalar","Scalar"]
+_INPUT_TYPES = r'"Input type":(?P<types>\[[^\]]*\])'
+
+
+def _float_factors(name: str, types_text: str) -> bool:
+    """Whether both factors of this product are float or double (addmm and baddbmm take the added
+    term first)."""
+    try:
+        types = json.loads(types_text)
+    except ValueError:
+        return False
+    first = 1 if name in ("aten::addmm", "aten::baddbmm") else 0
+    return len(types) >= first + 2 and all(t in GEMM_TYPES for t in types[first:first + 2])
+
+
+__all__ = ["MIN_GEMM_GFLOPS", "STALL_MIN_NS", "STALL_RATIO", "Stalls", "slow_gemm_calls", "stalled_calls"]

@@ -189,9 +189,10 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
         if result is None:
             continue
         predicted, assumptions = result
-        uncertain = name == "amp" and _library_rnn_share(step) >= LIBRARY_RNN_SHARE
+        library_rnn = _library_rnn_share(step) if name == "amp" else 0.0
+        uncertain = library_rnn >= LIBRARY_RNN_SHARE
         if uncertain:
-            assumptions += (f"; uncertain: {_library_rnn_share(step):.0%} of the step's GPU time is a fused RNN "
+            assumptions += (f"; uncertain: {library_rnn:.0%} of the step's GPU time is a fused RNN "
                             "library op, which picks its algorithm per precision (cuDNN's LSTM on an H100 runs one "
                             "persistent kernel per call at 16 bits, and autocast casts and re-flattens its weights "
                             "each call): measured on an H100, 0.5x to 2.4x the step this predicts (docs/whatif.md)")
