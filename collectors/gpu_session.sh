@@ -6,23 +6,9 @@
 #
 # Every step has its own time limit and the sweeps resume, so a step cut short keeps its finished
 # runs; a second call with the unpacked directory carried as `gpu-work` goes on from there.
-set -u
-OUT=${OUT:-/tmp/gpu-out}
-WORK=${GPU_WORK:-gpu-work}
-mkdir -p "$OUT" "$WORK"
-exec > >(tee "$OUT/session.log") 2>&1
-export PYTHONUNBUFFERED=1
-
-step() {  # step SECONDS NAME COMMAND...: run with a limit, log the outcome, never stop the session
-    local limit=$1 name=$2; shift 2
-    local t0=$SECONDS
-    echo "== $name (limit ${limit}s)"
-    timeout -k 5 "$limit" "$@"
-    echo "== $name: exit $? after $((SECONDS - t0))s"
-}
-
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.get_device_name())"
+DEFAULT_WORK=gpu-work
+# shellcheck source=collectors/gpu_steps.sh
+source "$(dirname "$0")/gpu_steps.sh"
 NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
 echo "nsys: ${NSYS:-none}"
 

@@ -6,23 +6,10 @@
 # --gpu-dir DIR` runs them here on the unpacked collections.
 #
 # Each step has its own limit and the sweeps resume, so a step cut short keeps its finished runs.
-set -u
-OUT=${OUT:-/tmp/gpu-out}
-WORK=${GPU_WORK:-gpu-pairs}
-mkdir -p "$OUT" "$WORK"
-exec > >(tee "$OUT/session.log") 2>&1
-export PYTHONUNBUFFERED=1
+DEFAULT_WORK=gpu-pairs
+# shellcheck source=collectors/gpu_steps.sh
+source "$(dirname "$0")/gpu_steps.sh"
 
-step() {  # step SECONDS NAME COMMAND...: run with a limit, log the outcome, never stop the session
-    local limit=$1 name=$2; shift 2
-    local t0=$SECONDS
-    echo "== $name (limit ${limit}s)"
-    timeout -k 5 "$limit" "$@"
-    echo "== $name: exit $? after $((SECONDS - t0))s"
-}
-
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.get_device_name())"
 step 120 install python3 -m pip install -q --no-deps --no-build-isolation -e .
 python3 -m tracekit --version
 
