@@ -117,3 +117,31 @@ def test_comparisons_pair_runs_of_the_same_dtype() -> None:
     assert pairs.loc[("torch/nn_lstm", "torch/nn_lstm_amp")].configs == 5  # AMP against fp32: one dtype a side
     ratio, configs = _ratio(rows, "torch/nn_lstm", "native/cudnn_lstm", "cuda")
     assert configs == 5 and ratio == pytest.approx(torch_vs_native.geomean_ratio)
+
+
+def test_a_gpu_program_profiled_without_its_gpu_activities_is_not_judged_as_cpu_work() -> None:
+    """A conv + linear training step on the H100 profiled with ProfilerActivity.CPU only
+    (make_cpu_activity_only.py): the trace holds the CUDA runtime's launch calls but no kernel. It read
+    "CPU/framework-bound" with 59% of the step "outside any compute op" and aten::cudnn_convolution's
+    host time as compute; the ops' host time is launching, and the GPU's time is not there. The same
+    step profiled with CUDA activities is judged as a GPU trace."""
+    from tracekit import api
+
+    r = api.launch(H100 / "cpu_activity_only.pt.trace.json.gz").result
+    assert r.verdict == "undetermined", r.evidence
+    said = next(e for e in r.evidence if e.startswith("the trace holds no GPU activity"))
+    assert "63 kernel launch calls" in said, said
+    assert not any("outside any compute op" in e for e in r.evidence), r.evidence
+    assert r.remedies[0].startswith("profile again with the GPU's activities on") and "ProfilerActivity.CUDA" in r.remedies[0]
+    with_gpu = api.launch(H100 / "cpu_and_cuda.pt.trace.json.gz").result
+    assert with_gpu.has_gpu and with_gpu.verdict != "undetermined", with_gpu.evidence
+
+
+@pytest.mark.parametrize("name, gpu_only", [
+    ("aten::cudnn_convolution", True), ("aten::cudnn_convolution_transpose", True), ("aten::_cudnn_rnn", True),
+    ("aten::cudnn_batch_norm", True), ("aten::miopen_convolution", True), ("aten::_miopen_rnn", True),
+    ("lstm/CudnnRNNV3:CudnnRNNV3", True), ("CudnnRNNBackpropV3", True),
+    ("aten::convolution", False), ("aten::mkldnn_convolution", False), ("aten::addmm", False), ("Conv2D", False),
+])
+def test_ops_that_run_only_on_a_gpu_are_known_by_name(name: str, gpu_only: bool) -> None:
+    assert bool(launch_mod.GPU_ONLY_OPS.search(name)) is gpu_only

@@ -61,6 +61,10 @@ REAL = [
     ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "launch-bound", "launch calls run during 73%"),
     ("nsys/dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite", "CPU/framework-bound", "host was mostly framework"),
     ("hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", "communication-bound", "collective communication"),
+    # HTA's CUPTI-profiler sample: 77 launch calls, no kernel recorded (it read CPU compute-bound, with
+    # aten::cudnn_convolution's host time 42% of it as compute).
+    ("hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz", "undetermined",
+     "the program ran on a GPU (77 kernel launch calls)"),
 ]
 
 

@@ -482,6 +482,25 @@ def _launches_through(frame: Frame, api: re.Pattern[str]) -> bool:
     return matching * 2 > counts.sum()
 
 
+# Ops that run only on a GPU: cuDNN's and MIOpen's (PyTorch names them; TF's CudnnRNN ops too).
+GPU_ONLY_OPS = re.compile(r"^aten::_?(cudnn|miopen)_|^aten::_cudnn_rnn|(^|[/:])CudnnRNN\w*$")
+
+
+def _unrecorded_gpu_work(frame: Frame, classes) -> str:
+    """What shows that a trace with no GPU activity comes from a program that ran on a GPU: launch
+    calls (recorded with the CUDA runtime's callbacks when its activity records were off), else ops
+    that only a GPU runs; "" when nothing does."""
+    launches = int(np.count_nonzero(classes.api == API_CLASSES.index("launch")))
+    if launches:
+        return f"{launches:,} kernel launch call{'s' if launches > 1 else ''}"
+    ops = frame.rows("cpu_op")
+    gpu_only = ops[frame.named(ops, GPU_ONLY_OPS)] if ops.size else ops
+    if gpu_only.size:
+        names = sorted({short_name(frame.name(int(r))) for r in gpu_only[:1000].tolist()})
+        return f"ops that run only on a GPU: {', '.join(names[:3])}{' and more' if len(names) > 3 else ''}"
+    return ""
+
+
 def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table) -> None:
     """Measure the evidence the verdict rules read (``tracekit.analyze.verdicts``), state the general
     figures, and apply the rules."""
@@ -503,14 +522,16 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
     if e.source == "torch":
         e.torchscript_share = _torchscript_share(frame, used)
-    stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops else None
+    if not r.has_gpu:
+        e.unrecorded_gpu_work = _unrecorded_gpu_work(frame, classify_rows(frame))
+    stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops and not e.unrecorded_gpu_work else None
     e.retrace_steps, e.steps_judged, e.retrace_share = _retracing(frame, used)
     _describe_ops(r, used, source)
     if e.has_ops or e.has_gpu:
         if r.has_gpu:
             _measure_gpu(r, frame, e)
             e.blocking_calls_per_step = _blocking_calls_per_step(r, frame)
-        else:
+        elif not e.unrecorded_gpu_work:  # else its ops' host time is launching, not CPU work
             _measure_cpu(r, frame, e, used, stalls)
     r.verdict, says, remedies = verdicts.judge(e)
     ev.extend(says)

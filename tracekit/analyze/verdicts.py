@@ -54,6 +54,9 @@ class Evidence:
     source: str = ""           # the framework: torch, tf or jax; "" when the trace does not say (nsys)
     has_ops: bool = False      # framework ops recorded
     has_gpu: bool = False      # GPU activity recorded
+    # No GPU activity recorded, but the host launched GPU work or ran ops that run only on a GPU (a
+    # profiler started without its GPU activities): what shows it, e.g. "63 kernel launch calls"
+    unrecorded_gpu_work: str = ""
     intel_gpu: bool = False    # kernels launched through SYCL's Unified Runtime or Level Zero (PyTorch XPU)
     # CPU-only traces
     dispatch_share: float = 0.0  # step time outside any compute op, compiled graphs' own code left out
@@ -192,6 +195,10 @@ TF_CONTENTION_REMEDY = ("give the ops' threads cores: keep TF's inter-op x intra
                         "(tf.config.threading.set_inter_op_parallelism_threads / "
                         "set_intra_op_parallelism_threads, per process when several share a host), and look at the "
                         "host's other load (top, perf sched) and its memory (swapping, page faults) during the run")
+GPU_ACTIVITY_REMEDY = ("profile again with the GPU's activities on: torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+                       "ProfilerActivity.CUDA]) (ProfilerActivity.XPU on Intel GPUs), or nsys profile -t cuda,nvtx")
+TF_GPU_ACTIVITY_REMEDY = ("profile again with the GPU traced: tf.profiler.experimental.ProfilerOptions(device_tracer_level=1) "
+                          "(the default), on a TensorFlow build with CUDA and CUPTI on the library path")
 COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
                         "buckets during the backward pass; tune bucket_cap_mb), communicate less often (gradient "
                         "accumulation under no_sync()), or send less (a DDP communication hook that compresses "
@@ -542,6 +549,12 @@ def _nothing_recorded_says(e: Evidence) -> str:
     return text
 
 
+def _unrecorded_gpu_work_says(e: Evidence) -> str:
+    return (f"the trace holds no GPU activity, but the program ran on a GPU ({e.unrecorded_gpu_work}): the profiler "
+            "recorded the host only, so its ops' time is launching and waiting, not compute, and the GPU's own "
+            "time is missing; nothing can be judged from it")
+
+
 def _gap(e: Evidence) -> bool:
     """A GPU trace whose GPU idles at least ``idle_threshold`` of its span."""
     return e.has_gpu and e.idle_share >= e.idle_threshold
@@ -556,6 +569,12 @@ RULES: tuple[Rule, ...] = (
     Rule("communication-bound", lambda e: not e.has_gpu and e.communication_step_share >= COMMUNICATION_SHARE,
          _communication_says, lambda e: [{"tf": TF_COMMUNICATION_REMEDY, "jax": JAX_COMMUNICATION_REMEDY}.get(e.source, COMMUNICATION_REMEDY)],
          "CPU-only: collective communication covers at least half the step time"),
+    # A GPU program profiled without its GPU activities: its ops' host time is launching, not compute,
+    # and the GPU's time is not in the trace; no CPU-only rule applies.
+    Rule("undetermined", lambda e: not e.has_gpu and bool(e.unrecorded_gpu_work), _unrecorded_gpu_work_says,
+         lambda e: [TF_GPU_ACTIVITY_REMEDY if e.source == "tf" else GPU_ACTIVITY_REMEDY],
+         "no GPU activity recorded, but the host launched GPU work (launch calls) or ran ops that run only on a "
+         "GPU (cuDNN/MIOpen ops)"),
     # Time outside compute ops is dispatch only where ops run: a step with none is spent elsewhere.
     Rule("undetermined", lambda e: not e.has_gpu and e.ops_per_step == 0,
          lambda e: "no framework op runs in the steps used: their time is outside the framework (Python, waits, "
