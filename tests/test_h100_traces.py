@@ -137,6 +137,18 @@ def test_a_gpu_program_profiled_without_its_gpu_activities_is_not_judged_as_cpu_
     assert with_gpu.has_gpu and with_gpu.verdict != "undetermined", with_gpu.evidence
 
 
+@pytest.mark.parametrize("command", ["whatif", "critical-path"])
+def test_replays_and_paths_refuse_a_gpu_program_profiled_without_its_gpu(command: str, capsys) -> None:
+    """The host alone of that step would replay its launches as work (no-dispatch predicted 53%) and
+    put 43 points of the critical path "inside compute ops that ran on the CPU": both say why not."""
+    from tracekit.cli import main
+
+    assert main([command, str(H100 / "cpu_activity_only.pt.trace.json.gz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "holds no GPU activity, but the program ran on a GPU (63 kernel launch calls)" in err
+    assert main([command, str(H100 / "cpu_and_cuda.pt.trace.json.gz"), "-f", "json"]) == 0
+
+
 @pytest.mark.parametrize("name, gpu_only", [
     ("aten::cudnn_convolution", True), ("aten::cudnn_convolution_transpose", True), ("aten::_cudnn_rnn", True),
     ("aten::cudnn_batch_norm", True), ("aten::miopen_convolution", True), ("aten::_miopen_rnn", True),
@@ -144,4 +156,6 @@ def test_a_gpu_program_profiled_without_its_gpu_activities_is_not_judged_as_cpu_
     ("aten::convolution", False), ("aten::mkldnn_convolution", False), ("aten::addmm", False), ("Conv2D", False),
 ])
 def test_ops_that_run_only_on_a_gpu_are_known_by_name(name: str, gpu_only: bool) -> None:
-    assert bool(launch_mod.GPU_ONLY_OPS.search(name)) is gpu_only
+    from tracekit.analyze.gpu_presence import GPU_ONLY_OPS
+
+    assert bool(GPU_ONLY_OPS.search(name)) is gpu_only

@@ -59,6 +59,7 @@ from tracekit.analyze.classify import (
     op_name_codes,
 )
 from tracekit.analyze.frame import Frame, frame_of
+from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.stalls import stalled_calls
 from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.unclassified import unclassified_work_rows
@@ -121,6 +122,7 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     frame = frame_of(table)
     start, end, window = step_window(frame, range_name, instance)
     classes = classify_rows(frame)
+    refuse_without_gpu_activity(frame, "a critical path", classes)
     host = _host_rows(frame, start, end)
     gpu = _gpu_rows(frame, host)
     collectives = _side_collectives(frame, host, start, end)

@@ -38,6 +38,7 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
@@ -482,25 +483,6 @@ def _launches_through(frame: Frame, api: re.Pattern[str]) -> bool:
     return matching * 2 > counts.sum()
 
 
-# Ops that run only on a GPU: cuDNN's and MIOpen's (PyTorch names them; TF's CudnnRNN ops too).
-GPU_ONLY_OPS = re.compile(r"^aten::_?(cudnn|miopen)_|^aten::_cudnn_rnn|(^|[/:])CudnnRNN\w*$")
-
-
-def _unrecorded_gpu_work(frame: Frame, classes) -> str:
-    """What shows that a trace with no GPU activity comes from a program that ran on a GPU: launch
-    calls (recorded with the CUDA runtime's callbacks when its activity records were off), else ops
-    that only a GPU runs; "" when nothing does."""
-    launches = int(np.count_nonzero(classes.api == API_CLASSES.index("launch")))
-    if launches:
-        return f"{launches:,} kernel launch call{'s' if launches > 1 else ''}"
-    ops = frame.rows("cpu_op")
-    gpu_only = ops[frame.named(ops, GPU_ONLY_OPS)] if ops.size else ops
-    if gpu_only.size:
-        names = sorted({short_name(frame.name(int(r))) for r in gpu_only[:1000].tolist()})
-        return f"ops that run only on a GPU: {', '.join(names[:3])}{' and more' if len(names) > 3 else ''}"
-    return ""
-
-
 def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table) -> None:
     """Measure the evidence the verdict rules read (``tracekit.analyze.verdicts``), state the general
     figures, and apply the rules."""
@@ -523,7 +505,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if e.source == "torch":
         e.torchscript_share = _torchscript_share(frame, used)
     if not r.has_gpu:
-        e.unrecorded_gpu_work = _unrecorded_gpu_work(frame, classify_rows(frame))
+        e.unrecorded_gpu_work = unrecorded_gpu_work(frame, classify_rows(frame))
     stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops and not e.unrecorded_gpu_work else None
     e.retrace_steps, e.steps_judged, e.retrace_share = _retracing(frame, used)
     _describe_ops(r, used, source)

@@ -53,6 +53,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.copies import PAGEABLE, RATE_COPY_BYTES, copy_bytes, host_memory, host_to_device, pinned_rate
 from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step_window
 from tracekit.analyze.frame import Frame, frame_of
+from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.launch import JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
@@ -158,6 +159,7 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
     an instance, the step predicted is the median of the steps used (``median_step_instance``): a
     prediction stands for the loop, and the first steady step can be its slowest."""
     frame = frame_of(table)
+    refuse_without_gpu_activity(frame, "a replay")
     chosen = ""
     if range_name is None and instance is None:
         instance = median_step_instance(frame)

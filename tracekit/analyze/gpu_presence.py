@@ -1,0 +1,49 @@
+"""Traces with no GPU activity from programs that ran on a GPU.
+
+torch.profiler started with ``ProfilerActivity.CPU`` only still records the CUDA runtime's launch
+calls (its callbacks run whatever activities are on), but no kernel; a CUPTI-profiler capture
+(counters, not activities) records launches and no kernel either. Read as CPU-only, such a trace's
+op times are launching and waiting, not compute, and the GPU's time is missing: every CPU-only
+verdict, replay and critical path would be wrong. Where no launch call was recorded (older
+profilers), ops that only a GPU runs (cuDNN's, MIOpen's) show it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tracekit.analyze.classify import API_CLASSES, RowClasses, classify_rows, short_name
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.verdicts import GPU_ACTIVITY_REMEDY
+from tracekit.errors import UsageError
+
+# Ops that run only on a GPU: cuDNN's and MIOpen's (PyTorch names them; TF's CudnnRNN ops too).
+GPU_ONLY_OPS = re.compile(r"^aten::_?(cudnn|miopen)_|^aten::_cudnn_rnn|(^|[/:])CudnnRNN\w*$")
+
+
+def unrecorded_gpu_work(frame: Frame, classes: RowClasses | None = None) -> str:
+    """What shows that this trace, which holds no GPU activity, comes from a program that ran on a
+    GPU: its launch calls, else ops only a GPU runs; "" when nothing does (or GPU activity is there)."""
+    if frame.rows(*GPU_BUSY_KINDS).size:
+        return ""
+    classes = classes if classes is not None else classify_rows(frame)
+    launches = int(np.count_nonzero(classes.api == API_CLASSES.index("launch")))
+    if launches:
+        return f"{launches:,} kernel launch call{'s' if launches > 1 else ''}"
+    ops = frame.rows("cpu_op")
+    gpu_only = ops[frame.named(ops, GPU_ONLY_OPS)] if ops.size else ops
+    if gpu_only.size:
+        names = sorted({short_name(frame.name(int(r))) for r in gpu_only[:1000].tolist()})
+        return f"ops that run only on a GPU: {', '.join(names[:3])}{' and more' if len(names) > 3 else ''}"
+    return ""
+
+
+def refuse_without_gpu_activity(frame: Frame, what: str, classes: RowClasses | None = None) -> None:
+    """Raise a UsageError saying why ``what`` (a replay, a critical path) cannot be had from a trace
+    of a GPU program whose GPU activity was not recorded."""
+    shown = unrecorded_gpu_work(frame, classes)
+    if shown:
+        raise UsageError(f"the trace holds no GPU activity, but the program ran on a GPU ({shown}): {what} of its "
+                         f"host alone would take its ops' launching and waiting for their work; {GPU_ACTIVITY_REMEDY}")
