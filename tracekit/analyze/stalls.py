@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
 from tracekit.analyze.classify import OP_CLASSES, OP_RULES, RowClasses, classify_name, short_name
-from tracekit.analyze.frame import Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, gemm_flops, input_dims
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import byte_mask, member_mask
@@ -142,7 +142,7 @@ def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls
     left out), as the module doc defines them: against the same call in the other steps, and on a
     CPU-only trace, matrix products by their rate."""
     compared = _stalled_against_other_steps(frame, classes, steps)
-    if frame.rows("gpu_kernel", "gpu_memcpy", "gpu_memset").size:
+    if frame.rows(*GPU_BUSY_KINDS).size:
         return compared  # a product's host time on a GPU trace is its launch, not its arithmetic
     rows = frame.rows("cpu_op")
     first_step = int(frame.step[frame.rows("step")].min()) if frame.rows("step").size else min(steps, default=-1)
