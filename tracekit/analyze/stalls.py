@@ -144,12 +144,14 @@ def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls
     compared = _stalled_against_other_steps(frame, classes, steps)
     if frame.rows(*GPU_BUSY_KINDS).size:
         return compared  # a product's host time on a GPU trace is its launch, not its arithmetic
+    codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
+    if not codes:
+        return compared  # no matrix product by name: the common case costs one pass over the names
     rows = frame.rows("cpu_op")
+    rows = rows[member_mask(frame.name_code[rows], codes)]
     first_step = int(frame.step[frame.rows("step")].min()) if frame.rows("step").size else min(steps, default=-1)
     rows = rows[member_mask(frame.step[rows], [s for s in steps if s >= 0 and s != first_step])]
     rows = rows[~member_mask(rows, compared.rows.tolist())]
-    codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
-    rows = rows[member_mask(frame.name_code[rows], codes)] if codes else rows[:0]
     if not rows.size:
         return compared
     slow = slow_gemm_calls(frame, rows, op_self_time(frame, rows))
