@@ -92,9 +92,17 @@ def test_a_gpu_trace_converted_by_xprof_reads_as_its_xspace(command: str, tmp_pa
 
 
 def test_a_jax_trace_converted_by_xprof_reads_as_jax(tmp_path: Path) -> None:
-    json_trace = convert(JAX, tmp_path / "scan_rnn.trace_viewer.json.gz")
-    same_documents(JAX, json_trace, "report", tmp_path)
+    """As JAX leaves them, the JSON beside its XSpace: the HLO modules (which say that ``ynn_fusion``
+    is a matrix product) are read from the XSpace; without it, XLA's instructions go by their names."""
+    json_trace = convert(JAX, tmp_path / "vm.trace.json.gz")
+    alone = load(json_trace)
+    shutil.copy(JAX, tmp_path / "vm.xplane.pb")
+    same_documents(tmp_path / "vm.xplane.pb", json_trace, "report", tmp_path)
     assert load(json_trace).schema.metadata[b"tracekit.source"] == b"jax"
+    classes = {op.name: op.op_class for op in tracekit.report(json_trace).launch.top_ops.ops.itertuples()}
+    assert classes["ynn_fusion"] == "gemm"
+    classes = {op.name: op.op_class for op in tracekit.report(alone).launch.top_ops.ops.itertuples()}
+    assert classes["ynn_fusion"] == "elementwise"
 
 
 def test_a_tf22_run_directory_with_one_trace_json_is_that_trace(tmp_path: Path) -> None:

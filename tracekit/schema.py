@@ -175,7 +175,10 @@ METADATA_KEYS: Final = {
     META_PROFILER_VERSION: "profiler version (Kineto schemaVersion + CUPTI, XSpace n/a, nsys EXPORT_PRODUCT_VERSION)",
     META_FRAMEWORK_VERSION: "framework version when the trace records it",
     META_DEVICES_JSON: "JSON list of GPUs: {id, name, and any properties the source gives}",
-    META_TRACE_META_JSON: "JSON object with the source's other trace-level fields, verbatim",
+    META_TRACE_META_JSON: ("JSON object with the source's other trace-level fields, verbatim; for XSpace also "
+                           "`hlo_classes`: `{\"<hlo_module>#<program_id>\": {instruction name: op class}}` of the XLA "
+                           "modules on the `/host:metadata` plane, for the instructions that ran as events "
+                           "(`tracekit/ingest/hlo.py`)"),
     META_TRACEKIT_VERSION: "tracekit version that wrote the table",
 }
 

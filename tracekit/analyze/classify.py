@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame, dictionary_codes
-from tracekit.ingest.columns import distinct
+from tracekit.ingest.columns import distinct, trace_extra
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 from tracekit.schema import GPU_ACTIVITY_KINDS
 
@@ -470,12 +470,15 @@ class RowClasses:
     op_view: for op rows and GPU rows, the op-view class: ``rnn`` when any enclosing framework op
         is a fused RNN (casts excepted: autocast casts inside the fused op), else the op's own class (GPU rows: their launching op's).
     api: runtime/driver API rows, index into ``API_CLASSES``.
+    by_hlo: op rows whose class their XLA HLO instruction gave (``_classify_xla_ops_by_hlo``): one
+        instruction name can be two ops in two modules, which tables keep apart by class.
     """
 
     kernel: np.ndarray
     op: np.ndarray
     op_view: np.ndarray
     api: np.ndarray
+    by_hlo: np.ndarray | None = None
 
 
 def _by_name(frame: Frame, rows: np.ndarray, rules: Sequence[tuple[str, ...]], classes: Sequence[str],
@@ -593,6 +596,7 @@ def _classify_rows(frame: Frame) -> RowClasses:
 
     op_rows = frame.rows("cpu_op")
     op[op_rows] = _by_name(frame, op_rows, OP_RULES, OP_CLASSES, classify_op_name)
+    by_hlo = _classify_xla_ops_by_hlo(frame, op, op_rows)
     _classify_eager_ops(frame, op)
     _resolve_copies(frame, op, op_rows)
 
@@ -614,7 +618,54 @@ def _classify_rows(frame: Frame) -> RowClasses:
     op_view[op_rows[inside_rnn]] = rnn
     has_op = launched_by >= 0
     op_view[gpu_rows[has_op]] = op_view[launched_by[has_op]]
-    return RowClasses(kernel=kernel, op=op, op_view=op_view, api=api)
+    return RowClasses(kernel=kernel, op=op, op_view=op_view, api=api, by_hlo=by_hlo)
+
+
+_HLO_MODULE = r'"hlo_module":"(?P<module>[^"]*)"'
+_PROGRAM_ID = r'"program_id":(?P<program>-?\d+)'
+
+
+def _classify_xla_ops_by_hlo(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> np.ndarray | None:
+    """XLA ops whose compiled module is in the trace take the class their HLO instruction computes
+    (``tracekit.ingest.hlo``): the names say how XLA built an instruction, not what it computes
+    (``ynn_fusion.1`` is a matrix product on XLA:CPU, ``ynn_fusion.2`` a sum). Each op event names its
+    module and program (``hlo_module``, ``program_id`` in its args), as instruction names repeat
+    across modules; ops whose instruction the HLO leaves open keep their name's class. Returns the
+    mask of rows classed here (None when the trace holds no HLO module)."""
+    modules = trace_extra(frame.table).get("hlo_classes")
+    if not isinstance(modules, dict) or not modules or op_rows.size == 0:
+        return None
+    by_hlo = np.zeros(len(frame), bool)
+    named = {name for classes in modules.values() if isinstance(classes, dict) for name in classes}
+    codes = [c for c in distinct(frame.name_code[op_rows]).tolist() if c >= 0 and frame.names[c] in named]
+    rows = op_rows[member_mask(frame.name_code[op_rows], codes)]
+    if rows.size == 0:
+        return by_hlo
+    args = frame.table.column("args").take(pa.array(rows))
+    storage = pa.chunked_array([c.storage for c in args.chunks], args.type.storage_type)
+    module = pc.struct_field(pc.extract_regex(storage, _HLO_MODULE), "module").to_pylist()
+    program = pc.struct_field(pc.extract_regex(storage, _PROGRAM_ID), "program").to_pylist()
+    found: dict[tuple[int, str | None, str | None], int] = {}
+    for i, key in enumerate(zip(frame.name_code[rows].tolist(), module, program, strict=True)):
+        cls = found.get(key)
+        if cls is None:
+            name_class = _hlo_class(modules, *key[1:], frame.names[key[0]])
+            cls = found[key] = OP_CLASSES.index(name_class) if name_class in OP_CLASSES else NO_CLASS
+        if cls != NO_CLASS:
+            op[rows[i]] = cls
+            by_hlo[rows[i]] = True
+    return by_hlo
+
+
+def _hlo_class(modules: dict, module: str | None, program: str | None, instruction: str) -> str | None:
+    """The class of an instruction of the module an event names; without its program id (xprof's
+    JSON drops it), the class every compiled module of that name gives the instruction, if they agree."""
+    if program is not None:
+        classes = modules.get(f"{module}#{program}")
+        return classes.get(instruction) if isinstance(classes, dict) else None
+    said = {classes.get(instruction) for key, classes in modules.items()
+            if key.rpartition("#")[0] == module and isinstance(classes, dict)}
+    return said.pop() if len(said) == 1 else None
 
 
 def _classify_apis_by_what_they_started(frame: Frame, api: np.ndarray, gpu_rows: np.ndarray) -> None:

@@ -47,6 +47,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
 from tracekit.errors import UsageError
+from tracekit.ingest.columns import trace_extra
 from tracekit.ingest.links import member_mask
 
 EXIT_COMPARE_FAILED = 3
@@ -167,7 +168,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     steps = stats.steps[["step", "dur_ns", "status"]].reset_index(drop=True) if len(stats.steps) else \
         pd.DataFrame({"step": [], "dur_ns": [], "status": []})
     meta = table.schema.metadata or {}
-    extra = _trace_extra(table)
+    extra = trace_extra(table)
     run = extra.get("tracekit_run")
     run = json.loads(run) if isinstance(run, str) else run if isinstance(run, dict) else {}
     unprofiled = run.get("unprofiled_step_ns") if isinstance(run.get("unprofiled_step_ns"), (int, float)) else None
@@ -231,13 +232,6 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
     return out
 
 
-def _trace_extra(table: pa.Table) -> dict:
-    raw = (table.schema.metadata or {}).get(schema.META_TRACE_META_JSON.encode())
-    try:
-        extra = json.loads(raw) if raw else {}
-    except ValueError:
-        return {}
-    return extra if isinstance(extra, dict) else {}
 
 
 def _name_status(present: dict[str, pd.Series], base: str, others: list[str]) -> np.ndarray:

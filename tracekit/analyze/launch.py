@@ -524,7 +524,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if not r.has_gpu and e.has_ops and r.top_ops is not None and len(r.top_ops.ops):
         top = r.top_ops.ops.head(3)
         named = [f"{label} {share:.0%}" for label, share in
-                 zip(sentence_labels(top.name.tolist(), top.shapes.tolist()), top.share.tolist(), strict=True)]
+                 zip(sentence_labels(top.name.tolist(), top.shapes.tolist(), top.op_class.tolist()), top.share.tolist(), strict=True)]
         ev.append("top ops by self time: " + ", ".join(named))
         # Spread over many per-layer TF op names, the time is told by op type too.
         types = r.top_ops.op_types

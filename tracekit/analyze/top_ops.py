@@ -87,8 +87,13 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     if rows.size == 0:
         return TopOps(empty, window, False)
     code, self_ns, cls = op_name_codes(frame)[rows], op_self_time(frame, rows), classes.op[rows]
-    # Per op name: ops that mostly wait while other threads run are set apart, not ranked.
-    by_name = _Groups(code)
+    # An op is its name; an XLA instruction is its name and the class its HLO gives it: instruction
+    # names repeat across modules (``ynn_fusion`` a matrix product in one, a sum in another).
+    key = code.astype(np.int64) * (len(OP_CLASSES) + 1)
+    if classes.by_hlo is not None:
+        key += np.where(classes.by_hlo[rows], cls.astype(np.int64) + 1, 0)
+    # Per op: ops that mostly wait while other threads run are set apart, not ranked.
+    by_name = _Groups(key)
     name_self, name_cls = by_name.sums(self_ns), cls[by_name.first]
     candidate = ~member_mask(name_cls, [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])  # compute ops never wait
     asked = np.flatnonzero(candidate[by_name.index])
@@ -98,8 +103,8 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     waiting = candidate & (covered >= WAITING_SHARE * dur) & (name_self > 0)
     ranked = ~waiting[by_name.index]
     # Per (op name, input dims) among the rest: the top by self time, ties in order of first call.
-    shape_code, shape_texts, shapes_recorded = _top_input_dims(frame.table, rows, code, self_ns, ranked, top)
-    by_op = _Groups(code[ranked].astype(np.int64) * max(len(shape_texts), 1) + shape_code[ranked])
+    shape_code, shape_texts, shapes_recorded = _top_input_dims(frame.table, rows, key, self_ns, ranked, top)
+    by_op = _Groups(key[ranked] * max(len(shape_texts), 1) + shape_code[ranked])
     op_self, op_calls = by_op.sums(self_ns[ranked]), by_op.counts
     first = np.flatnonzero(ranked)[by_op.first]
     chosen = np.lexsort((first, -op_self))[:top]
@@ -144,14 +149,19 @@ def _op_types(frame: Frame, codes: np.ndarray, self_ns: np.ndarray, window: int)
     return [(k, v / window) for k, v in sorted(per_type.items(), key=lambda kv: -kv[1])]
 
 
-def sentence_labels(names: list[str], shapes: list[str]) -> list[str]:
+def sentence_labels(names: list[str], shapes: list[str], classes: list[str] | None = None) -> list[str]:
     """Ops named for a sentence (``short_name``), told apart where two would read the same: by their
+    class when those differ (one XLA instruction name in two modules: ``ynn_fusion (gemm)``), by their
     input shapes when those differ (one op at two shapes), else by as many more of their name's scopes
     as it takes (one TF op in two replicas: ``replica_1/…/MatMul`` and ``…/MatMul``)."""
     labels = [short_name(n) for n in names]
     for label in set(labels):
         same = [i for i, x in enumerate(labels) if x == label]
         if len(same) < 2:
+            continue
+        if classes is not None and len({classes[i] for i in same}) == len(same):
+            for i in same:
+                labels[i] = f"{label} ({classes[i]})"
             continue
         if len({shapes[i] for i in same}) == len(same) and all(shapes[i] for i in same):
             for i in same:
@@ -208,7 +218,7 @@ def _window(frame: Frame, used_steps: list[int] | None) -> int:
 def _top_input_dims(table: pa.Table, rows: np.ndarray, code: np.ndarray, self_ns: np.ndarray, ranked: np.ndarray,
                     top: int) -> tuple[np.ndarray, list[str], bool]:
     """Each row's code into the Input Dims texts (code 0 is "", not recorded), those texts, and
-    whether any op row has them.
+    whether any op row has them; ``code`` is each row's op (its name and class, as ``top_ops`` keys them).
 
     The args JSON is read only for the op names that can place a (name, dims) group in the top:
     names in order of their positive self time, in growing batches, until the next name's positive

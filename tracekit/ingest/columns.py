@@ -335,6 +335,16 @@ class TraceMeta:
         }
 
 
+def trace_extra(table: pa.Table) -> dict[str, Any]:
+    """The reader's other trace-level facts (``TraceMeta.extra``) of a table; {} when absent or unreadable."""
+    raw = (table.schema.metadata or {}).get(schema.META_TRACE_META_JSON.encode())
+    try:
+        extra = json.loads(raw) if raw else {}
+    except ValueError:
+        return {}
+    return extra if isinstance(extra, dict) else {}
+
+
 def assemble(n: int, columns: dict[str, pa.Array], meta: TraceMeta, links: Links,
              wanted: Collection[str] | None = None) -> pa.Table:
     """Put columns in schema order, fill absent ones with nulls, attach links and metadata.

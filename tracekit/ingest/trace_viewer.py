@@ -16,7 +16,9 @@ reader rebuilds the planes, lines and events (name from ``long_name``, stats fro
 numbers as integers) and hands them to the XSpace reader, so both give the same kinds, steps,
 launch links and kernel details. What the converter dropped stays dropped: the ``Task
 Environment`` plane (times are then relative to the capture), memory allocation events, and
-``StartRegion``/``StopRegion`` pairs (merged into one ``ThreadpoolListener::Region``).
+``StartRegion``/``StopRegion`` pairs (merged into one ``ThreadpoolListener::Region``). XLA's HLO
+modules (the ``/host:metadata`` plane, which says what each XLA instruction computes) are taken from
+the XSpace beside the JSON where there is one, as JAX writes them.
 """
 
 from __future__ import annotations
@@ -69,7 +71,24 @@ def read(path: Path, gz: bool = False) -> pa.Table:
         raise InputError(path, "trace-viewer JSON without any event")
     from tracekit.ingest import xplane  # here, not at the top: sniffing every JSON trace must not import protobuf
 
+    # The converter leaves XLA's HLO modules out; JAX writes the XSpace they are in beside the JSON.
+    beside = xspace_beside(path)
+    metadata = xplane.metadata_plane(beside) if beside else None
+    if metadata is not None:
+        space.planes.append(metadata)
     return xplane.to_table(path, [space], columns.file_sha256(path), "xprof-json-gz" if gz else "xprof-json")
+
+
+def xspace_beside(path: Path) -> Path | None:
+    """The XSpace a trace-viewer JSON was converted from, when it sits beside it: ``<host>.xplane.pb``
+    for ``<host>.trace.json.gz``, else the only ``*.xplane.pb`` of the directory (JAX's
+    ``perfetto_trace.json.gz`` beside ``<host>.xplane.pb``); None otherwise."""
+    host = path.name.split(".trace.json")[0]
+    named = path.with_name(f"{host}.xplane.pb")
+    if named.is_file():
+        return named
+    found = sorted(path.parent.glob("*.xplane.pb"))
+    return found[0] if len(found) == 1 else None
 
 
 class BadEvent(ValueError):

@@ -37,7 +37,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message, message_fa
 
 from tracekit import _native, schema
 from tracekit.errors import InputError
-from tracekit.ingest import columns, links
+from tracekit.ingest import columns, hlo, links
 from tracekit.ingest.columns import TraceMeta
 from tracekit.ingest.files import regular_file
 from tracekit.schema import KIND_CODES
@@ -298,8 +298,10 @@ def to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
     extra: dict[str, Any] = {"hostnames": [], "errors": [], "warnings": []}
     capture_start: int | None = None
     walker = _native.xplane_walker()
+    modules: dict[str, dict[str, str]] = {}
     for host, xs in enumerate(spaces):
         profile_start = _read_space_facts(xs, extra)
+        modules.update(_hlo_modules(xs, extra))
         if profile_start and (capture_start is None or profile_start < capture_start):
             capture_start = profile_start
         for plane in xs.planes:
@@ -313,6 +315,10 @@ def to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
             extra["steps_from"] = f"calls of {called} (no step markers in the trace)"
     values = rows.values()
     names = [values[i] for i in columns.distinct(cols["name"]).tolist()]
+    if modules:  # the instructions that ran as events (a module lists every instruction it compiled)
+        ran = set(names)
+        ran_classes = {key: {n: c for n, c in classes.items() if n in ran} for key, classes in modules.items()}
+        extra[HLO_CLASSES] = {key: classes for key, classes in ran_classes.items() if classes}
     return _assemble(path, cols, rows, len(spaces), TraceMeta(
         source=_framework(names), source_file=path.name, source_sha256=sha, source_format=fmt,
         capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra))
@@ -330,6 +336,98 @@ def _read_space_facts(xs: Any, extra: dict[str, Any]) -> int:
             profile_start = int(env.get("profile_start_time") or 0)
             extra["task_environment"] = {k: v for k, v in env.items() if k != "profile_options"}
     return profile_start
+
+
+# Trace metadata key: {"<hlo_module>#<program_id>": {instruction name: class}} of the HLO modules in
+# the trace, for the instructions that ran as events (``tracekit.ingest.hlo``).
+HLO_CLASSES = "hlo_classes"
+_PROGRAM_ID = re.compile(r"\((-?\d+)\)$")
+
+
+def _hlo_modules(xs: Any, extra: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The classes of the instructions of every HLO module on the ``/host:metadata`` plane, keyed as
+    XLA's op events name their module: ``<hlo_module>#<program_id>``. A module whose proto does not
+    parse is left out and noted in ``extra["warnings"]`` (its ops keep the name rules)."""
+    modules: dict[str, dict[str, str]] = {}
+    for plane in xs.planes:
+        if plane.name != "/host:metadata":
+            continue
+        stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+        for m in plane.event_metadata.values():
+            stats = {stat_names.get(s.metadata_id): s for s in m.stats}
+            proto = stats.get("Hlo Proto")
+            if proto is None or proto.WhichOneof("value") != "bytes_value":
+                continue
+            try:
+                module, classes = hlo.instruction_classes(proto.bytes_value)
+            except ValueError as e:
+                extra["warnings"].append(f"HLO module {m.name}: {e}")
+                continue
+            # The program id is a stat in JAX's captures and the "(N)" suffix of the name in every one.
+            pid = stats.get("program_id")
+            found = _PROGRAM_ID.search(m.name)
+            program = _stat_value(pid, stat_names) if pid is not None else int(found.group(1)) if found else 0
+            modules[f"{module or m.name}#{program}"] = classes
+    return modules
+
+
+def metadata_plane(path: Path) -> Any | None:
+    """The ``/host:metadata`` plane (XLA's HLO modules) of an XSpace file, or None (no such plane, or
+    not an XSpace). Only that plane is parsed: the others are stepped over by their lengths."""
+    try:
+        data = memoryview(path.read_bytes())
+    except OSError:
+        return None
+    wanted = b"/host:metadata"
+    at = 0
+    try:
+        while at < len(data):
+            key, at = _varint(data, at)
+            if key & 7 == 0:
+                _, at = _varint(data, at)
+                continue
+            if key & 7 != 2:
+                return None
+            length, at = _varint(data, at)
+            body, at = data[at:at + length], at + length
+            if key >> 3 == 1 and _field_bytes(body, 2) == wanted:
+                plane = _MESSAGES["XPlane"]()
+                plane.ParseFromString(bytes(body))
+                return plane
+    except (IndexError, message.DecodeError):
+        return None
+    return None
+
+
+def _varint(data: memoryview, at: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = data[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+
+
+def _field_bytes(body: memoryview, number: int) -> bytes | None:
+    """The first length-delimited field ``number`` of a message's bytes (a plane's name is field 2)."""
+    at = 0
+    while at < len(body):
+        key, at = _varint(body, at)
+        wire = key & 7
+        if wire == 0:
+            _, at = _varint(body, at)
+        elif wire == 2:
+            length, at = _varint(body, at)
+            if key >> 3 == number:
+                return bytes(body[at:at + length])
+            at += length
+        elif wire in (1, 5):
+            at += 8 if wire == 1 else 4
+        else:
+            return None
+    return None
 
 
 @dataclass

@@ -1,0 +1,121 @@
+"""XLA's HLO modules in an XSpace (``/host:metadata`` plane): what each instruction computes.
+
+XLA names the instructions it runs after how it built them, not after what they compute: on the CPU,
+JAX and TF's XLA run matrix products and reductions as ``ynn_fusion.1`` or ``xnn_fusion`` (a YNNPACK /
+XNNPACK fusion holds a ``dot``, a ``reduce`` or pointwise work), on a GPU as ``fusion.12`` or
+``custom-call.3``. The profiler stores each compiled module's ``HloProto`` beside the events (one
+``XEventMetadata`` per module, named ``jit_step(12)``, with stats ``Hlo Proto`` and ``program_id``), and
+every XLA op event carries ``hlo_module``, ``program_id`` and ``hlo_op``. The class of an instruction
+comes from its opcode, and a fusion's from the instructions it fuses (a convolution, else a ``dot``,
+else a ``reduce``, else pointwise work), which is what xprof reads too. Instructions whose HLO does not
+say (control flow, copies, parameters) are left to the name rules.
+
+Only the fields read here are declared (protobuf skips the others)::
+
+    HloProto            { HloModuleProto hlo_module = 1; }
+    HloModuleProto      { string name = 1; repeated HloComputationProto computations = 3; }
+    HloComputationProto { string name = 1; repeated HloInstructionProto instructions = 2; int64 id = 5; }
+    HloInstructionProto { string name = 1; string opcode = 2; string custom_call_target = 28; int64 id = 35;
+                          repeated int64 called_computation_ids = 38; }
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+
+_F = descriptor_pb2.FieldDescriptorProto
+
+# HLO opcodes that say what an instruction computes (tracekit's op classes).
+OPCODE_CLASSES = {
+    "dot": "gemm", "convolution": "convolution", "fft": "fft",
+    "reduce": "reduction", "reduce-window": "reduction", "select-and-scatter": "reduction",
+    "cholesky": "linalg", "triangular-solve": "linalg",
+    **{op: "communication" for op in (
+        "all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
+        "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-permute", "collective-permute-start",
+        "collective-permute-done", "collective-broadcast", "send", "send-done", "recv", "recv-done")},
+}
+# A fusion is what its most expensive fused instruction is: conv before dot before reduce.
+FUSED_ORDER = ("convolution", "gemm", "reduction")
+# Library calls by target: cuBLAS/cuBLASLt and oneDNN matmuls, cuDNN convolutions and fused attention,
+# LAPACK / cuSOLVER factorizations, FFTs.
+CUSTOM_CALL_CLASSES = (
+    ("attention", re.compile(r"fmha|flash|attention", re.I)),
+    ("convolution", re.compile(r"conv", re.I)),
+    ("gemm", re.compile(r"gemm|matmul|cublas|\$dot", re.I)),
+    ("linalg", re.compile(r"lapack|cusolver|potrf|getrf|geqrf|syevd|gesvd|trsm|eigh|\bqr\b", re.I)),
+    ("fft", re.compile(r"fft", re.I)),
+)
+
+
+def _messages() -> type[message.Message]:
+    fd = descriptor_pb2.FileDescriptorProto(name="tracekit_hlo.proto", package="tracekit.hlo", syntax="proto3")
+    specs = {
+        "HloInstructionProto": [("name", 1, _F.TYPE_STRING, ""), ("opcode", 2, _F.TYPE_STRING, ""),
+                                ("custom_call_target", 28, _F.TYPE_STRING, ""), ("id", 35, _F.TYPE_INT64, ""),
+                                ("called_computation_ids", 38, _F.TYPE_INT64, "*")],
+        "HloComputationProto": [("name", 1, _F.TYPE_STRING, ""), ("id", 5, _F.TYPE_INT64, ""),
+                                ("instructions", 2, _F.TYPE_MESSAGE, "*HloInstructionProto")],
+        "HloModuleProto": [("name", 1, _F.TYPE_STRING, ""),
+                           ("computations", 3, _F.TYPE_MESSAGE, "*HloComputationProto")],
+        "HloProto": [("hlo_module", 1, _F.TYPE_MESSAGE, "HloModuleProto")],
+    }
+    for name, fields in specs.items():
+        m = fd.message_type.add(name=name)
+        for fname, number, ftype, ref in fields:
+            f = m.field.add(name=fname, number=number, type=ftype)
+            f.label = _F.LABEL_REPEATED if ref.startswith("*") else _F.LABEL_OPTIONAL
+            if ftype == _F.TYPE_MESSAGE:
+                f.type_name = ".tracekit.hlo." + ref.lstrip("*")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fd)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tracekit.hlo.HloProto"))
+
+
+HloProto = _messages()
+
+
+def instruction_classes(proto: bytes) -> tuple[str, dict[str, str]]:
+    """(module name, {instruction name: class}) of one serialized ``HloProto``, for the instructions
+    whose HLO says what they compute. Raises ``ValueError`` when the bytes are not an HloProto."""
+    hp = HloProto()
+    try:
+        hp.ParseFromString(proto)
+    except message.DecodeError as e:
+        raise ValueError(f"not an HloProto ({e})") from None
+    module = hp.hlo_module
+    computations = {c.id: c for c in module.computations}
+    fused: dict[int, str | None] = {}  # computation id -> class of what it computes (memo)
+
+    def computation_class(cid: int, seen: frozenset[int]) -> str | None:
+        if cid in fused:
+            return fused[cid]
+        comp = computations.get(cid)
+        if comp is None or cid in seen:
+            return None
+        found = {cls for inst in comp.instructions
+                 for cls in (own_class(inst, seen | {cid}),) if cls in FUSED_ORDER}
+        fused[cid] = next((c for c in FUSED_ORDER if c in found), None)
+        return fused[cid]
+
+    def own_class(inst: Any, seen: frozenset[int]) -> str | None:
+        if inst.opcode in OPCODE_CLASSES:
+            return OPCODE_CLASSES[inst.opcode]
+        if inst.opcode == "custom-call":
+            return next((cls for cls, rx in CUSTOM_CALL_CLASSES if rx.search(inst.custom_call_target)), None)
+        if inst.opcode == "fusion":
+            inner = [computation_class(c, seen) for c in inst.called_computation_ids]
+            # A fusion of none of them is pointwise and data-movement work (loop fusion): memory-bound.
+            return next((c for c in FUSED_ORDER if c in inner), "elementwise")
+        return None
+
+    classes: dict[str, str] = {}
+    for comp in module.computations:
+        for inst in comp.instructions:
+            cls = own_class(inst, frozenset())
+            if cls is not None:
+                classes[inst.name] = cls
+    return module.name, classes
