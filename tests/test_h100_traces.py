@@ -137,6 +137,21 @@ def test_a_gpu_program_profiled_without_its_gpu_activities_is_not_judged_as_cpu_
     assert with_gpu.has_gpu and with_gpu.verdict != "undetermined", with_gpu.evidence
 
 
+def test_the_report_of_a_gpu_program_profiled_without_its_gpu_says_no_cpu_rates() -> None:
+    """The report's other sections said "No GPU in this trace", took its ops' host time for arithmetic
+    and gave aten::addmm a rate (38 GFLOP/s) from its launch time."""
+    from tracekit import api
+
+    doc = json.loads(api.render(api.report(H100 / "cpu_activity_only.pt.trace.json.gz"), "json"))
+    assert doc["breakdown"]["unrecorded_gpu_work"] == "63 kernel launch calls"
+    gemms = [op for op in doc["top_ops"] if op["op_class"] == "gemm"]
+    assert gemms and all(op["gflops"] is None for op in gemms), gemms
+    text = api.render(api.report(H100 / "cpu_activity_only.pt.trace.json.gz"), "markdown")
+    assert "No GPU in this trace" not in text and "not arithmetic" in text
+    with_gpu = json.loads(api.render(api.report(H100 / "cpu_and_cuda.pt.trace.json.gz"), "json"))
+    assert with_gpu["breakdown"]["unrecorded_gpu_work"] == ""
+
+
 @pytest.mark.parametrize("command", ["whatif", "critical-path"])
 def test_replays_and_paths_refuse_a_gpu_program_profiled_without_its_gpu(command: str, capsys) -> None:
     """The host alone of that step would replay its launches as work (no-dispatch predicted 53%) and

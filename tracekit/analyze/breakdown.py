@@ -54,6 +54,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
 from tracekit.analyze.cpu_partition import cpu_partition
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.waiting import waiting_calls
 from tracekit.errors import TracekitError
 from tracekit.ingest.columns import factorize
@@ -95,6 +96,9 @@ class Breakdown:
         span_ns exactly; ``tracekit.analyze.cpu_partition``): step, thread, span_ns, the ``PARTS``,
         other_threads_ns.
     timesteps: the workload's timesteps per step when known (``--timesteps`` or trace metadata).
+    unrecorded_gpu_work: for a trace with no GPU activity, what shows that its program ran on a GPU
+        (``tracekit.analyze.gpu_presence``; "" when nothing does): its ops' time is then launching and
+        waiting, not the CPU work the CPU-only views take it for.
     """
 
     gpu: pd.DataFrame
@@ -105,6 +109,7 @@ class Breakdown:
     steps: list[int]
     timesteps: int | None = None
     cpu_partition: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=PARTITION_COLUMNS))
+    unrecorded_gpu_work: str = ""
 
 
 def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: bool = False,
@@ -137,7 +142,7 @@ def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: 
     return Breakdown(
         gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, op_class, steps),
         has_gpu=gpu_rows.size > 0, steps=steps, timesteps=timesteps if timesteps is not None else _meta_timesteps(table),
-        cpu_partition=partition,
+        cpu_partition=partition, unrecorded_gpu_work="" if gpu_rows.size else unrecorded_gpu_work(frame, classes),
     )
 
 

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
 from tracekit.analyze.classify import EAGER_OP, OP_CLASSES, RowClasses, op_name_codes, short_name, tf_base_op
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.waiting import WAITING_SHARE, covered_by_other_threads
 from tracekit.ingest.columns import distinct, factorize, stable_order
 from tracekit.ingest.links import member_mask
@@ -117,8 +118,9 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     })
     out["mean_ns"] = out.self_ns / out.calls
     out["share"] = out.self_ns / window if window else 0.0
-    # On the CPU a GEMM op's self time is the GEMM; on a GPU trace it is the launch, and no rate is said.
-    cpu_only = frame.rows(*GPU_BUSY_KINDS).size == 0
+    # On the CPU a GEMM op's self time is the GEMM; on a GPU trace it is the launch, and no rate is
+    # said (nor where the GPU's activity went unrecorded: its launch calls or GPU-only ops show it).
+    cpu_only = frame.rows(*GPU_BUSY_KINDS).size == 0 and not unrecorded_gpu_work(frame, classes)
     flops = [gemm_flops(n, sh) if cpu_only else None for n, sh in zip(out.name, out.shapes, strict=True)]
     out["gflops"] = [f * c / t if f and t > 0 else np.nan for f, c, t in zip(flops, out.calls, out.self_ns, strict=True)]
     result = TopOps(out.reset_index(drop=True), window, shapes_recorded,

@@ -127,7 +127,11 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
     host = bd.host
     if len(host) and host.busy_ns.sum() > 0:
         s = Section("Host time (per thread, exclusive, summed over threads)")
-        if not bd.has_gpu:  # the split is made for GPU traces, where host time is overhead around kernels
+        if bd.unrecorded_gpu_work:
+            s.sentences.append(f"No GPU activity in this trace, but the program ran on a GPU ({bd.unrecorded_gpu_work}): "
+                               "framework is all time inside framework ops, which is launching and waiting for GPU "
+                               "work the profiler did not record, not arithmetic.")
+        elif not bd.has_gpu:  # the split is made for GPU traces, where host time is overhead around kernels
             s.sentences.append("No GPU in this trace: framework is all time inside framework ops, their arithmetic "
                                "included; the sections below split it into op classes and dispatch.")
         # Classes no thread ever spent time in (launch calls in a CPU-only trace) are left out.
@@ -139,7 +143,8 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
                                           *[r[c] for c in counts]] for r in records(listed)], more))
         sections.append(s)
     if not bd.has_gpu and len(bd.cpu_ops):
-        s = Section("CPU op time (self time by op class; no GPU in this trace)")
+        s = Section("CPU op time (self time by op class; " + (
+            "the GPU's activity was not recorded: host time only)" if bd.unrecorded_gpu_work else "no GPU in this trace)"))
         whole = bd.cpu_ops[bd.cpu_ops.step == -1].iloc[0]
         n_steps = max(len(bd.steps), 1)
         ops_per_step = whole["ops"] / n_steps
@@ -218,7 +223,7 @@ def _breakdown_data(bd: Breakdown) -> dict:
     partition = [{**r, "parts": list(PARTS)} for r in records(bd.cpu_partition)]
     return {"gpu": records(bd.gpu), "gpu_classes": records(bd.gpu_classes), "host": records(bd.host),
             "cpu_ops": records(bd.cpu_ops), "cpu_partition": partition, "steps": bd.steps, "timesteps": bd.timesteps,
-            "has_gpu": bd.has_gpu}
+            "has_gpu": bd.has_gpu, "unrecorded_gpu_work": bd.unrecorded_gpu_work}
 
 
 def steps_section(st: StepStats) -> Section:
