@@ -41,7 +41,14 @@ def test_a_fusion_is_the_class_of_what_it_fuses() -> None:
     assert {classes[n] for n in ("ynn_fusion", "ynn_fusion.1", "ynn_fusion.2", "ynn_fusion.3")} == {"gemm"}
     assert classes["add_tanh_fusion"] == classes["multiply_add_fusion"] == "elementwise"
     assert classes["dot_general.20"] == "gemm"  # the dot inside a fused computation
-    assert not any(n.startswith(("while", "copy", "parameter")) for n in classes)  # HLO leaves those open
+    # Data movement alone (a copy, a slice fusion, a broadcast) is copy, not framework time ("other").
+    assert classes["copy.7"] == classes["dynamic-slice_bitcast_fusion"] == classes["wrapped_broadcast"] == "copy"
+    assert not any(n.startswith(("while", "parameter", "get-tuple-element")) for n in classes)  # control flow, values
+
+
+def test_an_xla_copy_is_data_movement_not_framework_time() -> None:
+    """A bare XLA ``copy.5`` had no name rule: "other", counted as framework dispatch."""
+    assert _op_classes(SCAN_RNN)["copy.7"] == {"copy"}
 
 
 def test_the_report_counts_jax_matrix_products_as_gemm() -> None:

@@ -596,9 +596,9 @@ def _classify_rows(frame: Frame) -> RowClasses:
 
     op_rows = frame.rows("cpu_op")
     op[op_rows] = _by_name(frame, op_rows, OP_RULES, OP_CLASSES, classify_op_name)
-    by_hlo = _classify_xla_ops_by_hlo(frame, op, op_rows)
     _classify_eager_ops(frame, op)
     _resolve_copies(frame, op, op_rows)
+    by_hlo = _classify_xla_ops_by_hlo(frame, op, op_rows)  # last: the HLO's copy is data movement, not aten's copy_
 
     api_rows = frame.rows("runtime_api", "driver_api")
     api[api_rows] = _by_name(frame, api_rows, API_RULES, API_CLASSES)

@@ -6,9 +6,11 @@ XNNPACK fusion holds a ``dot``, a ``reduce`` or pointwise work), on a GPU as ``f
 ``custom-call.3``. The profiler stores each compiled module's ``HloProto`` beside the events (one
 ``XEventMetadata`` per module, named ``jit_step(12)``, with stats ``Hlo Proto`` and ``program_id``), and
 every XLA op event carries ``hlo_module``, ``program_id`` and ``hlo_op``. The class of an instruction
-comes from its opcode, and a fusion's from the instructions it fuses (a convolution, else a ``dot``,
-else a ``reduce``, else pointwise work), which is what xprof reads too. Instructions whose HLO does not
-say (control flow, copies, parameters) are left to the name rules.
+comes from its opcode (``dot`` a GEMM, ``reduce`` a reduction, ``convert`` a cast, ``transpose`` or
+``copy`` data movement, other arithmetic elementwise), and a fusion's from the instructions it fuses
+(a convolution, else a ``dot``, else a ``reduce``, else arithmetic; only converts: a cast; only data
+movement: a copy), which is what xprof reads too. Control flow (``while``: its body's instructions
+are events of their own), values and library calls of unknown targets are left to the name rules.
 
 Only the fields read here are declared (protobuf skips the others)::
 
@@ -31,15 +33,28 @@ _F = descriptor_pb2.FieldDescriptorProto
 # HLO opcodes that say what an instruction computes (tracekit's op classes).
 OPCODE_CLASSES = {
     "dot": "gemm", "convolution": "convolution", "fft": "fft",
-    "reduce": "reduction", "reduce-window": "reduction", "select-and-scatter": "reduction",
+    "reduce": "reduction", "reduce-window": "reduction", "select-and-scatter": "reduction", "sort": "reduction",
     "cholesky": "linalg", "triangular-solve": "linalg",
+    "convert": "cast",
     **{op: "communication" for op in (
         "all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
         "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-permute", "collective-permute-start",
         "collective-permute-done", "collective-broadcast", "send", "send-done", "recv", "recv-done")},
+    # Data movement: memory-bound work with no arithmetic (xprof's "data formatting"), tracekit's copy.
+    **{op: "copy" for op in (
+        "copy", "copy-start", "copy-done", "transpose", "concatenate", "slice", "dynamic-slice", "dynamic-update-slice",
+        "pad", "gather", "broadcast", "reshape", "reverse")},
 }
-# A fusion is what its most expensive fused instruction is: conv before dot before reduce.
-FUSED_ORDER = ("convolution", "gemm", "reduction")
+# Instructions that are no arithmetic of their own: values, views and tuples; control flow, whose
+# time is its body's instructions (events of their own); host transfers; and library calls of a
+# target not known above.
+NOT_ARITHMETIC = frozenset({"parameter", "constant", "bitcast", "get-tuple-element", "tuple", "after-all",
+                            "partition-id", "replica-id", "iota", "opt-barrier", "domain", "add-dependency",
+                            "while", "conditional", "call", "async-start", "async-update", "async-done",
+                            "infeed", "outfeed", "custom-call"})
+# A fusion is what its most expensive fused work is: a convolution, else a matrix product, else a
+# reduction, else pointwise arithmetic; one that only converts is a cast, one that only moves data a copy.
+FUSED_ORDER = ("convolution", "gemm", "reduction", "fft", "linalg", "elementwise", "cast", "copy")
 # Library calls by target: cuBLAS/cuBLASLt and oneDNN matmuls, cuDNN convolutions and fused attention,
 # LAPACK / cuSOLVER factorizations, FFTs.
 CUSTOM_CALL_CLASSES = (
@@ -91,15 +106,22 @@ def instruction_classes(proto: bytes) -> tuple[str, dict[str, str]]:
     fused: dict[int, str | None] = {}  # computation id -> class of what it computes (memo)
 
     def computation_class(cid: int, seen: frozenset[int]) -> str | None:
+        """What a fused computation computes: the first of FUSED_ORDER among its instructions."""
         if cid in fused:
             return fused[cid]
         comp = computations.get(cid)
         if comp is None or cid in seen:
             return None
-        found = {cls for inst in comp.instructions
-                 for cls in (own_class(inst, seen | {cid}),) if cls in FUSED_ORDER}
+        found = {work_class(inst, seen | {cid}) for inst in comp.instructions}
         fused[cid] = next((c for c in FUSED_ORDER if c in found), None)
         return fused[cid]
+
+    def work_class(inst: Any, seen: frozenset[int]) -> str | None:
+        """An instruction's class inside a fusion: arithmetic of no named class is elementwise."""
+        cls = own_class(inst, seen)
+        if cls is None and inst.opcode not in NOT_ARITHMETIC:
+            return "elementwise"
+        return cls
 
     def own_class(inst: Any, seen: frozenset[int]) -> str | None:
         if inst.opcode in OPCODE_CLASSES:
@@ -107,15 +129,20 @@ def instruction_classes(proto: bytes) -> tuple[str, dict[str, str]]:
         if inst.opcode == "custom-call":
             return next((cls for cls, rx in CUSTOM_CALL_CLASSES if rx.search(inst.custom_call_target)), None)
         if inst.opcode == "fusion":
-            inner = [computation_class(c, seen) for c in inst.called_computation_ids]
-            # A fusion of none of them is pointwise and data-movement work (loop fusion): memory-bound.
-            return next((c for c in FUSED_ORDER if c in inner), "elementwise")
+            inner = {computation_class(c, seen) for c in inst.called_computation_ids}
+            # Only values and views fused (no work): a copy of them, what a fusion is made to produce.
+            return next((c for c in FUSED_ORDER if c in inner), "copy")
         return None
+
+    def event_class(inst: Any) -> str | None:
+        """The class of an instruction that runs as its own event: arithmetic outside any fusion
+        (``add.3``, ``tanh``) is elementwise; control flow and values are left to the name rules."""
+        return work_class(inst, frozenset())
 
     classes: dict[str, str] = {}
     for comp in module.computations:
         for inst in comp.instructions:
-            cls = own_class(inst, frozenset())
+            cls = event_class(inst)
             if cls is not None:
                 classes[inst.name] = cls
     return module.name, classes
