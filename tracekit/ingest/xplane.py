@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import mmap
 import re
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
@@ -375,9 +376,13 @@ def metadata_plane(path: Path) -> Any | None:
     """The ``/host:metadata`` plane (XLA's HLO modules) of an XSpace file, or None (no such plane, or
     not an XSpace). Only that plane is parsed: the others are stepped over by their lengths."""
     try:
-        data = memoryview(path.read_bytes())
-    except OSError:
+        with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return _find_metadata_plane(memoryview(mapped))
+    except (OSError, ValueError):  # unreadable, or empty (mmap refuses a file of 0 bytes)
         return None
+
+
+def _find_metadata_plane(data: memoryview) -> Any | None:
     wanted = b"/host:metadata"
     at = 0
     try:
@@ -396,6 +401,8 @@ def metadata_plane(path: Path) -> Any | None:
                 return plane
     except (IndexError, message.DecodeError):
         return None
+    finally:
+        data.release()
     return None
 
 
