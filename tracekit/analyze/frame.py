@@ -43,25 +43,29 @@ def _int(table: pa.Table, name: str, null: int = -1) -> np.ndarray:
 
 def _int64(column: pa.ChunkedArray, null: int = -1) -> np.ndarray:
     """An integer (or dictionary: its codes) column as int64, nulls as ``null``, read-only. An int64
-    column of one chunk is not copied (a view of its buffer, or of Arrow's null-filled one), nor is
-    one of nulls only (a broadcast of ``null``: absent GPU columns of a CPU trace take no memory);
-    other columns are read chunk by chunk into one array."""
+    column of one chunk without nulls is not copied (a view of its buffer), nor is one of nulls only
+    (a broadcast of ``null``: absent GPU columns of a CPU trace take no memory); other columns are
+    read chunk by chunk into one array, nulls set from the validity bitmap. (Not ``pc.fill_null``:
+    its first calls in a process cost 0.1-0.17 s each on a 5M-row column, against 0.02 s here.)"""
     if len(column) and column.null_count == len(column):
         return np.broadcast_to(np.int64(null), len(column))
+    if column.num_chunks == 1:
+        chunk = column.chunk(0)
+        data = chunk.indices if pa.types.is_dictionary(chunk.type) else chunk
+        values = values_view(data)
+        if not data.null_count and values.dtype == np.int64:
+            return values
+        out = np.where(validity_mask(data), values, np.int64(null)) if data.null_count else values.astype(np.int64)
+        out.flags.writeable = False
+        return out
     out = np.empty(len(column), np.int64)
     at = 0
     for chunk in column.chunks:
         data = chunk.indices if pa.types.is_dictionary(chunk.type) else chunk
-        if data.null_count and pa.types.is_signed_integer(data.type):
-            import pyarrow.compute as pc  # here: `info` and other short commands never load it
-
-            data = pc.fill_null(data, null)  # one pass over the validity bitmap, 3-5x numpy's mask and assign
         values = values_view(data)
-        if column.num_chunks == 1 and values.dtype == np.int64:
-            return values
         part = out[at:at + values.size]
         part[:] = values
-        if data.null_count:  # not filled above (unsigned codes): from the validity bitmap
+        if data.null_count:
             part[~validity_mask(data)] = null
         at += values.size
     out.flags.writeable = False
