@@ -105,6 +105,21 @@ def test_a_jax_trace_converted_by_xprof_reads_as_jax(tmp_path: Path) -> None:
     assert classes["ynn_fusion"] == "elementwise"
 
 
+def test_only_the_xspace_a_json_was_converted_from_gives_its_modules(tmp_path: Path) -> None:
+    """``<host>.xplane.pb`` beside ``<host>.trace.json.gz`` (or the run directory's only XSpace beside
+    JAX's ``perfetto_trace.json.gz``); never another XSpace that happens to be in the directory."""
+    from tracekit.ingest.columns import trace_extra
+
+    run = HERE / "data" / "jax" / "tanh_steps"
+    for name in ("vm.trace.json.gz", "perfetto_trace.json.gz"):
+        extra = trace_extra(load(run / name))
+        assert extra["hlo_modules_from"] == "vm.xplane.pb" and "jit_f#10" in extra["hlo_classes"]
+    other = tmp_path / "t.trace_viewer.json.gz"
+    shutil.copy(run / "vm.trace.json.gz", other)
+    shutil.copy(run / "vm.xplane.pb", tmp_path / "vm.xplane.pb")
+    assert "hlo_classes" not in trace_extra(load(other))
+
+
 def test_a_tf22_run_directory_with_one_trace_json_is_that_trace(tmp_path: Path) -> None:
     """TF 2.2 wrote plugins/profile/<run>/<host>.trace.json.gz (no XSpace): the directory reads as it."""
     run = tmp_path / "logs" / "plugins" / "profile" / "2020_06_01_10_00_00"

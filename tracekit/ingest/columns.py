@@ -345,6 +345,14 @@ def trace_extra(table: pa.Table) -> dict[str, Any]:
     return extra if isinstance(extra, dict) else {}
 
 
+def with_extra(table: pa.Table, **facts: object) -> pa.Table:
+    """The table with ``facts`` added to its reader's trace-level facts (``TraceMeta.extra``)."""
+    metadata = dict(table.schema.metadata or {})
+    metadata[schema.META_TRACE_META_JSON.encode()] = json.dumps({**trace_extra(table), **facts}, sort_keys=True,
+                                                                default=str).encode()
+    return table.replace_schema_metadata(metadata)
+
+
 def assemble(n: int, columns: dict[str, pa.Array], meta: TraceMeta, links: Links,
              wanted: Collection[str] | None = None) -> pa.Table:
     """Put columns in schema order, fill absent ones with nulls, attach links and metadata.

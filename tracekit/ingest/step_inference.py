@@ -41,7 +41,6 @@ which runs from one ``prof.step()`` to the next).
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
@@ -261,12 +260,7 @@ def _with_steps(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.nd
     table = table.set_column(kind_index, table.schema.field(kind_index), columns.dictionary(
         kind, columns.KIND_DICTIONARY, table.schema.field(kind_index).type.index_type))
     table = table.set_column(step_index, table.schema.field(step_index), columns.nullable(step, -1, pa.int32()))
-    metadata = dict(table.schema.metadata or {})
-    key = schema.META_TRACE_META_JSON.encode()
-    extra = json.loads(metadata.get(key, b"{}") or b"{}")
-    extra["steps_from"] = origin
-    metadata[key] = json.dumps(extra, sort_keys=True, default=str).encode()
-    return table.replace_schema_metadata(metadata)
+    return columns.with_extra(table, steps_from=origin)
 
 
 def _unified(column: pa.ChunkedArray) -> pa.ChunkedArray:

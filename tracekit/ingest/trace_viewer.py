@@ -76,19 +76,24 @@ def read(path: Path, gz: bool = False) -> pa.Table:
     metadata = xplane.metadata_plane(beside) if beside else None
     if metadata is not None:
         space.planes.append(metadata)
-    return xplane.to_table(path, [space], columns.file_sha256(path), "xprof-json-gz" if gz else "xprof-json")
+    table = xplane.to_table(path, [space], columns.file_sha256(path), "xprof-json-gz" if gz else "xprof-json")
+    if metadata is None or beside is None:
+        return table
+    return columns.with_extra(table, hlo_modules_from=beside.name)  # where the instructions' classes came from
 
 
 def xspace_beside(path: Path) -> Path | None:
-    """The XSpace a trace-viewer JSON was converted from, when it sits beside it: ``<host>.xplane.pb``
-    for ``<host>.trace.json.gz``, else the only ``*.xplane.pb`` of the directory (JAX's
-    ``perfetto_trace.json.gz`` beside ``<host>.xplane.pb``); None otherwise."""
-    host = path.name.split(".trace.json")[0]
-    named = path.with_name(f"{host}.xplane.pb")
-    if named.is_file():
-        return named
-    found = sorted(path.parent.glob("*.xplane.pb"))
-    return found[0] if len(found) == 1 else None
+    """The XSpace a trace-viewer JSON was converted from, where JAX leaves the two side by side:
+    ``<host>.xplane.pb`` for ``<host>.trace.json.gz``, and for ``perfetto_trace.json.gz`` the run
+    directory's only ``*.xplane.pb``; None otherwise (an XSpace of another run could name the same
+    modules, so no other file is taken for it)."""
+    if ".trace.json" in path.name:
+        named = path.with_name(path.name.split(".trace.json")[0] + ".xplane.pb")
+        return named if named.is_file() else None
+    if path.name.startswith("perfetto_trace.json"):
+        found = sorted(path.parent.glob("*.xplane.pb"))
+        return found[0] if len(found) == 1 else None
+    return None
 
 
 class BadEvent(ValueError):
