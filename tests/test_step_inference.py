@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
+from conftest import TRACES, needs_shared
 
 import tracekit
 from tracekit import schema
@@ -88,12 +90,20 @@ def test_a_range_around_each_iteration_gives_the_steps(tmp_path, label, expected
 
 @pytest.mark.parametrize("ranges", [
     {"forward": "forward"},                        # the forward pass only: backward and optimizer outside
-    {"layer": "layer_{j}", "train": False},        # per-layer ranges of an inference loop: numbers repeat
-    {"layer": "layer_{j}"},
+    {"layer": "layer_{j}"},                        # per-layer ranges: numbers repeat
 ])
-def test_ranges_that_are_not_the_iterations_give_no_steps(tmp_path, ranges):
+def test_ranges_that_are_not_the_iterations_leave_the_steps_to_the_optimizer(tmp_path, ranges):
+    """Not the loop's iterations, these ranges give no steps; the training loop's optimizer steps do."""
     path = tmp_path / "loop.pt.trace.json"
     _capture(path, **ranges)
+    table = tracekit.load(path)
+    assert _step_rows(table) == [f"Iteration#{i}" for i in range(5)]
+    assert _steps_from(table).startswith("training iterations ending with Optimizer.step#SGD.step (no step markers")
+
+
+def test_ranges_of_an_inference_loop_that_are_not_its_iterations_give_no_steps(tmp_path):
+    path = tmp_path / "loop.pt.trace.json"
+    _capture(path, layer="layer_{j}", train=False)  # per-layer ranges of an inference loop: numbers repeat
     table = tracekit.load(path)
     assert _step_rows(table) == [] and _steps_from(table) == ""
 
@@ -135,3 +145,59 @@ def test_a_range_inside_a_call_of_its_own_name_is_part_of_that_call(tmp_path):
     assert all(rows[r["parent"]]["kind"] == "step" for r in inner)
     assert all(s["dur_ns"] > f["dur_ns"] for s, f in zip(steps, inner, strict=True))
 
+
+
+# Training loops profiled with no schedule and no range of the user's around each iteration
+# (tests/data/cpu/make_optimizer_loops.py): torch.optim records each optimizer step as a range.
+CPU_DATA = Path(__file__).parent / "data" / "cpu"
+
+
+def test_a_training_loop_without_step_markers_has_its_optimizer_iterations_as_steps():
+    """Each iteration ends where its optimizer step ends; the first holds the loop's start-up and is
+    left out of the verdict, which read the whole capture before (start-up included)."""
+    table = tracekit.load(CPU_DATA / "optimizer_loop.pt.trace.json.gz")
+    assert _step_rows(table) == [f"Iteration#{i}" for i in range(6)]
+    assert _steps_from(table) == "training iterations ending with Optimizer.step#SGD.step (no step markers in the trace)"
+    rows = table.select(["kind", "step", "parent", "depth", "tid"]).to_pylist()
+    main = rows[next(i for i, r in enumerate(rows) if r["kind"] == "step")]["tid"]
+    ops = [r for r in rows if r["kind"] == "cpu_op" and r["tid"] == main]
+    assert all(r["step"] is not None for r in ops)  # every op of the loop's thread is in an iteration
+    steps = {i for i, r in enumerate(rows) if r["kind"] == "step"}
+    assert all(r["parent"] is not None for r in ops) and all(r["depth"] >= 1 for r in ops)
+    assert {r["parent"] for r in ops if r["depth"] == 1} <= steps  # top-level ops are the iterations' children
+    launch = tracekit.launch(table).result
+    assert [s for s in launch.steps.steps.status] == ["warm-up"] + ["steady"] * 5
+    assert not any("no steps are marked" in e for e in launch.evidence), launch.evidence
+
+
+def test_two_optimizers_stepped_in_turn_are_one_iteration():
+    """A GAN's discriminator and generator rounds differ in work: two optimizer steps are one iteration."""
+    table = tracekit.load(CPU_DATA / "gan_loop.pt.trace.json.gz")
+    assert len(_step_rows(table)) == 5
+    assert ", 2 calls an iteration (optimizers of one class stepped in turn)" in _steps_from(table)
+
+
+def test_no_iteration_is_inferred_inside_a_range_around_the_whole_loop():
+    """The loop inside one record_function("epoch"): iterations would not nest in it, so none is made."""
+    table = tracekit.load(CPU_DATA / "epoch_range_loop.pt.trace.json.gz")
+    assert _step_rows(table) == [] and _steps_from(table) == ""
+
+
+def test_the_inferred_iterations_survive_a_parquet_round_trip(tmp_path):
+    from tracekit.cli import main
+
+    out = tmp_path / "t.parquet"
+    assert main(["ingest", str(CPU_DATA / "optimizer_loop.pt.trace.json.gz"), "-o", str(out)]) == 0
+    table = tracekit.load(out)
+    assert len(_step_rows(table)) == 6 and _steps_from(table).startswith("training iterations")
+
+
+@needs_shared
+def test_a_public_training_trace_without_step_markers():
+    """HTA's step_based_trace sample: 5 SGD iterations on a GPU, no ProfilerStep (its last step cut by
+    the capture's end). Read as a whole before, start-up included; now its first iteration (3.9 ms,
+    2.5x the others) is warm-up and the verdict reads the other four."""
+    path = TRACES / "hta" / "with_gpu_user_annotation" / "step_based_trace_2543932.json.gz"
+    launch = tracekit.launch(path).result
+    assert list(launch.steps.steps.status) == ["warm-up"] + ["steady"] * 4
+    assert launch.steps.origin.startswith("training iterations ending with Optimizer.step#SGD.step")

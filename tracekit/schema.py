@@ -84,7 +84,7 @@ COLUMNS: Final[tuple[Column, ...]] = (
            "`torch`", "`tf`", "`nsys`"),
     Column("kind", _dict(index=pa.int8()), "-", "what the event is; one of the kinds listed below",
            "from `ph` and `cat`", "from plane, line and event name/stats", "from the table"),
-    Column("category", _dict(), "-", "the source's own category, verbatim",
+    Column("category", _dict(), "-", "the source's own category, verbatim; `tracekit:inferred_step` on step rows tracekit adds (a training loop's iterations, `tracekit/ingest/step_inference.py`)",
            "`cat` (`cpu_op`, `kernel`, old `Kernel`/`Runtime`, ...); `ph` for uncategorised events",
            "`<plane>/<line kind>` e.g. `/host:CPU/tf_Compute`", "table name, e.g. `CUPTI_ACTIVITY_KIND_KERNEL`"),
     Column("name", _dict(), "-", "event name (kernel name, op name, API name, range text)",

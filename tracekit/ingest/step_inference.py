@@ -33,6 +33,17 @@ one of 48 ms.
   Python function, so ``Trace("train_step")`` around ``train_step(x, y)`` nests one call in another.
 
 Among several such names the one holding most of the work wins (then the one with more calls).
+
+A PyTorch training loop with no such range still marks its iterations: torch.optim records each
+optimizer step as a range (``Optimizer.step#SGD.step``). Where no range qualifies, each iteration
+ends where an optimizer step ends (the first starts at the loop thread's first event and holds the
+start-up), provided the calls are one thread's, one after another, with each optimizer stepped once
+per round; no top-level row of that thread spans the end of an iteration (a range around the whole
+loop: the iterations would not nest in it); the iterations hold ``MIN_COVER`` of the process's host
+work (and of the kernel time); and their op counts show a loop (``_period``: two optimizers of one
+class stepped in turn whose rounds differ, a GAN's, are one iteration every two calls). Each
+iteration becomes a step row appended to the table (``Iteration#k`` on the loop's thread, category
+``tracekit:inferred_step``: no profiler wrote it), the thread's top-level rows inside it its children.
 The trace's metadata says where its steps came from (``steps_from``), as for Keras's per-batch
 function in XSpace traces, and every report repeats it, with the share of the loop's work that runs
 between the calls (a batch fetched outside the range is outside every step, unlike ProfilerStep#N,
@@ -54,6 +65,10 @@ MIN_COVER = 0.8
 MIN_LOOP = 0.5
 MIN_WALL = 0.5
 MAX_CANDIDATES = 16  # range names tried, those with the most time in their calls first
+# torch.optim records each optimizer step as a range: with no iteration range, a training loop's
+# iterations end where its optimizer steps end.
+OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#\w+\.step$")
+INFERRED_CATEGORY = "tracekit:inferred_step"  # the category of the step rows made here (not in the trace)
 # Ranges PyTorch and its libraries record on their own: never a user's iteration.
 FRAMEWORK_RANGES = re.compile(r"^(Optimizer\.|enumerate\(DataLoader\)|DataLoader|## |autograd::|nccl:|gloo:|c10d::|"
                               r"record_param_comms|ProfilerStep|PyTorch Profiler|Torch-Compiled Region|"
@@ -88,10 +103,8 @@ def infer_steps(table: pa.Table) -> pa.Table:
     name_code, name_valid = columns.values_and_validity(_unified(table.column("name")))
     end = start + np.maximum(_int64(table.column("dur_ns")), 0)
     parent = np.where(*_valid_or(table.column("parent"), -1))
-    candidates = _candidates(ranges[name_valid[ranges]], name_code, _dictionary_values(table.column("name")), start,
-                             end, parent)
-    if not candidates:
-        return table
+    names = _dictionary_values(table.column("name"))
+    candidates = _candidates(ranges[name_valid[ranges]], name_code, names, start, end, parent)
     thread, pid = _thread_keys(table), _int64(table.column("pid"))
     work = np.flatnonzero(links.kind_mask(kind, *WORK_KINDS))
     kernels = np.flatnonzero(kind == schema.KIND_CODES["gpu_kernel"])
@@ -113,7 +126,10 @@ def infer_steps(table: pa.Table) -> pa.Table:
                 and _traced_share(thread, start, end, calls) >= MIN_WALL:
             best = (cover, calls.size, label, calls)
     if best is None:
-        return table
+        optimizer = ranges[name_valid[ranges]] if table.schema.metadata.get(schema.META_SOURCE.encode()) == b"torch" \
+            else ranges[:0]
+        return _optimizer_iterations(table, kind, start, end, parent, thread, pid, work, kernels, launch_row,
+                                     optimizer[member(name_code[optimizer], names, OPTIMIZER_STEP)]) or table
     outside = 1.0 - best[0]
     between = f"; {outside:.0%} of the loop's work runs between the calls, outside every step" if outside >= 0.01 else ""
     return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace{between})")
@@ -238,6 +254,130 @@ def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     run_end = np.maximum.accumulate(e)
     first = np.flatnonzero(np.concatenate([[True], s[1:] > run_end[:-1]]))
     return s[first], run_end[np.append(first[1:] - 1, s.size - 1)]
+
+
+def member(codes: np.ndarray, names: list[str], pattern: re.Pattern[str]) -> np.ndarray:
+    """Per code: whether its name matches ``pattern`` (each distinct name tested once)."""
+    matching = [c for c in columns.distinct(codes).tolist() if 0 <= c < len(names) and pattern.search(names[c])]
+    return np.isin(codes, matching)
+
+
+def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
+                          thread: np.ndarray, pid: np.ndarray, work: np.ndarray, kernels: np.ndarray,
+                          launch_row: np.ndarray, calls: np.ndarray) -> pa.Table | None:
+    """The table with one step per training iteration, each ending where an optimizer step ends, or
+    None when the calls do not show iterations (the module doc's last paragraph)."""
+    calls = _outermost(_in_time_order(calls, start), start, end, parent)
+    if calls.size < MIN_CALLS or (thread[calls] != thread[calls[0]]).any() or (start[calls[1:]] < end[calls[:-1]]).any():
+        return None
+    name_code, _ = columns.values_and_validity(_unified(table.column("name")))
+    optimizers = columns.distinct(name_code[calls]).size
+    rounds = calls.reshape(-1, optimizers) if calls.size % optimizers == 0 else None
+    if rounds is None or any(columns.distinct(name_code[r]).size != optimizers for r in rounds):
+        return None  # several optimizers, not stepped once each per round
+    loop_thread, process = int(thread[calls[0]]), int(pid[calls[0]])
+    own = np.flatnonzero((thread == loop_thread) & links.kind_mask(kind, *WORK_KINDS, "user_range"))
+    bounds = end[rounds[:, -1]]
+    first = int(start[own].min()) if own.size else int(start[calls[0]])
+    ops = np.flatnonzero((kind == schema.KIND_CODES["cpu_op"]) & (pid == process))
+    period = _period(np.searchsorted(bounds, start[ops], side="left"), bounds.size)
+    if period is None:
+        return None
+    bounds = bounds[period - 1::period]
+    win_s, win_e = np.concatenate([[first], bounds[:-1]]), bounds
+    if win_s.size < MIN_CALLS:
+        return None
+    # Top-level rows of the loop's thread nest in the iteration that holds them; none may span a bound
+    # (a range around the whole loop: the iterations would not nest in it).
+    nested = np.flatnonzero((thread == loop_thread) & links.kind_mask(kind, *links.NESTED_KINDS))
+    top = nested[parent[nested] < 0]
+    if ((start[top][:, None] < bounds[None, :-1]) & (end[top][:, None] > bounds[None, :-1])).any():
+        return None
+    pieces = _busy_pieces(work[pid[work] == process], thread, start, end)
+    if _iteration_cover(pieces, win_s, win_e) < MIN_COVER:
+        return None
+    if kernels.size and _kernel_cover(kernels, launch_row, start, end, win_s, win_e) < MIN_COVER:
+        return None
+    label = " and ".join(sorted({_dictionary_values(table.column("name"))[c] for c in name_code[rounds[0]].tolist()}))
+    each = "" if period == 1 else f", {period} calls an iteration (optimizers of one class stepped in turn)"
+    return _with_iteration_rows(table, kind, start, end, parent, nested, win_s, win_e, int(calls[0]),
+                                f"training iterations ending with {label}{each} (no step markers in the trace)")
+
+
+# Iterations of one loop record about the same ops: beyond this spread of their op counts
+# (coefficient of variation), even the best grouping of optimizer rounds shows no loop.
+IRREGULAR_CV = 0.5
+
+
+def _period(window_of_op: np.ndarray, bounds: int) -> int | None:
+    """How many optimizer rounds make one iteration: 1, unless grouping p rounds (2-4, dividing the
+    rounds) makes the op counts of the iterations after the first (which holds the warm-up) agree
+    clearly better (half the spread or less): two optimizers of one class stepped in turn, a GAN's,
+    whose rounds differ. None where no grouping shows a regular loop."""
+    counts = np.bincount(window_of_op[window_of_op < bounds], minlength=bounds)
+
+    def spread(p: int) -> float:
+        merged = counts.reshape(-1, p).sum(axis=1)[1:]
+        mean = float(merged.mean()) if merged.size else 0.0
+        return float(merged.std()) / mean if mean > 0 else float("inf")
+
+    one = spread(1)
+    best = min(((spread(p), p) for p in (2, 3, 4) if bounds % p == 0 and bounds // p >= 2), default=(float("inf"), 0))
+    chosen = best if best[0] < one / 2 else (one, 1)
+    return chosen[1] if chosen[0] <= IRREGULAR_CV else None
+
+
+def _with_iteration_rows(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
+                         nested: np.ndarray, win_s: np.ndarray, win_e: np.ndarray, like: int, origin: str) -> pa.Table:
+    """The table with a step row per window appended (``Iteration#k`` on the loop's thread, like row
+    ``like``'s), the thread's top-level rows inside each made its children (one level deeper), and
+    every row's step recomputed (``_with_steps``)."""
+    n, k = table.num_rows, win_s.size
+    rows = np.arange(n, n + k)
+    k_of = np.searchsorted(win_s, start[nested], side="right") - 1  # the last iteration starting at or before
+    inside = (k_of >= 0) & (end[nested] <= win_e[np.maximum(k_of, 0)])
+    nested, k_of = nested[inside], k_of[inside]
+    new_parent = parent.copy()
+    roots = parent[nested] < 0
+    new_parent[nested[roots]] = rows[k_of[roots]]
+    depth, depth_valid = columns.values_and_validity(table.column("depth"))
+    depth = depth.astype(np.int64)
+    depth[nested] += 1
+    added = {
+        "kind": columns.dictionary(np.full(k, schema.KIND_CODES["step"]), columns.KIND_DICTIONARY,
+                                   table.schema.field("kind").type.index_type),
+        "name": columns.dictionary(np.arange(k), [f"Iteration#{i}" for i in range(k)],
+                                   table.schema.field("name").type.index_type),
+        "start_ns": pa.array(win_s, pa.int64()), "dur_ns": pa.array(win_e - win_s, pa.int64()),
+        # Rows the profiler did not write say so: their category is tracekit's, not the profiler's.
+        "category": columns.dictionary(np.zeros(k, np.int64), [INFERRED_CATEGORY],
+                                       table.schema.field("category").type.index_type),
+    }
+    arrays = []
+    for field in table.schema:
+        if field.name in added:
+            extra = added[field.name]
+        elif field.name in ("trace_id", "source", "pid", "tid", "process_name", "thread_name"):
+            extra = table.column(field.name).take(pa.array(np.full(k, like)))
+        elif isinstance(field.type, pa.ExtensionType):
+            extra = pa.ExtensionArray.from_storage(field.type, pa.nulls(k, field.type.storage_type))
+        else:
+            extra = pa.nulls(k, field.type)
+        column = pa.chunked_array([*table.column(field.name).chunks, *_chunks(extra)], field.type)
+        arrays.append(column.unify_dictionaries().combine_chunks() if pa.types.is_dictionary(field.type)
+                      else column.combine_chunks())
+    grown = pa.Table.from_arrays(arrays, schema=table.schema)
+    grown = grown.set_column(grown.schema.get_field_index("parent"), grown.schema.field("parent"),
+                             columns.nullable(np.concatenate([new_parent, np.full(k, -1)]), -1, pa.int64()))
+    depth_all = np.concatenate([np.where(depth_valid, depth, -1), np.zeros(k, np.int64)])
+    grown = grown.set_column(grown.schema.get_field_index("depth"), grown.schema.field("depth"),
+                             columns.nullable(depth_all, -1, grown.schema.field("depth").type))
+    return _with_steps(grown, np.concatenate([kind, np.full(k, schema.KIND_CODES["step"], kind.dtype)]),
+                       np.concatenate([start, win_s]), np.concatenate([end, win_e]), rows, origin)
+
+
+def _chunks(array: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    return list(array.chunks) if isinstance(array, pa.ChunkedArray) else [array]
 
 
 def _with_steps(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, calls: np.ndarray,
