@@ -126,10 +126,11 @@ def infer_steps(table: pa.Table) -> pa.Table:
                 and _traced_share(thread, start, end, calls) >= MIN_WALL:
             best = (cover, calls.size, label, calls)
     if best is None:
-        optimizer = ranges[name_valid[ranges]] if table.schema.metadata.get(schema.META_SOURCE.encode()) == b"torch" \
-            else ranges[:0]
+        torch_trace = (table.schema.metadata or {}).get(schema.META_SOURCE.encode()) == b"torch"
+        optimizer = ranges[name_valid[ranges]] if torch_trace else ranges[:0]
         return _optimizer_iterations(table, kind, start, end, parent, thread, pid, work, kernels, launch_row,
-                                     optimizer[member(name_code[optimizer], names, OPTIMIZER_STEP)]) or table
+                                     name_code, names, optimizer[_named(name_code[optimizer], names, OPTIMIZER_STEP)]) \
+            or table
     outside = 1.0 - best[0]
     between = f"; {outside:.0%} of the loop's work runs between the calls, outside every step" if outside >= 0.01 else ""
     return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace{between})")
@@ -256,7 +257,7 @@ def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[first], run_end[np.append(first[1:] - 1, s.size - 1)]
 
 
-def member(codes: np.ndarray, names: list[str], pattern: re.Pattern[str]) -> np.ndarray:
+def _named(codes: np.ndarray, names: list[str], pattern: re.Pattern[str]) -> np.ndarray:
     """Per code: whether its name matches ``pattern`` (each distinct name tested once)."""
     matching = [c for c in columns.distinct(codes).tolist() if 0 <= c < len(names) and pattern.search(names[c])]
     return np.isin(codes, matching)
@@ -264,13 +265,13 @@ def member(codes: np.ndarray, names: list[str], pattern: re.Pattern[str]) -> np.
 
 def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
                           thread: np.ndarray, pid: np.ndarray, work: np.ndarray, kernels: np.ndarray,
-                          launch_row: np.ndarray, calls: np.ndarray) -> pa.Table | None:
+                          launch_row: np.ndarray, name_code: np.ndarray, names: list[str],
+                          calls: np.ndarray) -> pa.Table | None:
     """The table with one step per training iteration, each ending where an optimizer step ends, or
     None when the calls do not show iterations (the module doc's last paragraph)."""
     calls = _outermost(_in_time_order(calls, start), start, end, parent)
     if calls.size < MIN_CALLS or (thread[calls] != thread[calls[0]]).any() or (start[calls[1:]] < end[calls[:-1]]).any():
         return None
-    name_code, _ = columns.values_and_validity(_unified(table.column("name")))
     optimizers = columns.distinct(name_code[calls]).size
     rounds = calls.reshape(-1, optimizers) if calls.size % optimizers == 0 else None
     if rounds is None or any(columns.distinct(name_code[r]).size != optimizers for r in rounds):
@@ -291,14 +292,15 @@ def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, 
     # (a range around the whole loop: the iterations would not nest in it).
     nested = np.flatnonzero((thread == loop_thread) & links.kind_mask(kind, *links.NESTED_KINDS))
     top = nested[parent[nested] < 0]
-    if ((start[top][:, None] < bounds[None, :-1]) & (end[top][:, None] > bounds[None, :-1])).any():
-        return None
+    inner = bounds[:-1]
+    if (np.searchsorted(inner, end[top], side="left") > np.searchsorted(inner, start[top], side="right")).any():
+        return None  # a bound strictly inside a top-level row
     pieces = _busy_pieces(work[pid[work] == process], thread, start, end)
     if _iteration_cover(pieces, win_s, win_e) < MIN_COVER:
         return None
     if kernels.size and _kernel_cover(kernels, launch_row, start, end, win_s, win_e) < MIN_COVER:
         return None
-    label = " and ".join(sorted({_dictionary_values(table.column("name"))[c] for c in name_code[rounds[0]].tolist()}))
+    label = " and ".join(sorted({names[c] for c in name_code[rounds[0]].tolist()}))
     each = "" if period == 1 else f", {period} calls an iteration (optimizers of one class stepped in turn)"
     return _with_iteration_rows(table, kind, start, end, parent, nested, win_s, win_e, int(calls[0]),
                                 f"training iterations ending with {label}{each} (no step markers in the trace)")
