@@ -105,6 +105,11 @@ def infer_steps(table: pa.Table) -> pa.Table:
     parent = np.where(*_valid_or(table.column("parent"), -1))
     names = _dictionary_values(table.column("name"))
     candidates = _candidates(ranges[name_valid[ranges]], name_code, names, start, end, parent)
+    torch_trace = (table.schema.metadata or {}).get(schema.META_SOURCE.encode()) == b"torch"
+    optimizer = ranges[name_valid[ranges]] if torch_trace else ranges[:0]
+    optimizer = optimizer[_named(name_code[optimizer], names, OPTIMIZER_STEP)]
+    if not candidates and optimizer.size < MIN_CALLS:
+        return table
     thread, pid = _thread_keys(table), _int64(table.column("pid"))
     work = np.flatnonzero(links.kind_mask(kind, *WORK_KINDS))
     kernels = np.flatnonzero(kind == schema.KIND_CODES["gpu_kernel"])
@@ -126,11 +131,8 @@ def infer_steps(table: pa.Table) -> pa.Table:
                 and _traced_share(thread, start, end, calls) >= MIN_WALL:
             best = (cover, calls.size, label, calls)
     if best is None:
-        torch_trace = (table.schema.metadata or {}).get(schema.META_SOURCE.encode()) == b"torch"
-        optimizer = ranges[name_valid[ranges]] if torch_trace else ranges[:0]
         return _optimizer_iterations(table, kind, start, end, parent, thread, pid, work, kernels, launch_row,
-                                     name_code, names, optimizer[_named(name_code[optimizer], names, OPTIMIZER_STEP)]) \
-            or table
+                                     name_code, names, optimizer) or table
     outside = 1.0 - best[0]
     between = f"; {outside:.0%} of the loop's work runs between the calls, outside every step" if outside >= 0.01 else ""
     return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace{between})")
