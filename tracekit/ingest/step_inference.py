@@ -262,7 +262,7 @@ def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _named(codes: np.ndarray, names: list[str], pattern: re.Pattern[str]) -> np.ndarray:
     """Per code: whether its name matches ``pattern`` (each distinct name tested once)."""
     matching = [c for c in columns.distinct(codes).tolist() if 0 <= c < len(names) and pattern.search(names[c])]
-    return np.isin(codes, matching)
+    return links.member_mask(codes, matching)  # not np.isin: it imports numpy.ma, start-up time of `info`
 
 
 def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
