@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame, dictionary_codes
-from tracekit.ingest.columns import distinct, trace_extra
+from tracekit.ingest.columns import distinct, factorize, trace_extra
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 from tracekit.schema import GPU_ACTIVITY_KINDS
 
@@ -643,17 +643,26 @@ def _classify_xla_ops_by_hlo(frame: Frame, op: np.ndarray, op_rows: np.ndarray) 
         return by_hlo
     args = frame.table.column("args").take(pa.array(rows))
     storage = pa.chunked_array([c.storage for c in args.chunks], args.type.storage_type)
-    module = pc.struct_field(pc.extract_regex(storage, _HLO_MODULE), "module").to_pylist()
-    program = pc.struct_field(pc.extract_regex(storage, _PROGRAM_ID), "program").to_pylist()
-    found: dict[tuple[int, str | None, str | None], int] = {}
-    for i, key in enumerate(zip(frame.name_code[rows].tolist(), module, program, strict=True)):
-        cls = found.get(key)
-        if cls is None:
-            name_class = _hlo_class(modules, *key[1:], frame.names[key[0]])
-            cls = found[key] = OP_CLASSES.index(name_class) if name_class in OP_CLASSES else NO_CLASS
-        if cls != NO_CLASS:
-            op[rows[i]] = cls
-            by_hlo[rows[i]] = True
+    # Each distinct (instruction, module, program) is looked up once: a long capture repeats a few.
+    parts = [frame.name_code[rows].astype(np.int64)]
+    texts: list[list[str | None]] = []
+    for pattern, field in ((_HLO_MODULE, "module"), (_PROGRAM_ID, "program")):
+        encoded = pc.struct_field(pc.extract_regex(storage, pattern), field).combine_chunks().dictionary_encode()
+        parts.append(np.asarray(encoded.indices.fill_null(-1), np.int64) + 1)
+        texts.append([None, *encoded.dictionary.to_pylist()])
+    key = (parts[0] * (len(texts[0]) + 1) + parts[1]) * (len(texts[1]) + 1) + parts[2]
+    distinct_keys, index = factorize(key)
+    first = np.zeros(distinct_keys.size, np.int64)
+    first[index] = np.arange(index.size)  # a row of each key (they all name the same instruction)
+    cls = np.full(distinct_keys.size, NO_CLASS, np.int8)
+    for j, i in enumerate(first.tolist()):
+        name_class = _hlo_class(modules, texts[0][int(parts[1][i])], texts[1][int(parts[2][i])],
+                                frame.names[int(parts[0][i])])
+        cls[j] = OP_CLASSES.index(name_class) if name_class in OP_CLASSES else NO_CLASS
+    row_class = cls[index]
+    classed = row_class != NO_CLASS
+    op[rows[classed]] = row_class[classed]
+    by_hlo[rows[classed]] = True
     return by_hlo
 
 
