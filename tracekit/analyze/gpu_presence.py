@@ -25,10 +25,18 @@ GPU_ONLY_OPS = re.compile(r"^aten::_?(cudnn|miopen)_|^aten::_cudnn_rnn|(^|[/:])C
 
 def unrecorded_gpu_work(frame: Frame, classes: RowClasses | None = None) -> str:
     """What shows that this trace, which holds no GPU activity, comes from a program that ran on a
-    GPU: its launch calls, else ops only a GPU runs; "" when nothing does (or GPU activity is there)."""
+    GPU: its launch calls, else ops only a GPU runs; "" when nothing does (or GPU activity is there).
+    Cached on the frame: a report's breakdown, verdict and top-ops table all ask."""
     if frame.rows(*GPU_BUSY_KINDS).size:
         return ""
-    classes = classes if classes is not None else classify_rows(frame)
+    cached = getattr(frame, "_unrecorded_gpu_work", None)
+    if cached is None:
+        cached = _unrecorded_gpu_work(frame, classes if classes is not None else classify_rows(frame))
+        frame._unrecorded_gpu_work = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _unrecorded_gpu_work(frame: Frame, classes: RowClasses) -> str:
     launches = int(np.count_nonzero(classes.api == API_CLASSES.index("launch")))
     if launches:
         return f"{launches:,} kernel launch call{'s' if launches > 1 else ''}"
