@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tracekit
 from tracekit.cli import main
 
 torch = pytest.importorskip("torch")
+DATA = Path(__file__).parent / "data" / "cpu"
 
 
 def _capture(path, record_shapes: bool, k: int):
@@ -71,6 +74,55 @@ def test_gemm_flops_reads_each_gemm_ops_inputs():
     assert gemm_flops("aten::baddbmm", "[[8,64,16],[8,64,32],[8,32,16],[],[]]") == 2 * 8 * 64 * 32 * 16
     assert gemm_flops("aten::linear", "[[64,256],[1024,256],[1024]]") is None  # a wrapper: addmm has the time
     assert gemm_flops("aten::mm", "") is None and gemm_flops("aten::mm", "[[64,256],[128,1024]]") is None
+
+
+def test_each_gemm_op_variant_gets_its_rate(tmp_path):
+    """The epilogue-fused, summed-batch and matrix-vector products, captured for real: their FLOPs
+    (2 x M x K x N; 2 x M x N for a GEMV) over their self time; inputs that do not fit give none."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from tracekit.analyze.top_ops import gemm_flops
+
+    torch.manual_seed(0)
+    x, w, bias = torch.randn(256, 128), torch.randn(128, 512), torch.randn(512)
+    b1, b2, acc = torch.randn(4, 64, 32), torch.randn(4, 32, 16), torch.randn(64, 16)
+    mat, vec, out = torch.randn(300, 200), torch.randn(200), torch.randn(300)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(5):
+            torch.ops.aten._addmm_activation(bias, x, w)
+            torch.addbmm(acc, b1, b2)
+            torch.mv(mat, vec)
+            torch.addmv(out, mat, vec)
+    prof.export_chrome_trace(str(tmp_path / "variants.json"))
+    top = tracekit.launch(tmp_path / "variants.json").result.top_ops.ops.set_index("name")
+    flops = {"aten::_addmm_activation": 2 * 256 * 128 * 512, "aten::addbmm": 2 * 4 * 64 * 32 * 16,
+             "aten::mv": 2 * 300 * 200, "aten::addmv": 2 * 300 * 200}
+    for name, per_call in flops.items():
+        op = top.loc[name]
+        assert op.op_class == "gemm" and op.calls == 5
+        assert op.gflops == pytest.approx(per_call * 5 / op.self_ns), name
+    assert gemm_flops("aten::addbmm", "[[64,16],[4,64,32],[3,32,16],[],[]]") is None  # batches differ
+    assert gemm_flops("aten::mv", "[[300,200],[300]]") is None
+
+
+def test_an_op_whose_calls_take_different_classes_is_one_row_per_class():
+    """aten::copy_ takes the class of the op it runs in: in DDP's gloo capture some copies run inside
+    addmm (GEMM work), others inside elementwise ops or DDP's bucket copy. Each row is one class, and
+    the rows' calls add up to every copy_ call of the steps."""
+    from tracekit.analyze.classify import OP_CLASSES, classify_rows
+    from tracekit.analyze.frame import frame_of
+    from tracekit.analyze.top_ops import top_ops
+    from tracekit.ingest import load
+
+    frame = frame_of(load(DATA / "ddp_gloo_rank0.pt.trace.json.gz"))
+    classes = classify_rows(frame)
+    rows = frame.rows("cpu_op")
+    copies = rows[frame.name_code[rows] == frame.names.index("aten::copy_")]
+    expected = {OP_CLASSES[c]: n for c, n in zip(*np.unique(classes.op[copies], return_counts=True), strict=True)}
+    assert len(expected) >= 2
+    table = top_ops(frame, classes, top=1000).ops
+    got = table[table.name == "aten::copy_"].groupby("op_class").calls.sum().to_dict()
+    assert got == expected
 
 
 def test_no_skinny_gemm_remedy_without_its_evidence(tmp_path):

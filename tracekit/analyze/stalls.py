@@ -287,13 +287,13 @@ _INPUT_TYPES = r'"Input type":(?P<types>\[[^\]]*\])'
 
 
 def _float_factors(name: str, types_text: str) -> bool:
-    """Whether both factors of this product are float or double (addmm and baddbmm take the added
-    term first)."""
+    """Whether both factors of this product are float or double (the add* ops take the added term
+    first)."""
     try:
         types = json.loads(types_text)
     except ValueError:
         return False
-    first = 1 if name in ("aten::addmm", "aten::baddbmm") else 0
+    first = 1 if name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm", "aten::addbmm", "aten::addmv") else 0
     return len(types) >= first + 2 and all(t in GEMM_TYPES for t in types[first:first + 2])
 
 

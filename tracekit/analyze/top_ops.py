@@ -1,6 +1,6 @@
 """The framework ops that take the time, by name and input shapes, and what to do about the worst.
 
-Self time (an op's duration minus its child ops') per (op name, input shapes) over the steps used
+Self time (an op's duration minus its child ops') per (op name, class, input shapes) over the steps used
 (``tracekit.analyze.steps``; the whole trace when no step is marked). Shapes come from Kineto's
 ``Input Dims`` (``record_shapes=True``); without them ops group by name alone.
 
@@ -52,10 +52,10 @@ _INPUT_DIMS = r'"Input Dims":(?P<dims>\[(?:\[[^\]]*\]|[^\[\]])*\])'
 class TopOps:
     """Result of ``top_ops``. Times in ns.
 
-    ops: one row per (name, shapes), largest self time first: name, shapes (JSON text of the
+    ops: one row per (name, class, shapes), largest self time first: name, shapes (JSON text of the
         input dims, "" when not recorded), op_class, calls, self_ns, mean_ns, share (of the time
         the ops ran in: the steps used, or the trace), gflops (the GEMM rate a CPU trace's
-        aten::mm / addmm / bmm / baddbmm achieved from its shapes: 10**9 FLOP per second of self
+        GEMM_FLOP_OPS op (aten::mm / addmm / bmm / mv and their variants) achieved from its shapes: 10**9 FLOP per second of self
         time; NaN for other ops, without shapes, and on GPU traces).
     remedies: sentences naming an op, its shapes and the share of time it accounts for.
     waiting: ops left out of ``ops`` because they wait for compute ops on other threads: name,
@@ -88,11 +88,11 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     if rows.size == 0:
         return TopOps(empty, window, False)
     code, self_ns, cls = op_name_codes(frame)[rows], op_self_time(frame, rows), classes.op[rows]
-    # An op is its name; an XLA instruction is its name and the class its HLO gives it: instruction
-    # names repeat across modules (``ynn_fusion`` a matrix product in one, a sum in another).
-    key = code.astype(np.int64) * (len(OP_CLASSES) + 1)
-    if classes.by_hlo is not None:
-        key += np.where(classes.by_hlo[rows], cls.astype(np.int64) + 1, 0)
+    # An op is its name and class. Most names have one class; those that take it from where they
+    # run do not: a copy_ is GEMM work inside addmm and data movement in DDP's bucket copy, and an
+    # XLA instruction name repeats across modules (``ynn_fusion`` a matrix product in one, a sum in
+    # another). One row per name would label all of its calls with the first call's class.
+    key = code.astype(np.int64) * (len(OP_CLASSES) + 1) + cls.astype(np.int64) + 1
     # Per op: ops that mostly wait while other threads run are set apart, not ranked.
     by_name = _Groups(key)
     name_self, name_cls = by_name.sums(self_ns), cls[by_name.first]
@@ -336,25 +336,39 @@ def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool) -> list[str]:
     return out
 
 
-GEMM_FLOP_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")  # their self time is the GEMM
+# Their self time is the GEMM (or GEMV): leaf ops that call BLAS / oneDNN themselves.
+# _addmm_activation is addmm with the bias and ReLU/GELU in its epilogue (nn.Linear + activation
+# in inference, the fused transformer layer's feed-forward).
+GEMM_FLOP_OPS = ("aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::bmm", "aten::baddbmm", "aten::addbmm",
+                 "aten::mv", "aten::addmv")
 
 
 def gemm_flops(name: str, shapes: str) -> float | None:
-    """Floating-point operations of one call of a GEMM op (2 x M x K x N, times the batch of a bmm)
-    from its input dims; None for other ops (``linear`` and ``matmul`` are wrappers: their GEMM is a
-    child op's self time) or when the dims are not recorded."""
+    """Floating-point operations of one call of a GEMM op (2 x M x K x N, times the batch of a bmm;
+    2 x M x N for a matrix-vector product) from its input dims; None for other ops (``linear`` and
+    ``matmul`` are wrappers: their GEMM is a child op's self time), when the dims are not recorded or
+    do not fit together."""
     if name not in GEMM_FLOP_OPS:
         return None
-    if name in ("aten::bmm", "aten::baddbmm"):
-        try:
-            dims = [d for d in json.loads(shapes) if d] if shapes else []
-        except ValueError:
-            return None
-        dims = dims[1:3] if name == "aten::baddbmm" else dims[:2]
-        if len(dims) != 2 or len(dims[0]) != 3 or len(dims[1]) != 3 or dims[0][2] != dims[1][1]:
+    try:
+        dims = json.loads(shapes) if shapes else []
+    except ValueError:
+        return None
+    if not isinstance(dims, list) or not all(isinstance(d, list) for d in dims):
+        return None
+    if name in ("aten::bmm", "aten::baddbmm", "aten::addbmm"):
+        # bmm(b1, b2); baddbmm(self, b1, b2) and addbmm(self, b1, b2): self may be broadcast or empty
+        dims = dims[1:3] if name != "aten::bmm" else dims[:2]
+        if len(dims) != 2 or len(dims[0]) != 3 or len(dims[1]) != 3 or dims[0][2] != dims[1][1] or dims[0][0] != dims[1][0]:
             return None
         (b, m, k), (_, _, n) = dims
         return 2.0 * b * m * k * n
+    if name in ("aten::mv", "aten::addmv"):
+        # mv(mat [M, N], vec [N]); addmv(self [M], mat, vec)
+        dims = dims[1:3] if name == "aten::addmv" else dims[:2]
+        if len(dims) != 2 or len(dims[0]) != 2 or len(dims[1]) != 1 or dims[0][1] != dims[1][0]:
+            return None
+        return 2.0 * dims[0][0] * dims[0][1]
     mkn = _gemm_dims(name, shapes)
     return 2.0 * mkn[0] * mkn[1] * mkn[2] if mkn else None
 
@@ -365,7 +379,7 @@ def _gemm_dims(name: str, shapes: str) -> tuple[int, int, int] | None:
         dims = [d for d in json.loads(shapes) if d] if shapes else []
     except ValueError:
         return None
-    if name == "aten::addmm" and len(dims) >= 3:
+    if name in ("aten::addmm", "aten::_addmm_activation") and len(dims) >= 3:
         dims = dims[1:3]
     elif name == "aten::linear" and len(dims) >= 2 and len(dims[0]) >= 2 and len(dims[1]) == 2:
         # linear(x [.., M, K], weight [N, K])
