@@ -11,6 +11,8 @@ once: ~1.5x the file at the peak. Here the file is read twice, a window of its e
    is hashed alongside. Then every row is linked (nesting, launches, steps: these need all rows).
 2. Each window is scanned again and its part of the table written as Parquet row groups, while the
    next window is scanned on another thread.
+3. A trace that marks no steps gets those the whole-file reader infers (``_infer_steps``), from the
+   written file's columns that inference reads; the file is written again only where it finds some.
 
 Memory is a window's scan and table (about 4x the window) plus ~76 bytes an event for linking:
 0.4-0.6x the file instead of 1.5x (benchmarks/ingest_windows.py). The Parquet file equals the whole-file ingest's table row for row
@@ -30,12 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracekit import _native, schema
 from tracekit.atomic import atomic_path
 from tracekit.errors import InputError, OutputError, TracekitError
-from tracekit.ingest import kineto, parquet
+from tracekit.ingest import kineto, parquet, step_inference
 from tracekit.ingest.files import gunzip_to_file
 
 DEFAULT_WINDOW_BYTES = 16 << 20
@@ -171,7 +174,66 @@ def _write_windows(path: Path, mm: mmap.mmap, out: Path, windows: list[tuple[int
                 del table
             if not windows:  # pragma: no cover - a window is always read
                 writer.write_table(pa.Table.from_pylist([], schema=arrow_schema))
+        written = _infer_steps(tmp)
     return written
+
+
+# What step inference reads of every row: what it decides on, and what an appended Iteration row
+# copies from the loop's thread (``step_inference._with_iteration_rows``).
+INFERENCE_COLUMNS = sorted(step_inference.COLUMNS_NEEDED | {"parent", "depth", "category", "trace_id", "source",
+                                                            "process_name", "thread_name"})
+# The columns inference may change; the others are rewritten as they were.
+INFERRED_COLUMNS = ("kind", "step", "parent", "depth")
+
+
+def _infer_steps(written: Path) -> int:
+    """Steps for a trace that marks none, as the whole-file reader infers them (``step_inference``):
+    inference needs every row, so it runs on the written file's few columns it reads, and where it
+    finds steps the file is written again, row group by row group, with its changed columns and the
+    appended step rows. Returns the file's row count. Most traces skip it on their kind column alone
+    (step rows present, or too few ranges to be a loop)."""
+    pf = pq.ParquetFile(written)
+    kind = pf.read(columns=["kind"]).column("kind")
+    counts = dict(zip(*(a.to_pylist() for a in pc.value_counts(kind).flatten()), strict=True)) if len(kind) else {}
+    n = len(kind)
+    del kind
+    if counts.get("step", 0) or counts.get("user_range", 0) < step_inference.MIN_CALLS:
+        return n
+    few = pf.read(columns=INFERENCE_COLUMNS).replace_schema_metadata(pf.schema_arrow.metadata)
+    inferred = step_inference.infer_steps(few)
+    if inferred is few:  # no range or optimizer loop qualified
+        return n
+    del few
+    arrow_schema = schema.ARROW_SCHEMA.with_metadata(inferred.schema.metadata)
+    changed = {c: inferred.column(c).combine_chunks().cast(arrow_schema.field(c).type) for c in INFERRED_COLUMNS}
+    # Written beside the first file and renamed onto it (``out`` gets it when the whole ingest ends).
+    with atomic_path(written) as again, pq.ParquetWriter(again, arrow_schema, **parquet.write_options(arrow_schema)) as writer:
+        row = 0
+        for i in range(pf.num_row_groups):
+            group = pf.read_row_group(i)
+            for c, values in changed.items():
+                group = group.set_column(group.schema.get_field_index(c), arrow_schema.field(c),
+                                         values.slice(row, group.num_rows))
+            writer.write_table(group.replace_schema_metadata(arrow_schema.metadata))
+            row += group.num_rows
+        writer.write_table(_appended_rows(inferred, n, arrow_schema))
+        pf.close()
+    return inferred.num_rows
+
+
+def _appended_rows(inferred: pa.Table, n: int, arrow_schema: pa.Schema) -> pa.Table:
+    """The step rows inference appended after the trace's ``n`` rows, in the file's full schema:
+    the columns inference read as it made them, the others null (as the whole-file reader's)."""
+    k = inferred.num_rows - n
+    arrays = []
+    for field in arrow_schema:
+        if field.name in inferred.column_names:
+            arrays.append(inferred.column(field.name).slice(n).combine_chunks().cast(field.type))
+        elif isinstance(field.type, pa.ExtensionType):
+            arrays.append(pa.ExtensionArray.from_storage(field.type, pa.nulls(k, field.type.storage_type)))
+        else:
+            arrays.append(pa.nulls(k, field.type))
+    return pa.Table.from_arrays(arrays, schema=arrow_schema)
 
 
 def _scan(path: Path, fn: Any, *args: Any) -> dict:
