@@ -11,12 +11,16 @@ and orjson.loads of the file as the time reference. Prints wall time, peak RSS, 
   windows time / whole time   the price of reading the file twice
 A trace bigger than RAM/4 ingests when the windowed peak stays well under RAM: the peak of the
 largest trace here, in file sizes, says how big a trace fits in this machine's memory.
+--unmarked renames the trace's ProfilerStep#N ranges train_step, so that it marks no steps and
+both readers infer them from the range's calls: the windowed ingest then reads the written file's
+columns inference needs and writes the file again (kineto_windows._infer_steps).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,6 +36,11 @@ rc = main(["ingest", sys.argv[1], "-o", sys.argv[2], "--force", "--window-mb", s
 dt = time.perf_counter() - t
 assert rc == 0
 print(json.dumps({"seconds": dt, "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+CHILD_UNMARK = """
+import re, sys
+from pathlib import Path
+Path(sys.argv[2]).write_bytes(re.sub(rb"ProfilerStep#\\d+", b"train_step", Path(sys.argv[1]).read_bytes()))
 """
 CHILD_SAME = """
 import sys, pyarrow.parquet as pq
@@ -50,6 +59,7 @@ def main() -> int:
     ap.add_argument("--window-mb", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--keep", type=Path, help="directory to keep the synthesized traces in (reused when present)")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each contender; the best time is reported")
+    ap.add_argument("--unmarked", action="store_true", help="the trace without step markers (steps inferred)")
     args = ap.parse_args()
     if not SEED.exists():
         print(f"benchmark needs the real seed trace {SEED} (../shared is absent)", file=sys.stderr)
@@ -61,6 +71,11 @@ def main() -> int:
     peaks: dict[int, list[tuple[int, int, int]]] = {}  # window -> [(events, file bytes, peak)]
     for events in args.events:
         tmp, trace = prepare_trace(events, args.keep)
+        if args.unmarked:
+            unmarked = trace.with_name(f"unmarked_{trace.name}")
+            if not unmarked.exists():  # in a child: a child inherits its parent's peak RSS, which it reports
+                subprocess.run([sys.executable, "-c", CHILD_UNMARK, str(trace), str(unmarked)], check=True)
+            trace = unmarked
         size = trace.stat().st_size
         out_dir = trace.parent
         o = min((child(CHILD_ORJSON, str(trace)) for _ in range(args.repeat)), key=lambda r: r["seconds"])

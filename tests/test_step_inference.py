@@ -218,6 +218,26 @@ def test_a_trace_ingested_window_by_window_gets_the_steps_the_whole_file_reader_
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
 
 
+def test_a_windowed_ingest_without_the_memory_to_infer_steps_says_so(tmp_path, monkeypatch, capsys):
+    """Where inference would take more than half the memory available, the windowed ingest writes the
+    trace without steps and says why: on stderr, in the trace metadata, in `tracekit info`."""
+    from tracekit.cli import main
+    from tracekit.ingest import kineto_windows
+
+    if not kineto_windows.available():
+        pytest.skip("the C scanner is not built: no windows")
+    monkeypatch.setattr(kineto_windows, "_available_memory", lambda: 200 << 10)  # 761 events need ~223 KB
+    out = tmp_path / "w.parquet"
+    assert main(["ingest", str(CPU_DATA / "optimizer_loop.pt.trace.json.gz"), "-o", str(out), "--window-mb", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "steps not inferred: the trace marks no steps, and inferring them" in err and "MB available" in err
+    table = tracekit.load(out)
+    assert _step_rows(table) == [] and _steps_from(table) == ""
+    assert "needs ~0.2 MB, more than half the 0.2 MB available" in tracekit.info(table).steps_not_inferred
+    assert main(["info", str(out)]) == 0
+    assert "none marked; not inferred: the trace marks no steps" in " ".join(capsys.readouterr().out.split())
+
+
 @needs_shared
 def test_a_public_training_trace_without_step_markers():
     """HTA's step_based_trace sample: 5 SGD iterations on a GPU, no ProfilerStep (its last step cut by

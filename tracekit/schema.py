@@ -178,7 +178,9 @@ METADATA_KEYS: Final = {
     META_TRACE_META_JSON: ("JSON object with the source's other trace-level fields, verbatim; for XSpace also "
                            "`hlo_classes`: `{\"<hlo_module>#<program_id>\": {instruction name: op class}}` of the XLA "
                            "modules on the `/host:metadata` plane, for the instructions that ran as events "
-                           "(`tracekit/ingest/hlo.py`)"),
+                           "(`tracekit/ingest/hlo.py`); tracekit's own notes: `steps_from` (where the steps of a "
+                           "trace that marks none came from, `tracekit/ingest/step_inference.py`) and "
+                           "`steps_not_inferred` (why a windowed ingest did not look for them: memory)"),
     META_TRACEKIT_VERSION: "tracekit version that wrote the table",
 }
 

@@ -36,6 +36,7 @@ class TraceInfo:
     threads: int = 0
     extra: dict[str, object] = field(default_factory=dict)
     steps_from: str = ""  # where the reader found the steps when the trace marks none ("calls of train_step ...")
+    steps_not_inferred: str = ""  # why a windowed ingest did not look for them (memory)
 
     @property
     def span_ns(self) -> int:
@@ -113,13 +114,15 @@ def info(table: pa.Table) -> TraceInfo:
         profiler_version=meta.get(schema.META_PROFILER_VERSION, ""),
         capture_start_ns=int(start_meta) if start_meta else None,
         threads=threads,
-        steps_from=_steps_from(meta.get(schema.META_TRACE_META_JSON, "")),
+        steps_from=_trace_fact(meta.get(schema.META_TRACE_META_JSON, ""), "steps_from"),
+        steps_not_inferred=_trace_fact(meta.get(schema.META_TRACE_META_JSON, ""), "steps_not_inferred"),
     )
 
 
-def _steps_from(text: str) -> str:
+def _trace_fact(text: str, key: str) -> str:
+    """One text fact of the reader's trace metadata ("" when absent or not text)."""
     try:
-        value = json.loads(text or "{}").get("steps_from", "")
+        value = json.loads(text or "{}").get(key, "")
     except (ValueError, AttributeError):
         return ""
     return value if isinstance(value, str) else ""

@@ -37,6 +37,8 @@ class IngestCommand:
             if len(args.traces) > 1:
                 raise UsageError(f"{out}: several traces need a dataset directory, not a .parquet file")
             rows = _windowed(Path(args.traces[0]), out, args.window_mb, args.force)
+            if rows is not None:
+                _say_steps_not_inferred(out)
             if rows is None:
                 table = load(args.traces[0])  # read first: a bad input leaves no output behind
                 parquet.write(table, out, force=args.force)
@@ -53,6 +55,20 @@ class IngestCommand:
         sys.stdout.write(f"{len(result.added)} added, {len(result.skipped)} already in {out}, "
                          f"{len(result.errors)} failed\n")
         return 1 if result.errors else 0
+
+
+def _say_steps_not_inferred(out: Path) -> None:
+    """The windowed ingest's note when it left a trace without steps for want of memory."""
+    import json
+
+    from tracekit import schema
+    from tracekit.ingest import parquet
+
+    meta = parquet.open_checked(out).schema_arrow.metadata or {}
+    note = json.loads(meta.get(schema.META_TRACE_META_JSON.encode(), b"{}")).get("steps_not_inferred")
+    if note:
+        sys.stderr.write(f"tracekit: note: {out}: steps not inferred: {note}; `tracekit report` of the trace file "
+                         "itself infers them\n")
 
 
 def _windowed(trace: Path, out: Path, window_mb: int | None, force: bool) -> int | None:

@@ -13,6 +13,10 @@ once: ~1.5x the file at the peak. Here the file is read twice, a window of its e
    next window is scanned on another thread.
 3. A trace that marks no steps gets those the whole-file reader infers (``_infer_steps``), from the
    written file's columns that inference reads; the file is written again only where it finds some.
+   That needs every row at once, ~180 bytes an event above the windows' peak (1M events: 403 MiB
+   with 16 MiB windows against 220 MiB for the same trace with its ProfilerStep markers; the
+   whole-file reader's 407 MiB), so where it would take more than half the memory available it is
+   not tried, and the file's metadata and the ingest say so (``steps_not_inferred``).
 
 Memory is a window's scan and table (about 4x the window) plus ~76 bytes an event for linking:
 0.4-0.6x the file instead of 1.5x (benchmarks/ingest_windows.py). The Parquet file equals the whole-file ingest's table row for row
@@ -78,7 +82,10 @@ def write_parquet(path: Path, out: Path, window_bytes: int = DEFAULT_WINDOW_BYTE
         return table.num_rows
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return _write_either(path, out, window_bytes, gz)
+        with atomic_path(out) as tmp:
+            _write_either(path, tmp, window_bytes, gz)
+            # Once the trace is unmapped: its resident pages would be under inference's peak.
+            return _infer_steps(tmp)
     except (TracekitError, MemoryError):
         raise
     except OSError as e:
@@ -142,6 +149,9 @@ def _write(path: Path, mm: mmap.mmap, out: Path, window_bytes: int, fmt: str, sh
             digest = hashed.result() if hashed is not None else sha
             assert digest is not None  # a gzip trace's digest comes from gunzip_to_file
             meta = kineto._meta(path, header, fmt, digest)
+            beyond = _inference_beyond_memory(linked)
+            if beyond:
+                meta.extra["steps_not_inferred"] = beyond
         finally:
             stop.set()
     return _write_windows(path, mm, out, windows, window_bytes, threads, dicts, linked, meta)
@@ -153,8 +163,8 @@ def _write_windows(path: Path, mm: mmap.mmap, out: Path, windows: list[tuple[int
     scan = _native.scanner
     arrow_schema = schema.ARROW_SCHEMA.with_metadata(meta.to_metadata())
     written = 0
-    with atomic_path(out) as tmp, ThreadPoolExecutor(max_workers=1) as pool:
-        with pq.ParquetWriter(tmp, arrow_schema, **parquet.write_options(arrow_schema)) as writer:
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with pq.ParquetWriter(out, arrow_schema, **parquet.write_options(arrow_schema)) as writer:
             pending = pool.submit(_scan, path, scan.scan_window, mm, windows[0][0], windows[0][0] + window_bytes,
                                   windows[0][1], True, threads)
             row = 0
@@ -174,7 +184,6 @@ def _write_windows(path: Path, mm: mmap.mmap, out: Path, windows: list[tuple[int
                 del table
             if not windows:  # pragma: no cover - a window is always read
                 writer.write_table(pa.Table.from_pylist([], schema=arrow_schema))
-        written = _infer_steps(tmp)
     return written
 
 
@@ -184,6 +193,28 @@ INFERENCE_COLUMNS = sorted(step_inference.COLUMNS_NEEDED | {"parent", "depth", "
                                                             "process_name", "thread_name"})
 # The columns inference may change; the others are rewritten as they were.
 INFERRED_COLUMNS = ("kind", "step", "parent", "depth")
+# Inference's peak over the process's, per event: its columns (~75 bytes), their decoding and its
+# own arrays (1M events without step markers: 217 MB above the windows' peak), with a margin.
+INFERENCE_BYTES_PER_ROW = 300
+
+
+def _inference_beyond_memory(linked: kineto.Linked) -> str:
+    """Why steps are not inferred for this trace although it may need them (it marks none and has
+    ranges), when inference would take more than half the memory available; "" otherwise."""
+    kind = linked.kind if linked.keep is None else linked.kind[linked.keep]
+    if (kind == schema.KIND_CODES["step"]).any() or \
+            int((kind == schema.KIND_CODES["user_range"]).sum()) < step_inference.MIN_CALLS:
+        return ""
+    need, free = kind.size * INFERENCE_BYTES_PER_ROW, _available_memory()
+    if free is None or need <= free / 2:
+        return ""
+    return (f"the trace marks no steps, and inferring them from its ranges for {kind.size:,} events needs "
+            f"~{_mb(need)}, more than half the {_mb(free)} available")
+
+
+def _mb(size: int) -> str:
+    mb = size / 2**20
+    return f"{mb:,.0f} MB" if mb >= 10 else f"{mb:.1f} MB"
 
 
 def _infer_steps(written: Path) -> int:
@@ -197,15 +228,25 @@ def _infer_steps(written: Path) -> int:
     counts = dict(zip(*(a.to_pylist() for a in pc.value_counts(kind).flatten()), strict=True)) if len(kind) else {}
     n = len(kind)
     del kind
-    if counts.get("step", 0) or counts.get("user_range", 0) < step_inference.MIN_CALLS:
+    meta = json.loads((pf.schema_arrow.metadata or {}).get(schema.META_TRACE_META_JSON.encode(), b"{}"))
+    if counts.get("step", 0) or counts.get("user_range", 0) < step_inference.MIN_CALLS or "steps_not_inferred" in meta:
         return n
-    few = pf.read(columns=INFERENCE_COLUMNS).replace_schema_metadata(pf.schema_arrow.metadata)
+    # The windows' freed memory back to the system first (Arrow's pool and the C heap keep it), so
+    # that inference's peak is not on top of theirs; then the columns row group by row group: one
+    # read of the whole file held its decoding buffers at once (+60%).
+    pa.default_memory_pool().release_unused()
+    kineto.return_freed_memory()
+    few = pa.concat_tables([pf.read_row_group(i, columns=INFERENCE_COLUMNS) for i in range(pf.num_row_groups)])
+    few = few.replace_schema_metadata(pf.schema_arrow.metadata)
     inferred = step_inference.infer_steps(few)
     if inferred is few:  # no range or optimizer loop qualified
         return n
     del few
     arrow_schema = schema.ARROW_SCHEMA.with_metadata(inferred.schema.metadata)
     changed = {c: inferred.column(c).combine_chunks().cast(arrow_schema.field(c).type) for c in INFERRED_COLUMNS}
+    appended = _appended_rows(inferred, n, arrow_schema)
+    rows = inferred.num_rows
+    del inferred
     # Written beside the first file and renamed onto it (``out`` gets it when the whole ingest ends).
     with atomic_path(written) as again, pq.ParquetWriter(again, arrow_schema, **parquet.write_options(arrow_schema)) as writer:
         row = 0
@@ -216,9 +257,9 @@ def _infer_steps(written: Path) -> int:
                                          values.slice(row, group.num_rows))
             writer.write_table(group.replace_schema_metadata(arrow_schema.metadata))
             row += group.num_rows
-        writer.write_table(_appended_rows(inferred, n, arrow_schema))
+        writer.write_table(appended)
         pf.close()
-    return inferred.num_rows
+    return rows
 
 
 def _appended_rows(inferred: pa.Table, n: int, arrow_schema: pa.Schema) -> pa.Table:

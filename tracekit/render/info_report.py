@@ -43,8 +43,9 @@ def print_terminal(summary: TraceInfo, console: Console | None = None) -> None:
     gpus = ", ".join(f"{names.count(n)}x {escape(n)}" for n in dict.fromkeys(names)) or "none listed"
     head.add_row("GPUs", f"{gpus}; active: {summary.gpu_ids or 'none'}")
     steps = summary.steps
-    head.add_row("steps", "none marked" if not steps else f"{len(steps)} ({steps[0]}..{steps[-1]})"
-                 + (f", {escape(summary.steps_from)}" if summary.steps_from else ""))
+    head.add_row("steps", ("none marked" if not steps else f"{len(steps)} ({steps[0]}..{steps[-1]})")
+                 + (f", {escape(summary.steps_from)}" if summary.steps_from else "")
+                 + (f"; not inferred: {escape(summary.steps_not_inferred)}" if summary.steps_not_inferred else ""))
     head.add_row("kernel->launch links", _rate(summary.launch_link_rate)
                  + (f" of {summary.gpu_activities_with_correlation:,}" if summary.gpu_activities_with_correlation else ""))
     head.add_row("kernel->op links", _rate(summary.op_link_rate))
