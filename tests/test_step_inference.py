@@ -177,6 +177,23 @@ def test_two_optimizers_stepped_in_turn_are_one_iteration():
     assert ", 2 calls an iteration (optimizers of one class stepped in turn)" in _steps_from(table)
 
 
+def test_two_optimizers_of_one_class_whose_calls_run_the_same_ops_are_told_apart_by_their_backward_passes():
+    """A GAN's two Adams over networks of equal parameter counts: their calls run the same ops, but
+    the generator's round backpropagates through both networks: 6 iterations of two calls."""
+    table = tracekit.load(CPU_DATA / "gan_adam_loop.pt.trace.json.gz")
+    assert _step_rows(table) == [f"Iteration#{i}" for i in range(6)]
+    assert ", 2 calls an iteration (optimizers of one class stepped in turn)" in _steps_from(table)
+
+
+def test_an_evaluation_pass_every_other_iteration_does_not_pair_the_iterations():
+    """One SGD, an evaluation pass after every other iteration: the rounds alternate in op count
+    (which alone paired them before, as if two optimizers were stepped in turn), but the optimizer's
+    calls and the backward passes are alike: 8 iterations."""
+    table = tracekit.load(CPU_DATA / "eval_every_other_loop.pt.trace.json.gz")
+    assert _step_rows(table) == [f"Iteration#{i}" for i in range(8)]
+    assert _steps_from(table) == "training iterations ending with Optimizer.step#SGD.step (no step markers in the trace)"
+
+
 def test_no_iteration_is_inferred_inside_a_range_around_the_whole_loop():
     """The loop inside one record_function("epoch"): iterations would not nest in it, so none is made."""
     table = tracekit.load(CPU_DATA / "epoch_range_loop.pt.trace.json.gz")

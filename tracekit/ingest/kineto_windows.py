@@ -257,7 +257,8 @@ def _infer_steps(written: Path) -> int:
                                          values.slice(row, group.num_rows))
             writer.write_table(group.replace_schema_metadata(arrow_schema.metadata))
             row += group.num_rows
-        writer.write_table(appended)
+        if appended.num_rows:  # an optimizer's iterations (a range's calls become steps in place)
+            writer.write_table(appended)
         pf.close()
     return rows
 

@@ -41,7 +41,9 @@ start-up), provided the calls are one thread's, one after another, with each opt
 per round; no top-level row of that thread spans the end of an iteration (a range around the whole
 loop: the iterations would not nest in it); the iterations hold ``MIN_COVER`` of the process's host
 work (and of the kernel time); and their op counts show a loop (``_period``: two optimizers of one
-class stepped in turn whose rounds differ, a GAN's, are one iteration every two calls). Each
+class stepped in turn whose rounds differ, a GAN's, are one iteration every two calls, where the
+rounds alternate in the ops inside the optimizer calls or in their backward passes: an evaluation
+pass every other iteration alternates the op counts of one optimizer's rounds, not those). Each
 iteration becomes a step row appended to the table (``Iteration#k`` on the loop's thread, category
 ``tracekit:inferred_step``: no profiler wrote it), the thread's top-level rows inside it its children.
 The trace's metadata says where its steps came from (``steps_from``), as for Keras's per-batch
@@ -53,6 +55,7 @@ which runs from one ``prof.step()`` to the next).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -283,7 +286,9 @@ def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, 
     bounds = end[rounds[:, -1]]
     first = int(start[own].min()) if own.size else int(start[calls[0]])
     ops = np.flatnonzero((kind == schema.KIND_CODES["cpu_op"]) & (pid == process))
-    period = _period(np.searchsorted(bounds, start[ops], side="left"), bounds.size)
+    window_of_op = np.searchsorted(bounds, start[ops], side="left")
+    signs = _round_signatures(rounds, start, end, ops, window_of_op, name_code, names)
+    period = _period(window_of_op, bounds.size, lambda p: any(_alternate(sign, p) for sign in signs))
     if period is None:
         return None
     bounds = bounds[period - 1::period]
@@ -313,11 +318,13 @@ def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, 
 IRREGULAR_CV = 0.5
 
 
-def _period(window_of_op: np.ndarray, bounds: int) -> int | None:
+def _period(window_of_op: np.ndarray, bounds: int, alternate: Callable[[int], bool]) -> int | None:
     """How many optimizer rounds make one iteration: 1, unless grouping p rounds (2-4, dividing the
     rounds) makes the op counts of the iterations after the first (which holds the warm-up) agree
-    clearly better (half the spread or less): two optimizers of one class stepped in turn, a GAN's,
-    whose rounds differ. None where no grouping shows a regular loop."""
+    clearly better (half the spread or less) and the rounds ``alternate`` with period p (their
+    signatures: ``_round_signatures``): two optimizers of one class stepped in turn, a GAN's; not one
+    optimizer in a loop that runs an evaluation pass every other iteration. None where no grouping
+    shows a regular loop."""
     counts = np.bincount(window_of_op[window_of_op < bounds], minlength=bounds)
 
     def spread(p: int) -> float:
@@ -327,8 +334,46 @@ def _period(window_of_op: np.ndarray, bounds: int) -> int | None:
 
     one = spread(1)
     best = min(((spread(p), p) for p in (2, 3, 4) if bounds % p == 0 and bounds // p >= 2), default=(float("inf"), 0))
-    chosen = best if best[0] < one / 2 else (one, 1)
+    chosen = best if best[0] < one / 2 and alternate(best[1]) else (one, 1)
     return chosen[1] if chosen[0] <= IRREGULAR_CV else None
+
+
+# Backward ops: a round's backward pass is its loss's graph (the autograd engine's ops run on
+# threads of their own on a GPU, the loop's thread on a CPU).
+BACKWARD_OP = re.compile(r"^autograd::engine::evaluate_function: |Backward\d*$")
+
+
+def _round_signatures(rounds: np.ndarray, start: np.ndarray, end: np.ndarray, ops: np.ndarray,
+                      window_of_op: np.ndarray, name_code: np.ndarray, names: list[str]) -> list[np.ndarray]:
+    """Two signatures of each optimizer round, which tell two optimizers of one class apart and one
+    optimizer's rounds alike whatever else its loop runs between them (an evaluation pass every other
+    iteration): the multiset of op names inside its optimizer calls (a per-parameter update runs ops
+    per parameter), and that of the backward ops in its window (each optimizer's loss has a graph of
+    its own: a GAN's generator round backpropagates through both networks, its discriminator round
+    through one). A sum of name hashes stands for a multiset."""
+    code = name_code[ops]
+    hashes = (code.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)  # odd: distinct codes, distinct hashes
+    order = np.argsort(start[ops], kind="stable")
+    before = np.concatenate([np.zeros(1, np.uint64), np.cumsum(hashes[order], dtype=np.uint64)])
+    calls = rounds.ravel()
+    lo = np.searchsorted(start[ops][order], start[calls], "left")
+    hi = np.searchsorted(start[ops][order], end[calls], "left")
+    inside_calls = (before[hi] - before[lo]).reshape(rounds.shape).sum(axis=1, dtype=np.uint64)
+    backward = _named(code, names, BACKWARD_OP) & (window_of_op < rounds.shape[0])
+    backward_ops = np.zeros(rounds.shape[0], np.uint64)
+    np.add.at(backward_ops, window_of_op[backward], hashes[backward])
+    return [inside_calls, backward_ops]
+
+
+def _alternate(signature: np.ndarray, p: int) -> bool:
+    """Whether rounds ``p`` apart have one signature and the p phases p different ones, over the
+    rounds after each phase's first (an optimizer's first step makes its state; the first round
+    holds the loop's start-up), with two rounds of each phase at least."""
+    rest = signature[p:]
+    if rest.size < 2 * p:
+        return False
+    kinds = [np.unique(rest[j::p]) for j in range(p)]
+    return all(k.size == 1 for k in kinds) and np.unique(np.concatenate(kinds)).size == p
 
 
 def _with_iteration_rows(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
