@@ -287,8 +287,8 @@ def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, 
     first = int(start[own].min()) if own.size else int(start[calls[0]])
     ops = np.flatnonzero((kind == schema.KIND_CODES["cpu_op"]) & (pid == process))
     window_of_op = np.searchsorted(bounds, start[ops], side="left")
-    signs = _round_signatures(rounds, start, end, ops, window_of_op, name_code, names)
-    period = _period(window_of_op, bounds.size, lambda p: any(_alternate(sign, p) for sign in signs))
+    period = _period(window_of_op, bounds.size, lambda p: any(  # asked at most once, where counts suggest p
+        _alternate(sign, p) for sign in _round_signatures(rounds, start, end, ops, window_of_op, name_code, names)))
     if period is None:
         return None
     bounds = bounds[period - 1::period]
