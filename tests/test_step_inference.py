@@ -235,6 +235,16 @@ def test_a_trace_ingested_window_by_window_gets_the_steps_the_whole_file_reader_
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
 
 
+def test_without_the_c_scanner_the_windowed_ingest_reads_the_whole_file_and_infers_the_steps(tmp_path, monkeypatch):
+    """No C scanner (no compiler at install time): the whole file is read, with the steps it infers."""
+    from tracekit.ingest import kineto_windows
+
+    monkeypatch.setattr(kineto_windows, "available", lambda: False)
+    out = tmp_path / "w.parquet"
+    kineto_windows.write_parquet(CPU_DATA / "optimizer_loop.pt.trace.json.gz", out, gz=True)
+    assert _step_rows(tracekit.load(out)) == [f"Iteration#{i}" for i in range(6)]
+
+
 def test_a_windowed_ingest_without_the_memory_to_infer_steps_says_so(tmp_path, monkeypatch, capsys):
     """Where inference would take more than half the memory available, the windowed ingest writes the
     trace without steps and says why: on stderr, in the trace metadata, in `tracekit info`."""
