@@ -39,6 +39,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
+from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
@@ -112,6 +113,7 @@ class LaunchReport:
     gpu_devices: int = 0
     steps: StepStats | None = None
     top_ops: TopOps | None = None
+    optimizer: OptimizerSteps | None = None  # torch.optim's steps in the steps used (tracekit.analyze.optimizer)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -533,6 +535,13 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)
     r.remedies.extend(remedies)
+    if e.source == "torch":
+        r.optimizer = optimizer_steps(frame, r.steps.used_step_numbers() if r.steps is not None and len(r.steps.steps)
+                                      else None)
+        if r.optimizer is not None:
+            said, fix = r.optimizer.evidence(), r.optimizer.remedy()
+            ev.extend([said] if said else [])
+            r.remedies.extend([fix] if fix else [])
     if cast_remedy and cast_remedy not in r.remedies:
         r.remedies.append(cast_remedy)
     if len(r.remedies) >= 2:
@@ -544,7 +553,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
 # Graph remedies capture the step whole (its dispatch skipped on replay too): cuda-graph-step, not
 # cuda-graphs (launch calls alone), which fits graphs around parts of a step inside a Python loop.
-_REMEDY_SCENARIOS = (("cut the dtype casts", "fuse-elementwise"), ("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
+_REMEDY_SCENARIOS = (("use the fused optimizer", "fused-optimizer"), ("foreach=True", "fused-optimizer"),
+                     ("cut the dtype casts", "fuse-elementwise"), ("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
                      ("fuse elementwise", "fuse-elementwise"),
                      ("fused recurrent layer", "fused-rnn"), ("keras.layers.LSTM", "fused-rnn"),
                      ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),

@@ -314,6 +314,8 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
             if lr.top_ops.op_types:
                 data["top_op_types"] = [{"op_type": t, "share": share} for t, share in lr.top_ops.op_types]
             data["waiting_ops"] = records(lr.top_ops.waiting)
+        if lr.optimizer is not None:
+            data["optimizer"] = lr.optimizer.as_dict()
     return Document(f"tracekit report: {name}", "report", facts, sections, data)
 
 
@@ -379,6 +381,8 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
             "low_utilization": records(lr.low_utilization) if lr.low_utilization is not None else [], "per_step": records(lr.per_step), "gaps": records(lr.gaps)}
     if lr.steps is not None and len(lr.steps.steps):
         data["steps"] = steps_data(lr.steps)
+    if lr.optimizer is not None:
+        data["optimizer"] = lr.optimizer.as_dict()
     return Document(f"tracekit launch: {name}", "launch", facts, sections, data)
 
 

@@ -1,0 +1,82 @@
+"""The optimizer's share of the step and how it updates (tracekit.analyze.optimizer), on real captures:
+tests/data/cpu/adamw_{per_parameter,fused} (make_optimizer_updates.py), HTA's public traces (Shampoo
+with foreach ops, apex's FusedAdam), an H200 capture (fused AdamW)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TRACES, needs_shared
+
+import tracekit
+from tracekit.analyze.frame import frame_of
+from tracekit.analyze.optimizer import REMEDY_SHARE, optimizer_steps
+from tracekit.analyze.steps import step_stats
+from tracekit.cli import main
+
+DATA = Path(__file__).parent / "data"
+
+
+def _optimizer(path: Path):
+    frame = frame_of(tracekit.load(path))
+    steps = step_stats(frame)
+    return optimizer_steps(frame, steps.used_step_numbers() if steps is not None and len(steps.steps) else None)
+
+
+def test_an_optimizer_updating_one_parameter_at_a_time_gets_the_fused_remedy(capsys):
+    """AdamW's CPU default: ~10 ops per parameter, 45% of the step here; the report says so, suggests
+    fused=True, and ranks it by the fused-optimizer replay (applied, measured here: 0.68x the step,
+    predicted 0.73x; docs/whatif.md)."""
+    path = DATA / "cpu" / "adamw_per_parameter.pt.trace.json.gz"
+    opt = _optimizer(path)
+    assert opt is not None and opt.optimizer == "AdamW" and opt.update == "one parameter at a time"
+    assert opt.ops_per_call >= 100 and opt.share >= REMEDY_SHARE
+    assert "torch.optim.AdamW(..., fused=True)" in (opt.remedy() or "")
+    assert main(["report", str(path), "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["optimizer"]["update"] == "one parameter at a time" and doc["optimizer"]["calls"] == opt.calls
+    assert any(e.startswith("the optimizer step (AdamW) takes") for e in doc["verdict"]["evidence"])
+    assert any("fused=True" in r for r in doc["verdict"]["remedies"])
+    scenarios = {s.name: s for s in tracekit.whatif(path).result.scenarios}
+    fused = scenarios["fused-optimizer"]
+    assert 0 < fused.saving_ns < scenarios["no-dispatch"].saving_ns  # dispatch inside the optimizer only
+    assert "one parameter at a time" in fused.assumptions
+
+
+def test_a_fused_optimizer_gets_no_remedy():
+    path = DATA / "cpu" / "adamw_fused.pt.trace.json.gz"
+    opt = _optimizer(path)
+    assert opt is not None and opt.update == "fused" and opt.remedy() is None
+    assert "fused-optimizer" not in {s.name for s in tracekit.whatif(path).result.scenarios}
+
+
+def test_a_fused_adamw_on_a_gpu():
+    opt = _optimizer(DATA / "h200" / "transformer_train.pt.trace.json.gz")
+    assert opt is not None and opt.update == "fused" and opt.remedy() is None
+
+
+@needs_shared
+def test_optimizers_torch_does_not_define_are_described_not_remedied():
+    """HTA's trace_filter sample: Shampoo (wrapped in an EMA optimizer) with foreach ops takes a third
+    of each step: evidence, no remedy; trace_diff's apex FusedAdam: its update is not one torch.optim
+    knows (no remedy whatever its op count)."""
+    shampoo = _optimizer(TRACES / "hta" / "trace_filter" / "sampled_rank-0.json.gz")
+    assert shampoo is not None and "Shampoo" in shampoo.optimizer and shampoo.update == "foreach"
+    assert shampoo.share > 0.25 and shampoo.evidence() and shampoo.remedy() is None
+    fused_adam = _optimizer(TRACES / "hta" / "trace_diff" / "control" / "control.json.gz")
+    assert fused_adam is not None and fused_adam.optimizer == "FusedAdam" and fused_adam.update == ""
+    assert fused_adam.remedy() is None
+
+
+def test_no_steps_no_finding():
+    """The loop inside one record_function("epoch"): no step is marked or inferred, so no share."""
+    table = tracekit.load(DATA / "cpu" / "epoch_range_loop.pt.trace.json.gz")
+    assert optimizer_steps(frame_of(table), None) is None
+
+
+@pytest.mark.parametrize("name", ["adamw_per_parameter", "adamw_fused"])
+def test_the_launch_report_carries_the_optimizer_too(name, capsys):
+    assert main(["launch", str(DATA / "cpu" / f"{name}.pt.trace.json.gz"), "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["optimizer"]["optimizer"] == "AdamW"
