@@ -15,7 +15,8 @@ optimizers update the parameters three ways, told apart by the ops inside that r
 
 Where the steps used spend at least ``REMEDY_SHARE`` of their time in a built-in optimizer that
 updates one parameter at a time with ``REMEDY_OPS`` ops a call or more, the remedy is its fused
-implementation (or, on a GPU, foreach); from ``DESCRIBE_SHARE`` the share is evidence;
+implementation (or, on a GPU, foreach); from ``DESCRIBE_SHARE`` the share is evidence, whatever the
+optimizer;
 other optimizers (Shampoo, apex's FusedAdam, ...) are only described. The time is the optimizer
 calls' wall time on their thread (on a GPU trace: launching the update's kernels).
 """
@@ -35,7 +36,7 @@ REMEDY_SHARE = 0.10  # of the steps' time in the optimizer, for a remedy
 # ... and ops a call: an SGD over four tensors runs four; its time is torch.optim's Python, which a
 # fused update keeps.
 REMEDY_OPS = 20
-DESCRIBE_SHARE = 0.05  # ... for a line of evidence
+DESCRIBE_SHARE = 0.10  # ... for a line of evidence
 # torch.optim's optimizers that take foreach=; FUSED those that also take fused= (PyTorch >= 2.4).
 BUILT_IN = frozenset({"SGD", "Adam", "AdamW", "Adagrad", "Adamax", "ASGD", "NAdam", "RAdam", "RMSprop", "Rprop",
                       "Adadelta"})
@@ -61,8 +62,8 @@ class OptimizerSteps:
         if self.share < DESCRIBE_SHARE:
             return None
         how = f", {self.update}" if self.update else ""
-        return (f"the optimizer step ({self.optimizer}) takes {self.share:.0%} of the step time: "
-                f"{self.ops_per_call:,.0f} ops a call{how}")
+        ops = f"{self.ops_per_call:,.0f} op{'' if round(self.ops_per_call) == 1 else 's'}"
+        return f"the optimizer step ({self.optimizer}) takes {self.share:.0%} of the step time: {ops} a call{how}"
 
     def remedy(self) -> str | None:
         if self.share < REMEDY_SHARE or self.update != "one parameter at a time" or self.ops_per_call < REMEDY_OPS:
