@@ -16,9 +16,9 @@ optimizers update the parameters three ways, told apart by the ops inside that r
 Where the steps used spend at least ``REMEDY_SHARE`` of their time in a built-in optimizer that
 updates one parameter at a time with ``REMEDY_OPS`` ops a call or more, the remedy is its fused
 implementation (or, on a GPU, foreach); from ``DESCRIBE_SHARE`` the share is evidence, whatever the
-optimizer;
-other optimizers (Shampoo, apex's FusedAdam, ...) are only described. The time is the optimizer
-calls' wall time on their thread (on a GPU trace: launching the update's kernels).
+optimizer (Shampoo, apex's FusedAdam, ... are only described). The time is the optimizer calls' wall
+time on their thread (on a GPU trace: launching the update's kernels). ``whatif``'s fused-optimizer
+scenario costs the remedy.
 """
 
 from __future__ import annotations
