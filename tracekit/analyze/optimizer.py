@@ -131,16 +131,18 @@ def optimizer_steps(frame: Frame, used_steps: list[int] | None) -> OptimizerStep
 
 
 def _ops_inside(frame: Frame, calls: np.ndarray, ops: np.ndarray) -> np.ndarray:
-    """The op rows that start inside one of ``calls`` on its thread."""
+    """The op rows that start inside one of ``calls`` (which do not nest) on its thread: each op
+    looked up among the calls by its start (a trace's ops outnumber its optimizer calls by far)."""
     found: list[np.ndarray] = []
     for key in np.unique(frame.thread_key[calls]).tolist():
-        mine = ops[frame.thread_key[ops] == key]
-        mine = mine[np.argsort(frame.start[mine], kind="stable")]
         these = calls[frame.thread_key[calls] == key]
-        lo = np.searchsorted(frame.start[mine], frame.start[these], "left")
-        hi = np.searchsorted(frame.start[mine], frame.end[these], "left")
-        found.extend(mine[a:b] for a, b in zip(lo.tolist(), hi.tolist(), strict=True))
-    return np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+        these = these[np.argsort(frame.start[these], kind="stable")]
+        mine = ops[frame.thread_key[ops] == key]
+        at = np.searchsorted(frame.start[these], frame.start[mine], "right") - 1
+        held = at >= 0
+        held[held] = frame.start[mine[held]] < frame.end[these[at[held]]]
+        found.append(mine[held])
+    return np.sort(np.concatenate(found)) if found else np.zeros(0, np.int64)
 
 
 def _nesting(frame: Frame, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
