@@ -55,7 +55,7 @@ from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.launch import JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
-from tracekit.analyze.optimizer import optimizer_calls, update_of
+from tracekit.analyze.optimizer import fusable, optimizer_calls, update_of
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
@@ -1109,8 +1109,9 @@ def _channels_last(step: _Step) -> tuple[int, str] | None:
 
 
 def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
-    """A built-in optimizer that updates one parameter at a time, made fused (or foreach on a GPU):
-    inside its calls, dispatch and each op's fixed cost go; the ops' arithmetic stays."""
+    """A built-in optimizer that updates one parameter at a time (or foreach on the CPU), made fused
+    (or foreach on a GPU): inside its calls, dispatch and each op's fixed cost go; the ops' arithmetic
+    stays."""
     f = step.frame
     calls = optimizer_calls(f)
     calls = calls[member_mask(f.thread_key[calls], step.thread_keys.tolist()) & (f.start[calls] >= step.start)
@@ -1118,7 +1119,7 @@ def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
     if not calls.size:
         return None
     update, outer, inside = update_of(f, calls)
-    if update != "one parameter at a time":
+    if not fusable(update, step.gpu.size > 0 or f.rows(*GPU_KINDS).size > 0):
         return None
     order = np.argsort(f.start[outer])
     call_start, call_end = f.start[outer][order], f.end[outer][order]
@@ -1137,8 +1138,9 @@ def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
     if not any(in_update(seg) and (seg.kind == "dispatch" or seg.kind.startswith("compute")) for seg in step.segments):
         return None
     predicted = _replay(step, host_scale=host)
-    return predicted, (f"the optimizer's {outer.size} call(s), {inside.size / outer.size:,.0f} ops each updating one "
-                       f"parameter at a time, become one fused update (torch.optim's fused=True, or foreach=True on a "
+    how = "one parameter at a time" if update == "one parameter at a time" else "foreach, which loops over the tensors on the CPU"
+    return predicted, (f"the optimizer's {outer.size} call(s) of {inside.size / outer.size:,.0f} ops ({how}) "
+                       f"become one fused update (torch.optim's fused=True, or foreach=True on a "
                        f"GPU): the framework and Python time inside them goes to 0, and so does each op's fixed cost "
                        f"({step.op_floor / 1e3:.1f} µs); their arithmetic stays (a conservative prediction: a fused "
                        f"update makes one pass over the parameters, not one per op); launches and GPU work unchanged")

@@ -1,7 +1,7 @@
-"""Writes tests/data/cpu/adamw_{per_parameter,fused}.pt.trace.json.gz: real torch.profiler captures (CPU)
-of one MLP's training loop (4 steps marked by a schedule), its AdamW updating the parameters one at
-a time (the CPU default) in one and with fused=True in the other. The per-parameter update runs ~10
-ops per parameter each step.
+"""Writes tests/data/cpu/adamw_{per_parameter,foreach,fused}.pt.trace.json.gz: real torch.profiler
+captures (CPU) of one MLP's training loop (4 steps marked by a schedule), its AdamW updating the
+parameters one at a time (the CPU default), with foreach=True, and with fused=True. The per-parameter
+update runs ~10 ops per parameter each step; foreach's ops loop over the tensors on the CPU.
 
     python tests/data/cpu/make_optimizer_updates.py
 Made with torch 2.13.0 (CPU build).
@@ -18,11 +18,11 @@ from torch.profiler import ProfilerActivity, profile, schedule
 HERE = Path(__file__).parent
 
 
-def capture(name: str, fused: bool) -> None:
+def capture(name: str, **update: bool) -> None:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128), torch.nn.ReLU(),
                                 torch.nn.Linear(128, 10))
-    opt = torch.optim.AdamW(model.parameters(), fused=True) if fused else torch.optim.AdamW(model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), **update)
     x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "t.json"
@@ -39,5 +39,6 @@ def capture(name: str, fused: bool) -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    capture("adamw_per_parameter", fused=False)
+    capture("adamw_per_parameter", foreach=False)
+    capture("adamw_foreach", foreach=True)
     capture("adamw_fused", fused=True)
