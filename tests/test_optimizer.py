@@ -68,6 +68,13 @@ def test_a_fused_adamw_on_a_gpu():
     assert opt is not None and opt.update == "fused" and opt.remedy() is None
 
 
+def test_a_gpu_program_profiled_without_its_gpu_activity_updates_on_the_gpu():
+    """The H100 capture with CPU activities only: its SGD's foreach update is a GPU's (a few
+    multi-tensor kernels), not the CPU's loop over the tensors: no remedy."""
+    opt = _optimizer(DATA / "h100" / "cpu_activity_only.pt.trace.json.gz")
+    assert opt is not None and opt.update == "foreach" and opt.on_gpu and opt.remedy() is None
+
+
 @needs_shared
 def test_optimizers_torch_does_not_define_are_described_not_remedied():
     """HTA's trace_filter sample: Shampoo (wrapped in an EMA optimizer), whose update runs foreach ops

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.ingest.links import member_mask
 from tracekit.ingest.step_inference import OPTIMIZER_STEP
 
@@ -88,8 +89,8 @@ class OptimizerSteps:
 
 def fusable(update: str, on_gpu: bool) -> bool:
     """Whether a fused update would replace many ops: a built-in optimizer's one parameter at a time,
-    or its foreach update on the CPU (which loops over the tensors: AdamW's foreach step ran 191 ops
-    there, 1.5x the time of one parameter at a time); a GPU's foreach update is a few kernels."""
+    or its foreach update on the CPU (whose ops loop over the tensors: no faster than one at a time,
+    1.5x slower for AdamW over 1.3M parameters); a GPU's foreach update is a few kernels."""
     return update == "one parameter at a time" or (update == "foreach" and not on_gpu)
 
 
@@ -99,19 +100,32 @@ def optimizer_calls(frame: Frame) -> np.ndarray:
     return ranges[frame.named(ranges, OPTIMIZER_STEP)]
 
 
-def update_of(frame: Frame, calls: np.ndarray) -> tuple[str, np.ndarray, np.ndarray]:
-    """How these optimizer calls update (the module doc's "one parameter at a time", "foreach",
-    "fused", or "" for an optimizer torch.optim does not define), their outermost calls, and the
-    op rows inside those."""
+@dataclass(frozen=True)
+class Update:
+    """How optimizer calls update: ``how`` (the module doc's "one parameter at a time", "foreach",
+    "fused", or "" for an optimizer torch.optim does not define), the optimizers' class names (a
+    wrapper's step, accelerate's AcceleratedOptimizer, holds the wrapped optimizer's: the innermost
+    calls name them), the outermost calls (whose time is the step's) and the op rows inside them."""
+
+    how: str
+    names: frozenset[str]
+    outer: np.ndarray
+    inside: np.ndarray
+
+
+def update_of(frame: Frame, calls: np.ndarray) -> Update:
+    """How these optimizer calls update (``Update``)."""
     holds, held = _nesting(frame, calls)
-    inner, outer = calls[~holds], calls[~held]
-    names = {_optimizer_name(frame.name(r)) for r in inner.tolist()}
+    names = frozenset(_optimizer_name(frame.name(r)) for r in calls[~holds].tolist())
+    outer = calls[~held]
     inside = _ops_inside(frame, outer, frame.rows("cpu_op"))
     if inside.size and frame.named(inside, _FUSED_OP).any():
-        return "fused", outer, inside
-    if inside.size and frame.named(inside, _FOREACH_OP).any():
-        return ("foreach" if names <= BUILT_IN else ""), outer, inside
-    return ("one parameter at a time" if names <= BUILT_IN and inside.size else ""), outer, inside
+        how = "fused"
+    elif names <= BUILT_IN and inside.size:
+        how = "foreach" if frame.named(inside, _FOREACH_OP).any() else "one parameter at a time"
+    else:
+        how = ""
+    return Update(how, names, outer, inside)
 
 
 def _optimizer_name(range_name: str) -> str:
@@ -131,14 +145,17 @@ def optimizer_steps(frame: Frame, used_steps: list[int] | None) -> OptimizerStep
     step_ns = int(frame.dur[steps].sum())
     if step_ns <= 0:
         return None
-    # A wrapper's step (accelerate's AcceleratedOptimizer) holds the wrapped optimizer's: the inner
-    # call names the class; the outer one's time is the step's.
-    update, outer, inside = update_of(frame, calls)
-    holds, _ = _nesting(frame, calls)
-    optimizer = " and ".join(sorted({_optimizer_name(frame.name(r)) for r in calls[~holds].tolist()}))
-    return OptimizerSteps(optimizer=optimizer, calls=int(outer.size), share=float(frame.dur[outer].sum()) / step_ns,
-                          ops_per_call=inside.size / outer.size, update=update,
-                          on_gpu=frame.rows(*GPU_BUSY_KINDS).size > 0)
+    update = update_of(frame, calls)
+    outer = update.outer
+    return OptimizerSteps(optimizer=" and ".join(sorted(update.names)), calls=int(outer.size),
+                          share=float(frame.dur[outer].sum()) / step_ns, ops_per_call=update.inside.size / outer.size,
+                          update=update.how, on_gpu=on_gpu(frame))
+
+
+def on_gpu(frame: Frame) -> bool:
+    """Whether the program ran on a GPU: its activity recorded, or its launch calls and GPU-only ops
+    where the profiler recorded the host alone (``gpu_presence``): its parameters are the GPU's."""
+    return frame.rows(*GPU_BUSY_KINDS).size > 0 or bool(unrecorded_gpu_work(frame))
 
 
 def _ops_inside(frame: Frame, calls: np.ndarray, ops: np.ndarray) -> np.ndarray:
@@ -170,5 +187,5 @@ def _nesting(frame: Frame, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return holds, held
 
 
-__all__ = ["BUILT_IN", "DESCRIBE_SHARE", "FUSED", "REMEDY_OPS", "REMEDY_SHARE", "OptimizerSteps", "fusable",
-           "optimizer_calls", "optimizer_steps", "update_of"]
+__all__ = ["BUILT_IN", "DESCRIBE_SHARE", "FUSED", "REMEDY_OPS", "REMEDY_SHARE", "OptimizerSteps", "Update", "fusable",
+           "on_gpu", "optimizer_calls", "optimizer_steps", "update_of"]

@@ -55,7 +55,7 @@ from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.launch import JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
-from tracekit.analyze.optimizer import fusable, optimizer_calls, update_of
+from tracekit.analyze.optimizer import fusable, on_gpu, optimizer_calls, update_of
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
@@ -1118,9 +1118,10 @@ def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
                   & (f.start[calls] < step.end)]
     if not calls.size:
         return None
-    update, outer, inside = update_of(f, calls)
-    if not fusable(update, step.gpu.size > 0 or f.rows(*GPU_KINDS).size > 0):
+    update = update_of(f, calls)
+    if not fusable(update.how, on_gpu(f)):
         return None
+    outer, inside = update.outer, update.inside
     order = np.argsort(f.start[outer])
     call_start, call_end = f.start[outer][order], f.end[outer][order]
 
@@ -1138,7 +1139,7 @@ def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
     if not any(in_update(seg) and (seg.kind == "dispatch" or seg.kind.startswith("compute")) for seg in step.segments):
         return None
     predicted = _replay(step, host_scale=host)
-    how = "one parameter at a time" if update == "one parameter at a time" else "foreach, which loops over the tensors on the CPU"
+    how = update.how if update.how != "foreach" else "foreach, which loops over the tensors on the CPU"
     return predicted, (f"the optimizer's {outer.size} call(s) of {inside.size / outer.size:,.0f} ops ({how}) "
                        f"become one fused update (torch.optim's fused=True, or foreach=True on a "
                        f"GPU): the framework and Python time inside them goes to 0, and so does each op's fixed cost "
