@@ -45,4 +45,6 @@ def test_live_capture_tests_hold_with_avx2_kernels(tmp_path):
                          env=env, cwd=ROOT, capture_output=True, text=True)
     summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-2000:]
     failed = [line for line in run.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
-    assert run.returncode == 0, "\n".join([summary, *failed])
+    # What each failure asserted (pytest's "E" lines), so that a failure here says why.
+    why = [line for line in run.stdout.splitlines() if line.startswith("E ")][:40]
+    assert run.returncode == 0, "\n".join([summary, *failed, *why])
