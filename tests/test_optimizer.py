@@ -57,10 +57,27 @@ def test_a_foreach_optimizer_on_the_cpu_gets_the_fused_remedy_too():
 
 
 def test_a_fused_optimizer_gets_no_remedy():
+    """fused=True: one aten::_fused_adamw_ a call (elementwise work, as the _foreach_ ops are)."""
+    from tracekit.analyze.classify import OP_CLASSES, classify_rows
+
     path = DATA / "cpu" / "adamw_fused.pt.trace.json.gz"
     opt = _optimizer(path)
     assert opt is not None and opt.update == "fused" and opt.remedy() is None
     assert "fused-optimizer" not in {s.name for s in tracekit.whatif(path).result.scenarios}
+    frame = frame_of(tracekit.load(path))
+    classes = classify_rows(frame)
+    fused = [r for r in frame.rows("cpu_op").tolist() if frame.name(r) == "aten::_fused_adamw_"]
+    assert fused and all(OP_CLASSES[classes.op[r]] == "elementwise" for r in fused)
+
+
+def test_compare_says_what_the_fused_optimizer_saved(capsys):
+    """optimizer_time: the optimizer steps' time per step, a --fail-if metric too."""
+    a, b = (str(DATA / "cpu" / f"adamw_{n}.pt.trace.json.gz") for n in ("per_parameter", "fused"))
+    assert main(["compare", a, b, "-f", "json"]) == 0
+    row = next(m for m in json.loads(capsys.readouterr().out)["metrics"] if m["metric"] == "optimizer_time")
+    assert 0 < row["B"] < 0.6 * row["A"]
+    assert main(["compare", a, b, "--fail-if", "optimizer_time < -20%"]) == 3  # holds: B's is 20%+ lower
+    assert main(["compare", a, b, "--fail-if", "optimizer_time > -20%"]) == 0
 
 
 def test_a_fused_adamw_on_a_gpu():

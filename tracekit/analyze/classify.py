@@ -216,7 +216,7 @@ OP_RULES: list[tuple[str, str]] = [
     ("elementwise", r"^aten::(add|add_|sub|sub_|mul|mul_|div|div_|sigmoid|sigmoid_|tanh|tanh_|relu|relu_|gelu|"
                     r"silu|exp|log|neg|rsub|addcmul_|addcdiv_|lerp_|sqrt|rsqrt|pow|fill_|zero_|zeros|ones|"
                     r"zeros_like|ones_like|empty_like|where|clamp|clamp_|threshold_backward|sigmoid_backward|"
-                    r"tanh_backward|cat|stack|_foreach_\w+|dropout|native_dropout|native_dropout_backward|masked_fill_?|"
+                    r"tanh_backward|cat|stack|_foreach_\w+|_fused_(adam|adamw|sgd|adagrad)_?|dropout|native_dropout|native_dropout_backward|masked_fill_?|"
                     r"clamp_min_?|clamp_max_?|bernoulli_?|uniform_|normal_|exp_|log2|log1p|log_|abs|sign|reciprocal|"
                     r"erf|floor|ceil|round|trunc|minimum|maximum|eq|ne|lt|gt|le|ge|logical_(and|or|not)|nan_to_num|"
                     r"hardtanh_?|leaky_relu_?|elu_?|softplus|gelu_backward|silu_backward|hardswish_?|"

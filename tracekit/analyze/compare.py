@@ -13,7 +13,8 @@ CPU-op classes, per-name totals, per-range totals, step times) before comparing.
               waiting_time (step time the loop's thread waits: blocked in Python, or for another
               thread's collective, CPU traces; a rank held up by a straggler waits, the straggler not) |
               fetching_time (step time in a batch fetch, DataLoader __next__ / IteratorGetNext, with no
-              compute op running, CPU traces)
+              compute op running, CPU traces) |
+              optimizer_time (step time in torch.optim's optimizer steps, their wall time on the host)
     OP        > | >= | < | <=
     THRESHOLD +5% | -10%          relative change against the baseline
               +2ms | -300us | +10    change against the baseline (signed: a delta)
@@ -44,6 +45,7 @@ from tracekit import schema
 from tracekit.analyze.breakdown import Breakdown, breakdown, step_index
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, op_name_codes, short_name, tf_base_op
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.optimizer import optimizer_calls, outermost
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
 from tracekit.errors import UsageError
@@ -153,6 +155,8 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     if host is not None:
         for c in ("launch", "sync", "framework", "python"):
             metrics[f"host_{c}_time"] = float(host[f"{c}_ns"])
+    optimizer = _outer_optimizer_calls(frame)
+    metrics["optimizer_time"] = float(frame.dur[optimizer].sum())
     rows = frame.rows("cpu_op", *GPU_BUSY_KINDS)
     # TF op names carry per-process layer scopes (lstm_5_1/while/...): compare TF ops by op type,
     # eager ops by the op their EagerExecute ran, oneDNN's rewrites by the op they replace.
@@ -229,7 +233,23 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
         out["fetching_time"] = median(bd.cpu_ops, "fetching_ns")
     if len(bd.host):
         out.update({f"host_{c}_time": median(bd.host, f"{c}_ns") for c in ("launch", "sync", "framework", "python")})
+    out["optimizer_time"] = _optimizer_time(frame, steps_used)
     return out
+
+
+def _outer_optimizer_calls(frame: Frame) -> np.ndarray:
+    """torch.optim's optimizer steps, outermost calls (``tracekit.analyze.optimizer``)."""
+    calls = optimizer_calls(frame)
+    return outermost(frame, calls) if calls.size else calls
+
+
+def _optimizer_time(frame: Frame, steps_used: list[int]) -> float:
+    """The median over the steps used of the time in torch.optim's optimizer steps; 0 without any."""
+    outer = _outer_optimizer_calls(frame)
+    if not outer.size or not steps_used:
+        return 0.0
+    of_step, known = step_index(frame.step[outer], steps_used)
+    return float(np.median(np.bincount(of_step[known], weights=frame.dur[outer][known], minlength=len(steps_used))))
 
 
 

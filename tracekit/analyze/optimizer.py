@@ -113,6 +113,11 @@ class Update:
     inside: np.ndarray
 
 
+def outermost(frame: Frame, calls: np.ndarray) -> np.ndarray:
+    """The calls no other of them holds (a wrapper's step, not the wrapped optimizer's inside it)."""
+    return calls[~_nesting(frame, calls)[1]]
+
+
 def update_of(frame: Frame, calls: np.ndarray) -> Update:
     """How these optimizer calls update (``Update``)."""
     holds, held = _nesting(frame, calls)
@@ -188,4 +193,4 @@ def _nesting(frame: Frame, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 __all__ = ["BUILT_IN", "DESCRIBE_SHARE", "FUSED", "REMEDY_OPS", "REMEDY_SHARE", "OptimizerSteps", "Update", "fusable",
-           "on_gpu", "optimizer_calls", "optimizer_steps", "update_of"]
+           "on_gpu", "optimizer_calls", "optimizer_steps", "outermost", "update_of"]
