@@ -31,7 +31,7 @@ import numpy as np
 
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
-from tracekit.ingest.links import member_mask
+from tracekit.ingest.links import member_mask, nearest_ancestor
 from tracekit.ingest.step_inference import OPTIMIZER_STEP
 
 REMEDY_SHARE = 0.10  # of the steps' time in the optimizer, for a remedy
@@ -179,17 +179,12 @@ def _ops_inside(frame: Frame, calls: np.ndarray, ops: np.ndarray) -> np.ndarray:
 
 
 def _nesting(frame: Frame, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per call: whether another of the calls starts inside it on its thread (it holds one), and
-    whether it starts inside another (it is held). Ranges on one thread nest."""
-    holds, held = np.zeros(calls.size, bool), np.zeros(calls.size, bool)
-    for key in np.unique(frame.thread_key[calls]).tolist():
-        at = np.flatnonzero(frame.thread_key[calls] == key)
-        at = at[np.argsort(frame.start[calls[at]], kind="stable")]
-        start, end = frame.start[calls[at]], frame.end[calls[at]]
-        holds[at[:-1]] = start[1:] < end[:-1]
-        reach = np.maximum.accumulate(end)  # the furthest end of the calls so far
-        held[at[1:]] = start[1:] < reach[:-1]
-    return holds, held
+    """Per call: whether it holds another of the calls (a wrapper's step), and whether another holds
+    it, by the row tree (``links.nearest_ancestor``, as step inference finds outermost calls)."""
+    wanted = np.zeros(len(frame), bool)
+    wanted[calls] = True
+    holder = nearest_ancestor(frame.parent, calls, wanted)
+    return member_mask(calls, holder[holder >= 0].tolist()), holder >= 0
 
 
 __all__ = ["BUILT_IN", "DESCRIBE_SHARE", "FUSED", "REMEDY_OPS", "REMEDY_SHARE", "OptimizerSteps", "Update", "fusable",
