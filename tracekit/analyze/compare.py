@@ -179,7 +179,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     step_ns = metrics["step_time"]
     ops_per_ms = metrics.get("ops_per_step", 0.0) / (step_ns / 1e6) if step_ns else 0.0
     return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps, stats,
-                        _per_step_metrics(frame, bd, used, metrics) if used else None, names_per_step,
+                        _per_step_metrics(frame, bd, used, metrics, optimizer) if used else None, names_per_step,
                         float(unprofiled) if unprofiled else None, "the collector's unprofiled timing" if unprofiled else "",
                         bool(extra.get("record_shapes")), ops_per_ms)
 
@@ -205,8 +205,10 @@ def _names(frame: Frame, rows: np.ndarray, tf_source: bool) -> pd.DataFrame:
                                                                                                "total_ns": float})
 
 
-def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[str, float]) -> dict[str, float]:
-    """Every metric but total_time as the median over the steps used (GPU figures summed over devices)."""
+def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[str, float],
+                      optimizer: np.ndarray) -> dict[str, float]:
+    """Every metric but total_time as the median over the steps used (GPU figures summed over devices);
+    ``optimizer``: the optimizer steps' outermost calls."""
     devices = max(int((bd.gpu.step == -1).sum()), 1)
 
     def median(df: pd.DataFrame, column: str, per_device: bool = False) -> float:
@@ -233,7 +235,7 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
         out["fetching_time"] = median(bd.cpu_ops, "fetching_ns")
     if len(bd.host):
         out.update({f"host_{c}_time": median(bd.host, f"{c}_ns") for c in ("launch", "sync", "framework", "python")})
-    out["optimizer_time"] = _optimizer_time(frame, steps_used)
+    out["optimizer_time"] = _optimizer_time(frame, optimizer, steps_used)
     return out
 
 
@@ -243,9 +245,8 @@ def _outer_optimizer_calls(frame: Frame) -> np.ndarray:
     return outermost(frame, calls) if calls.size else calls
 
 
-def _optimizer_time(frame: Frame, steps_used: list[int]) -> float:
-    """The median over the steps used of the time in torch.optim's optimizer steps; 0 without any."""
-    outer = _outer_optimizer_calls(frame)
+def _optimizer_time(frame: Frame, outer: np.ndarray, steps_used: list[int]) -> float:
+    """The median over the steps used of the time in these optimizer calls; 0 without any."""
     if not outer.size or not steps_used:
         return 0.0
     of_step, known = step_index(frame.step[outer], steps_used)
