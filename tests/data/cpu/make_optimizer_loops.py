@@ -7,6 +7,8 @@ torch.optim records every optimizer step as a range.
   two ``Optimizer.step#SGD.step`` calls each, the generator's round with more ops than the other's.
 * epoch_range_loop: optimizer_loop's loop inside one ``record_function("epoch")``: no iteration
   nests in that range, so none is inferred.
+* range_loop: optimizer_loop's iterations each inside ``record_function("train_step")``: its calls
+  are the steps.
 * eval_every_other_loop: optimizer_loop's loop with an evaluation pass (forward, accuracy, .item())
   after every other iteration: one optimizer, 8 iterations, its rounds alternating in op count.
 * gan_adam_loop: a GAN with an Adam each, their networks of equal parameter counts (so their
@@ -64,6 +66,15 @@ def epoch_range_loop() -> profile:
     return prof
 
 
+def range_loop() -> profile:
+    model, opt, x, y = mlp()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(6):
+            with record_function("train_step"):
+                mlp_iteration(model, opt, x, y)
+    return prof
+
+
 def eval_every_other_loop() -> profile:
     model, opt, x, y = mlp()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -112,7 +123,8 @@ def gan_adam_loop() -> profile:
     return prof
 
 
-CAPTURES = {f.__name__: f for f in (optimizer_loop, epoch_range_loop, gan_loop, eval_every_other_loop, gan_adam_loop)}
+CAPTURES = {f.__name__: f for f in (optimizer_loop, epoch_range_loop, gan_loop, eval_every_other_loop, gan_adam_loop,
+                                     range_loop)}
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
