@@ -42,6 +42,22 @@ def test_format_from_extension_and_refuse_overwrite(command, suffix, check, tmp_
     assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temp files left
 
 
+@pytest.mark.parametrize("command", [["report"], ["launch"], ["ranges"], ["critical-path"], ["whatif"],
+                                     ["compare", "{trace}"], ["ingest"]])
+def test_an_output_that_exists_is_refused_before_the_trace_is_read(command, tmp_path, capsys):
+    """Forgetting --force was learnt only after the whole analysis (5 s on a 5M-event trace); now at
+    once: the trace here is not even valid, and the error names the output."""
+    trace = tmp_path / "broken.json"
+    trace.write_text('{"traceEvents": [')
+    out = tmp_path / ("r.parquet" if command == ["ingest"] else "r.json")
+    out.write_text("keep me")
+    argv = [command[0], str(trace), *[a.format(trace=trace) for a in command[1:]], "-o", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert str(out) in err and "exists" in err and "broken.json" not in err, err
+    assert out.read_text() == "keep me"
+
+
 def test_the_registry_names_each_renderer_as_it_names_itself():
     from tracekit.render import RENDERERS, renderer
 

@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 
 from tracekit import __version__
@@ -101,6 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args._command.name not in RUNS_WORKLOADS:  # a profiled workload runs as the user's own would
         prefer_base_pages()
     try:
+        if getattr(args, "_check_output_first", False) and args.output:
+            from tracekit.cli._output import refuse_output
+
+            refuse_output(Path(args.output), args.force)
         return int(args._command.run(args))
     except TracekitError as e:
         if args.debug:

@@ -20,6 +20,17 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output format (default: from -o's extension, else terminal)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (.txt, .md, .json, .html)")
     parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.set_defaults(_check_output_first=True)  # tracekit.cli.main refuses -o before the trace is read
+
+
+def refuse_output(output: Path, force: bool) -> None:
+    """Raise when ``output`` cannot be written: it exists (without --force) or its directory does not.
+    Checked before the trace is read, so a user learns it at once rather than after the analysis, and
+    again when writing."""
+    if output.exists() and not force:
+        raise OutputError(output, "exists; use --force to overwrite")
+    if not output.parent.is_dir():
+        raise OutputError(output, f"directory {output.parent} does not exist")
 
 
 def add_window_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,10 +77,7 @@ def emit(document: Document, args: argparse.Namespace) -> None:
         else:
             sys.stdout.write(renderer.render(document))
         return
-    if output.exists() and not args.force:
-        raise OutputError(output, "exists; use --force to overwrite")
-    if not output.parent.is_dir():
-        raise OutputError(output, f"directory {output.parent} does not exist")
+    refuse_output(output, args.force)
     write_atomic(output, renderer.render(document))
     sys.stderr.write(f"wrote {output}\n")
 

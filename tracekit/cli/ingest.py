@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tracekit.errors import UsageError
+from tracekit.errors import OutputError, UsageError
 
 
 class IngestCommand:
@@ -36,6 +36,8 @@ class IngestCommand:
         if out.suffix == ".parquet":
             if len(args.traces) > 1:
                 raise UsageError(f"{out}: several traces need a dataset directory, not a .parquet file")
+            if out.exists() and not args.force:  # before the read, which can take minutes
+                raise OutputError(out, "already exists (use --force to overwrite)")
             rows = _windowed(Path(args.traces[0]), out, args.window_mb, args.force)
             if rows is not None:
                 _say_steps_not_inferred(out)
