@@ -174,3 +174,4 @@ def test_ops_that_run_only_on_a_gpu_are_known_by_name(name: str, gpu_only: bool)
     from tracekit.analyze.gpu_presence import GPU_ONLY_OPS
 
     assert bool(GPU_ONLY_OPS.search(name)) is gpu_only
+

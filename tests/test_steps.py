@@ -13,7 +13,7 @@ from conftest import TRACES, needs_shared
 
 import tracekit
 from tracekit.analyze.breakdown import breakdown
-from tracekit.analyze.verdicts import FUSED_RNN_REMEDY
+from tracekit.analyze.verdicts import CPU_GRU_RNN_LAYER_REMEDY, FUSED_RNN_REMEDY
 from tracekit.cli import main
 
 torch = pytest.importorskip("torch")
@@ -153,11 +153,16 @@ def test_compare_is_per_step_and_numbers_steps_as_report_does(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_any_recurrent_cell_loop_gets_the_fused_layer_remedy(tmp_path, cell):
+def test_any_recurrent_cell_loop_gets_the_layer_remedy_its_device_has(tmp_path, cell):
+    """On a CPU only the LSTM cell loop has a fused layer to move to (oneDNN's); the GRU's is a C++
+    loop over the same ops, and its remedy says so (tests/test_whatif.py)."""
     trace = _capture(tmp_path / f"{cell}.json", [0.0] * 3, cell=cell)
     r = tracekit.launch(trace).result
-    assert FUSED_RNN_REMEDY in r.remedies
-    assert "nn.GRU" in FUSED_RNN_REMEDY
+    if cell == "lstm":
+        assert FUSED_RNN_REMEDY in r.remedies
+    else:
+        assert CPU_GRU_RNN_LAYER_REMEDY in r.remedies and FUSED_RNN_REMEDY not in r.remedies
+    assert "nn.GRU" in FUSED_RNN_REMEDY and "nn.GRU" in CPU_GRU_RNN_LAYER_REMEDY
 
 
 def test_unprofiled_step_times_make_the_headline(tmp_path, capsys):

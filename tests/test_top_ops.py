@@ -230,3 +230,15 @@ def test_args_mention_says_no_only_when_no_row_has_the_text(tmp_path):
         for t in (table, tracekit.load(written)):
             any_row = any('"Input Dims":' in (a or "") for a in t["args"].to_pylist())
             assert args_mention(t, b'"Input Dims":') == any_row == record_shapes
+
+
+def test_a_skinny_gemm_in_a_recurrent_layer_or_cell_says_what_can_be_batched():
+    """nn.GRU on a CPU runs an addmm per timestep inside aten::gru: "batch it across timesteps" told
+    the user to batch what PyTorch's own loop runs, whose hidden-state GEMM cannot be batched; a
+    GRUCell loop's GEMMs are the cell's, whose input GEMMs the layer batches. A GEMM outside any
+    recurrent op keeps the general advice (tests above)."""
+    layer = tracekit.report(DATA / "gru_layer.pt.trace.json.gz").launch.top_ops.remedies
+    assert len(layer) == 1 and "M=16" in layer[0] and "inside aten::gru (the recurrent layer's own loop)" in layer[0]
+    assert "across timesteps, or several" not in layer[0]
+    cell = tracekit.report(DATA / "gru_cell_loop.pt.trace.json.gz").launch.top_ops.remedies
+    assert len(cell) == 1 and "inside aten::gru_cell: the recurrent layer (nn.GRU)" in cell[0], cell

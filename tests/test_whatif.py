@@ -266,3 +266,25 @@ def test_a_tf_eager_op_keeps_only_its_kernel_run(monkeypatch: pytest.MonkeyPatch
     # torch traces have no kernel runs: the rule leaves them alone
     torch_loop = {s.name: s for s in whatif(load(_trace("lstmcell_loop"))).scenarios}["no-dispatch"]
     assert "KernelAndDeviceFunc" not in torch_loop.assumptions
+
+
+def test_a_cpu_gru_cell_loop_becomes_the_layers_cpp_loop_not_a_fused_op() -> None:
+    """On a CPU only the LSTM has a fused kernel: nn.GRU runs the cell's ops per timestep from C++
+    (tests/data/cpu/gru_layer: aten::gru's own addmm and gates). fused-rnn costed a GRUCell loop
+    as one fused op, 52% saved on a real capture, where nn.GRU measured 3-27% faster than the loop
+    (unprofiled, 2-core Xeon); now only the loop between the cells goes, a lower bound."""
+    cpu = Path(__file__).parent / "data" / "cpu"
+    w = whatif(load(cpu / "gru_cell_loop.pt.trace.json.gz"))
+    fused = {s.name: s for s in w.scenarios}["fused-rnn"]
+    assert "C++" in fused.assumptions and "lower bound" in fused.assumptions
+    assert 0.03 < fused.saving_ns / w.measured_step_ns < 0.25, fused
+
+
+def test_a_cpu_gru_cell_loop_is_told_what_the_layer_does_on_a_cpu() -> None:
+    """The remedy said "the fused recurrent layer ... (oneDNN on CPU)" for a GRUCell loop; PyTorch's
+    GRU has no oneDNN kernel. An LSTM cell loop keeps the fused-layer remedy (tests/test_steps.py)."""
+    from tracekit.analyze.verdicts import CPU_GRU_RNN_LAYER_REMEDY, FUSED_RNN_REMEDY
+
+    r = tracekit_api.report(Path(__file__).parent / "data" / "cpu" / "gru_cell_loop.pt.trace.json.gz").launch
+    assert CPU_GRU_RNN_LAYER_REMEDY in r.remedies and FUSED_RNN_REMEDY not in r.remedies
+    assert any("fused-rnn" in e for e in r.evidence if e.startswith("remedies ordered")), r.evidence

@@ -19,8 +19,9 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.verdicts import GPU_ACTIVITY_REMEDY
 from tracekit.errors import UsageError
 
-# Ops that run only on a GPU: cuDNN's and MIOpen's (PyTorch names them; TF's CudnnRNN ops too).
-GPU_ONLY_OPS = re.compile(r"^aten::_?(cudnn|miopen)_|^aten::_cudnn_rnn|(^|[/:])CudnnRNN\w*$")
+# Ops that run only on a GPU: cuDNN's and MIOpen's (PyTorch names them; TF's CudnnRNN ops too), not
+# the predicate ``aten::cudnn_is_acceptable``: every nn.LSTM/GRU/RNN call asks it, on a CPU too.
+GPU_ONLY_OPS = re.compile(r"^aten::_?(cudnn|miopen)_(?!is_acceptable$)|(^|[/:])CudnnRNN\w*$")
 
 
 def unrecorded_gpu_work(frame: Frame, classes: RowClasses | None = None) -> str:

@@ -556,7 +556,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
 _REMEDY_SCENARIOS = (("use the fused optimizer", "fused-optimizer"), ("foreach=True", "fused-optimizer"),
                      ("cut the dtype casts", "fuse-elementwise"), ("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
                      ("fuse elementwise", "fuse-elementwise"),
-                     ("fused recurrent layer", "fused-rnn"), ("keras.layers.LSTM", "fused-rnn"),
+                     ("fused recurrent layer", "fused-rnn"), ("recurrent layer (nn.GRU / nn.RNN)", "fused-rnn"),
+                     ("keras.layers.LSTM", "fused-rnn"),
                      ("BlockLSTM", "fused-rnn"), ("mixed precision", "amp"), ("synchronizations", "no-sync"),
                      ("pin_memory=True, tensor.pin_memory()", "pin-memory"), ("channels_last", "channels-last"), ("overlap the copies with compute", "overlap-copies"),
                      ("torch.compile", "no-dispatch"), ("TorchScript", "no-dispatch"), ("jit_compile", "no-dispatch"),
@@ -950,8 +951,10 @@ _RECURRENT_WORD = re.compile(r"lstm|gru|rnn|cell", re.IGNORECASE)
 def _recurrent_style(frame: Frame) -> str:
     """How the trace runs its recurrent layers (``verdicts`` styles), from its op names."""
     op_names = [frame.names[c] for c in distinct(frame.name_code[frame.mask("cpu_op")]) if c >= 0]
-    if any(n in RNN_CELL_OPS for n in op_names):
-        return verdicts.TORCH_CELL_LOOP
+    cells = [n for n in op_names if n in RNN_CELL_OPS]
+    if cells:
+        lstm = any("lstm" in n for n in cells)
+        return verdicts.TORCH_CELL_LOOP if lstm else verdicts.TORCH_GRU_RNN_CELL_LOOP
     if any(n in FUSED_RNN_OPS or n.endswith(FUSED_RNN_TF_SUFFIXES) for n in op_names):
         return verdicts.FUSED
     loops = [n for n in op_names if "while" in n and _RECURRENT_WORD.search(n)]

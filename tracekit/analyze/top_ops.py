@@ -17,13 +17,19 @@ Remedies are rules over this table, each checking its own evidence:
 * a GEMM op (``aten::mm``/``addmm``/``bmm``/``matmul``/``linear``, TF ``MatMul``) whose inner
   dimension K, or whose row count M, is at most ``SKINNY_DIM`` and that takes at least
   ``REMEDY_SHARE`` of the time: a skinny GEMM that runs far below the machine's GEMM throughput;
-  batch it (across timesteps, or fuse the weights of several small GEMMs into one).
+  batch it (across timesteps, or fuse the weights of several small GEMMs into one). Where most of
+  its self time runs inside a recurrent op, the remedy says what can be batched there: inside a
+  recurrent layer (``aten::gru``, ``aten::lstm``: PyTorch's own per-timestep loop, as for nn.GRU on
+  a CPU) M is the batch and the hidden-state GEMM cannot be batched across timesteps, so only more
+  sequences at once widen it; inside a cell called per timestep (``aten::gru_cell``) the fused layer
+  makes the input GEMMs of all timesteps one.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +43,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.waiting import WAITING_SHARE, covered_by_other_threads
 from tracekit.ingest.columns import distinct, factorize, stable_order
-from tracekit.ingest.links import member_mask
+from tracekit.ingest.links import member_mask, nearest_ancestor
 
 SKINNY_DIM = 16
 REMEDY_SHARE = 0.10
@@ -132,7 +138,10 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
                                    "calls": by_name.counts[waits].astype(np.int64),
                                    "self_ns": name_self[waits].astype(np.int64),
                                    "covered": (covered[waits] / np.maximum(dur[waits], 1)).astype(float)})
-    result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None)
+    chosen_rows = [np.flatnonzero(ranked)[by_op.index == g] for g in chosen.tolist()]
+    result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None,
+                                            lambda i: _recurrent_op_around(frame, classes, rows[chosen_rows[i]],
+                                                                           self_ns[chosen_rows[i]]))
     result.op_types = _op_types(frame, code[by_name.first[~waiting]], name_self[~waiting], window)
     return result
 
@@ -317,10 +326,41 @@ def args_text(table: pa.Table, rows: np.ndarray) -> pa.Array:
     return pa.chunked_array([c.storage for c in args.chunks], args.type.storage_type).combine_chunks()
 
 
-def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool) -> list[str]:
+RECURRENT_LAYER_OPS = re.compile(r"^aten::(lstm|gru|rnn_tanh|rnn_relu)$")
+RECURRENT_CELL_OPS = re.compile(r"^aten::(lstm|gru|rnn_tanh|rnn_relu)_cell$")
+
+
+def _recurrent_op_around(frame: Frame, classes: RowClasses, rows: np.ndarray, self_ns: np.ndarray) -> str:
+    """The recurrent layer or cell op (``aten::gru``, ``aten::lstm_cell``) that encloses most of these
+    op rows' self time, the outermost where a layer calls cells; "" when none does."""
+    rnn = classes.op == OP_CLASSES.index("rnn")
+    around = nearest_ancestor(frame.parent, rows, rnn)
+    outer = around.copy()
+    while True:  # climb to the outermost recurrent op (a layer calling its cells)
+        has = outer >= 0
+        up = np.full(outer.size, -1, np.int64)
+        up[has] = nearest_ancestor(frame.parent, outer[has], rnn)
+        if not (up >= 0).any():
+            break
+        outer = np.where(up >= 0, up, outer)
+    names = [frame.name(int(r)) if r >= 0 else "" for r in outer.tolist()]
+    weight: dict[str, int] = {}
+    for name, t in zip(names, self_ns.tolist(), strict=True):
+        if RECURRENT_LAYER_OPS.match(name) or RECURRENT_CELL_OPS.match(name):
+            weight[name] = weight.get(name, 0) + int(t)
+    if not weight:
+        return ""
+    name, t = max(weight.items(), key=lambda kv: kv[1])
+    return name if 2 * t >= int(self_ns.sum()) else ""
+
+
+def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool,
+                          recurrent_op_around: Callable[[int], str] = lambda i: "") -> list[str]:
+    """The skinny-GEMM remedy of each qualifying row; ``recurrent_op_around(i)`` names the recurrent op
+    enclosing most of row ``i``'s time ("" when none), which changes what can be batched."""
     out = []
     where = "of the steps" if per_step else "of the trace"
-    for r in ops.itertuples():
+    for i, r in enumerate(ops.itertuples()):
         if r.share < REMEDY_SHARE or not (r.name in GEMM_OPS or r.name.endswith(("MatMul", ":_MklMatMul"))):
             continue
         dims = _gemm_dims(r.name, r.shapes)
@@ -330,9 +370,20 @@ def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool) -> list[str]:
         if min(k, m) > SKINNY_DIM:
             continue
         which = f"K={k}" if k <= SKINNY_DIM else f"M={m}"
-        out.append(f"{r.name} {r.shapes} {r.calls:,} calls, {r.share:.0%} {where}: a skinny GEMM ({which}, "
-                   f"{m}x{k} by {k}x{n}) runs far below GEMM throughput; batch it (across timesteps, or several "
-                   f"small GEMMs into one)")
+        said = (f"{r.name} {r.shapes} {r.calls:,} calls, {r.share:.0%} {where}: a skinny GEMM ({which}, "
+                f"{m}x{k} by {k}x{n}) runs far below GEMM throughput")
+        recurrent = recurrent_op_around(i) if m <= SKINNY_DIM else ""
+        if RECURRENT_LAYER_OPS.match(recurrent):
+            out.append(f"{said}, once per timestep inside {recurrent} (the recurrent layer's own loop): M is the "
+                       f"batch, and the hidden-state GEMM cannot be batched across timesteps; only more "
+                       f"sequences at once (a larger batch) widen it")
+        elif recurrent:
+            layer = {"lstm": "nn.LSTM", "gru": "nn.GRU"}.get(recurrent[6:-5], "nn.RNN")
+            out.append(f"{said}, once per timestep inside {recurrent}: the recurrent layer ({layer}) makes "
+                       f"the input GEMMs of all timesteps one; the hidden-state GEMM stays per timestep, with M the "
+                       f"batch")
+        else:
+            out.append(f"{said}; batch it (across timesteps, or several small GEMMs into one)")
     return out
 
 

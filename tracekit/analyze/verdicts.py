@@ -41,7 +41,8 @@ VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loadi
             "CPU/framework-bound", "CPU compute-bound", "CPU-contended", "host-idle gaps", "undetermined")
 
 # Recurrent styles (``Evidence.recurrent``).
-TORCH_CELL_LOOP = "torch cell loop"          # aten::lstm_cell / gru_cell / rnn_*_cell called per timestep
+TORCH_CELL_LOOP = "torch cell loop"          # aten::lstm_cell (with or without gru_cell / rnn_*_cell) per timestep
+TORCH_GRU_RNN_CELL_LOOP = "torch gru/rnn cell loop"  # aten::gru_cell / rnn_*_cell only: no fused CPU layer for them
 KERAS_WHILE_LAYER = "keras while-loop layer"  # a Keras LSTM/GRU layer run as a tf.while_loop (not cuDNN)
 TF_CELL_LOOP = "tf cell loop"                # keras.layers.RNN(cell) or a hand-written tf.while_loop cell
 FUSED = "fused"                              # one op for all timesteps (cuDNN, oneDNN, BlockLSTM)
@@ -137,6 +138,12 @@ class Rule:
 
 FUSED_RNN_REMEDY = ("replace the per-timestep cell loop with the fused recurrent layer (nn.LSTM / nn.GRU / nn.RNN): "
                     "one op for all timesteps (oneDNN on CPU, cuDNN on GPU)")
+# PyTorch's CPU GRU and RNN layers loop over the timesteps in C++, calling the cell's ops: only the
+# LSTM has a fused CPU kernel (oneDNN's).
+CPU_GRU_RNN_LAYER_REMEDY = ("replace the per-timestep cell loop with the recurrent layer (nn.GRU / nn.RNN): on a CPU "
+                            "it is not one fused op (PyTorch's fused CPU kernel is the LSTM's) but a C++ loop over the "
+                            "same ops, which saves the Python loop and makes the input GEMMs of all timesteps one; the "
+                            "per-op dispatch stays, which a compiled loop (torch.compile, TorchScript) cuts")
 TF_CELL_GPU_REMEDY = ("use keras.layers.LSTM / GRU instead of an RNN(cell) or hand-written while loop: with their "
                       "default arguments they run as one cuDNN op for all timesteps on a GPU")
 TF_CELL_CPU_REMEDY = ("the cell runs per timestep in a tf.while_loop: compile the step with XLA "
@@ -229,8 +236,10 @@ TF_COMMUNICATION_REMEDY = ("the step waits on tf.distribute's collectives (Colle
 
 def recurrent_remedies(e: Evidence) -> list[str]:
     """The remedy for the trace's recurrent style, on its device; none for fused layers."""
-    if e.recurrent == TORCH_CELL_LOOP:
+    if e.recurrent == TORCH_CELL_LOOP or (e.recurrent == TORCH_GRU_RNN_CELL_LOOP and e.has_gpu):
         return [FUSED_RNN_REMEDY]
+    if e.recurrent == TORCH_GRU_RNN_CELL_LOOP:
+        return [CPU_GRU_RNN_LAYER_REMEDY]
     if e.recurrent == TF_CELL_LOOP:
         return [TF_CELL_GPU_REMEDY] if e.has_gpu else [TF_CELL_CPU_REMEDY]
     if e.recurrent == KERAS_WHILE_LAYER:

@@ -65,6 +65,7 @@ from tracekit.schema import source_of
 HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
 FUSIBLE = ("elementwise", "cast")
 FUSED_RNN_MATH = ("gemm", "rnn", "convolution")  # a fused RNN op still does these in full
+CPU_UNFUSED_CELL_OPS = ("aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell")  # no fused CPU layer
 SIDE_STREAM = -2  # the stream key of work a scenario moves beside the step's own streams
 HALF_PRECISION_SPEEDUP = 2.0  # GEMM/conv on tensor cores at 16 bits against TF32/FP32 (conservative)
 
@@ -897,6 +898,9 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
         return None
     first_cell = min(int(f.start[c]) for c in cells)
     last_cell = max(int(f.end[c]) for c in cells)
+    # On a CPU only the LSTM has a fused kernel (oneDNN's, aten::mkldnn_rnn_layer): nn.GRU and nn.RNN
+    # run the cell's ops per timestep themselves, from C++ (aten::gru's own loop of addmm and gates).
+    unfused = set() if f.rows(*GPU_KINDS).size else {c for c in cells if f.name(c) in CPU_UNFUSED_CELL_OPS}
 
     def loop_glue(seg: Segment) -> bool:
         return (seg.top not in cells and first_cell <= seg.start and seg.start + seg.dur <= last_cell
@@ -923,6 +927,8 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
     def host(seg: Segment) -> int:
         if seg.top not in cells:
             return seg.covered if loop_glue(seg) else seg.dur
+        if seg.top in unfused:
+            return seg.dur  # the layer's C++ loop runs the same ops, dispatch included
         if kept_launch(seg):
             return seg.dur
         if not seg.kind.startswith("compute:") or seg.owner == seg.top:
@@ -934,6 +940,13 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
     glue = sum(s.dur - s.covered for s in step.segments if loop_glue(s))
     launches = sum(1 for s in step.segments if s.top in cells and kept_launch(s))
     predicted = _replay(step, host_scale=host, launch_latency=0)
+    if unfused == cells:
+        return predicted, (f"{len(cells)} cell calls become one call of the recurrent layer (nn.GRU / nn.RNN): on a "
+                           f"CPU PyTorch has no fused kernel for them (oneDNN's is the LSTM's), so the layer runs the "
+                           f"cells' ops per timestep from C++, each keeping its dispatch and time; only the loop "
+                           f"between the cells goes ({glue / 1e3:,.0f} µs of Python and non-compute ops). The "
+                           "layer's one GEMM of all timesteps' inputs may run faster than the cells' per-timestep "
+                           "ones, which the loop's trace cannot show: the saving is a lower bound")
     kept_launches = (f"; the launch calls of the GEMM and pointwise kernels kept stay ({launches}: cuDNN's standard "
                      "LSTM launches each timestep's kernels from the host; its persistent kernel, which it picks at "
                      "small hidden sizes, launches once)") if launches else ""
