@@ -40,6 +40,7 @@ from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
+from tracekit.analyze.recurrent import lstm_per_timestep_reasons
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
@@ -495,6 +496,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     e = verdicts.Evidence(source=framework, has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
                           intel_gpu=_launches_through(frame, _INTEL_LAUNCH),
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
+    if e.recurrent == verdicts.FUSED and (reasons := lstm_per_timestep_reasons(frame)) is not None:
+        e.recurrent, e.recurrent_reasons = verdicts.TORCH_LSTM_PER_TIMESTEP, reasons
     if e.source == "jax":
         e.jit_calls_per_step, e.calls_per_step_known = _jit_calls_per_step(frame)
         e.xla_loop = _runs_xla_loop(frame, table)

@@ -14,7 +14,7 @@ needs a GPU) gets XLA and ``unroll``; graph-replayed kernels get no CUDA-graph r
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Thresholds (shares in 0..1).
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
@@ -43,6 +43,7 @@ VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loadi
 # Recurrent styles (``Evidence.recurrent``).
 TORCH_CELL_LOOP = "torch cell loop"          # aten::lstm_cell (with or without gru_cell / rnn_*_cell) per timestep
 TORCH_GRU_RNN_CELL_LOOP = "torch gru/rnn cell loop"  # aten::gru_cell / rnn_*_cell only: no fused CPU layer for them
+TORCH_LSTM_PER_TIMESTEP = "torch lstm layer per timestep"  # CPU aten::lstm without oneDNN's op (packed, float64, proj_size)
 KERAS_WHILE_LAYER = "keras while-loop layer"  # a Keras LSTM/GRU layer run as a tf.while_loop (not cuDNN)
 TF_CELL_LOOP = "tf cell loop"                # keras.layers.RNN(cell) or a hand-written tf.while_loop cell
 FUSED = "fused"                              # one op for all timesteps (cuDNN, oneDNN, BlockLSTM)
@@ -113,6 +114,7 @@ class Evidence:
     layout_share: float = 0.0  # of GPU kernel time, cuDNN's NCHW <-> NHWC conversions (nchwToNhwcKernel)
     pageable_copy_share: float = 0.0  # of GPU copy time, copies from or to pageable memory (tracekit.analyze.copies)
     recurrent: str = ""  # one of the recurrent styles above, "" when no recurrent op
+    recurrent_reasons: list[str] = field(default_factory=list)  # TORCH_LSTM_PER_TIMESTEP: why (tracekit.analyze.recurrent)
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
     retrace_steps: int = 0  # TF: steps used in which a tf.function was traced (its graph built) again
     steps_judged: int = 0  # the steps used, when marked
@@ -234,12 +236,31 @@ TF_COMMUNICATION_REMEDY = ("the step waits on tf.distribute's collectives (Colle
                            "or another job on its cores holds the others up")
 
 
+# How to give each reason up (tracekit.analyze.recurrent names them).
+_LSTM_FUSED_FIXES = {
+    "its input is a PackedSequence": ("pass the padded batch instead (each sequence's last output is output[length - 1]; "
+                                      "a bidirectional layer's reverse direction would read the padding first)"),
+    "its input is float64": "keep the layer and its input in float32 (or bfloat16)",
+    "the layer has a projection (proj_size)": ("a layer without proj_size runs fused (a Linear after it is another model: "
+                                               "the projected state feeds the recurrence)"),
+}
+
+
+def _lstm_per_timestep_remedy(reasons: list[str]) -> str:
+    why = ("; ".join(f"{r}: {_LSTM_FUSED_FIXES[r]}" for r in reasons) if reasons else
+           "the trace does not show why (record_shapes=True records the inputs that tell)")
+    return ("nn.LSTM runs here as PyTorch's own loop of ops per timestep, not as oneDNN's one fused op, which on a CPU "
+            f"takes a padded float32/bfloat16 batch and no proj_size; {why}")
+
+
 def recurrent_remedies(e: Evidence) -> list[str]:
     """The remedy for the trace's recurrent style, on its device; none for fused layers."""
     if e.recurrent == TORCH_CELL_LOOP or (e.recurrent == TORCH_GRU_RNN_CELL_LOOP and e.has_gpu):
         return [FUSED_RNN_REMEDY]
     if e.recurrent == TORCH_GRU_RNN_CELL_LOOP:
         return [CPU_GRU_RNN_LAYER_REMEDY]
+    if e.recurrent == TORCH_LSTM_PER_TIMESTEP:
+        return [_lstm_per_timestep_remedy(e.recurrent_reasons)]
     if e.recurrent == TF_CELL_LOOP:
         return [TF_CELL_GPU_REMEDY] if e.has_gpu else [TF_CELL_CPU_REMEDY]
     if e.recurrent == KERAS_WHILE_LAYER:
