@@ -81,8 +81,24 @@ OPS = {
     "inv/MatrixInverse:MatrixInverse": "linalg", "solve/MatrixTriangularSolve:MatrixTriangularSolve": "linalg",
     "LogMatrixDeterminant": "linalg", "cholesky.3": "linalg", "triangular-solve.1": "linalg",
     "lapack_ssyevd_ffi": "linalg",
+    # ATen compute ops that were "other" (torch 2.13's registry, checked one by one): in-place
+    # activations (nn.SiLU(inplace=True) runs silu_), positional encodings' sin/cos, resampling,
+    # gathers and scatters, RNG, norms' newer entry points, scans, GPU fused attention.
+    "aten::silu_": "elementwise", "aten::gelu_": "elementwise", "aten::sin": "elementwise", "aten::cos_": "elementwise",
+    "aten::bitwise_and": "elementwise", "aten::remainder": "elementwise", "aten::special_erfcx": "elementwise",
+    "aten::upsample_bilinear2d": "elementwise", "aten::_upsample_nearest_exact2d_backward": "elementwise",
+    "aten::grid_sampler_2d": "elementwise", "aten::index": "elementwise", "aten::index_put_": "elementwise",
+    "aten::gather": "elementwise", "aten::scatter_add_": "elementwise", "aten::embedding": "elementwise",
+    "aten::randn": "elementwise", "aten::arange": "elementwise", "aten::roll": "elementwise", "aten::tril": "elementwise",
+    "aten::native_group_norm": "reduction", "aten::_native_batch_norm_legit_no_training": "reduction",
+    "aten::_fused_rms_norm": "reduction", "aten::cumsum_": "reduction", "aten::nonzero": "reduction",
+    "aten::_unique2": "reduction", "aten::_cdist_forward": "reduction", "aten::huber_loss": "reduction",
+    "aten::_scaled_dot_product_flash_attention": "gemm", "aten::_efficient_attention_forward": "gemm",
+    "aten::_scaled_dot_product_cudnn_attention_backward": "gemm", "aten::addmm_": "gemm", "aten::_grouped_mm": "gemm",
+    "aten::quantized_lstm": "rnn",
     # Views and allocations stay "other": they do no arithmetic.
     "aten::empty_strided": "other", "aten::as_strided": "other", "aten::view": "other", "aten::equal": "other",
+    "aten::select": "other", "aten::slice": "other", "aten::unsafe_split": "other", "aten::_local_scalar_dense": "other",
 }
 APIS = {"cudaStreamWaitEvent": "sync", "cudaStreamWaitEvent_v3020": "sync", "cudaEventSynchronize": "sync",
         "cudaLaunchKernel": "launch", "cuLaunchKernel": "launch", "cudaLaunchKernelExC": "launch",

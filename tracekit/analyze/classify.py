@@ -131,8 +131,38 @@ TF_ELEMENTWISE = (rf"^_?(Fused)?({TF_ELEMENTWISE_OPS})$|^({TF_DATA_OPS})$|"
                   r"^(Relu|Relu6|Elu|Selu|Gelu|LeakyRelu|Softplus|Softsign|Sigmoid|Tanh|Sqrt|Rsqrt|Reciprocal|Inv)Grad$|"
                   r"^(Resource)?(Sparse)?Apply\w+$")  # optimizer updates: ResourceApplyAdam, ApplyGradientDescent
 
+# Pointwise math beyond the everyday ops in OP_RULES, each with its in-place twin (``sin_``, ``silu_``):
+# trigonometry, special functions, bitwise and comparison ops, activations.
+_POINTWISE = ("abs|absolute|acos|acosh|arccos|arccosh|arcsin|arcsinh|arctan|arctan2|arctanh|asin|asinh|atan|atan2|"
+              "atanh|angle|bitwise_\\w+|ceil|celu|clip|copysign|cos|cosh|deg2rad|digamma|divide|eq|erf|erfc|erfinv|"
+              "exp2|expm1|fix|float_power|floor|floor_divide|fmax|fmin|fmod|frac|gcd|ge|gelu|glu|greater\\w*|gt|"
+              "hardshrink|heaviside|hypot|i0|igamma|igammac|lcm|ldexp|le|less\\w*|lgamma|log10|log1p|log2|"
+              "logaddexp2?|logical_\\w+|logit|lt|mul|multiply|mvlgamma|nan_to_num|ne|negative|nextafter|not_equal|"
+              "polygamma|positive|prelu|_prelu_kernel|rad2deg|reciprocal|remainder|round|rsqrt|selu|sgn|sign|signbit|"
+              "silu|sin|sinc|sinh|softshrink|special_\\w+|square|subtract|tan|threshold|true_divide|trunc|xlogy|"
+              "_add_relu|log_sigmoid_forward|rrelu_with_noise\\w*|exp|sqrt|pow|neg|log|hardtanh|leaky_relu|elu|mish|"
+              "hardswish|hardsigmoid|relu|sigmoid|tanh|clamp|clamp_min|clamp_max|uniform|normal|bernoulli|zero|fill")
+ELEMENTWISE_MORE = (
+    rf"^aten::({_POINTWISE})_?$|"
+    r"^aten::(glu_backward|logit_backward|log_sigmoid_backward|rrelu_with_noise_backward|_prelu_kernel_backward|"
+    # gathers, scatters and copies of parts of tensors (memory-bound like cat)
+    r"index|index_select|index_put_?|_index_put_impl_|index_add_?|index_copy_?|index_fill_?|_unsafe_index(_put)?|"
+    r"_unsafe_masked_index\w*|gather|take|scatter_?|scatter_add_?|scatter_reduce_?|masked_scatter_?|"
+    r"masked_scatter_backward|select_scatter|slice_scatter|diagonal_scatter|as_strided_scatter|select_backward|"
+    r"slice_backward|diagonal_backward|unfold_backward|embedding|embedding_backward|flip|roll|rot90|repeat|"
+    r"repeat_interleave|tile|tril_?|triu_?|diag|diag_embed|block_diag|one_hot|im2col|col2im|pixel_shuffle|"
+    r"pixel_unshuffle|channel_shuffle|pad|pad_sequence|_pack_padded_sequence|polar|complex|_chunk_cat|"
+    r"linalg_cross|frexp|conj_physical_?|hann_window|_standard_gamma|"
+    # tensors made from scratch and random numbers
+    r"full|full_like|arange|linspace|logspace|eye|scalar_tensor|rand|rand_like|randn|randn_like|randint|randint_like|"
+    r"randperm|multinomial|poisson|exponential_?|geometric_?|cauchy_?|log_normal_?|_fused_dropout|alpha_dropout|"
+    r"feature_alpha_dropout|feature_dropout|_masked_scale|_philox_normal_|_philox_uniform_|renorm_?|"
+    r"_weight_norm_interface(_backward)?|searchsorted|bucketize|isin|"
+    # resampling: interpolation and grid sampling
+    r"_?upsample_\w+|grid_sampler(_[23]d)?(_backward)?|affine_grid_generator\w*|_amp_foreach_non_finite_check_and_unscale_)$")
+
 OP_RULES: list[tuple[str, str]] = [
-    ("rnn", r"^aten::(lstm|gru|rnn_tanh|rnn_relu)$|_cudnn_rnn|mkldnn_rnn|miopen_rnn|_thnn_fused_lstm_cell|"
+    ("rnn", r"^aten::(lstm|gru|rnn_tanh|rnn_relu|quantized_lstm|quantized_gru)$|_cudnn_rnn|mkldnn_rnn|miopen_rnn|_thnn_fused_lstm_cell|"
             r"_thnn_fused_gru_cell|^aten::(lstm_cell|gru_cell|rnn_tanh_cell|rnn_relu_cell)$|"
             r"^(BlockLSTM|BlockLSTMV2|BlockLSTMGrad|BlockLSTMGradV2|LSTMBlockCell|LSTMBlockCellGrad|GRUBlockCell|"
             r"GRUBlockCellGrad|CudnnRNN|CudnnRNNV2|CudnnRNNV3|CudnnRNNBackprop|CudnnRNNBackpropV2|CudnnRNNBackpropV3)$"),
@@ -144,8 +174,13 @@ OP_RULES: list[tuple[str, str]] = [
                     # their weight prepacking, which is set-up work
                     r"^(quantized::conv|onednn::qconv)(?!\w*(prepack|unpack))\w*(\.new)?$"),
     # CPU fused attention (two GEMMs around a softmax, in one op) is counted with the GEMMs.
-    ("gemm", r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|_addmm_activation|addbmm|"
-             r"_scaled_dot_product_flash_attention_for_cpu|_scaled_dot_product_flash_attention_for_cpu_backward)$|"
+    ("gemm", r"^aten::(mm|addmm_?|bmm|baddbmm_?|matmul|linear|addmv_?|mv|dot|vdot|addr|_addmm_activation|addbmm_?|"
+             r"_grouped_mm|_scaled_grouped_mm|_scaled_mm_v2|_cslt_sparse_mm|_euclidean_dist|linear_backward|"
+             r"_scaled_dot_product_flash_attention_for_cpu|_scaled_dot_product_flash_attention_for_cpu_backward|"
+             # the fused attention ops of GPUs and other backends (flash, memory-efficient, cuDNN's)
+             r"_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?|"
+             r"_scaled_dot_product_fused_attention_overrideable(_backward)?|_flash_attention_(forward|backward)\w*|"
+             r"_efficient_attention_(forward|backward))$|"
              r"mkldnn.*(linear|matmul)|"
              r"^mkl::|_mkl_linear|onednn::(?!\w*(prepack|unpack))|_linear_pointwise|" + TF_GEMM + "|"
              # Quantized and weight-only-quantized GEMMs on the CPU: dynamic quantization's
@@ -209,7 +244,21 @@ OP_RULES: list[tuple[str, str]] = [
                   r"_softmax_backward_data|_log_softmax_backward_data|max_pool[123]d_with_indices_backward|"
                   r"avg_pool[123]d_backward|_adaptive_avg_pool[123]d_backward|adaptive_max_pool[123]d_backward|"
                   r"mse_loss_backward|binary_cross_entropy_backward|smooth_l1_loss_backward|embedding_dense_backward|"
-                  r"_embedding_bag|_embedding_bag_forward_only|_embedding_bag_backward|_embedding_bag_dense_backward)$|"
+                  r"_embedding_bag|_embedding_bag_forward_only|_embedding_bag_backward|_embedding_bag_dense_backward|"
+                  r"_embedding_bag_per_sample_weights_backward|"
+                  # batch norm's newer entry points, group and RMS norm
+                  r"_batch_norm_no_update|_batch_norm_with_update\w*|_native_batch_norm_legit\w*|batch_norm_backward|"
+                  r"miopen_batch_norm_backward|group_norm|native_group_norm(_backward)?|rms_norm|_fused_rms_norm(_backward)?|"
+                  r"instance_norm|_safe_softmax|"
+                  # scans, order statistics, counting and set operations
+                  r"cumsum_|cumprod_?|cummax|cummin|logcumsumexp|_logcumsumexp|aminmax|std_mean|var_mean|nansum|"
+                  r"nanmean|count_nonzero|median|nanmedian|mode|kthvalue|quantile|nanquantile|histc|bincount|"
+                  r"_unique2?|unique_consecutive|unique_dim|nonzero|nonzero_static|masked_select|segment_reduce|"
+                  r"index_reduce_?|dist|trace|pdist|_pdist_(forward|backward)|_cdist_(forward|backward)|pairwise_distance|"
+                  r"max_unpool[23]d|fractional_max_pool[23]d|"
+                  # more losses (the rest are above)
+                  r"huber_loss(_backward)?|hinge_embedding_loss|margin_ranking_loss|soft_margin_loss(_backward)?|"
+                  r"multi_margin_loss\w*|multilabel_margin_loss\w*|kl_div|_ctc_loss(_backward)?|ctc_loss)$|"
                   + TF_REDUCTION + "|"
                   # XLA:CPU HLO reductions: reduce, and pooling (reduce-window) with its gradient (select-and-scatter)
                   r"^(wrapped_)?(reduce|reduce-window|select-and-scatter)(\.\d+)?$"),
@@ -223,7 +272,7 @@ OP_RULES: list[tuple[str, str]] = [
                     r"leaky_relu_backward|sqrt_|pow_|neg_|relu6|hardswish_backward|hardsigmoid_?|hardsigmoid_backward|"
                     r"elu_backward|softplus_backward|hardtanh_backward|mish_?|mish_backward|addcmul|addcdiv|lerp|"
                     r"isnan|isinf|isneginf|isposinf|isfinite|_transform_bias_rescale_qkv|constant_pad_nd|"
-                    r"(reflection|replication)_pad[123]d(_backward)?)$|" + TF_ELEMENTWISE + "|"
+                    r"(reflection|replication)_pad[123]d(_backward)?)$|" + ELEMENTWISE_MORE + "|" + TF_ELEMENTWISE + "|"
                     # XLA:CPU loop fusions and wrapped pointwise HLOs: tanh_multiply_fusion, wrapped_add
                     r"^[a-z_\-]+_fusion(\.\d+)?$|^wrapped_[a-z_]+(\.\d+)?$"),
 ]
