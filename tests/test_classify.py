@@ -96,6 +96,13 @@ OPS = {
     "aten::_scaled_dot_product_flash_attention": "gemm", "aten::_efficient_attention_forward": "gemm",
     "aten::_scaled_dot_product_cudnn_attention_backward": "gemm", "aten::addmm_": "gemm", "aten::_grouped_mm": "gemm",
     "aten::quantized_lstm": "rnn",
+    # TF ops that were "other" (tf.raw_ops): embedding pooling, scatters, set ops, resampling.
+    "emb/SparseSegmentMean:SparseSegmentMean": "reduction", "u/UniqueV2:UniqueV2": "reduction",
+    "w/Where:Where": "reduction", "nms/NonMaxSuppressionV5:NonMaxSuppressionV5": "reduction",
+    "s/ResourceScatterAdd:ResourceScatterAdd": "elementwise", "t/TensorScatterMax:TensorScatterMax": "elementwise",
+    "r/ResizeBicubic:ResizeBicubic": "elementwise", "c/CropAndResize:CropAndResize": "elementwise",
+    "g/Gather:Gather": "elementwise", "x/Erfinv:Erfinv": "elementwise", "d/DynamicStitch:DynamicStitch": "elementwise",
+    "data/DecodeJpeg:DecodeJpeg": "other",  # tf.data's decoding stays the input pipeline's
     # Views and allocations stay "other": they do no arithmetic.
     "aten::empty_strided": "other", "aten::as_strided": "other", "aten::view": "other", "aten::equal": "other",
     "aten::select": "other", "aten::slice": "other", "aten::unsafe_split": "other", "aten::_local_scalar_dense": "other",

@@ -107,7 +107,10 @@ XLA_COLLECTIVE = (r"^(wrapped_)?(all-reduce|all-gather|reduce-scatter|all-to-all
 TF_GEMM = r"^_?(Fused|Quantized)?(Batch)?MatMul\w*$|^(Einsum|SparseMatMul|SparseTensorDenseMatMul)$"
 TF_REDUCTION = (r"^(Sum|Mean|Max|Min|Prod|All|Any|ArgMax|ArgMin|EuclideanNorm|Softmax|LogSoftmax|"
                 r"SoftmaxCrossEntropyWithLogits|SparseSoftmaxCrossEntropyWithLogits|L2Loss|BiasAddGrad|Cumsum|Cumprod|"
-                r"TopKV2|LRN|LRNGrad|Segment\w+|UnsortedSegment\w+)$|"
+                r"TopKV2|LRN|LRNGrad|Segment\w+|UnsortedSegment\w+|"
+                # embedding lookups' pooling (TF recommenders), counting and set ops, box selection
+                r"SparseSegment(Sum|Mean|SqrtN)\w*|Bincount|DenseBincount|Unique|UniqueV2|UniqueWithCounts\w*|"
+                r"Where|NonMaxSuppression\w*|CombinedNonMaxSuppression)$|"
                 r"^_?(Fused)?(BatchNorm|LayerNorm|InstanceNorm)\w*$|^(Max|Avg)Pool\w*$")
 TF_ELEMENTWISE_OPS = (
     r"Add|AddV2|AddN|Sub|Mul|MulNoNan|RealDiv|Div|DivNoNan|FloorDiv|FloorMod|Mod|TruncateDiv|TruncateMod|"
@@ -116,7 +119,9 @@ TF_ELEMENTWISE_OPS = (
     r"Tan|Acos|Asin|Atan|Atan2|Cosh|Sinh|Erf|Erfc|Greater|GreaterEqual|Less|LessEqual|Equal|NotEqual|LogicalAnd|"
     r"LogicalOr|LogicalNot|IsFinite|IsNan|IsInf|Select|SelectV2|ClipByValue|BiasAdd|BiasAddV1|Fill|ZerosLike|"
     r"OnesLike|ConcatV2|Pack|Unpack|Split|SplitV|AssignAddVariableOp|AssignSubVariableOp|"
-    r"ComplexAbs|Complex|Real|Imag|Angle|Conj")  # complex numbers: an FFT's neighbours
+    r"ComplexAbs|Complex|Real|Imag|Angle|Conj|"  # complex numbers: an FFT's neighbours
+    r"Acosh|Asinh|Atanh|Erfinv|Digamma|Lgamma|Igamma|Igammac|BesselI0e|BesselI1e|Xdivy|Xlogy|Xlog1py|"
+    r"BitwiseAnd|BitwiseOr|BitwiseXor|Invert|LeftShift|RightShift")
 # Kernels that move or generate data (Transpose, Tile, StridedSlice, TensorList reads and writes,
 # random fills): memory-bound work the executor runs like any op; on a GPU the same ops run as
 # Eigen kernels, which the kernel rules count as elementwise. Pure metadata ops (Reshape, ExpandDims,
@@ -126,7 +131,12 @@ TF_DATA_OPS = (
     r"GatherV2|GatherNd|ResourceGather|ScatterNd|TensorScatterUpdate|TensorScatterAdd|ReverseV2|BroadcastTo|OneHot|"
     r"DepthToSpace|SpaceToDepth|ResizeBilinear|ResizeBilinearGrad|ResizeNearestNeighbor|ResizeNearestNeighborGrad|"
     r"TensorListStack|TensorListFromTensor|TensorListGetItem|TensorListSetItem|TensorListGather|TensorListScatter\w*|"
-    r"AssignVariableOp|RandomUniform|RandomUniformInt|RandomStandardNormal|TruncatedNormal|StatelessRandom\w*")
+    r"AssignVariableOp|RandomUniform|RandomUniformInt|RandomStandardNormal|TruncatedNormal|StatelessRandom\w*|"
+    r"Gather|Concat|Range|Reverse|ReverseSequence|Roll|MatrixBandPart|BatchToSpaceND|SpaceToBatchND|"
+    r"ExtractImagePatches|DynamicPartition|DynamicStitch|InvertPermutation|Multinomial|RandomShuffle|Bucketize|"
+    r"(Resource)?Scatter(Nd)?(Add|Sub|Mul|Div|Max|Min|Update|NonAliasingAdd)|TensorScatter(Sub|Max|Min)|"
+    r"StridedSliceAssign|ResizeBicubic|ResizeBicubicGrad|ResizeArea|ScaleAndTranslate\w*|CropAndResize\w*|"
+    r"ImageProjectiveTransformV[23]|AdjustContrastv2|AdjustSaturation|AdjustHue|RGBToHSV|HSVToRGB")
 TF_ELEMENTWISE = (rf"^_?(Fused)?({TF_ELEMENTWISE_OPS})$|^({TF_DATA_OPS})$|"
                   r"^(Relu|Relu6|Elu|Selu|Gelu|LeakyRelu|Softplus|Softsign|Sigmoid|Tanh|Sqrt|Rsqrt|Reciprocal|Inv)Grad$|"
                   r"^(Resource)?(Sparse)?Apply\w+$")  # optimizer updates: ResourceApplyAdam, ApplyGradientDescent
