@@ -37,6 +37,7 @@ from tracekit.analyze.classify import (
     tf_base_op,
 )
 from tracekit.analyze.copies import pageable_share
+from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
@@ -115,6 +116,7 @@ class LaunchReport:
     steps: StepStats | None = None
     top_ops: TopOps | None = None
     optimizer: OptimizerSteps | None = None  # torch.optim's steps in the steps used (tracekit.analyze.optimizer)
+    embeddings: DenseEmbeddingGradients | None = None  # dense embedding backward (tracekit.analyze.embeddings)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -541,10 +543,16 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if e.source == "torch":
         r.optimizer = optimizer_steps(frame, r.steps.used_step_numbers() if r.steps is not None and len(r.steps.steps)
                                       else None)
-        if r.optimizer is not None:
-            said, fix = r.optimizer.evidence(), r.optimizer.remedy()
-            ev.extend([said] if said else [])
-            r.remedies.extend([fix] if fix else [])
+        r.embeddings = dense_embedding_gradients(frame, r.steps.used_step_numbers() if r.steps is not None and
+                                                 len(r.steps.steps) else None)
+        for found in (r.optimizer, r.embeddings):
+            if found is not None:
+                said, fix = found.evidence(), found.remedy()
+                ev.extend([said] if said else [])
+                r.remedies.extend([fix] if fix else [])
+    if verdicts.CPU_COMPUTE_REMEDY in r.remedies:  # a pointer to the tables: after every remedy that names a fix
+        r.remedies.remove(verdicts.CPU_COMPUTE_REMEDY)
+        r.remedies.append(verdicts.CPU_COMPUTE_REMEDY)
     if cast_remedy and cast_remedy not in r.remedies:
         r.remedies.append(cast_remedy)
     if len(r.remedies) >= 2:

@@ -316,6 +316,8 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
             data["waiting_ops"] = records(lr.top_ops.waiting)
         if lr.optimizer is not None:
             data["optimizer"] = lr.optimizer.as_dict()
+        if lr.embeddings is not None:
+            data["embedding_gradients"] = lr.embeddings.as_dict()
     return Document(f"tracekit report: {name}", "report", facts, sections, data)
 
 
@@ -383,6 +385,8 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
         data["steps"] = steps_data(lr.steps)
     if lr.optimizer is not None:
         data["optimizer"] = lr.optimizer.as_dict()
+    if lr.embeddings is not None:
+        data["embedding_gradients"] = lr.embeddings.as_dict()
     return Document(f"tracekit launch: {name}", "launch", facts, sections, data)
 
 

@@ -1,0 +1,46 @@
+"""Writes tests/data/cpu/embedding_{dense,sparse}.pt.trace.json.gz: real torch.profiler captures (CPU,
+shapes recorded) of a recommendation-style training loop: a 100,000 x 32 nn.EmbeddingBag (512 bags of
+10 lookups) and a small MLP trained with SGD, 3 steps marked by a schedule; the embedding's
+gradient dense (the default: the backward zero-fills a 100,000 x 32 gradient and SGD updates every
+row) and sparse (sparse=True: only the rows looked up).
+
+    python tests/data/cpu/make_embedding_gradients.py
+Made with torch 2.13.0 (CPU build).
+"""
+
+import gzip
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+HERE = Path(__file__).parent
+ROWS, DIM, BAGS, PER_BAG = 100_000, 32, 512, 10
+
+
+def capture(name: str, sparse: bool) -> None:
+    torch.manual_seed(0)
+    emb = torch.nn.EmbeddingBag(ROWS, DIM, mode="sum", sparse=sparse)
+    mlp = torch.nn.Sequential(torch.nn.Linear(DIM, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    opt = torch.optim.SGD([*emb.parameters(), *mlp.parameters()], lr=0.01)
+    indices = torch.randint(0, ROWS, (BAGS * PER_BAG,))
+    offsets = torch.arange(0, BAGS * PER_BAG, PER_BAG)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "t.json"
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=3),
+                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+            for _ in range(4):
+                opt.zero_grad()
+                mlp(emb(indices, offsets)).sum().backward()
+                opt.step()
+                prof.step()
+        with raw.open("rb") as src, gzip.open(HERE / f"{name}.pt.trace.json.gz", "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    capture("embedding_dense", sparse=False)
+    capture("embedding_sparse", sparse=True)
