@@ -133,6 +133,22 @@ def test_a_pmap_step_is_one_jitted_call_with_no_loop_to_unroll():
     assert len(said) == 1 and said[0].startswith("the step is already one jitted call") and "unroll" not in said[0]
 
 
+def test_a_jax_function_compiled_again_each_step_is_told_to_stop_the_recompiles():
+    """tests/data/jax/make_recompile.py: a jitted function called with a new input shape in 3 of its 4
+    steps lowers and compiles again in each (83% of their time). The report told it "the step is
+    already one jitted call ... give each call more work", and left out the one steady step as "cut
+    short": it holds no compiler's Python frames and ranges, so fewer events than the others."""
+    trace = ROOT / "tests" / "data" / "jax" / "recompile.xplane.pb"
+    r = tracekit.launch(trace).result
+    assert r.verdict == "CPU/framework-bound"
+    (said,) = [x for x in r.evidence if x.startswith("a jitted function is compiled again")]
+    assert "in 3 of 4 steps" in said
+    assert r.remedies[0].startswith("stop the recompiles") and "JAX_LOG_COMPILES" in r.remedies[0]
+    assert not any("already one jitted call" in x for x in r.remedies)
+    assert not any("cut short" in x for x in r.evidence), r.evidence
+    assert r.steps is not None and list(r.steps.steps.status) == ["steady"] * 4
+
+
 @needs_shared
 def test_tf_traces_stay_tf():
     for name in ("xprof/cpu_tf2.21/lstm_keras_xla_fn.xplane.pb", "xprof/tf_bert_8xV100_gpu_multi_worker.xplane.pb"):

@@ -976,9 +976,12 @@ def _recurrent_style(frame: Frame) -> str:
 
 # A graph built again: TF (2.12 on) records each tracing of a tf.function as tf.function-graph_building;
 # torch.compile each Dynamo compilation as entire_frame_compile (torch 2.5 on) around
-# "_compile.compile_inner (dynamo_timed)" ("_compile.<locals>.compile_inner (dynamo_timed)" before).
+# "_compile.compile_inner (dynamo_timed)" ("_compile.<locals>.compile_inner (dynamo_timed)" before);
+# JAX each jit compilation as lower_sharding_computation (lowering to HLO) then backend_compile_and_load
+# (backend_compile before jax 0.5), on every backend.
 GRAPH_BUILDING = re.compile(r"^(tf\.function-graph_building|entire_frame_compile|"
-                            r"_compile(\.<locals>)?\.compile_inner( \(dynamo_timed\))?)$")
+                            r"_compile(\.<locals>)?\.compile_inner( \(dynamo_timed\))?|"
+                            r"lower_sharding_computation|backend_compile(_and_load)?)$")
 
 
 def _retracing(frame: Frame, used: list[int] | None) -> tuple[int, int, float]:

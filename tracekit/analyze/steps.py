@@ -3,8 +3,8 @@
 A step is *far* from the others when it takes more than 1.5x the median step **and** more than the
 median plus three robust standard deviations (1.4826 x the median absolute deviation); the first or
 last step is ``cut short`` when it takes less than half the median and holds fewer than 3/4 of the
-median step's events (the profiler started or stopped inside it: a short step with all its events
-ran fast, whole, and stays). Long steps at the start
+median step's work events (ops, API calls, GPU activity: the profiler started or stopped inside it; a
+short step with all its work ran fast, whole, and stays). Long steps at the start
 of the trace are warm-up (graph building, compilation, first allocations, cuDNN autotuning); long
 steps elsewhere are outliers. Of two steps, the first is warm-up when it takes more than twice the
 second (a program profiled for two calls, the first doing the one-time work), unless the second
@@ -126,9 +126,18 @@ def step_durations(frame: Frame) -> pd.DataFrame:
     return df
 
 
+# The events a step's work leaves: its ops, API calls and GPU activity, not the Python stacks and ranges
+# that one-time work adds (a JAX step that compiles again records ~100 Python frames and compiler ranges
+# more than one that does not, and the fast steady step read as cut short beside it).
+WORK_EVENT_KINDS = ("cpu_op", "runtime_api", "driver_api", "gpu_kernel", "gpu_memcpy", "gpu_memset")
+
+
 def _events_per_step(frame: Frame, steps: np.ndarray) -> np.ndarray:
-    """Events (step ranges aside) assigned to each of ``steps``."""
-    numbers = np.sort(frame.step[~frame.mask("step") & (frame.step >= 0)])
+    """Work events (``WORK_EVENT_KINDS``; every event but the step ranges where a trace has none)
+    assigned to each of ``steps``."""
+    work = frame.mask(*WORK_EVENT_KINDS)
+    chosen = work if work.any() else ~frame.mask("step")
+    numbers = np.sort(frame.step[chosen & (frame.step >= 0)])
     order = np.sort(steps)
     counts = np.searchsorted(numbers, order, side="right") - np.searchsorted(numbers, order)
     return counts[np.searchsorted(order, steps)]

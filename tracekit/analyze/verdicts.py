@@ -222,6 +222,10 @@ TORCH_RECOMPILE_REMEDY = ("stop the recompiles: TORCH_LOGS=recompiles names the 
                           "Python numbers that change (or mark what varies dynamic: torch.compile(dynamic=True), "
                           "torch._dynamo.mark_dynamic), and keep shapes steady (pad to a few sizes). After "
                           "torch._dynamo.config.cache_size_limit recompiles the function runs eagerly")
+JAX_RECOMPILE_REMEDY = ("stop the recompiles: call the jitted function with inputs of steady shapes and dtypes (pad "
+                        "varying lengths to a few sizes) and few distinct values of its static arguments; "
+                        "JAX_LOG_COMPILES=1 logs each compilation and jax.config.update('jax_explain_cache_misses', "
+                        "True) says what changed")
 JAX_COMMUNICATION_REMEDY = ("the step waits on XLA's collectives (psum / all-reduce between devices): fewer, larger ones "
                             "(reduce the gradients once per step as one tree, not op by op), a larger batch per device, "
                             "and no more devices on one host than its cores compute at once "
@@ -482,6 +486,10 @@ def cast_note(e: Evidence) -> tuple[str | None, str | None]:
 
 
 def _retrace_says(e: Evidence) -> str:
+    if e.source == "jax":
+        return (f"a jitted function is compiled again (XLA's lowering and backend_compile) in {e.retrace_steps} of "
+                f"{e.steps_judged} steps, {e.retrace_share:.0%} of step time: its inputs' shapes, dtypes or static "
+                "arguments change from call to call")
     if e.source == "torch":
         return (f"torch.compile compiles again (Dynamo's entire_frame_compile) in {e.retrace_steps} of "
                 f"{e.steps_judged} steps, {e.retrace_share:.0%} of step time: its guards fail on most calls")
@@ -625,9 +633,9 @@ RULES: tuple[Rule, ...] = (
     # A tf.function traced again on most calls spends the step building graphs: no executor or compiler
     # change helps until the calls stop retracing.
     Rule("CPU/framework-bound", lambda e: _retraces(e), _retrace_says,
-         lambda e: [TORCH_RECOMPILE_REMEDY if e.source == "torch" else TF_RETRACE_REMEDY],
-         "a tf.function is traced, or a torch.compile function compiled, again in at least half the steps "
-         "(2 or more), graph building 10% or more of the step time"),
+         lambda e: [{"torch": TORCH_RECOMPILE_REMEDY, "jax": JAX_RECOMPILE_REMEDY}.get(e.source, TF_RETRACE_REMEDY)],
+         "a tf.function is traced, a torch.compile function or a jitted JAX function compiled, again in at least "
+         "half the steps (2 or more), graph building 10% or more of the step time"),
     Rule("undetermined", lambda e: unclassified_work_decides(e),
          lambda e: f"{e.unclassified_work_share:.0%} of the step time outside compute ops is inside ops tracekit has "
                    f"no class for, each call long enough to be work of its own ({e.unclassified_work_ops}): if they "
