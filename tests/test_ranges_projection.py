@@ -155,3 +155,21 @@ def test_a_range_inside_a_call_of_its_own_name_is_counted_once_in_outermost() ->
     assert "run inside calls of the same name" in api.render(api.ranges(table), "markdown")
     flat = ranges(load(Path(__file__).parent / "data" / "tf" / "function_loop.xplane.pb")).summary
     assert (flat.outermost_ns == flat.total_ns).all()
+
+
+def test_pytorch_module_events_are_ranges_with_their_gpu_projection():
+    """torch.profiler(with_stack=True) records each nn.Module's forward as a Python event
+    (``nn.Module: Linear_1``): the time per layer, which `ranges` left out (Python events are not
+    ranges). tests/data/h200/item_sync_stack: 32 calls of a Sequential of Linear, ReLU, Linear."""
+    from pathlib import Path
+
+    from tracekit.analyze.ranges import ranges
+    from tracekit.ingest import load
+
+    trace = Path(__file__).parent / "data" / "h200" / "item_sync_stack.pt.trace.json.gz"
+    summary = ranges(load(trace)).summary.set_index("name")
+    layers = summary.loc[["nn.Module: Linear_0", "nn.Module: ReLU_0", "nn.Module: Linear_1"]]
+    assert (layers.instances == 32).all() and (layers.mean_depth == 2).all()
+    assert (summary.loc["nn.Module: Sequential_0", "total_ns"] >= layers.total_ns.sum())
+    assert (layers.gpu_ops > 0).all()  # their launches project onto the GPU
+    assert not any(n.startswith("$") or n.endswith(".py") for n in summary.index)  # other Python frames are not

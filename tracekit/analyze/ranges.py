@@ -1,5 +1,9 @@
 """Range attribution: time per NVTX / record_function / TraceMe range, with its GPU projection.
 
+PyTorch's module events (``nn.Module: Linear_0``, recorded with ``with_stack=True`` or
+``with_modules=True``) count as ranges: each layer's forward time (its backward runs in autograd's
+ops, outside them).
+
 A range's GPU projection follows ``nsys stats -r nvtx_gpu_proj_trace``: the GPU activities whose
 *launch call* lies inside the range on the same thread (found through the row tree: every
 enclosing range of the launch call), however late the GPU runs them. Projected start/end =
@@ -35,6 +39,10 @@ from tracekit.ingest.columns import stable_order
 from tracekit.ingest.links import nearest_ancestor
 
 RANGE_KINDS = ("user_range", "step")
+# torch.profiler(with_stack=True or with_modules=True) records each nn.Module's forward as a Python
+# event named for the module and its index among modules of its class (``nn.Module: Conv2d_0``): the
+# time per layer, counted with the ranges.
+MODULE_PREFIX = "nn.Module: "
 CROSS_THREAD_SOURCES = ("tf", "jax")  # runtimes that run a range's ops on executor threads
 
 
@@ -58,8 +66,7 @@ class RangesReport:
 def ranges(table: pa.Table) -> RangesReport:
     """Time per range name, nested, with CPU span and GPU projection (see the module doc)."""
     frame = frame_of(table)
-    rows = frame.rows(*RANGE_KINDS)
-    is_range = frame.mask(*RANGE_KINDS)
+    rows, is_range = range_rows(frame)
     parent_range = nearest_ancestor(frame.parent, rows, is_range)
     depth, in_same_name = _range_ancestry(parent_range, rows, frame.name_code[rows])
 
@@ -95,6 +102,18 @@ def ranges(table: pa.Table) -> RangesReport:
                .sort_values("total_ns", ascending=False, kind="stable").reset_index())
     summary["proj_total_ns"] = summary["proj_total_ns"].astype(np.int64)
     return RangesReport(instances=inst, summary=summary)
+
+
+def range_rows(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``ranges`` reads (``RANGE_KINDS``, and PyTorch's module events), in row order, and
+    the same as a mask over every row."""
+    is_range = frame.mask(*RANGE_KINDS).copy()
+    python = frame.rows("python_function")
+    if python.size:
+        codes = [i for i, n in enumerate(frame.names) if n.startswith(MODULE_PREFIX)]
+        if codes:
+            is_range[python[np.isin(frame.name_code[python], codes)]] = True
+    return np.flatnonzero(is_range), is_range
 
 
 def _source(table: pa.Table) -> str:

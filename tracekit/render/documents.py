@@ -16,7 +16,7 @@ from tracekit.analyze.cpu_partition import PARTS
 from tracekit.analyze.critical_path import CATEGORIES as PATH_CATEGORIES
 from tracekit.analyze.critical_path import WHOLE_TRACE, CriticalPath
 from tracekit.analyze.launch import GAP_HOST_CLASSES, LaunchReport
-from tracekit.analyze.ranges import RangesReport
+from tracekit.analyze.ranges import MODULE_PREFIX, RangesReport
 from tracekit.analyze.stalls import STALL_RATIO
 from tracekit.analyze.steps import StepStats
 from tracekit.analyze.top_ops import TopOps
@@ -391,7 +391,10 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
 
 
 def ranges_document(name: str, facts: list[tuple[str, str]], rr: RangesReport) -> Document:
-    s = Section("Ranges (NVTX / record_function / TraceMe), by total CPU time")
+    s = Section("Ranges (NVTX / record_function / TraceMe / nn.Module), by total CPU time")
+    if len(rr.summary) and rr.summary.name.str.startswith(MODULE_PREFIX).any():
+        s.sentences.append("nn.Module rows are PyTorch's module events (profile(with_stack=True) or with_modules=True): "
+                           "each layer's forward; its backward runs in autograd's ops, outside them.")
     # A trace whose ranges launched no GPU work (a CPU-only capture) gets no columns of zeros; JSON keeps them.
     gpu = bool(len(rr.summary)) and bool(rr.summary.gpu_ops.any())
     # A name called inside itself: its total counts that time twice (as nsys's does); the outermost calls' sum beside it.
