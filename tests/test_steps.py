@@ -330,3 +330,20 @@ def test_a_step_is_cut_short_only_when_it_lost_events(tmp_path):
     if shared.is_dir():
         hta = step_stats(frame_of(load(shared / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))).steps
         assert set(hta.status) == {"steady"}, hta
+
+
+def test_a_periodic_slow_step_with_no_more_work_is_still_an_outlier(tmp_path):
+    """Every 4th step sleeping 30 ms runs the same ops as the others: not the loop's extra work."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    layer, x = torch.nn.Linear(32, 32), torch.randn(4, 32)
+    path = tmp_path / "sleepy.json"
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=8),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for i in range(9):
+            layer(x).relu().sum()
+            if i % 4 == 3:
+                time.sleep(0.03)
+            prof.step()
+    st = tracekit.launch(path).result.steps
+    assert st.cycle == 0 and (st.steps.status == "outlier").sum() == 2, st.steps

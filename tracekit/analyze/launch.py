@@ -586,14 +586,24 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
 
     if len(frame) > WHATIF_MAX_EVENTS:
         return
+    cycle_step = _median_cycle_step(r.steps, frame)
     try:
         w = whatif(frame.table)  # on the median step
+        w_cycle = whatif(frame.table, instance=cycle_step) if cycle_step is not None else None
     except (TracekitError, ValueError, IndexError, KeyError, ZeroDivisionError):
         return  # the ordering is a refinement: a trace the replay cannot handle keeps the rules' order
     # An upper bound (time the trace cannot show to be dispatch) or an uncertain prediction (kernels a
     # library would choose that the trace cannot show) does not order remedies.
     saving = {s.name: s.saving_ns / w.replayed_step_ns for s in w.scenarios
               if w.replayed_step_ns and not s.upper_bound and not s.uncertain}
+    if w_cycle is not None and r.steps is not None and w.replayed_step_ns and w_cycle.replayed_step_ns:
+        # Steps that run the loop's periodic work (an optimizer step every k micro-batches) are one in k:
+        # the saving over a cycle is k - 1 plain steps' and one such step's.
+        k = r.steps.cycle
+        plain = {s.name: s.saving_ns for s in w.scenarios if not s.upper_bound and not s.uncertain}
+        extra = {s.name: s.saving_ns for s in w_cycle.scenarios if not s.upper_bound and not s.uncertain}
+        total = (k - 1) * w.replayed_step_ns + w_cycle.replayed_step_ns
+        saving = {sc: ((k - 1) * plain.get(sc, 0) + extra.get(sc, 0)) / total for sc in {*plain, *extra}}
     scenario = [next((sc for key, sc in _REMEDY_SCENARIOS if key in remedy), None) for remedy in r.remedies]
     costed = [saving.get(sc) if sc else None for sc in scenario]
     if not any(c is not None for c in costed):
@@ -612,7 +622,28 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
         said += (f" of the step; the steps are {loop_share:.0%} of the loop, so of the loop "
                  + ", ".join(f"{sc} {share * loop_share:.0%}" for sc, share in named))
     median = ", the median step" if "median" in str(w.window.get("chosen", "")) else ""
+    if w_cycle is not None and r.steps is not None:
+        r.evidence.append(f"remedies ordered by predicted saving over a cycle of {r.steps.cycle} steps ({w.window['name']}"
+                          f"{median}, {r.steps.cycle - 1} times, and {w_cycle.window['name']}, which runs the periodic "
+                          f"work; tracekit whatif): {said}")
+        return
     r.evidence.append(f"remedies ordered by predicted saving on {w.window['name']}{median} (tracekit whatif): {said}")
+
+
+def _median_cycle_step(steps: StepStats | None, frame: Frame) -> int | None:
+    """``whatif``'s instance (index among the step rows by start) of the median-duration step among
+    those that run the loop's periodic work (``StepStats.cycle_steps``); None without such steps."""
+    if steps is None or not steps.cycle_steps:
+        return None
+    rows = steps.steps[steps.steps.step.isin(steps.cycle_steps) & steps.steps.used]
+    if not len(rows):
+        return None
+    durations = rows.dur_ns.to_numpy()
+    number = int(rows.step.iloc[int(np.argsort(durations, kind="stable")[durations.size // 2])])
+    marked = frame.rows("step")
+    marked = marked[np.argsort(frame.start[marked], kind="stable")]
+    at = np.flatnonzero(frame.step[marked] == number)
+    return int(at[0]) if at.size else None
 
 
 # torch.profiler writes ProfilerStep#N ranges only when it is given a schedule (torch/profiler/profiler.py:
@@ -634,6 +665,9 @@ def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> 
     if used is not None and r.steps is not None:
         r.evidence.append("left out of this verdict: " + "; ".join(r.steps.describe_left_out()) +
                           " (--keep-all-steps keeps them)")
+    cycle = r.steps.describe_cycle() if r.steps is not None else None
+    if cycle:
+        r.evidence.append(cycle)
     if bd.timesteps and marked:
         r.evidence.append(f"{ops_step / bd.timesteps:.1f} framework ops per timestep ({ops_step:.0f} per step, "
                           f"{bd.timesteps} timesteps)")

@@ -6,7 +6,11 @@ last step is ``cut short`` when it takes less than half the median and holds few
 median step's work events (ops, API calls, GPU activity: the profiler started or stopped inside it; a
 short step with all its work ran fast, whole, and stays). Long steps at the start
 of the trace are warm-up (graph building, compilation, first allocations, cuDNN autotuning); long
-steps elsewhere are outliers. Of two steps, the first is warm-up when it takes more than twice the
+steps elsewhere are outliers, unless they are the loop's own periodic work: where the long steps all
+fall on every k-th step and every step on that phase runs 1.2x or more of the other steps' work events
+(an optimizer step after k micro-batches of gradient accumulation: every 4th step 2.5-5.6x the others
+in tests/data/cpu/grad_accumulation), they are kept, and the report says per-step figures average
+over the cycle (``StepStats.cycle``, ``cycle_steps``). Of two steps, the first is warm-up when it takes more than twice the
 second (a program profiled for two calls, the first doing the one-time work), unless the second
 holds no event, which makes it cut short (torch.profiler's trailing step, opened by the loop's last
 ``prof.step()``); with fewer steps, or two the other way round, nothing is judged. ``skip`` marks the first N steps warm-up
@@ -40,6 +44,10 @@ CUT_EVENTS_RATIO = 0.75  # a step cut short holds fewer events than this share o
 MIN_STEPS_TO_JUDGE = 3
 # Of two steps, the first is warm-up when it takes this many times the second (a spread needs three).
 WARM_UP_PAIR_RATIO = 2.0
+# Long steps that recur every k steps and run this many times the other steps' work events are the
+# loop's periodic work (tracekit.analyze.steps._cycle), kept.
+CYCLE_EVENTS_RATIO = 1.2
+MIN_CYCLE_STEPS = 2
 
 
 @dataclass
@@ -56,6 +64,22 @@ class StepStats:
     stalled_ns: dict[int, int] = field(default_factory=dict)  # step number: time lost in stalled op calls
     # Training steps each step holds: a Keras call running steps_per_execution batches (keras_batches_per_call).
     batches: int = 1
+    # Every cycle-th step runs extra work of the loop's own (gradient accumulation's optimizer step): kept.
+    cycle: int = 0
+    cycle_steps: list[int] = field(default_factory=list)  # the step numbers that run it
+
+    def describe_cycle(self) -> str | None:
+        """The periodic long steps kept in the verdict, said once; None without such a cycle."""
+        if not self.cycle:
+            return None
+        s = self.steps
+        inside = s[s.used]
+        short = float(np.median(inside.dur_ns)) if len(inside) else 0.0
+        period = self.cycle
+        nth = {2: "2nd", 3: "3rd"}.get(period, f"{period}th")
+        return (f"every {nth} step runs longer than the others and more ops (the loop's own periodic work, as an "
+                f"optimizer step after {period} micro-batches of gradient accumulation): kept in the verdict, so "
+                f"per-step figures average over the cycle; the median step ({short / 1e6:,.2f} ms) is one without it")
 
     @property
     def used(self) -> np.ndarray:
@@ -148,6 +172,7 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
     df = step_durations(frame).sort_values("start_ns", kind="stable").reset_index(drop=True)
     status = np.full(len(df), "steady", dtype=object)
     d = df.dur_ns.to_numpy(np.float64)
+    cycle_rows = np.zeros(0, np.int64)  # positions of the steps that run the loop's periodic extra work
     if d.size >= MIN_STEPS_TO_JUDGE:
         med = float(np.median(d))
         mad = float(np.median(np.abs(d - med))) * 1.4826
@@ -159,12 +184,19 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
             events = _events_per_step(frame, df.step.to_numpy(np.int64))
             if events.any():
                 short &= events < CUT_EVENTS_RATIO * np.median(events)
-        status[long] = "outlier"
-        status[short] = "cut short"
         lead = 0
         while lead < d.size and long[lead]:
-            status[lead] = "warm-up"
             lead += 1
+        cycle = None
+        if np.count_nonzero(long[lead:]):  # counting events sorts every row: only where a step is long
+            cycle = _cycle(long, lead, _events_per_step(frame, df.step.to_numpy(np.int64)))
+        if cycle:  # the loop's own periodic work (gradient accumulation's optimizer step): not outliers
+            cycle_rows = np.arange(lead, d.size)
+            cycle_rows = cycle_rows[cycle_rows % cycle[0] == cycle[1]]
+            long[cycle_rows] = False
+        status[long] = "outlier"
+        status[short] = "cut short"
+        status[:lead] = "warm-up"
     elif d.size == 2 and d[0] > WARM_UP_PAIR_RATIO * d[1]:
         # Two calls, the first far longer: it did the one-time work, unless the second holds nothing
         # (torch.profiler's last ProfilerStep, opened by the last prof.step() and closed at exit).
@@ -178,7 +210,32 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
     if not df.used.any():  # everything flagged: nothing steady to fall back on, so use every step
         df["used"] = True
     origin = _origin(frame)
-    return StepStats(df, keep_all, origin, batches=keras_batches_per_call(frame, df) if KERAS_CALLS.match(origin) else 1)
+    return StepStats(df, keep_all, origin, batches=keras_batches_per_call(frame, df) if KERAS_CALLS.match(origin) else 1,
+                     cycle=int(cycle_rows[1] - cycle_rows[0]) if cycle_rows.size else 0,
+                     cycle_steps=df.step.to_numpy(np.int64)[cycle_rows].tolist())
+
+
+def _cycle(long: np.ndarray, lead: int, events: np.ndarray) -> tuple[int, int] | None:
+    """(period, phase) where the long steps after the leading warm-up all fall on every period-th
+    step, and every step on that phase (``MIN_CYCLE_STEPS`` or more) runs ``CYCLE_EVENTS_RATIO`` or more
+    of the other steps' median work events: a loop that does extra work every k steps (an optimizer step
+    after k micro-batches of gradient accumulation) is slower there by design, not by accident; the
+    work decides, the durations being noisy. None otherwise."""
+    idx = np.flatnonzero(long[lead:]) + lead
+    n = long.size
+    if idx.size == 0:
+        return None
+    steps = np.arange(lead, n)
+    for period in range(2, (n - lead) // MIN_CYCLE_STEPS + 1):
+        phase = int(idx[0] % period)
+        if (idx % period != phase).any():
+            continue
+        on = steps % period == phase
+        if np.count_nonzero(on) < MIN_CYCLE_STEPS or not (~on).any():
+            continue
+        if (events[steps[on]] >= CYCLE_EVENTS_RATIO * float(np.median(events[steps[~on]]))).all():
+            return period, phase
+    return None
 
 
 # Steps the reader made from calls of Keras's function that can run several batches a call.

@@ -239,6 +239,9 @@ def steps_section(st: StepStats) -> Section:
                            f"steps_per_execution={st.batches}: the call's while loop ran its body {st.batches} times): "
                            f"durations and per-step figures are per call; a batch takes {st.median_ns / st.batches / 1e6:,.3f} "
                            "ms (the median call's share).")
+    cycle = st.describe_cycle()
+    if cycle:
+        s.sentences.append(cycle[0].upper() + cycle[1:] + ".")
     flagged = st.describe_left_out()
     if flagged:
         verb = "kept (--keep-all-steps)" if st.keep_all else "left out of the verdict and headline numbers"
@@ -260,7 +263,7 @@ def steps_section(st: StepStats) -> Section:
 
 def steps_data(st: StepStats) -> dict:
     return {"min_ns": st.min_ns, "median_ns": st.median_ns, "max_ns": st.max_ns, "cv": st.cv, "origin": st.origin,
-            "batches_per_step": st.batches,
+            "batches_per_step": st.batches, "cycle_steps": st.cycle,
             "left_out": [int(x) for x in st.left_out.step], "steps": records(st.steps),
             "stalled": [{"step": k, "stalled_ns": v} for k, v in sorted(st.stalled_ns.items())]}
 

@@ -1,0 +1,38 @@
+"""Writes tests/data/cpu/grad_accumulation.pt.trace.json.gz: a real torch.profiler capture (CPU) of a
+training loop with gradient accumulation: each marked step is one micro-batch's forward and backward,
+and every 4th also runs AdamW (one parameter at a time, foreach=False) over the six Linear layers'
+parameters and zero_grad; 12 steps marked by a schedule, after one warm-up step.
+
+    python tests/data/cpu/make_grad_accumulation.py
+Made with torch 2.13.0 (CPU build).
+"""
+
+import gzip
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+HERE = Path(__file__).parent
+ACCUMULATE = 4
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(6)])
+    opt = torch.optim.AdamW(model.parameters(), foreach=False)
+    x = torch.randn(16, 256)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "t.json"
+        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=12),
+                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
+            for i in range(13):
+                model(x).sum().backward()
+                if i % ACCUMULATE == ACCUMULATE - 1:
+                    opt.step()
+                    opt.zero_grad()
+                prof.step()
+        with raw.open("rb") as src, gzip.open(HERE / "grad_accumulation.pt.trace.json.gz", "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
