@@ -138,8 +138,9 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
         "kernel_count": float(frame.mask("gpu_kernel").sum()),
         "launch_count": float(host["launches"]) if host is not None else 0.0,
         "op_count": float(frame.mask("cpu_op").sum()),
-        # The median of the steady steps: warm-up, outlier and cut-short steps are left out.
-        "step_time": stats.median_ns if len(stats.steps) else float(total),
+        # The median of the steady steps: warm-up, outlier and cut-short steps are left out (with a
+        # gradient-accumulation cycle, of the cycles' mean steps: StepStats.comparable).
+        "step_time": stats.step_time_ns if len(stats.steps) else float(total),
         "gpu_devices": float((bd.gpu.step == -1).sum()),
     }
     for c in KERNEL_CLASSES:
@@ -179,7 +180,8 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     step_ns = metrics["step_time"]
     ops_per_ms = metrics.get("ops_per_step", 0.0) / (step_ns / 1e6) if step_ns else 0.0
     return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps, stats,
-                        _per_step_metrics(frame, bd, used, metrics, optimizer) if used else None, names_per_step,
+                        _per_step_metrics(frame, bd, used, metrics, optimizer, bool(stats.cycle)) if used else None,
+                        names_per_step,
                         float(unprofiled) if unprofiled else None, "the collector's unprofiled timing" if unprofiled else "",
                         bool(extra.get("record_shapes")), ops_per_ms)
 
@@ -206,16 +208,19 @@ def _names(frame: Frame, rows: np.ndarray, tf_source: bool) -> pd.DataFrame:
 
 
 def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[str, float],
-                      optimizer: np.ndarray) -> dict[str, float]:
+                      optimizer: np.ndarray, cyclic: bool = False) -> dict[str, float]:
     """Every metric but total_time as the median over the steps used (GPU figures summed over devices);
-    ``optimizer``: the optimizer steps' outermost calls."""
+    ``optimizer``: the optimizer steps' outermost calls. ``cyclic`` (steps that run periodic work every
+    k steps, ``StepStats.cycle``): the mean, the cycle's average step, as ``step_time`` is; the median
+    step of a gradient-accumulation loop has no optimizer step in it."""
     devices = max(int((bd.gpu.step == -1).sum()), 1)
+    center = np.mean if cyclic else np.median
 
     def median(df: pd.DataFrame, column: str, per_device: bool = False) -> float:
         if column not in df.columns:
             return 0.0
         per = df[df.step.isin(used)].groupby("step")[column].sum() / (devices if per_device else 1)
-        return float(per.reindex(used, fill_value=0).median())
+        return float(center(per.reindex(used, fill_value=0).to_numpy(np.float64)))
 
     steps_used = sorted(set(used))  # the median does not depend on the order
     of_step, known = step_index(frame.step[frame.rows("gpu_kernel")], steps_used)
@@ -223,7 +228,7 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
     out = {"total_time": whole["total_time"], "gpu_time": median(bd.gpu, "span_ns", True),
            "gpu_busy": median(bd.gpu, "busy_ns", True), "idle_time": median(bd.gpu, "idle_ns", True),
            "gpu_devices": whole["gpu_devices"],
-           "kernel_count": float(np.median(kernels_per_step)) if used else float("nan"),
+           "kernel_count": float(center(kernels_per_step)) if used else float("nan"),
            "launch_count": median(bd.host, "launches"), "op_count": median(bd.cpu_ops, "ops"),
            "step_time": whole["step_time"]}
     out.update({f"{c}_time": median(bd.gpu, f"{c}_ns", True) for c in KERNEL_CLASSES})
@@ -235,7 +240,7 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
         out["fetching_time"] = median(bd.cpu_ops, "fetching_ns")
     if len(bd.host):
         out.update({f"host_{c}_time": median(bd.host, f"{c}_ns") for c in ("launch", "sync", "framework", "python")})
-    out["optimizer_time"] = _optimizer_time(frame, optimizer, steps_used)
+    out["optimizer_time"] = _optimizer_time(frame, optimizer, steps_used, center)
     return out
 
 
@@ -245,12 +250,12 @@ def _outer_optimizer_calls(frame: Frame) -> np.ndarray:
     return outermost(frame, calls) if calls.size else calls
 
 
-def _optimizer_time(frame: Frame, outer: np.ndarray, steps_used: list[int]) -> float:
-    """The median over the steps used of the time in these optimizer calls; 0 without any."""
+def _optimizer_time(frame: Frame, outer: np.ndarray, steps_used: list[int], center=np.median) -> float:
+    """The median (``center``) over the steps used of the time in these optimizer calls; 0 without any."""
     if not outer.size or not steps_used:
         return 0.0
     of_step, known = step_index(frame.step[outer], steps_used)
-    return float(np.median(np.bincount(of_step[known], weights=frame.dur[outer][known], minlength=len(steps_used))))
+    return float(center(np.bincount(of_step[known], weights=frame.dur[outer][known], minlength=len(steps_used))))
 
 
 
@@ -372,13 +377,14 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
             by_label = {x.label: x for x in sums}
             out += _unprofiled(by_label[base], by_label[lab], ratio)
             bs, ls = stats.get(base), stats.get(lab)
-            interval = speedup_interval(bs.used, ls.used) if bs is not None and ls is not None else None
+            interval = speedup_interval(bs.comparable, ls.comparable) if bs is not None and ls is not None else None
             # Steps within one capture vary less than captures do (the machine's load drifts between runs),
             # so a difference is claimed only when it is also larger than twice the steps' scatter, or
             # when no step of one trace is as fast as any step of the other.
-            scatter = 2 * max(bs.cv if bs is not None else 0.0, ls.cv if ls is not None else 0.0)
-            apart = bs is not None and ls is not None and bs.used.size > 0 and ls.used.size > 0 and (
-                bs.used.max() < ls.used.min() or ls.used.max() < bs.used.min())
+            scatter = 2 * max(bs.comparable_cv if bs is not None else 0.0, ls.comparable_cv if ls is not None else 0.0)
+            bu, lu = (bs.comparable, ls.comparable) if bs is not None and ls is not None else (None, None)
+            apart = bu is not None and lu is not None and bu.size > 0 and lu.size > 0 and (
+                bu.max() < lu.min() or lu.max() < bu.min())
             if interval is None:
                 out.append(sentence + "; too few steps to tell it from noise).")
             elif interval[1] <= 1.0 <= interval[2] or (abs(np.log(ratio)) <= np.log1p(scatter) and not apart):
@@ -493,6 +499,9 @@ def _spread(s: TraceSummary) -> str:
     flagged = st.describe_left_out()
     if flagged and not st.keep_all:
         text += "; left out: " + "; ".join(flagged)
+    if st.cycle:
+        text += (f"; every {st.cycle} steps one runs the loop's periodic work (as gradient accumulation's optimizer "
+                 f"step): its step time and per-step metrics are the cycle's average step, not the median")
     return text + "."
 
 

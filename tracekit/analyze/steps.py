@@ -68,6 +68,31 @@ class StepStats:
     cycle: int = 0
     cycle_steps: list[int] = field(default_factory=list)  # the step numbers that run it
 
+    @property
+    def comparable(self) -> np.ndarray:
+        """The step times to compare traces by: the steps used, or with a cycle each whole cycle's mean
+        step (k consecutive used steps ending at one that runs the periodic work): the median step of a
+        gradient-accumulation loop runs no optimizer, and fused=True would not move it."""
+        if not self.cycle:
+            return self.used
+        s = self.steps.reset_index(drop=True)
+        ends = np.flatnonzero(s.step.isin(self.cycle_steps).to_numpy())
+        used, dur = s.used.to_numpy(), s.dur_ns.to_numpy(np.float64)
+        means = [dur[e - self.cycle + 1:e + 1].mean() for e in ends.tolist()
+                 if e - self.cycle + 1 >= 0 and used[e - self.cycle + 1:e + 1].all()]
+        return np.asarray(means, np.float64) if means else self.used
+
+    @property
+    def step_time_ns(self) -> float:
+        """The median of ``comparable``: the step time a comparison reads."""
+        values = self.comparable
+        return float(np.median(values)) if values.size else 0.0
+
+    @property
+    def comparable_cv(self) -> float:
+        d = self.comparable.astype(float)
+        return float(d.std(ddof=1) / d.mean()) if d.size > 1 and d.mean() > 0 else 0.0
+
     def describe_cycle(self) -> str | None:
         """The periodic long steps kept in the verdict, said once; None without such a cycle."""
         if not self.cycle:
