@@ -347,3 +347,42 @@ def test_a_periodic_slow_step_with_no_more_work_is_still_an_outlier(tmp_path):
             prof.step()
     st = tracekit.launch(path).result.steps
     assert st.cycle == 0 and (st.steps.status == "outlier").sum() == 2, st.steps
+
+
+def test_keras_fits_validation_steps_are_set_apart_from_its_training_steps():
+    """tests/data/tf/fit_with_validation: Keras 3 names its train and test functions alike, so the 24
+    inferred steps mixed 16 training steps (~143 ops) and 8 validation ones (~25): the median step and
+    the verdict's figures read both. The validation steps run no gradient or optimizer op: evaluation,
+    left out, said together; the others are judged among themselves."""
+    trace = Path(__file__).parent / "data" / "tf" / "fit_with_validation.xplane.pb"
+    r = tracekit.launch(trace).result
+    st = r.steps
+    assert st is not None
+    assert st.steps.step[st.steps.status == "evaluation"].tolist() == [8, 9, 10, 11, 20, 21, 22, 23]
+    assert not st.steps.used[st.steps.status == "evaluation"].any()
+    (said,) = [e for e in r.evidence if e.startswith("left out of this verdict")]
+    assert "8 evaluation steps (8, 9, 10, 11, 20, 21, 22, 23;" in said and said.count("evaluation") == 1
+
+
+def test_a_pytorch_loop_marking_its_evaluation_batches_as_steps_sets_them_apart(tmp_path):
+    """Four training steps and four no_grad evaluation steps, each marked by prof.step(): the evaluation
+    steps run no autograd or optimizer work."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    model, x = torch.nn.Linear(64, 64), torch.randn(8, 64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    path = tmp_path / "train_eval.json"
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=8),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for i in range(9):
+            if i in (0, 1, 2, 3, 4):  # the warm-up step and four training steps
+                opt.zero_grad()
+                model(x).sum().backward()
+                opt.step()
+            else:
+                with torch.no_grad():
+                    model(x).sum()
+            prof.step()
+    st = tracekit.launch(path).result.steps
+    assert st.steps.status.tolist()[-4:] == ["evaluation"] * 4, st.steps
+    assert "evaluation" not in st.steps.status.tolist()[:4]

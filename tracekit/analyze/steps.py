@@ -16,6 +16,12 @@ holds no event, which makes it cut short (torch.profiler's trailing step, opened
 ``prof.step()``); with fewer steps, or two the other way round, nothing is judged. ``skip`` marks the first N steps warm-up
 whatever their duration; ``keep_all`` keeps every step (flags are still reported).
 
+Evaluation steps among training steps are set apart first (status ``evaluation``, left out): where
+two or more steps run backward or optimizer work (``TRAINING_WORK``: autograd nodes, torch.optim's
+steps, TF's gradient ops and optimizer updates) and two or more run none, those running none are the
+validation batches (Keras's fit with validation data calls its train and test functions, both named
+``multi_step_on_iterator``, into one stream of steps); the other rules judge the rest among themselves.
+
 Headline numbers and verdicts use the steady steps; the spread (min / median / max and the
 coefficient of variation) is of the steady steps too, so a comparison can say when a difference is
 within noise: ``compare`` claims one only when the bootstrap interval of the ratio
@@ -140,10 +146,18 @@ class StepStats:
         return [int(s) for s in self.steps.loc[self.steps.used, "step"]]
 
     def describe_left_out(self) -> list[str]:
-        """One phrase per flagged step, e.g. 'step 0 (637.0 ms, 9.8x the median): warm-up'."""
+        """One phrase per flagged step, e.g. 'step 0 (637.0 ms, 9.8x the median): warm-up', and one for
+        the evaluation steps together."""
         med = self.median_ns or (float(np.median(self.steps.dur_ns)) if len(self.steps) else 0.0)
         out = []
-        for r in self.flagged.itertuples():
+        evaluation = self.flagged[self.flagged.status == "evaluation"]
+        if len(evaluation):
+            numbers = evaluation.step.astype(int).tolist()
+            shown = ", ".join(str(n) for n in numbers[:8]) + (f" and {len(numbers) - 8} more" if len(numbers) > 8 else "")
+            out.append(f"{len(numbers)} evaluation step{'s' if len(numbers) > 1 else ''} ({shown}; median "
+                       f"{float(np.median(evaluation.dur_ns)) / 1e6:,.2f} ms): no backward or optimizer work, unlike "
+                       "the training steps (validation batches, Keras's test function)")
+        for r in self.flagged[self.flagged.status != "evaluation"].itertuples():
             ratio = f", {r.dur_ns / med:.1f}x the median" if med else ""
             lost = self.stalled_ns.get(int(r.step), 0)
             note = f"; {lost / 1e6:,.2f} ms of it in stalled op calls" if lost else ""
@@ -195,9 +209,31 @@ def _events_per_step(frame: Frame, steps: np.ndarray) -> np.ndarray:
 def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats:
     """Durations, status and use of every marked step (see the module doc for the rules)."""
     df = step_durations(frame).sort_values("start_ns", kind="stable").reset_index(drop=True)
+    numbers = df.step.to_numpy(np.int64)
     status = np.full(len(df), "steady", dtype=object)
-    d = df.dur_ns.to_numpy(np.float64)
-    cycle_rows = np.zeros(0, np.int64)  # positions of the steps that run the loop's periodic extra work
+    # Evaluation steps among training ones are set apart first: the others are judged among themselves.
+    evaluation = _evaluation_steps(frame, numbers)
+    judged = np.flatnonzero(~evaluation)
+    sub, cycle_sub = _judge_durations(frame, numbers[judged], df.dur_ns.to_numpy(np.float64)[judged])
+    status[judged] = sub
+    status[evaluation] = "evaluation"
+    cycle_rows = judged[cycle_sub]  # positions of the steps that run the loop's periodic extra work
+    status[: min(skip, len(df))] = "warm-up"
+    df["status"] = status
+    df["used"] = True if keep_all else (status == "steady")
+    if not df.used.any():  # everything flagged: nothing steady to fall back on, so use every step
+        df["used"] = True
+    origin = _origin(frame)
+    return StepStats(df, keep_all, origin, batches=keras_batches_per_call(frame, df) if KERAS_CALLS.match(origin) else 1,
+                     cycle=int(cycle_rows[1] - cycle_rows[0]) if cycle_rows.size else 0,
+                     cycle_steps=numbers[cycle_rows].tolist())
+
+
+def _judge_durations(frame: Frame, numbers: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Status of each of these steps (numbers, durations in time order) by its duration among them
+    (the module doc's rules), and the positions of those that run the loop's periodic work."""
+    status = np.full(d.size, "steady", dtype=object)
+    cycle_rows = np.zeros(0, np.int64)
     if d.size >= MIN_STEPS_TO_JUDGE:
         med = float(np.median(d))
         mad = float(np.median(np.abs(d - med))) * 1.4826
@@ -206,7 +242,7 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
         # cut step lost events: a short one that holds as many as the others ran fast, whole.
         short = (d < SHORT_RATIO * med) & member_mask(np.arange(d.size), [0, d.size - 1])
         if short.any():
-            events = _events_per_step(frame, df.step.to_numpy(np.int64))
+            events = _events_per_step(frame, numbers)
             if events.any():
                 short &= events < CUT_EVENTS_RATIO * np.median(events)
         lead = 0
@@ -214,7 +250,7 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
             lead += 1
         cycle = None
         if np.count_nonzero(long[lead:]):  # counting events sorts every row: only where a step is long
-            cycle = _cycle(long, lead, _events_per_step(frame, df.step.to_numpy(np.int64)))
+            cycle = _cycle(long, lead, _events_per_step(frame, numbers))
         if cycle:  # the loop's own periodic work (gradient accumulation's optimizer step): not outliers
             cycle_rows = np.arange(lead, d.size)
             cycle_rows = cycle_rows[cycle_rows % cycle[0] == cycle[1]]
@@ -225,19 +261,41 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
     elif d.size == 2 and d[0] > WARM_UP_PAIR_RATIO * d[1]:
         # Two calls, the first far longer: it did the one-time work, unless the second holds nothing
         # (torch.profiler's last ProfilerStep, opened by the last prof.step() and closed at exit).
-        if _events_per_step(frame, df.step.to_numpy(np.int64))[1] == 0:
+        if _events_per_step(frame, numbers)[1] == 0:
             status[1] = "cut short"
         else:
             status[0] = "warm-up"
-    status[: min(skip, len(df))] = "warm-up"
-    df["status"] = status
-    df["used"] = True if keep_all else (status == "steady")
-    if not df.used.any():  # everything flagged: nothing steady to fall back on, so use every step
-        df["used"] = True
-    origin = _origin(frame)
-    return StepStats(df, keep_all, origin, batches=keras_batches_per_call(frame, df) if KERAS_CALLS.match(origin) else 1,
-                     cycle=int(cycle_rows[1] - cycle_rows[0]) if cycle_rows.size else 0,
-                     cycle_steps=df.step.to_numpy(np.int64)[cycle_rows].tolist())
+    return status, cycle_rows
+
+
+# Backward and optimizer work: PyTorch's autograd nodes and optimizer steps, TF's gradient ops (the
+# tape's scope, *Grad op types) and optimizer updates (ResourceApplyAdam...).
+TRAINING_WORK = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|^Optimizer\.step#|"
+                           r"gradient_tape/|(^|[/:])\w+Grad(V\d)?($|:)|(^|[/:])(Resource)?(Sparse)?Apply[A-Z]\w*($|:)")
+MIN_EVALUATION_STEPS = 2
+
+
+def _evaluation_steps(frame: Frame, steps: np.ndarray) -> np.ndarray:
+    """Per step, whether it is an evaluation step among training steps: where 2+ steps run backward or
+    optimizer work (``TRAINING_WORK``) and 2+ run none, those run none. Keras's fit with validation data
+    calls its train and test functions, both named multi_step_on_iterator, into one stream of steps
+    (TF 2.21: 16 training steps of ~143 ops and 8 validation steps of ~25); a PyTorch loop marks its
+    evaluation batches' steps as it marks the training ones. All False otherwise."""
+    out = np.zeros(steps.size, bool)
+    if steps.size < 2 * MIN_EVALUATION_STEPS:
+        return out
+    rows = frame.rows("cpu_op", "user_range")
+    rows = rows[frame.step[rows] >= 0]
+    if not rows.size:
+        return out
+    training = rows[frame.named(rows, TRAINING_WORK)]
+    order = np.sort(steps)
+    counted = np.sort(frame.step[training])
+    work = (np.searchsorted(counted, order, side="right") - np.searchsorted(counted, order))[np.searchsorted(order, steps)]
+    trains = work > 0
+    if np.count_nonzero(trains) >= MIN_EVALUATION_STEPS and np.count_nonzero(~trains) >= MIN_EVALUATION_STEPS:
+        out = ~trains
+    return out
 
 
 def _cycle(long: np.ndarray, lead: int, events: np.ndarray) -> tuple[int, int] | None:
