@@ -665,9 +665,9 @@ def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> 
     if used is not None and r.steps is not None:
         r.evidence.append("left out of this verdict: " + "; ".join(r.steps.describe_left_out()) +
                           " (--keep-all-steps keeps them)")
-    cycle = r.steps.describe_cycle() if r.steps is not None else None
-    if cycle:
-        r.evidence.append(cycle)
+    for said in ((r.steps.describe_cycle(), r.steps.describe_spread()) if r.steps is not None else ()):
+        if said:
+            r.evidence.append(said)
     if bd.timesteps and marked:
         r.evidence.append(f"{ops_step / bd.timesteps:.1f} framework ops per timestep ({ops_step:.0f} per step, "
                           f"{bd.timesteps} timesteps)")

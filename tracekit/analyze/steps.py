@@ -10,7 +10,10 @@ steps elsewhere are outliers, unless they are the loop's own periodic work: wher
 fall on every k-th step and every step on that phase runs 1.2x or more of the other steps' work events
 (an optimizer step after k micro-batches of gradient accumulation: every 4th step 2.5-5.6x the others
 in tests/data/cpu/grad_accumulation), they are kept, and the report says per-step figures average
-over the cycle (``StepStats.cycle``, ``cycle_steps``). Of two steps, the first is warm-up when it takes more than twice the
+over the cycle (``StepStats.cycle``, ``cycle_steps``), or where two or more and over a fifth of the
+steps (after the warm-up) are far: too many to be accidents, they are the loop's spread (batches of
+varying sequence length; ``tests/data/cpu/variable_length``: 4 of 12 steps at 2-3.5x the median held
+most of the loop's time), kept and said (``StepStats.far_kept``). Of two steps, the first is warm-up when it takes more than twice the
 second (a program profiled for two calls, the first doing the one-time work), unless the second
 holds no event, which makes it cut short (torch.profiler's trailing step, opened by the loop's last
 ``prof.step()``); with fewer steps, or two the other way round, nothing is judged. ``skip`` marks the first N steps warm-up
@@ -54,6 +57,10 @@ WARM_UP_PAIR_RATIO = 2.0
 # loop's periodic work (tracekit.analyze.steps._cycle), kept.
 CYCLE_EVENTS_RATIO = 1.2
 MIN_CYCLE_STEPS = 2
+# Far steps beyond this share of the steps (after the warm-up) are not accidents but the loop's spread
+# (batches of varying sequence length): kept, and the spread said.
+MAX_OUTLIER_SHARE = 0.2
+MIN_FAR_KEPT = 2  # ... and at least this many: one far step in four may still be an accident
 
 
 @dataclass
@@ -73,6 +80,22 @@ class StepStats:
     # Every cycle-th step runs extra work of the loop's own (gradient accumulation's optimizer step): kept.
     cycle: int = 0
     cycle_steps: list[int] = field(default_factory=list)  # the step numbers that run it
+    # Steps far from the median but too many to be outliers (MAX_OUTLIER_SHARE): kept, and said.
+    far_kept: list[int] = field(default_factory=list)
+
+    def describe_spread(self) -> str | None:
+        """The far steps kept because there are too many of them to be accidents; None without."""
+        if not self.far_kept:
+            return None
+        s = self.steps
+        far = s[s.step.isin(self.far_kept)]
+        med = self.median_ns
+        low, high = float(far.dur_ns.min()) / med, float(far.dur_ns.max()) / med
+        span = f"{low:.1f}x" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}x"
+        judged = int((s.status != "evaluation").sum())
+        return (f"{len(far)} of {judged} steps take {span} the median step: too many to be accidents "
+                f"(the work differs from step to step, as with batches of varying sequence length), so they are kept "
+                f"in the verdict; per-step figures are medians over all of them")
 
     @property
     def comparable(self) -> np.ndarray:
@@ -215,6 +238,8 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
     evaluation = _evaluation_steps(frame, numbers)
     judged = np.flatnonzero(~evaluation)
     sub, cycle_sub = _judge_durations(frame, numbers[judged], df.dur_ns.to_numpy(np.float64)[judged])
+    far = judged[sub == "steady, far"]
+    sub[sub == "steady, far"] = "steady"
     status[judged] = sub
     status[evaluation] = "evaluation"
     cycle_rows = judged[cycle_sub]  # positions of the steps that run the loop's periodic extra work
@@ -226,7 +251,7 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
     origin = _origin(frame)
     return StepStats(df, keep_all, origin, batches=keras_batches_per_call(frame, df) if KERAS_CALLS.match(origin) else 1,
                      cycle=int(cycle_rows[1] - cycle_rows[0]) if cycle_rows.size else 0,
-                     cycle_steps=numbers[cycle_rows].tolist())
+                     cycle_steps=numbers[cycle_rows].tolist(), far_kept=numbers[far].tolist())
 
 
 def _judge_durations(frame: Frame, numbers: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -255,6 +280,10 @@ def _judge_durations(frame: Frame, numbers: np.ndarray, d: np.ndarray) -> tuple[
             cycle_rows = np.arange(lead, d.size)
             cycle_rows = cycle_rows[cycle_rows % cycle[0] == cycle[1]]
             long[cycle_rows] = False
+        far = np.count_nonzero(long[lead:])
+        if far >= MIN_FAR_KEPT and far > MAX_OUTLIER_SHARE * (d.size - lead):
+            status[lead:][long[lead:]] = "steady, far"  # said, then steady: see StepStats.far_kept
+            long[lead:] = False  # too many to be accidents: the work differs from step to step (input lengths)
         status[long] = "outlier"
         status[short] = "cut short"
         status[:lead] = "warm-up"

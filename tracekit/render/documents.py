@@ -239,9 +239,9 @@ def steps_section(st: StepStats) -> Section:
                            f"steps_per_execution={st.batches}: the call's while loop ran its body {st.batches} times): "
                            f"durations and per-step figures are per call; a batch takes {st.median_ns / st.batches / 1e6:,.3f} "
                            "ms (the median call's share).")
-    cycle = st.describe_cycle()
-    if cycle:
-        s.sentences.append(cycle[0].upper() + cycle[1:] + ".")
+    for said in (st.describe_cycle(), st.describe_spread()):
+        if said:
+            s.sentences.append(said[0].upper() + said[1:] + ".")
     flagged = st.describe_left_out()
     if flagged:
         verb = "kept (--keep-all-steps)" if st.keep_all else "left out of the verdict and headline numbers"
