@@ -8,15 +8,9 @@ row) and sparse (sparse=True: only the rows looked up).
 Made with torch 2.13.0 (CPU build).
 """
 
-import gzip
-import shutil
-import tempfile
-from pathlib import Path
-
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from profiled import write_capture
 
-HERE = Path(__file__).parent
 ROWS, DIM, BAGS, PER_BAG = 100_000, 32, 512, 10
 
 
@@ -27,18 +21,12 @@ def capture(name: str, sparse: bool) -> None:
     opt = torch.optim.SGD([*emb.parameters(), *mlp.parameters()], lr=0.01)
     indices = torch.randint(0, ROWS, (BAGS * PER_BAG,))
     offsets = torch.arange(0, BAGS * PER_BAG, PER_BAG)
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "t.json"
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=3),
-                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
-            for _ in range(4):
-                opt.zero_grad()
-                mlp(emb(indices, offsets)).sum().backward()
-                opt.step()
-                prof.step()
-        with raw.open("rb") as src, gzip.open(HERE / f"{name}.pt.trace.json.gz", "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+    def step(_: int) -> None:
+        opt.zero_grad()
+        mlp(emb(indices, offsets)).sum().backward()
+        opt.step()
 
+    write_capture(name, step, active=3, record_shapes=True)
 
 if __name__ == "__main__":
     torch.set_num_threads(1)

@@ -8,15 +8,9 @@ the first, with fused=True in the second.
 Made with torch 2.13.0 (CPU build).
 """
 
-import gzip
-import shutil
-import tempfile
-from pathlib import Path
-
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from profiled import write_capture
 
-HERE = Path(__file__).parent
 ACCUMULATE = 4
 
 def capture(name: str, **update: bool) -> None:
@@ -24,19 +18,13 @@ def capture(name: str, **update: bool) -> None:
     model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(6)])
     opt = torch.optim.AdamW(model.parameters(), **update)
     x = torch.randn(16, 256)
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "t.json"
-        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=12),
-                     on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
-            for i in range(13):
-                model(x).sum().backward()
-                if i % ACCUMULATE == ACCUMULATE - 1:
-                    opt.step()
-                    opt.zero_grad()
-                prof.step()
-        with raw.open("rb") as src, gzip.open(HERE / f"{name}.pt.trace.json.gz", "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+    def step(i: int) -> None:
+        model(x).sum().backward()
+        if i % ACCUMULATE == ACCUMULATE - 1:
+            opt.step()
+            opt.zero_grad()
 
+    write_capture(name, step, active=12)
 
 if __name__ == "__main__":
     import sys

@@ -9,32 +9,21 @@ is the fused counterpart).
 Made with torch 2.13.0 (CPU build).
 """
 
-import gzip
-import shutil
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
+from profiled import write_capture
 from torch.nn.utils.rnn import pack_padded_sequence
-from torch.profiler import ProfilerActivity, profile, schedule
 
-HERE = Path(__file__).parent
 T, B, H = 8, 8, 64
 
 
 def capture(name: str, step: Callable[[], object], shapes: bool = True) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "t.json"
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=shapes,
-                                      schedule=schedule(wait=0, warmup=1, active=2),
-                                      on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
-            for _ in range(3):
-                step()
-                prof.step()
-        with raw.open("rb") as src, gzip.open(HERE / f"{name}.pt.trace.json.gz", "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+    def run(_: int) -> None:
+        with torch.no_grad():
+            step()
 
+    write_capture(name, run, active=2, record_shapes=shapes)
 
 if __name__ == "__main__":
     torch.set_num_threads(1)

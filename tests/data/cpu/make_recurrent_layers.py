@@ -8,32 +8,22 @@ CPU: aten::gru runs an addmm per timestep itself) and a GRUCell called per times
 Made with torch 2.13.0 (CPU build).
 """
 
-import gzip
-import shutil
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from profiled import write_capture
 
-HERE = Path(__file__).parent
 T, B, H = 10, 16, 128
 
 
 def capture(name: str, step: Callable[[torch.Tensor], object]) -> None:
     x = torch.randn(T, B, H)
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = Path(tmp) / "t.json"
-        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                                      schedule=schedule(wait=0, warmup=1, active=3),
-                                      on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
-            for _ in range(4):
-                step(x)
-                prof.step()
-        with raw.open("rb") as src, gzip.open(HERE / f"{name}.pt.trace.json.gz", "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
 
+    def run(_: int) -> None:
+        with torch.no_grad():
+            step(x)
+
+    write_capture(name, run, active=3, record_shapes=True)
 
 def cell_loop(cell: torch.nn.GRUCell) -> Callable[[torch.Tensor], object]:
     def step(x: torch.Tensor) -> torch.Tensor:
