@@ -21,9 +21,11 @@ whatever their duration; ``keep_all`` keeps every step (flags are still reported
 
 Evaluation steps among training steps are set apart first (status ``evaluation``, left out): where
 two or more steps run backward or optimizer work (``TRAINING_WORK``: autograd nodes, torch.optim's
-steps, TF's gradient ops and optimizer updates) and two or more run none, those running none are the
-validation batches (Keras's fit with validation data calls its train and test functions, both named
-``multi_step_on_iterator``, into one stream of steps); the other rules judge the rest among themselves.
+steps, TF's gradient ops and optimizer updates) and fewer steps, but two or more, run none, those are
+the validation batches (Keras's fit with validation data calls its train and test functions, both
+named ``multi_step_on_iterator``, into one stream of steps); where they are as many or more (an RL
+loop's rollout steps between its updates) nothing is set apart. The other rules judge the rest among
+themselves.
 
 Headline numbers and verdicts use the steady steps; the spread (min / median / max and the
 coefficient of variation) is of the steady steps too, so a comparison can say when a difference is
@@ -237,9 +239,8 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
     # Evaluation steps among training ones are set apart first: the others are judged among themselves.
     evaluation = _evaluation_steps(frame, numbers)
     judged = np.flatnonzero(~evaluation)
-    sub, cycle_sub = _judge_durations(frame, numbers[judged], df.dur_ns.to_numpy(np.float64)[judged])
-    far = judged[sub == "steady, far"]
-    sub[sub == "steady, far"] = "steady"
+    sub, cycle_sub, far_sub = _judge_durations(frame, numbers[judged], df.dur_ns.to_numpy(np.float64)[judged])
+    far = judged[far_sub]
     status[judged] = sub
     status[evaluation] = "evaluation"
     cycle_rows = judged[cycle_sub]  # positions of the steps that run the loop's periodic extra work
@@ -254,11 +255,12 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
                      cycle_steps=numbers[cycle_rows].tolist(), far_kept=numbers[far].tolist())
 
 
-def _judge_durations(frame: Frame, numbers: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _judge_durations(frame: Frame, numbers: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Status of each of these steps (numbers, durations in time order) by its duration among them
-    (the module doc's rules), and the positions of those that run the loop's periodic work."""
+    (the module doc's rules), the positions of those that run the loop's periodic work, and of the far
+    steps kept as the loop's spread."""
     status = np.full(d.size, "steady", dtype=object)
-    cycle_rows = np.zeros(0, np.int64)
+    cycle_rows = far_rows = np.zeros(0, np.int64)
     if d.size >= MIN_STEPS_TO_JUDGE:
         med = float(np.median(d))
         mad = float(np.median(np.abs(d - med))) * 1.4826
@@ -280,10 +282,10 @@ def _judge_durations(frame: Frame, numbers: np.ndarray, d: np.ndarray) -> tuple[
             cycle_rows = np.arange(lead, d.size)
             cycle_rows = cycle_rows[cycle_rows % cycle[0] == cycle[1]]
             long[cycle_rows] = False
-        far = np.count_nonzero(long[lead:])
-        if far >= MIN_FAR_KEPT and far > MAX_OUTLIER_SHARE * (d.size - lead):
-            status[lead:][long[lead:]] = "steady, far"  # said, then steady: see StepStats.far_kept
-            long[lead:] = False  # too many to be accidents: the work differs from step to step (input lengths)
+        far = np.flatnonzero(long[lead:]) + lead
+        if far.size >= MIN_FAR_KEPT and far.size > MAX_OUTLIER_SHARE * (d.size - lead):
+            far_rows = far  # too many to be accidents: the work differs from step to step (input lengths)
+            long[far] = False
         status[long] = "outlier"
         status[short] = "cut short"
         status[:lead] = "warm-up"
@@ -294,7 +296,7 @@ def _judge_durations(frame: Frame, numbers: np.ndarray, d: np.ndarray) -> tuple[
             status[1] = "cut short"
         else:
             status[0] = "warm-up"
-    return status, cycle_rows
+    return status, cycle_rows, far_rows
 
 
 # Backward and optimizer work: PyTorch's autograd nodes and optimizer steps, TF's gradient ops (the
@@ -306,7 +308,7 @@ MIN_EVALUATION_STEPS = 2
 
 def _evaluation_steps(frame: Frame, steps: np.ndarray) -> np.ndarray:
     """Per step, whether it is an evaluation step among training steps: where 2+ steps run backward or
-    optimizer work (``TRAINING_WORK``) and 2+ run none, those run none. Keras's fit with validation data
+    optimizer work (``TRAINING_WORK``) and fewer, but 2+, run none, those run none. Keras's fit with validation data
     calls its train and test functions, both named multi_step_on_iterator, into one stream of steps
     (TF 2.21: 16 training steps of ~143 ops and 8 validation steps of ~25); a PyTorch loop marks its
     evaluation batches' steps as it marks the training ones. All False otherwise."""
@@ -322,7 +324,10 @@ def _evaluation_steps(frame: Frame, steps: np.ndarray) -> np.ndarray:
     counted = np.sort(frame.step[training])
     work = (np.searchsorted(counted, order, side="right") - np.searchsorted(counted, order))[np.searchsorted(order, steps)]
     trains = work > 0
-    if np.count_nonzero(trains) >= MIN_EVALUATION_STEPS and np.count_nonzero(~trains) >= MIN_EVALUATION_STEPS:
+    # Fewer than the training steps: a loop whose steps are mostly without backward work (an RL loop's
+    # rollout steps between its updates) is not training with a validation pass.
+    evaluating = np.count_nonzero(~trains)
+    if np.count_nonzero(trains) >= MIN_EVALUATION_STEPS and MIN_EVALUATION_STEPS <= evaluating < np.count_nonzero(trains):
         out = ~trains
     return out
 
