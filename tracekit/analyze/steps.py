@@ -315,21 +315,27 @@ def _evaluation_steps(frame: Frame, steps: np.ndarray) -> np.ndarray:
     out = np.zeros(steps.size, bool)
     if steps.size < 2 * MIN_EVALUATION_STEPS:
         return out
-    rows = frame.rows("cpu_op", "user_range")
-    rows = rows[frame.step[rows] >= 0]
-    if not rows.size:
-        return out
-    training = rows[frame.named(rows, TRAINING_WORK)]
-    order = np.sort(steps)
-    counted = np.sort(frame.step[training])
-    work = (np.searchsorted(counted, order, side="right") - np.searchsorted(counted, order))[np.searchsorted(order, steps)]
-    trains = work > 0
+    # A report asks for the step statistics several times (the verdict, the replay's median step, the
+    # critical path): the backward work per step is counted once a frame.
+    cached = getattr(frame, "_training_work_steps", None)
+    if cached is None:
+        cached = _training_work_steps(frame)
+        frame._training_work_steps = cached  # type: ignore[attr-defined]
+    work = (np.searchsorted(cached, np.sort(steps), side="right") - np.searchsorted(cached, np.sort(steps)))
+    trains = work[np.searchsorted(np.sort(steps), steps)] > 0
     # Fewer than the training steps: a loop whose steps are mostly without backward work (an RL loop's
     # rollout steps between its updates) is not training with a validation pass.
     evaluating = np.count_nonzero(~trains)
     if np.count_nonzero(trains) >= MIN_EVALUATION_STEPS and MIN_EVALUATION_STEPS <= evaluating < np.count_nonzero(trains):
         out = ~trains
     return out
+
+
+def _training_work_steps(frame: Frame) -> np.ndarray:
+    """The step numbers of the rows doing backward or optimizer work (``TRAINING_WORK``), sorted."""
+    rows = frame.rows("cpu_op", "user_range")
+    rows = rows[frame.step[rows] >= 0]
+    return np.sort(frame.step[rows[frame.named(rows, TRAINING_WORK)]]) if rows.size else np.zeros(0, np.int64)
 
 
 def _cycle(long: np.ndarray, lead: int, events: np.ndarray) -> tuple[int, int] | None:
