@@ -350,8 +350,14 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
         # On the CPU there is no CUDA graph to replay it as.
         if e.intel_gpu:
             return [f"the step already runs as a torch.compile graph: capture it in {_graph(e)} ({_graph_apis(e)})"]
-        return (["the step already runs as a torch.compile graph: mode=\"reduce-overhead\" replays it as a CUDA graph"]
-                if e.has_gpu else [])
+        if e.has_gpu:
+            return ["the step already runs as a torch.compile graph: mode=\"reduce-overhead\" replays it as a CUDA graph"]
+        # Part of the step compiled (its optimizer step, one module), the rest dispatched op by op.
+        return ([f"the step runs a torch.compile graph, but {e.dispatch_share:.0%} of it is still framework dispatch "
+                 "outside it: compile the rest of the step too (the model's forward and backward and the loss, or the "
+                 "whole training step in one function); each compiled call has a fixed cost on the CPU (tens of µs: "
+                 "Dynamo's guards, the AOT wrapper), which a step of small ops may not win back, so time it"]
+                if e.dispatch_share >= DISPATCH_CLOSE_SHARE else [])
     if launch_bound:
         return [f"capture the step in {_graph(e)}: {_graph_apis(e)}{_capture_caveat(e)}",
                 _torch_compiler_remedy(e, "fuse elementwise ops")]
