@@ -148,3 +148,8 @@ def test_compare_reads_a_gradient_accumulation_loop_by_its_cycle():
     (said,) = [f for f in cmp.findings if f.startswith("B is ")]
     assert "faster than A per step" in said and float(said.split("95% interval ")[1].split("-")[1].split(" ")[0]) < 1
     assert sum("the cycle's average step" in f for f in cmp.findings) == 2
+
+
+def test_the_json_report_carries_the_cycle():
+    doc = json.loads(tracekit.render(tracekit.report(DATA / "cpu" / "grad_accumulation.pt.trace.json.gz"), "json"))
+    assert doc["steps"]["cycle"] == 4 and doc["steps"]["cycle_steps"] == [3, 7, 11] and doc["steps"]["far_kept"] == []

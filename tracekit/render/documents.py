@@ -263,7 +263,7 @@ def steps_section(st: StepStats) -> Section:
 
 def steps_data(st: StepStats) -> dict:
     return {"min_ns": st.min_ns, "median_ns": st.median_ns, "max_ns": st.max_ns, "cv": st.cv, "origin": st.origin,
-            "batches_per_step": st.batches, "cycle_steps": st.cycle,
+            "batches_per_step": st.batches, "cycle": st.cycle, "cycle_steps": st.cycle_steps, "far_kept": st.far_kept,
             "left_out": [int(x) for x in st.left_out.step], "steps": records(st.steps),
             "stalled": [{"step": k, "stalled_ns": v} for k, v in sorted(st.stalled_ns.items())]}
 
