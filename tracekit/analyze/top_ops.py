@@ -138,10 +138,13 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
                                    "calls": by_name.counts[waits].astype(np.int64),
                                    "self_ns": name_self[waits].astype(np.int64),
                                    "covered": (covered[waits] / np.maximum(dur[waits], 1)).astype(float)})
-    chosen_rows = [np.flatnonzero(ranked)[by_op.index == g] for g in chosen.tolist()]
-    result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None,
-                                            lambda i: _recurrent_op_around(frame, classes, rows[chosen_rows[i]],
-                                                                           self_ns[chosen_rows[i]]))
+    ranked_rows = np.flatnonzero(ranked)
+
+    def recurrent_op_around(i: int) -> str:  # asked only of a row the skinny-GEMM rule fires on
+        mine = ranked_rows[by_op.index == chosen[i]]
+        return _recurrent_op_around(frame, classes, rows[mine], self_ns[mine])
+
+    result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None, recurrent_op_around)
     result.op_types = _op_types(frame, code[by_name.first[~waiting]], name_self[~waiting], window)
     return result
 
