@@ -504,6 +504,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         e.jit_calls_per_step, e.calls_per_step_known = _jit_calls_per_step(frame)
         e.xla_loop = _runs_xla_loop(frame, table)
         e.blocks_each_step = _blocks_each_step(frame)
+    if e.source == "tf":
+        e.xla_program_steps = _runs_xla_program_each_step(frame, r.steps)
     if e.source == "torch":
         e.compiled_calls_per_step, e.calls_per_step_known = _calls_per_step(frame, _TORCH_COMPILED_CALLS,
                                                                             _TORCH_COMPILED_NOT_CALLS)
@@ -564,7 +566,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
 # Graph remedies capture the step whole (its dispatch skipped on replay too): cuda-graph-step, not
 # cuda-graphs (launch calls alone), which fits graphs around parts of a step inside a Python loop.
-_REMEDY_SCENARIOS = (("use the fused optimizer", "fused-optimizer"), ("foreach=True", "fused-optimizer"),
+# None: advice no scenario costs (a step already in one XLA program: what is left is TF's per-call work,
+# which steps_per_execution divides, not dispatch that goes to 0).
+_REMEDY_SCENARIOS: tuple[tuple[str, str | None], ...] = (("already runs as one XLA program", None),
+                     ("use the fused optimizer", "fused-optimizer"), ("foreach=True", "fused-optimizer"),
                      ("cut the dtype casts", "fuse-elementwise"), ("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
                      ("fuse elementwise", "fuse-elementwise"),
                      ("fused recurrent layer", "fused-rnn"), ("recurrent layer (nn.GRU / nn.RNN)", "fused-rnn"),
@@ -991,6 +996,23 @@ def _repeated_enclosing_range(frame: Frame, rows: np.ndarray) -> int:
 # A Keras LSTM/GRU layer's scope ("gru_1/while/...") as opposed to RNN(cell) ("rnn/while/...") or a raw loop.
 _KERAS_LAYER_LOOP = re.compile(r"(?:^|/)(?:lstm|gru|simple_rnn)(?:_\d+)?/while/")
 _RECURRENT_WORD = re.compile(r"lstm|gru|rnn|cell", re.IGNORECASE)
+
+
+# XLA running a whole compiled program (tf.function(jit_compile=True), Keras's jit_compile): its
+# executable's run on XLA:CPU and XLA:GPU. Not TF's autoclustering (XlaLaunch / _XlaRun), which compiles
+# parts of a graph.
+_XLA_PROGRAM_RUN = re.compile(r"^(Cpu|Gpu)Executable::Execute\w*$")
+
+
+def _runs_xla_program_each_step(frame: Frame, steps: StepStats | None) -> bool:
+    """Whether an XLA program runs in at least half the steps used (TF: the step is jit-compiled)."""
+    used = steps.used_step_numbers() if steps is not None and len(steps.steps) else []
+    if not used:
+        return False
+    rows = frame.rows("cpu_op", "user_range", "other")
+    runs = rows[frame.named(rows, _XLA_PROGRAM_RUN)]
+    stepped = np.unique(frame.step[runs]) if runs.size else runs
+    return 2 * int(member_mask(stepped, used).sum()) >= len(used)
 
 
 def _recurrent_style(frame: Frame) -> str:

@@ -121,6 +121,7 @@ class Evidence:
     retrace_share: float = 0.0  # of the steps used: graph building (tf.function-graph_building)
     xla_loop: bool = False  # JAX: the step's XLA program runs a while loop (lax.scan, fori_loop) among its ops
     blocks_each_step: bool = False  # JAX: the loop waits for each step's result (block_until_ready)
+    xla_program_steps: bool = False  # TF: the steps used run an XLA program (jit_compile): XLA's executable runs in each
     blocking_calls_per_step: float = 0.0  # GPU: synchronizing calls per step used (.item(), .cpu(), synchronize)
     compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
     calls_per_step_known: bool = True  # False: no step marked, the calls counted are the whole trace's
@@ -222,6 +223,10 @@ TORCH_RECOMPILE_REMEDY = ("stop the recompiles: TORCH_LOGS=recompiles names the 
                           "Python numbers that change (or mark what varies dynamic: torch.compile(dynamic=True), "
                           "torch._dynamo.mark_dynamic), and keep shapes steady (pad to a few sizes). After "
                           "torch._dynamo.config.cache_size_limit recompiles the function runs eagerly")
+TF_XLA_ALREADY_REMEDY = ("the step already runs as one XLA program (jit_compile): what is left is TF's work around each "
+                         "call (the function call, the input iterator, the Python between calls) and each XLA op's fixed "
+                         "cost; give each call more work: a larger batch, or model.compile(steps_per_execution=N) so one "
+                         "call runs N batches")
 JAX_RECOMPILE_REMEDY = ("stop the recompiles: call the jitted function with inputs of steady shapes and dtypes (pad "
                         "varying lengths to a few sizes) and few distinct values of its static arguments; "
                         "JAX_LOG_COMPILES=1 logs each compilation and jax.config.update('jax_explain_cache_misses', "
@@ -295,6 +300,8 @@ def _graph_apis(e: Evidence) -> str:
 def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     """How to cut per-op cost in the trace's framework; no CUDA-graph remedy for work already replayed
     from graphs."""
+    if e.source == "tf" and e.xla_program_steps:
+        return [TF_XLA_ALREADY_REMEDY]
     if e.source == "tf":
         return ["run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels"]
     if e.source == "jax" and e.jit_calls_per_step > 1 and not e.calls_per_step_known:
