@@ -992,3 +992,15 @@ def test_a_keras_step_already_in_one_xla_program_is_not_told_to_use_xla():
     plain = tracekit.launch(ROOT / "tests" / "data" / "tf" / "keras_fit.xplane.pb").result
     assert TF_XLA_ALREADY_REMEDY not in plain.remedies
     assert any(x.startswith("run the step as a graph with XLA") for x in plain.remedies), plain.remedies
+
+
+def test_python_between_the_steps_is_named_when_the_trace_records_python_frames():
+    """tests/data/jax/make_slow_batches.py: batches made in Python between the steps (a 10 ms sleep),
+    the jitted update dispatched asynchronously inside them: the steps are 3% of the loop. The report
+    said the loop was "in framework ops 0%" between the steps and no more; the Python tracer's frames
+    say where: the batch function, waiting in a sleep, and the remedy points there."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "jax" / "slow_batches.xplane.pb").result
+    (said,) = [e for e in r.evidence if e.startswith("the steps cover")]
+    assert "in Python 100% (make_slow_batches.py:32 next_batch, in time sleep)" in said, said
+    assert any(x.startswith("most of the loop runs between its steps, in Python (make_slow_batches.py:32 next_batch")
+               for x in r.remedies), r.remedies

@@ -1124,9 +1124,49 @@ def _measure_between_steps(r: LaunchReport, frame: Frame, e: verdicts.Evidence, 
     in_ops = intervals.overlap_total(seg_s[seg_c == 1], seg_e[seg_c == 1], g_start, g_end)
     parts = [f"fetching batches {fetching / between:.0%}"] if fetching else []
     parts.append(f"in {'other ' if fetching else ''}framework ops {in_ops / between:.0%}")
+    python = _python_between(frame, on_loop, g_start, g_end, between)
+    if python:
+        parts.append(python[0])
     r.evidence.append(f"the steps cover {1 - e.between_step_share:.0%} of the loop: between them "
                       f"({between / g_start.size / 1e6:,.2f} ms each, {g_start.size} gaps) the loop is "
                       + ", ".join(parts) + "; the steps' figures leave that time out")
+    if python and e.between_step_share >= BETWEEN_MOSTLY and not fetching:
+        r.remedies.append(f"most of the loop runs between its steps, in Python ({python[1]}): speed that up or "
+                          "overlap it with the steps (prepare the next batch in a background thread or a DataLoader "
+                          "with workers, tf.data's prefetch); the steps' own figures are a small part of the loop")
+
+
+BETWEEN_MOSTLY = 0.5  # of the loop between the steps: the Python there is what to work on
+
+
+def _python_between(frame: Frame, on_loop: np.ndarray, g_start: np.ndarray, g_end: np.ndarray,
+                    between: int) -> tuple[str, str] | None:
+    """The Python frames (a profile with Python stacks: JAX's by default, torch's with_stack) that run
+    between the steps, each call inside one stretch: the outermost and the innermost of those holding
+    half that time or more, as (an evidence phrase, their names); None without such frames."""
+    rows = frame.rows("python_function")
+    rows = rows[on_loop[rows]]
+    if not rows.size or not g_start.size:
+        return None
+    at = np.searchsorted(g_start, frame.start[rows], side="right") - 1
+    inside = (at >= 0) & (frame.end[rows] <= g_end[np.maximum(at, 0)])
+    rows = rows[inside]
+    if not rows.size:
+        return None
+    codes, index = np.unique(frame.name_code[rows], return_inverse=True)
+    held = []
+    for i, code in enumerate(codes.tolist()):
+        mine = rows[index == i]
+        u_start, u_end = intervals.union(frame.start[mine], frame.end[mine])
+        time_ns = int((u_end - u_start).sum())
+        if code >= 0 and 2 * time_ns >= between:
+            held.append((float(frame.depth[mine].mean()), time_ns, frame.names[code].lstrip("$")))
+    if not held:
+        return None
+    held.sort()
+    outer, inner = held[0], held[-1]
+    names = outer[2] if outer is inner else f"{outer[2]}, in {inner[2]}"
+    return f"in Python {outer[1] / between:.0%} ({names})", names
 
 
 def _communication(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
