@@ -153,3 +153,17 @@ def test_compare_reads_a_gradient_accumulation_loop_by_its_cycle():
 def test_the_json_report_carries_the_cycle():
     doc = json.loads(tracekit.render(tracekit.report(DATA / "cpu" / "grad_accumulation.pt.trace.json.gz"), "json"))
     assert doc["steps"]["cycle"] == 4 and doc["steps"]["cycle_steps"] == [3, 7, 11] and doc["steps"]["far_kept"] == []
+
+
+def test_compare_reads_the_other_trace_by_windows_of_the_cycle():
+    """Where one trace runs periodic work every 4 steps and the other's is too small to show (or it has
+    none), the other is read by windows of 4 steps too: both sides average alike."""
+    import numpy as np
+
+    a = DATA / "cpu" / "grad_accumulation.pt.trace.json.gz"
+    b = DATA / "cpu" / "variable_length.pt.trace.json.gz"  # 12 steps, no cycle
+    cmp = tracekit.compare([a, b], labels=["A", "B"]).result
+    used = tracekit.launch(b).result.steps.used.astype(float)
+    windows = used[: used.size // 4 * 4].reshape(-1, 4).mean(axis=1)
+    assert cmp.metrics.set_index("metric").loc["step_time", "B"] == np.median(windows)
+    assert any(f.startswith("B: ") and "read by windows of 4 steps" in f for f in cmp.findings)

@@ -116,8 +116,10 @@ class Comparison:
         return any(c.failed for c in self.checks)
 
 
-def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: bool = False) -> TraceSummary:
-    """Reduce one trace to the summaries ``compare()`` works on."""
+def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: bool = False,
+              window: int = 0) -> TraceSummary:
+    """Reduce one trace to the summaries ``compare()`` works on. ``window``: read the steps by windows of
+    that many (another trace of the comparison runs periodic work every ``window`` steps)."""
 
     frame = frame_of(table)
     bd = breakdown(table)
@@ -127,6 +129,8 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     whole_gpu = bd.gpu[bd.gpu.step == -1].sum(numeric_only=True) / devices
     host = bd.host[bd.host.step == -1].iloc[0] if len(bd.host) else None
     stats = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
+    if window and not stats.cycle:
+        stats.window = window
     active = frame.rows("cpu_op", "runtime_api", "driver_api", "user_range", "python_function", "step",
                         *GPU_BUSY_KINDS)
     total = int(frame.end[active].max() - frame.start[active].min()) if active.size else 0
@@ -180,7 +184,8 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     step_ns = metrics["step_time"]
     ops_per_ms = metrics.get("ops_per_step", 0.0) / (step_ns / 1e6) if step_ns else 0.0
     return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps, stats,
-                        _per_step_metrics(frame, bd, used, metrics, optimizer, bool(stats.cycle)) if used else None,
+                        _per_step_metrics(frame, bd, used, metrics, optimizer, bool(stats.cycle or stats.window))
+                        if used else None,
                         names_per_step,
                         float(unprofiled) if unprofiled else None, "the collector's unprofiled timing" if unprofiled else "",
                         bool(extra.get("record_shapes")), ops_per_ms)
@@ -299,6 +304,13 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
         raise UsageError("give one distinct --label per trace")
     checks = [parse_condition(e) for e in fail_if or []]  # fail on a bad expression before the work
     sums = [summarize(t, lab, skip_steps, keep_all_steps) for t, lab in zip(tables, labels, strict=True)]
+    # A trace that runs periodic work every k steps (gradient accumulation) is read by its cycle; the
+    # others are read by windows of k steps too, so that both sides average alike.
+    cycles = [s.step_stats.cycle for s in sums if s.step_stats is not None and s.step_stats.cycle]
+    if cycles:
+        sums = [summarize(t, s.label, skip_steps, keep_all_steps, window=cycles[0])
+                if s.step_stats is not None and not s.step_stats.cycle and len(s.step_stats.steps) else s
+                for t, s in zip(tables, sums, strict=True)]
     for label, ns in (step_times or {}).items():
         if label not in labels:
             raise UsageError(f"--step-time {label}=...: no trace is labelled {label!r} (labels: {', '.join(labels)})")
@@ -502,6 +514,9 @@ def _spread(s: TraceSummary) -> str:
     if st.cycle:
         text += (f"; every {st.cycle} steps one runs the loop's periodic work (as gradient accumulation's optimizer "
                  f"step): its step time and per-step metrics are the cycle's average step, not the median")
+    elif st.window:
+        text += (f"; read by windows of {st.window} steps (their average step), as the trace it is compared with "
+                 "runs periodic work every as many steps")
     return text + "."
 
 

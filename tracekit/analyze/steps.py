@@ -84,6 +84,9 @@ class StepStats:
     cycle_steps: list[int] = field(default_factory=list)  # the step numbers that run it
     # Steps far from the median but too many to be outliers (MAX_OUTLIER_SHARE): kept, and said.
     far_kept: list[int] = field(default_factory=list)
+    # compare: another trace of the comparison runs periodic work every ``window`` steps, so this one is
+    # read by windows of as many steps too (``comparable``), both alike.
+    window: int = 0
 
     def describe_spread(self) -> str | None:
         """The far steps kept because there are too many of them to be accidents; None without."""
@@ -104,6 +107,10 @@ class StepStats:
         """The step times to compare traces by: the steps used, or with a cycle each whole cycle's mean
         step (k consecutive used steps ending at one that runs the periodic work): the median step of a
         gradient-accumulation loop runs no optimizer, and fused=True would not move it."""
+        if not self.cycle and self.window > 1:
+            used = self.used.astype(np.float64)
+            whole = used.size // self.window * self.window
+            return used[:whole].reshape(-1, self.window).mean(axis=1) if whole else used
         if not self.cycle:
             return self.used
         s = self.steps.reset_index(drop=True)
