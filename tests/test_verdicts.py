@@ -1004,3 +1004,14 @@ def test_python_between_the_steps_is_named_when_the_trace_records_python_frames(
     assert "in Python 100% (make_slow_batches.py:32 next_batch, in time sleep)" in said, said
     assert any(x.startswith("most of the loop runs between its steps, in Python (make_slow_batches.py:32 next_batch")
                for x in r.remedies), r.remedies
+
+
+def test_a_loop_waiting_for_its_collectives_is_communication_bound():
+    """tests/data/cpu/make_ddp_accumulation.py: DDP on gloo with gradient accumulation; every 4th step
+    all-reduces on gloo's threads while the loop's thread waits. The wait was the largest part (~40%)
+    and the verdict "host-idle gaps" with "the loop waits on something outside its own work: profile
+    that", though the collectives covered the wait: it is communication-bound, said and remedied so."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "cpu" / "ddp_accumulation_rank0.pt.trace.json.gz").result
+    assert r.verdict == "communication-bound", r.evidence
+    assert any("covering the loop thread's waits" in e for e in r.evidence)
+    assert r.steps is not None and r.steps.cycle == 4

@@ -673,6 +673,15 @@ RULES: tuple[Rule, ...] = (
                     f"({e.dispatch_share:.0%}) or compute ops ({_compute_share(e):.0%})"),
          _loading_remedies, "CPU-only: batch fetching with no compute op running is the largest part of the step "
                             "time, ahead of dispatch, compute ops and waiting"),
+    # The loop's waiting is for the collectives where they cover as much of the step as it does: another
+    # thread (gloo's) runs the all-reduce while the loop waits for it.
+    Rule("communication-bound",
+         lambda e: not e.has_gpu and e.communication_step_share >= max(e.wait_step_share, SIDE_NOTE_SHARE)
+         and _largest(e, e.wait_step_share, e.dispatch_share, _compute_share(e), e.fetch_step_share),
+         lambda e: _communication_says(e) + f", covering the loop thread's waits ({e.wait_step_share:.0%} of the step)",
+         lambda e: [{"tf": TF_COMMUNICATION_REMEDY, "jax": JAX_COMMUNICATION_REMEDY}.get(e.source, COMMUNICATION_REMEDY)],
+         "CPU-only: the loop's thread waiting is the largest part of the step time, and collective communication "
+         "covers at least as much of it"),
     Rule("host-idle gaps",
          lambda e: not e.has_gpu and _largest(e, e.wait_step_share, e.dispatch_share, _compute_share(e),
                                               e.fetch_step_share),
