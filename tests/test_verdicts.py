@@ -1015,3 +1015,11 @@ def test_a_loop_waiting_for_its_collectives_is_communication_bound():
     assert r.verdict == "communication-bound", r.evidence
     assert any("covering the loop thread's waits" in e for e in r.evidence)
     assert r.steps is not None and r.steps.cycle == 4
+
+
+def test_a_loop_already_accumulating_gradients_is_not_told_to_start():
+    r = tracekit.launch(ROOT / "tests" / "data" / "cpu" / "ddp_accumulation_rank0.pt.trace.json.gz").result
+    (said,) = [x for x in r.remedies if x.startswith("the step waits on collective communication")]
+    assert "already all-reduces once every 4 micro-batches" in said and "(gradient accumulation under" not in said
+    plain = tracekit.launch(ROOT / "tests" / "data" / "cpu" / "ddp_gloo_rank0.pt.trace.json.gz").result
+    assert not any("already all-reduces" in x for x in plain.remedies)

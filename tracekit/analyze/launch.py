@@ -504,6 +504,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         e.jit_calls_per_step, e.calls_per_step_known = _jit_calls_per_step(frame)
         e.xla_loop = _runs_xla_loop(frame, table)
         e.blocks_each_step = _blocks_each_step(frame)
+    e.accumulation_cycle = r.steps.cycle if r.steps is not None else 0
     if e.source == "tf":
         e.xla_program_steps = _runs_xla_program_each_step(frame, r.steps)
     if e.source == "torch":

@@ -121,6 +121,7 @@ class Evidence:
     retrace_share: float = 0.0  # of the steps used: graph building (tf.function-graph_building)
     xla_loop: bool = False  # JAX: the step's XLA program runs a while loop (lax.scan, fori_loop) among its ops
     blocks_each_step: bool = False  # JAX: the loop waits for each step's result (block_until_ready)
+    accumulation_cycle: int = 0  # the steps run periodic work every this many (gradient accumulation), else 0
     xla_program_steps: bool = False  # TF: the steps used run an XLA program (jit_compile): XLA's executable runs in each
     blocking_calls_per_step: float = 0.0  # GPU: synchronizing calls per step used (.item(), .cpu(), synchronize)
     compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
@@ -444,6 +445,17 @@ def _communication_says(e: Evidence) -> str:
             f"{share_below(e.communication_step_share, COMMUNICATION_SHARE)} of the step time")
 
 
+def _communication_remedies(e: Evidence) -> list[str]:
+    """The framework's communication remedy; a loop that already all-reduces once every k micro-batches
+    (``accumulation_cycle``) is not told to start accumulating."""
+    remedy = {"tf": TF_COMMUNICATION_REMEDY, "jax": JAX_COMMUNICATION_REMEDY}.get(e.source, COMMUNICATION_REMEDY)
+    if e.accumulation_cycle and remedy == COMMUNICATION_REMEDY:
+        remedy = remedy.replace("communicate less often (gradient accumulation under no_sync())",
+                                f"communicate less often (the loop already all-reduces once every {e.accumulation_cycle} "
+                                "micro-batches: more of them under no_sync(), or larger ones)")
+    return [remedy]
+
+
 def _wait_says(e: Evidence) -> str:
     return (f"the loop's thread waits (blocked in Python: a sleep, lock, poll or join; or idle while another thread "
             f"runs a collective) during {share_below(e.wait_step_share, WAIT_SHARE)} of the step time, with no compute op "
@@ -618,7 +630,7 @@ RULES: tuple[Rule, ...] = (
          lambda e: not e.has_gpu and max(e.load_step_share, e.load_loop_share) >= DATA_LOADING_SHARE, _loading_says,
          _loading_remedies, "CPU-only: batch fetching covers at least half the step time"),
     Rule("communication-bound", lambda e: not e.has_gpu and e.communication_step_share >= COMMUNICATION_SHARE,
-         _communication_says, lambda e: [{"tf": TF_COMMUNICATION_REMEDY, "jax": JAX_COMMUNICATION_REMEDY}.get(e.source, COMMUNICATION_REMEDY)],
+         _communication_says, _communication_remedies,
          "CPU-only: collective communication covers at least half the step time"),
     # A GPU program profiled without its GPU activities: its ops' host time is launching, not compute,
     # and the GPU's time is not in the trace; no CPU-only rule applies.
@@ -679,7 +691,7 @@ RULES: tuple[Rule, ...] = (
          lambda e: not e.has_gpu and e.communication_step_share >= max(e.wait_step_share, SIDE_NOTE_SHARE)
          and _largest(e, e.wait_step_share, e.dispatch_share, _compute_share(e), e.fetch_step_share),
          lambda e: _communication_says(e) + f", covering the loop thread's waits ({e.wait_step_share:.0%} of the step)",
-         lambda e: [{"tf": TF_COMMUNICATION_REMEDY, "jax": JAX_COMMUNICATION_REMEDY}.get(e.source, COMMUNICATION_REMEDY)],
+         _communication_remedies,
          "CPU-only: the loop's thread waiting is the largest part of the step time, and collective communication "
          "covers at least as much of it"),
     Rule("host-idle gaps",
