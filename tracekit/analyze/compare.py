@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -255,7 +256,8 @@ def _outer_optimizer_calls(frame: Frame) -> np.ndarray:
     return outermost(frame, calls) if calls.size else calls
 
 
-def _optimizer_time(frame: Frame, outer: np.ndarray, steps_used: list[int], center=np.median) -> float:
+def _optimizer_time(frame: Frame, outer: np.ndarray, steps_used: list[int],
+                    center: Callable[[np.ndarray], float] = np.median) -> float:
     """The median (``center``) over the steps used of the time in these optimizer calls; 0 without any."""
     if not outer.size or not steps_used:
         return 0.0
@@ -303,14 +305,12 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     if len(labels) != len(tables) or len(set(labels)) != len(labels):
         raise UsageError("give one distinct --label per trace")
     checks = [parse_condition(e) for e in fail_if or []]  # fail on a bad expression before the work
-    sums = [summarize(t, lab, skip_steps, keep_all_steps) for t, lab in zip(tables, labels, strict=True)]
     # A trace that runs periodic work every k steps (gradient accumulation) is read by its cycle; the
-    # others are read by windows of k steps too, so that both sides average alike.
-    cycles = [s.step_stats.cycle for s in sums if s.step_stats is not None and s.step_stats.cycle]
-    if cycles:
-        sums = [summarize(t, s.label, skip_steps, keep_all_steps, window=cycles[0])
-                if s.step_stats is not None and not s.step_stats.cycle and len(s.step_stats.steps) else s
-                for t, s in zip(tables, sums, strict=True)]
+    # others are read by windows of k steps too, so that both sides average alike. The step statistics
+    # are cheap beside a summary (and cached on the frame where they cost most).
+    cycles = [c for c in (step_stats(frame_of(t), skip=skip_steps, keep_all=keep_all_steps).cycle for t in tables) if c]
+    window = cycles[0] if cycles else 0
+    sums = [summarize(t, lab, skip_steps, keep_all_steps, window=window) for t, lab in zip(tables, labels, strict=True)]
     for label, ns in (step_times or {}).items():
         if label not in labels:
             raise UsageError(f"--step-time {label}=...: no trace is labelled {label!r} (labels: {', '.join(labels)})")

@@ -58,6 +58,9 @@ FUSED_RNN_OPS = ("aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", 
 FUSED_RNN_TF_SUFFIXES = (":CudnnRNN", ":CudnnRNNV2", ":CudnnRNNV3", ":BlockLSTMV2", ":BlockLSTM")
 RNN_CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
                 "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
+# Cells whose layer (nn.GRU, nn.RNN) has no fused CPU kernel: PyTorch's CPU layer loops over their ops
+# per timestep in C++ (only the LSTM has oneDNN's fused op). aten::_thnn_fused_gru_cell runs on GPUs only.
+CPU_UNFUSED_CELL_OPS = ("aten::gru_cell", "aten::_thnn_fused_gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
 
 
 @dataclass
@@ -1021,8 +1024,8 @@ def _recurrent_style(frame: Frame) -> str:
     op_names = [frame.names[c] for c in distinct(frame.name_code[frame.mask("cpu_op")]) if c >= 0]
     cells = [n for n in op_names if n in RNN_CELL_OPS]
     if cells:
-        lstm = any("lstm" in n for n in cells)
-        return verdicts.TORCH_CELL_LOOP if lstm else verdicts.TORCH_GRU_RNN_CELL_LOOP
+        unfused_on_cpu = all(n in CPU_UNFUSED_CELL_OPS for n in cells)
+        return verdicts.TORCH_GRU_RNN_CELL_LOOP if unfused_on_cpu else verdicts.TORCH_CELL_LOOP
     if any(n in FUSED_RNN_OPS or n.endswith(FUSED_RNN_TF_SUFFIXES) for n in op_names):
         return verdicts.FUSED
     loops = [n for n in op_names if "while" in n and _RECURRENT_WORD.search(n)]

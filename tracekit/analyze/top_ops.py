@@ -21,8 +21,8 @@ Remedies are rules over this table, each checking its own evidence:
   its self time runs inside a recurrent op, the remedy says what can be batched there: inside a
   recurrent layer (``aten::gru``, ``aten::lstm``: PyTorch's own per-timestep loop, as for nn.GRU on
   a CPU) M is the batch and the hidden-state GEMM cannot be batched across timesteps, so only more
-  sequences at once widen it; inside a cell called per timestep (``aten::gru_cell``) the fused layer
-  makes the input GEMMs of all timesteps one.
+  sequences at once widen it; inside a cell called per timestep (``aten::gru_cell``) the recurrent
+  layer makes the input GEMMs of all timesteps one.
 """
 
 from __future__ import annotations

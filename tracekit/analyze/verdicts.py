@@ -210,12 +210,12 @@ GPU_ACTIVITY_REMEDY = ("profile again with the GPU's activities on: torch.profil
                        "ProfilerActivity.CUDA]) (ProfilerActivity.XPU on Intel GPUs), or nsys profile -t cuda,nvtx")
 TF_GPU_ACTIVITY_REMEDY = ("profile again with the GPU traced: tf.profiler.experimental.ProfilerOptions(device_tracer_level=1) "
                           "(the default), on a TensorFlow build with CUDA and CUPTI on the library path")
-COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
-                        "buckets during the backward pass; tune bucket_cap_mb), communicate less often (gradient "
-                        "accumulation under no_sync()), or send less (a DDP communication hook that compresses "
-                        "gradients). A collective also waits for the slowest rank: if other ranks' traces spend less "
-                        "time in it, one rank holds the others up (uneven work or data per rank; `tracekit compare` "
-                        "the ranks' traces)")
+_COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
+                         "buckets during the backward pass; tune bucket_cap_mb), communicate less often ({less_often}), "
+                         "or send less (a DDP communication hook that compresses gradients). A collective also waits "
+                         "for the slowest rank: if other ranks' traces spend less time in it, one rank holds the others "
+                         "up (uneven work or data per rank; `tracekit compare` the ranks' traces)")
+COMMUNICATION_REMEDY = _COMMUNICATION_REMEDY.format(less_often="gradient accumulation under no_sync()")
 TF_RETRACE_REMEDY = ("stop the retracing: call the tf.function with tensors of a fixed dtype and shape, not Python "
                      "numbers, strings or new objects (each distinct Python value is a new trace and a new graph); "
                      "give it an input_signature, or reduce_retracing=True where shapes vary. TF's log warns about "
@@ -448,12 +448,13 @@ def _communication_says(e: Evidence) -> str:
 def _communication_remedies(e: Evidence) -> list[str]:
     """The framework's communication remedy; a loop that already all-reduces once every k micro-batches
     (``accumulation_cycle``) is not told to start accumulating."""
-    remedy = {"tf": TF_COMMUNICATION_REMEDY, "jax": JAX_COMMUNICATION_REMEDY}.get(e.source, COMMUNICATION_REMEDY)
-    if e.accumulation_cycle and remedy == COMMUNICATION_REMEDY:
-        remedy = remedy.replace("communicate less often (gradient accumulation under no_sync())",
-                                f"communicate less often (the loop already all-reduces once every {e.accumulation_cycle} "
-                                "micro-batches: more of them under no_sync(), or larger ones)")
-    return [remedy]
+    if e.source in ("tf", "jax"):
+        return [TF_COMMUNICATION_REMEDY if e.source == "tf" else JAX_COMMUNICATION_REMEDY]
+    if e.accumulation_cycle:
+        return [_COMMUNICATION_REMEDY.format(less_often=f"the loop already all-reduces once every "
+                                                        f"{e.accumulation_cycle} micro-batches: more of them under "
+                                                        "no_sync(), or larger ones")]
+    return [COMMUNICATION_REMEDY]
 
 
 def _wait_says(e: Evidence) -> str:

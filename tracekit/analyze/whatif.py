@@ -54,7 +54,7 @@ from tracekit.analyze.copies import PAGEABLE, RATE_COPY_BYTES, copy_bytes, host_
 from tracekit.analyze.critical_path import GPU_KINDS, median_step_instance, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
-from tracekit.analyze.launch import JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
+from tracekit.analyze.launch import CPU_UNFUSED_CELL_OPS, JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
 from tracekit.analyze.optimizer import fusable, on_gpu, optimizer_calls, update_of
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
@@ -65,7 +65,6 @@ from tracekit.schema import source_of
 HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
 FUSIBLE = ("elementwise", "cast")
 FUSED_RNN_MATH = ("gemm", "rnn", "convolution")  # a fused RNN op still does these in full
-CPU_UNFUSED_CELL_OPS = ("aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell")  # no fused CPU layer
 SIDE_STREAM = -2  # the stream key of work a scenario moves beside the step's own streams
 HALF_PRECISION_SPEEDUP = 2.0  # GEMM/conv on tensor cores at 16 bits against TF32/FP32 (conservative)
 
