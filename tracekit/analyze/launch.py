@@ -44,6 +44,7 @@ from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.recurrent import lstm_per_timestep_reasons
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
+from tracekit.analyze.subnormals import SlowingProducts, slowing_products
 from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
 from tracekit.analyze.unclassified import UNCLASSIFIED_WORK_NS, step_work_rows, unclassified_work, untyped_copies
 from tracekit.analyze.utilization import low_utilization
@@ -120,6 +121,7 @@ class LaunchReport:
     top_ops: TopOps | None = None
     optimizer: OptimizerSteps | None = None  # torch.optim's steps in the steps used (tracekit.analyze.optimizer)
     embeddings: DenseEmbeddingGradients | None = None  # dense embedding backward (tracekit.analyze.embeddings)
+    slowing_products: SlowingProducts | None = None  # products slowed by subnormal floats (tracekit.analyze.subnormals)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -556,6 +558,11 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                 said, fix = found.evidence(), found.remedy()
                 ev.extend([said] if said else [])
                 r.remedies.extend([fix] if fix else [])
+        if not r.has_gpu and e.has_ops and r.steps is not None and not r.steps.steps.empty:
+            r.slowing_products = slowing_products(frame, classify_rows(frame), _compared_steps(r.steps))
+            if r.slowing_products is not None:
+                ev.append(r.slowing_products.evidence())
+                r.remedies.append(r.slowing_products.remedy())
     if verdicts.CPU_COMPUTE_REMEDY in r.remedies:  # a pointer to the tables: after every remedy that names a fix
         r.remedies.remove(verdicts.CPU_COMPUTE_REMEDY)
         r.remedies.append(verdicts.CPU_COMPUTE_REMEDY)
@@ -564,7 +571,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if len(r.remedies) >= 2:
         # The replay is of one step: where the steps leave much of the loop out, its savings are the step's.
         loop_share = 1 - e.between_step_share if e.between_step_share >= verdicts.SIDE_NOTE_SHARE else None
-        _rank_by_predicted_saving(r, frame, loop_share)
+        measured = ({r.slowing_products.remedy(): ("flushing subnormals", r.slowing_products.share)}
+                    if r.slowing_products is not None else {})
+        _rank_by_predicted_saving(r, frame, loop_share, measured)
 
 
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
@@ -586,10 +595,13 @@ NO_SAVING_SHARE = 0.01  # a remedy whose predicted saving is below this share of
 WHATIF_MAX_EVENTS = 200_000  # the replay walks the step's events in Python: bounded for huge traces
 
 
-def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float | None = None) -> None:
+def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float | None = None,
+                              measured: dict[str, tuple[str, float]] | None = None) -> None:
     """Order the remedies by what ``tracekit whatif`` predicts each saves on the median step (those it
     cannot cost keep their order, after the costed ones), and say the predictions (as shares of the
-    step, and of the loop when the steps are only ``loop_share`` of it)."""
+    step, and of the loop when the steps are only ``loop_share`` of it). ``measured``: remedies whose
+    saving the trace shows directly, by remedy: (what it does, its share of the steps' time), ranked
+    with the predictions."""
     from tracekit.analyze.whatif import whatif
     from tracekit.errors import TracekitError
 
@@ -614,7 +626,9 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
         total = (k - 1) * w.replayed_step_ns + w_cycle.replayed_step_ns
         saving = {sc: ((k - 1) * plain.get(sc, 0) + extra.get(sc, 0)) / total for sc in {*plain, *extra}}
     scenario = [next((sc for key, sc in _REMEDY_SCENARIOS if key in remedy), None) for remedy in r.remedies]
-    costed = [saving.get(sc) if sc else None for sc in scenario]
+    measured = {remedy: m for remedy, m in (measured or {}).items() if remedy in r.remedies}
+    costed = [measured[remedy][1] if remedy in measured else saving.get(sc) if sc else None
+              for remedy, sc in zip(r.remedies, scenario, strict=True)]
     if not any(c is not None for c in costed):
         return
     # A remedy the replay predicts to save nothing on this step (amp on a step its host paces: the
@@ -630,6 +644,8 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
     if loop_share is not None:
         said += (f" of the step; the steps are {loop_share:.0%} of the loop, so of the loop "
                  + ", ".join(f"{sc} {share * loop_share:.0%}" for sc, share in named))
+    for what, share in measured.values():
+        said += f"; {what} {share:.0%} of the steps' time, as the trace shows it (not replayed)"
     median = ", the median step" if "median" in str(w.window.get("chosen", "")) else ""
     if w_cycle is not None and r.steps is not None:
         r.evidence.append(f"remedies ordered by predicted saving over a cycle of {r.steps.cycle} steps ({w.window['name']}"
@@ -760,13 +776,18 @@ def _stalls(r: LaunchReport, frame: Frame) -> Stalls | None:
     ones, so that a step left out as an outlier is explained by them (``StepStats.stalled_ns``)."""
     if r.steps is None or r.steps.steps.empty:
         return None
-    table = r.steps.steps
-    compared = [int(s) for s in table.step[table.status.isin(("steady", "outlier"))]]
-    stalls = stalled_calls(frame, classify_rows(frame), compared)
+    stalls = stalled_calls(frame, classify_rows(frame), _compared_steps(r.steps))
     if not stalls.rows.size:
         return None
     r.steps.stalled_ns = stalls.by_step(frame)
     return stalls
+
+
+def _compared_steps(steps: StepStats) -> list[int]:
+    """The steps whose calls are compared with each other: all but warm-up, cut-short and evaluation
+    steps (an outlier is compared, so that what made it slow can explain it)."""
+    table = steps.steps
+    return [int(s) for s in table.step[table.status.isin(("steady", "outlier"))]]
 
 
 def _blocking_calls_per_step(r: LaunchReport, frame: Frame) -> float:

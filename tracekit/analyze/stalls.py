@@ -162,36 +162,66 @@ def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls
                   np.concatenate([compared.by_rate, slow.by_rate]))
 
 
-def _stalled_against_other_steps(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls:
-    """Calls that ran ``STALL_RATIO`` times their median over the steps (module doc)."""
-    none = Stalls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0)
-    if len(steps) < MIN_STEPS:
-        return none
-    rows = frame.rows("cpu_op")
-    compute = [OP_CLASSES.index(c) for c in STALL_CLASSES]
-    step = frame.step[rows]
-    wanted = np.zeros(max(int(step.max(initial=0)), max(steps)) + 2, bool)
-    wanted[[s for s in steps if s >= 0]] = True
-    rows = rows[wanted[step] & (byte_mask(classes.op[rows], compute) | _copies(frame, rows))]
-    if rows.size == 0:
-        return none
+@dataclass(frozen=True)
+class CallSeries:
+    """Op rows as the same call in each step: the k-th call of a name on a thread within a step. Rows
+    are ordered by (thread, name, step, start); a *series* is one (thread, name), and where it makes
+    the same number of calls (``calls``) in each of its steps, its rows are a steps x calls matrix in
+    row order: the call k of its s-th step is row ``first[series] + s * calls[series] + k``.
+
+    rows, step, series: per row, sorted. first, calls, steps_with: per series. comparable: per row,
+    whether its series makes the same number of calls in every step it has calls in, and has them in
+    at least ``MIN_STEPS`` steps (else "the k-th call" may be a different call each step)."""
+
+    rows: np.ndarray
+    step: np.ndarray
+    series: np.ndarray
+    first: np.ndarray
+    calls: np.ndarray
+    steps_with: np.ndarray
+    comparable: np.ndarray
+
+
+def call_series(frame: Frame, rows: np.ndarray) -> CallSeries:
+    """These op rows (of the steps to compare) as ``CallSeries``."""
     step, thread, name = frame.step[rows], frame.thread_key[rows], frame.name_code[rows]
-    # The k-th call of a name on a thread within a step: order by (thread, name, step, start). A
-    # series is one (thread, name); a run is one series in one step.
     order = np.lexsort((frame.start[rows], step, name, thread))
     rows, step, thread, name = rows[order], step[order], thread[order], name[order]
+    if not rows.size:
+        empty = np.zeros(0, np.int64)
+        return CallSeries(rows, step, empty, empty, empty, empty, np.zeros(0, bool))
     new_series = np.r_[True, (thread[1:] != thread[:-1]) | (name[1:] != name[:-1])]
     series = np.cumsum(new_series) - 1
-    run_start = np.flatnonzero(new_series | np.r_[True, step[1:] != step[:-1]])
+    run_start = np.flatnonzero(new_series | np.r_[True, step[1:] != step[:-1]])  # a run: one series in one step
     run_length = np.diff(np.r_[run_start, rows.size])
     run_series = series[run_start]
-    # Positions compare only where every step makes the same number of calls of the name on the thread.
     fewest = np.full(int(series[-1]) + 1, np.iinfo(np.int64).max)
     most = np.zeros(fewest.size, np.int64)
     np.minimum.at(fewest, run_series, run_length)
     np.maximum.at(most, run_series, run_length)
     steps_with = np.bincount(run_series, minlength=fewest.size)
     comparable = ((fewest == most) & (steps_with >= MIN_STEPS))[series]
+    return CallSeries(rows, step, series, np.flatnonzero(new_series), most, steps_with, comparable)
+
+
+def compute_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> np.ndarray:
+    """The op rows of ``steps`` that do work: compute ops (``STALL_CLASSES``) and copies."""
+    rows = frame.rows("cpu_op")
+    compute = [OP_CLASSES.index(c) for c in STALL_CLASSES]
+    step = frame.step[rows]
+    wanted = np.zeros(max(int(step.max(initial=0)), max(steps, default=0)) + 2, bool)
+    wanted[[s for s in steps if s >= 0]] = True
+    return rows[wanted[step] & (byte_mask(classes.op[rows], compute) | _copies(frame, rows))]
+
+
+def _stalled_against_other_steps(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls:
+    """Calls that ran ``STALL_RATIO`` times their median over the steps (module doc)."""
+    none = Stalls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0)
+    if len(steps) < MIN_STEPS:
+        return none
+    cs = call_series(frame, compute_calls(frame, classes, steps))
+    rows, step, series, comparable = cs.rows, cs.step, cs.series, cs.comparable
+    most, steps_with = cs.calls, cs.steps_with
     if not comparable.any():
         return none
     keep = np.flatnonzero(comparable)
@@ -204,7 +234,7 @@ def _stalled_against_other_steps(frame: Frame, classes: RowClasses, steps: list[
         return none
     # A comparable series is a steps x calls matrix in row order (step-major); the call (series, k)
     # is a column of it: rows start + s * calls + k, s over the steps.
-    start = np.flatnonzero(new_series)[series[at]]
+    start = cs.first[series[at]]
     calls, count = most[series[at]], steps_with[series[at]]
     first_cell = start + (at - start) % calls  # the call's row in the series' first step
     med = np.empty(at.size, np.float64)
@@ -270,11 +300,11 @@ def slow_gemm_calls(frame: Frame, rows: np.ndarray, self_ns: np.ndarray) -> Stal
     if not at.size:
         return Stalls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0)
     dims_code, dims = input_dims(frame.table, rows[at])
-    types = pc.extract_regex(args_text(frame.table, rows[at]), _INPUT_TYPES).to_pylist()
+    types = pc.extract_regex(args_text(frame.table, rows[at]), INPUT_TYPES).to_pylist()
     flops = np.zeros(at.size, np.float64)
     for i, row in enumerate(rows[at].tolist()):
         name = frame.name(row)
-        if types[i] is not None and _float_factors(name, types[i]["types"]):
+        if types[i] is not None and float_factors(name, types[i]["types"]):
             flops[i] = gemm_flops(name, dims[dims_code[i]]) or 0.0
     allowed = flops / MIN_GEMM_GFLOPS  # ns
     slow = (flops > 0) & (self_ns[at] - allowed >= STALL_MIN_NS)
@@ -283,10 +313,10 @@ def slow_gemm_calls(frame: Frame, rows: np.ndarray, self_ns: np.ndarray) -> Stal
 
 
 # Kineto's op args: "Input type":["float","float","float","Scalar","Scalar"]
-_INPUT_TYPES = r'"Input type":(?P<types>\[[^\]]*\])'
+INPUT_TYPES = r'"Input type":(?P<types>\[[^\]]*\])'
 
 
-def _float_factors(name: str, types_text: str) -> bool:
+def float_factors(name: str, types_text: str) -> bool:
     """Whether both factors of this product are float or double (the add* ops take the added term
     first)."""
     try:
@@ -297,4 +327,5 @@ def _float_factors(name: str, types_text: str) -> bool:
     return len(types) >= first + 2 and all(t in GEMM_TYPES for t in types[first:first + 2])
 
 
-__all__ = ["MIN_GEMM_GFLOPS", "STALL_MIN_NS", "STALL_RATIO", "Stalls", "slow_gemm_calls", "stalled_calls"]
+__all__ = ["INPUT_TYPES", "MIN_GEMM_GFLOPS", "STALL_MIN_NS", "STALL_RATIO", "CallSeries", "Stalls", "call_series", "compute_calls",
+           "float_factors", "slow_gemm_calls", "stalled_calls"]

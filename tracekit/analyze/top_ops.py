@@ -402,6 +402,13 @@ def gemm_flops(name: str, shapes: str) -> float | None:
     2 x M x N for a matrix-vector product) from its input dims; None for other ops (``linear`` and
     ``matmul`` are wrappers: their GEMM is a child op's self time), when the dims are not recorded or
     do not fit together."""
+    shape = gemm_shape(name, shapes)
+    return 2.0 * float(np.prod(shape)) if shape else None
+
+
+def gemm_shape(name: str, shapes: str) -> tuple[int, int, int, int] | None:
+    """(batch, M, K, N) of one call of a GEMM op from its input dims (batch 1 but for a bmm; N 1 for a
+    matrix-vector product); its output holds batch x M x N elements. None as for ``gemm_flops``."""
     if name not in GEMM_FLOP_OPS:
         return None
     try:
@@ -416,15 +423,15 @@ def gemm_flops(name: str, shapes: str) -> float | None:
         if len(dims) != 2 or len(dims[0]) != 3 or len(dims[1]) != 3 or dims[0][2] != dims[1][1] or dims[0][0] != dims[1][0]:
             return None
         (b, m, k), (_, _, n) = dims
-        return 2.0 * b * m * k * n
+        return int(b), int(m), int(k), int(n)
     if name in ("aten::mv", "aten::addmv"):
         # mv(mat [M, N], vec [N]); addmv(self [M], mat, vec)
         dims = dims[1:3] if name == "aten::addmv" else dims[:2]
         if len(dims) != 2 or len(dims[0]) != 2 or len(dims[1]) != 1 or dims[0][1] != dims[1][0]:
             return None
-        return 2.0 * dims[0][0] * dims[0][1]
+        return 1, int(dims[0][0]), int(dims[0][1]), 1
     mkn = _gemm_dims(name, shapes)
-    return 2.0 * mkn[0] * mkn[1] * mkn[2] if mkn else None
+    return (1, *mkn) if mkn else None
 
 
 def _gemm_dims(name: str, shapes: str) -> tuple[int, int, int] | None:

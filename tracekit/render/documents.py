@@ -317,11 +317,15 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
             if lr.top_ops.op_types:
                 data["top_op_types"] = [{"op_type": t, "share": share} for t, share in lr.top_ops.op_types]
             data["waiting_ops"] = records(lr.top_ops.waiting)
-        if lr.optimizer is not None:
-            data["optimizer"] = lr.optimizer.as_dict()
-        if lr.embeddings is not None:
-            data["embedding_gradients"] = lr.embeddings.as_dict()
+        data.update(findings_data(lr))
     return Document(f"tracekit report: {name}", "report", facts, sections, data)
+
+
+def findings_data(lr: LaunchReport) -> dict[str, object]:
+    """The JSON of the verdict's own findings (optimizer steps, dense embedding gradients, products
+    slowed by subnormal floats), where found."""
+    found = {"optimizer": lr.optimizer, "embedding_gradients": lr.embeddings, "slowing_products": lr.slowing_products}
+    return {key: f.as_dict() for key, f in found.items() if f is not None}
 
 
 def _dist_row(label: str, d) -> list:
@@ -386,10 +390,7 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
             "low_utilization": records(lr.low_utilization) if lr.low_utilization is not None else [], "per_step": records(lr.per_step), "gaps": records(lr.gaps)}
     if lr.steps is not None and len(lr.steps.steps):
         data["steps"] = steps_data(lr.steps)
-    if lr.optimizer is not None:
-        data["optimizer"] = lr.optimizer.as_dict()
-    if lr.embeddings is not None:
-        data["embedding_gradients"] = lr.embeddings.as_dict()
+    data.update(findings_data(lr))
     return Document(f"tracekit launch: {name}", "launch", facts, sections, data)
 
 
