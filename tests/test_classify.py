@@ -62,6 +62,17 @@ OPS = {
     "aten::max_pool2d_with_indices_backward": "reduction", "aten::_log_softmax_backward_data": "reduction",
     "aten::_softmax_backward_data": "reduction", "aten::embedding_dense_backward": "reduction",
     "aten::isneginf": "elementwise", "aten::_scaled_dot_product_flash_attention_for_cpu": "gemm",
+    # Convolutions no library takes (a CPU model's 3-channel first layer runs _slow_conv2d_forward:
+    # 2% of a batch-1 CNN's step read as dispatch), other backends' and Inductor's oneDNN calls; their
+    # weight reorders stay set-up work. Sparse, grouped and quantized products likewise.
+    "aten::_slow_conv2d_forward": "convolution", "aten::_slow_conv2d_backward": "convolution",
+    "aten::slow_conv_dilated2d": "convolution", "aten::slow_conv_transpose2d": "convolution",
+    "aten::_conv_depthwise2d": "convolution", "aten::miopen_convolution": "convolution",
+    "mkldnn::_convolution_pointwise": "convolution", "mkldnn::_reorder_convolution_weight": "other",
+    "aten::mkldnn_reorder_conv2d_weight": "other", "_quantized::conv2d_relu": "convolution",
+    "_quantized::conv2d_prepack": "other", "_quantized::linear_dynamic": "gemm", "aten::_sparse_addmm": "gemm",
+    "quantized::linear_dynamic_fp16_unpacked_weight": "gemm", "quantized::linear_unpack": "other",
+    "aten::_foreach_mm": "gemm", "inductor::_mm_plus_mm": "gemm", "sparse::qlinear_prepack": "other",
     # TF op types by family (tf_base_op undoes oneDNN's rewrite first).
     "block_1/depthwise/DepthwiseConv2dNativeBackpropFilter:_MklNativeDepthwiseConv2dNativeBackpropFilter": "convolution",
     "dense/Relu:_MklNativeFusedMatMul": "gemm", "conv/BiasAdd:_FusedConv2D": "convolution",

@@ -177,12 +177,21 @@ OP_RULES: list[tuple[str, str]] = [
             r"^(BlockLSTM|BlockLSTMV2|BlockLSTMGrad|BlockLSTMGradV2|LSTMBlockCell|LSTMBlockCellGrad|GRUBlockCell|"
             r"GRUBlockCellGrad|CudnnRNN|CudnnRNNV2|CudnnRNNV3|CudnnRNNBackprop|CudnnRNNBackpropV2|CudnnRNNBackpropV3)$"),
     ("convolution", r"^aten::(convolution|_convolution|conv1d|conv2d|conv3d|cudnn_convolution\w*|"
-                    r"convolution_backward|mkldnn_convolution|_convolution_depthwise2d|conv_transpose\w*)$|" + TF_CONV + "|"
+                    r"convolution_backward|mkldnn_convolution|_convolution_depthwise2d|conv_transpose\w*|"
+                    # ATen's own kernels where no library takes the call (im2col + GEMM on the CPU: a
+                    # first layer of 3 channels, dilated and transposed convolutions; depthwise on a
+                    # GPU), and those of other backends (MIOpen on ROCm, MPS, NNPACK, out-of-tree)
+                    r"_slow_conv2d_(forward|backward)|thnn_conv2d|slow_conv3d(_forward)?|slow_conv_dilated[23]d|"
+                    r"slow_conv_transpose[23]d|_nnpack_spatial_convolution|_conv_depthwise2d|conv_depthwise3d|"
+                    r"miopen_(depthwise_)?convolution\w*|_?mps_convolution\w*|convolution(_backward)?_overrideable|"
+                    r"_convolution_double_backward|_convolution_mode|conv_tbc(_backward)?)$|" + TF_CONV + "|"
                     # XLA:CPU HLO instructions: convolution.2, and fusions named for a convolution
                     r"^(wrapped_)?convolution([a-z_\-]*_fusion)?(\.\d+)?$|"
+                    # oneDNN's convolutions called from Inductor's CPU code (freezing) and TorchScript's
+                    r"^mkldnn::_convolution(_transpose)?_pointwise_?$|^mkldnn_prepacked::conv2d_run$|^prim::mkldnn_convolution$|"
                     # PyTorch's quantized convolutions (eager quantized modules, PT2E on oneDNN); not
                     # their weight prepacking, which is set-up work
-                    r"^(quantized::conv|onednn::qconv)(?!\w*(prepack|unpack))\w*(\.new)?$"),
+                    r"^(_?quantized::conv|onednn::qconv)(?!\w*(prepack|unpack))\w*(\.new)?$"),
     # CPU fused attention (two GEMMs around a softmax, in one op) is counted with the GEMMs.
     ("gemm", r"^aten::(mm|addmm_?|bmm|baddbmm_?|matmul|linear|addmv_?|mv|dot|vdot|addr|_addmm_activation|addbmm_?|"
              r"_grouped_mm|_scaled_grouped_mm|_scaled_mm_v2|_cslt_sparse_mm|_euclidean_dist|linear_backward|"
@@ -195,8 +204,14 @@ OP_RULES: list[tuple[str, str]] = [
              r"^mkl::|_mkl_linear|onednn::(?!\w*(prepack|unpack))|_linear_pointwise|" + TF_GEMM + "|"
              # Quantized and weight-only-quantized GEMMs on the CPU: dynamic quantization's
              # quantized::linear_dynamic, int8/int4 weight packs (LLM inference), fbgemm, fp8
-             r"^quantized::(linear|matmul)(?!\w*(prepack|unpack))\w*$|^aten::(_weight_int8pack_mm|_weight_int4pack_mm\w*|"
+             r"^_?quantized::(linear|matmul|_?wrapped_quantized_linear|wrapped_fbgemm_linear)(?!\w*(prepack(?!ed)|unpack(?!ed)))"
+             r"\w*$|^quantized::int4mm_packed_weight_cpu$|^sparse::qlinear(?!\w*(prepack|unpack))\w*$|"
+             r"^aten::(_weight_int8pack_mm|_weight_int4pack_mm\w*|"
              r"_int_mm|_scaled_mm|_dyn_quant_matmul_4bit|fbgemm_linear_int8_weight\w*|fbgemm_linear_fp16_weight\w*)$|"
+             # sparse and structured-sparse products, grouped and mixed-dtype ones, Inductor's mm + mm
+             r"^aten::(_sparse_mm|_sparse_addmm|hspmm|smm|sspaddmm|sparse_sampled_addmm|_sparse_sparse_matmul|"
+             r"_sparse_semi_structured_(addmm|linear|mm)|_sparse_mm_reduce_impl(_backward)?|_mixed_dtypes_linear|"
+             r"_scaled_grouped_mm_v2|_foreach_mm|_wrapped_quantized_linear_prepacked)$|^inductor::_mm_plus_mm$|"
              # XLA:CPU HLO instructions (tf.function(jit_compile=True)): MatMul.8, MatMul_1.10, dot.3
              r"^(MatMul|BatchMatMul\w*|dot)(_\d+)?\.\d+$|^(wrapped_)?dot(\.\d+)?$"),
     ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|^(Cast|QuantizeV2|Dequantize)$|"
