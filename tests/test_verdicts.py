@@ -673,7 +673,7 @@ def test_side_notes_state_each_large_share_that_did_not_decide_the_verdict():
                  communication_ops="CollectiveReduceV2", wait_step_share=0.45, source="tf")
     verdict, _, _ = judge(e)
     notes = verdicts.side_notes(e, verdict)
-    assert verdict == "CPU/framework-bound" and [n.split(" ")[1] for n in notes] == ["DataLoader's", "communication", "loop's"]
+    assert verdict == "CPU/framework-bound" and [n.split(" ")[1] for n in notes] == ["IteratorGetNext", "communication", "loop's"]
     assert "(CollectiveReduceV2) runs during 30%" in notes[1]
     # Waits no larger than the collectives are the loop idling during them: not said twice.
     assert len(verdicts.side_notes(Evidence(has_ops=True, communication_step_share=0.3, wait_step_share=0.3), verdict)) == 1
@@ -719,6 +719,22 @@ def test_a_tf_loop_fetching_its_batches_between_marked_steps_is_data_loading_bou
     between = [e for e in r.evidence if e.startswith("the steps cover")]
     assert len(between) == 1 and "fetching batches 9" in between[0], r.evidence
     assert not any("EagerPyFunc" in e for e in r.evidence if "no class" in e), r.evidence
+    # A TF pipeline gets tf.data's remedy (parallel map, prefetch, the py_function's GIL), not DataLoader's.
+    assert r.remedies[0].startswith("make tf.data load ahead and in parallel"), r.remedies
+
+
+def test_a_keras_predict_per_sample_builds_a_pipeline_per_call_and_is_told_to_build_it_once():
+    """tests/data/tf/make_predict_per_call.py: model.predict called on one sample at a time builds a
+    tf.data pipeline and its iterators every call. Before, the verdict was "undetermined" (MakeIterator
+    41% taken for arithmetic of no class) with "run the step as a graph with XLA" as its first remedy;
+    the model's step is under 2% of the loop (predict 46 ms a call, predict_on_batch 1.25 ms)."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "tf" / "predict_per_call.xplane.pb").result
+    assert r.verdict == "data-loading-bound", r.evidence
+    assert any(e.startswith("building tf.data pipelines and their iterators (40 MakeIterator calls)")
+               for e in r.evidence), r.evidence
+    assert r.remedies[0].startswith("build the input pipeline once, not per call"), r.remedies
+    assert not any("no class" in e for e in r.evidence), r.evidence
+    assert not any("XLA" in x for x in r.remedies), r.remedies
 
 
 def test_a_dynamically_quantized_model_is_judged_on_its_quantized_gemms(tmp_path):

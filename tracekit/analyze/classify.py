@@ -361,13 +361,22 @@ def python_wait_rows(frame: Frame) -> np.ndarray:
     return rows
 
 
+# Building a tf.data pipeline and its iterator on the loop's thread: the eager dataset ops
+# (EagerLocalExecute: TensorSliceDataset, ParallelMapDatasetV2, ...), MakeIterator with its
+# MakeIterator::<dataset> ranges, AnonymousIteratorV3 (iter(dataset) in eager). Keras's predict, fit
+# and evaluate build one per call, so a loop calling predict per batch builds one per batch.
+PIPELINE_BUILD = re.compile(r"^EagerLocalExecute: (\w+Dataset(V\d+)?|MakeIterator|AnonymousIterator(V\d+)?)$|"
+                            r"^MakeIterator(::|$)")
 # torch.profiler wraps each batch fetch in "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
 # TF's is the IteratorGetNext op (a graph op, or "EagerLocalExecute: IteratorGetNext" in an eager loop).
-DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext|^EagerLocalExecute: IteratorGetNext")
+# The input pipeline's time on the loop's thread is those and the pipeline's building.
+DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNext|^EagerLocalExecute: IteratorGetNext|"
+                         + PIPELINE_BUILD.pattern)
 
 
 def data_loading_rows(frame: Frame) -> np.ndarray:
-    """Host rows fetching batches (DataLoader __next__, tf.data IteratorGetNext). Cached on the frame."""
+    """Host rows fetching batches (DataLoader __next__, tf.data IteratorGetNext) or building a tf.data
+    pipeline (``PIPELINE_BUILD``). Cached on the frame."""
     cached = getattr(frame, "_data_loading_rows", None)
     if cached is not None:
         return cached

@@ -29,6 +29,7 @@ from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds, st
 from tracekit.analyze.classify import (
     API_CLASSES,
     KERNEL_CLASSES,
+    PIPELINE_BUILD,
     classify_rows,
     collective_rows,
     data_loading_rows,
@@ -503,6 +504,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     e = verdicts.Evidence(source=framework, has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
                           intel_gpu=_launches_through(frame, _INTEL_LAUNCH),
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
+    e.pipeline_builds = pipeline_builds(frame)
     if e.recurrent == verdicts.FUSED and (reasons := lstm_per_timestep_reasons(frame)) is not None:
         e.recurrent, e.recurrent_reasons = verdicts.TORCH_LSTM_PER_TIMESTEP, reasons
     if e.source == "jax":
@@ -731,7 +733,9 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     if stalled_outside:
         parts.append(f"{stalled_outside / span:.0%} stalled copies")
     if fetching:
-        parts.append(f"{e.fetch_step_share:.0%} batch fetching (DataLoader __next__ / IteratorGetNext, not dispatch)")
+        building = ", building tf.data pipelines" if e.pipeline_builds else ""
+        parts.append(f"{e.fetch_step_share:.0%} batch fetching (DataLoader __next__ / IteratorGetNext{building}, not "
+                     "dispatch)")
     if e.ops_per_step and len(parts) > 1:
         r.evidence.append(f"{(dispatch + fetching) / span:.0%} of step time is outside any compute op: "
                           + ", ".join(parts[:-1]) + f" and {parts[-1]}")
@@ -1094,6 +1098,26 @@ def loader_has_workers(frame: Frame) -> bool:
     """Whether the batch fetches are a DataLoader's with worker processes (num_workers > 0)."""
     fetches = data_loading_rows(frame)
     return bool(fetches.size) and bool(frame.named(fetches, _WORKER_LOADER).any())
+
+
+_ITERATOR_MADE = re.compile(r"^(EagerLocalExecute: )?MakeIterator$")
+
+
+def pipeline_builds(frame: Frame) -> int:
+    """How many tf.data iterators the trace makes (MakeIterator calls) when building pipelines
+    (``classify.PIPELINE_BUILD``) is at least half of the input pipeline's time on the host; else 0."""
+    rows = data_loading_rows(frame)
+    if not rows.size:
+        return 0
+    building = frame.named(rows, PIPELINE_BUILD)
+    if not building.any():
+        return 0
+    b_start, b_end = intervals.union(frame.start[rows[building]], frame.end[rows[building]])
+    built = int((b_end - b_start).sum())
+    loading = intervals.union(frame.start[rows], frame.end[rows])
+    if built * 2 < int((loading[1] - loading[0]).sum()):
+        return 0
+    return int(frame.named(rows[building], _ITERATOR_MADE).sum())
 
 
 def _data_loading(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
