@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,7 @@ from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
+from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
 from tracekit.analyze.recurrent import lstm_per_timestep_reasons
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
@@ -123,6 +124,7 @@ class LaunchReport:
     optimizer: OptimizerSteps | None = None  # torch.optim's steps in the steps used (tracekit.analyze.optimizer)
     embeddings: DenseEmbeddingGradients | None = None  # dense embedding backward (tracekit.analyze.embeddings)
     slowing_products: SlowingProducts | None = None  # products slowed by subnormal floats (tracekit.analyze.subnormals)
+    python_work: PythonWork | None = None  # the steps' own Python work (tracekit.analyze.python_work)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -565,6 +567,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             if r.slowing_products is not None:
                 ev.append(r.slowing_products.evidence())
                 r.remedies.append(r.slowing_products.remedy())
+        if r.python_work is not None:
+            r.remedies.append(r.python_work.remedy())
     if verdicts.CPU_COMPUTE_REMEDY in r.remedies:  # a pointer to the tables: after every remedy that names a fix
         r.remedies.remove(verdicts.CPU_COMPUTE_REMEDY)
         r.remedies.append(verdicts.CPU_COMPUTE_REMEDY)
@@ -573,8 +577,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if len(r.remedies) >= 2:
         # The replay is of one step: where the steps leave much of the loop out, its savings are the step's.
         loop_share = 1 - e.between_step_share if e.between_step_share >= verdicts.SIDE_NOTE_SHARE else None
-        measured = ({r.slowing_products.remedy(): ("flushing subnormals", r.slowing_products.share)}
-                    if r.slowing_products is not None else {})
+        measured = {found.remedy(): (what, found.share) for what, found in
+                    (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work))
+                    if found is not None}
         _rank_by_predicted_saving(r, frame, loop_share, measured)
 
 
@@ -726,7 +731,12 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     if span and len(cpu):  # op self time by class (summed over threads)
         e.cast_share, e.cast_gemm_share = int(cpu.cast_ns.sum()) / span, int(cpu.gemm_ns.sum()) / span
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
-    parts = [f"{e.dispatch_share:.0%} framework dispatch"]
+    r.python_work = _python_work(frame, used) if e.source == "torch" and span else None
+    in_python = min(r.python_work.share, e.dispatch_share) if r.python_work is not None else 0.0
+    parts = [f"{e.dispatch_share - in_python:.0%} framework dispatch"]
+    if in_python:
+        parts.append(f"{in_python:.0%} Python work of the step's own (stretches of "
+                     f"{LONG_STRETCH_NS / 1e3:.0f} µs or more with no op running)")
     if compiled:
         parts.append(f"{e.compiled_code_share:.0%} compiled graphs' own code (their generated kernels and wrapper, "
                      "not split by the trace)")
@@ -742,6 +752,8 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     elif e.ops_per_step:
         r.evidence.append(f"{verdicts.share_below(e.dispatch_share, verdicts.DISPATCH_SHARE)} of step time is outside "
                           "any compute op (framework dispatch)")
+    if r.python_work is not None:
+        r.evidence.append(r.python_work.evidence())
     # Time counted as dispatch may be work the class rules do not know (an FFT, a custom op): check.
     work_rows = step_work_rows(frame, used)
     work_ns, work_ops = unclassified_work(frame, used, work_rows)
@@ -785,6 +797,20 @@ def _stalls(r: LaunchReport, frame: Frame) -> Stalls | None:
         return None
     r.steps.stalled_ns = stalls.by_step(frame)
     return stalls
+
+
+def _python_work(frame: Frame, used: list[int] | None) -> PythonWork | None:
+    """Python work of the steps' own (``tracekit.analyze.python_work``) in the steps used, with the Python
+    frames running in it named where the trace records them."""
+    w_start, w_end = _step_windows(frame, used)
+    steps = len(used) if used is not None else max(int(frame.rows("step").size), 1)
+    found = python_work(frame, w_start, w_end, steps)
+    if found is None:
+        return None
+    s_start, s_end = long_stretches(frame, w_start, w_end)
+    on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[frame.rows("step")]).tolist())
+    named = _python_between(frame, on_loop, s_start, s_end, int((s_end - s_start).sum()))
+    return replace(found, python=named[0]) if named else found
 
 
 def _compared_steps(steps: StepStats) -> list[int]:

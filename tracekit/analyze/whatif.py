@@ -56,6 +56,7 @@ from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.launch import CPU_UNFUSED_CELL_OPS, JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
 from tracekit.analyze.optimizer import fusable, on_gpu, optimizer_calls, update_of
+from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
@@ -77,7 +78,8 @@ class Segment:
     top: int            # the top-level op it belongs to (-1: between top-level ops)
     launches: list[int] = field(default_factory=list)  # GPU rows whose launch call starts at this segment's end
     start: int = 0      # where it begins on the trace's timeline
-    covered: int = 0    # dispatch time during which other threads ran compute ops, or a batch fetch ran (not overhead)
+    covered: int = 0    # dispatch time during which other threads ran compute ops, a batch fetch ran, or the
+    #                     step's own Python worked (python_work): not overhead
     waited: int = 0     # a blocking call's time waiting for the GPU work its thread launched before it
     # A launch call held by a full launch queue returned just after GPU work ``queued`` ended (a
     # gpu row; HELD_BY_EARLIER_WORK: work the replay does not launch; -1: not held), ``after`` ns
@@ -135,6 +137,7 @@ class _Step:
     other_gpu_busy: dict[tuple[int, int], int] = field(default_factory=dict)
     unchanged_ns: int = 0  # the unchanged replay's step (whatif() sets it)
     tids: list[int] = field(default_factory=list)  # the replayed threads, the driving one first
+    python_work_ns: int = 0  # the step's own Python work, kept by every scenario (_mark_waits)
     launch_cost: int = 0  # the median launch call: a call held by the launch queue costs this beyond its wait
     # (device, stream) -> when the earlier work still running on it at the step's first launch onto it ends
     stream_ready: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -284,7 +287,11 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
                 kinds[row] = "compute:other"
     segments = _segments(frame, rows, kinds, start, end, launched_by)
     fetches = data_loading_rows(frame)
-    _mark_waits(frame, classes, segments, others, collectives, fetches[member_mask(frame.thread_key[fetches], threads)])
+    # A CPU PyTorch step's own Python work (long stretches with no op) is not dispatch a compiled graph removes.
+    python_work = (long_stretches(frame, np.array([start]), np.array([end]))
+                   if not gpu_all.size and source_of(frame.table) == "torch" else None)
+    _mark_waits(frame, classes, segments, others, collectives, fetches[member_mask(frame.thread_key[fetches], threads)],
+                python_work)
     _mark_gpu_waits(frame, segments, gpu)
     ready = _stream_ready(frame, gpu_all, gpu, start)
     launch_cost = int(np.median([seg.dur for seg in segments if seg.kind == "launch"] or [0]))
@@ -297,6 +304,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     step = _Step(frame, start, end, segments, gpu, max(latency, 0), op_class, gpu_class,
                  other_gpu_busy=_other_threads_gpu_busy(frame, gpu_all, on_thread, start, end),
                  tids=[int(frame.tid[host[keys == k][0]]) for k in threads.tolist()])
+    step.python_work_ns = int((python_work[1] - python_work[0]).sum()) if python_work is not None else 0
     step.op_floor, step.work_scale = _work_scale(segments)
     step.kernel_run_floor = _tf_eager_kernel_work(frame, segments, step.work_scale)
     step.launch_cost = launch_cost
@@ -401,14 +409,17 @@ def _enclosing_ops(frame: Frame, row: int, op: np.ndarray) -> list[int]:
 
 
 def _mark_waits(frame: Frame, classes, segments: list[Segment], others: np.ndarray, collectives: np.ndarray,
-                fetches: np.ndarray) -> None:
+                fetches: np.ndarray, python_work: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """Dispatch time on the driving thread while other threads run compute ops (TF's executor
     threads, a DataLoader) or collectives (gloo's all-reduce, which DDP's reducer waits for) is the
     step waiting for that work, and inside its own batch fetches (``fetches``: DataLoader __next__,
-    IteratorGetNext) it is the loader's work or its wait for worker processes: no scenario removes it."""
+    IteratorGetNext) it is the loader's work or its wait for worker processes; inside ``python_work``
+    (stretches with no op running, ``tracekit.analyze.python_work``) it is the step's own Python: no
+    scenario removes any of it."""
     compute = byte_mask(classes.op[others], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
     busy = np.concatenate([others[compute], collectives, fetches])
-    busy_s, busy_e = intervals.union(frame.start[busy], frame.end[busy])
+    kept_s, kept_e = python_work if python_work is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    busy_s, busy_e = intervals.union(np.concatenate([frame.start[busy], kept_s]), np.concatenate([frame.end[busy], kept_e]))
     if not busy_s.size:
         return
     dispatch = [seg for seg in segments if seg.kind == "dispatch" and seg.dur]
@@ -718,8 +729,10 @@ def _no_dispatch(step: _Step) -> tuple[int, str] | None:
     eager = (f"; a TF eager op keeps only its kernel run (KernelAndDeviceFunc::Run) less the run's fixed cost "
              f"({step.kernel_run_floor / 1e3:.1f} µs): the eager runtime around it goes too"
              if step.kernel_run_floor is not None else "")
+    own = (f"; and the step's own Python work, {step.python_work_ns / 1e6:,.2f} ms in stretches of "
+           f"{LONG_STRETCH_NS / 1e3:.0f} µs or more with no op running" if step.python_work_ns else "")
     return predicted, ("framework and Python time outside compute ops (except waits: for other threads' compute or "
-                       "collectives, and Python frames blocked in a sleep, lock or poll; and batch fetching) goes to "
+                       f"collectives, and Python frames blocked in a sleep, lock or poll; and batch fetching{own}) goes to "
                        f"0, and so does each compute op's fixed cost ({step.op_floor / 1e3:.1f} µs, the trace's "
                        "10th-percentile op time) (a compiled graph: "
                        "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged" + eager + kept)

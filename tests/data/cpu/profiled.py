@@ -12,13 +12,14 @@ from torch.profiler import ProfilerActivity, profile, schedule
 HERE = Path(__file__).parent
 
 
-def write_capture(name: str, step: Callable[[int], object], active: int, record_shapes: bool = False) -> Path:
+def write_capture(name: str, step: Callable[[int], object], active: int, record_shapes: bool = False,
+                  with_stack: bool = False) -> Path:
     """Profile ``step(i)`` for i in 0..active (the first, i = 0, the schedule's warm-up), each call one
     marked step, and write ``tests/data/cpu/<name>.pt.trace.json.gz``."""
     out = HERE / f"{name}.pt.trace.json.gz"
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "t.json"
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes,
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes, with_stack=with_stack,
                      schedule=schedule(wait=0, warmup=1, active=active),
                      on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
             for i in range(active + 1):

@@ -1,0 +1,121 @@
+"""Python work inside a PyTorch step: long stretches with no op running.
+
+Per-op dispatch on the CPU costs 1-50 µs an op (ATen's dispatcher, autograd's bookkeeping, the
+Python of ``nn.Module.__call__`` and of the op's binding) and shows as short gaps between a step's
+ops. A stretch of ``LONG_STRETCH_NS`` or more with no op running on the loop's thread, in the steps
+the verdict uses (warm-up steps, where first calls initialize, are not among them), is not that: it
+is Python doing work of its own between two ops (preparing data inside the step: building tensors
+from Python lists, tokenizing, per-sample loops; metrics; logging), or a wait the trace does not
+record. A compiled graph (torch.compile, TorchScript) removes dispatch, not such work, so
+``whatif``'s dispatch scenarios keep these stretches. Over the stored PyTorch captures no steady step
+has one; their longest stretches outside ops are in first steps (up to 4.2 ms, lazy initialization).
+PyTorch 2.13, 2-core Xeon: an MLP step whose input features are computed in Python from nested lists
+(``tests/data/cpu/python_in_step``) spends about three quarters of its time in such stretches, which
+the report called framework dispatch with torch.compile as the remedy.
+
+Time inside a batch fetch, a Python frame that blocks (a sleep, a lock) or a collective is
+accounted for elsewhere and is not counted here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracekit.analyze import intervals
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
+from tracekit.analyze.classify import OP_CLASSES, classify_rows, collective_rows, data_loading_rows, python_wait_rows
+from tracekit.analyze.frame import Frame
+from tracekit.ingest.links import byte_mask, member_mask
+
+LONG_STRETCH_NS = 200_000
+REMEDY_SHARE = 0.2  # of the steps' time in such stretches: evidence and a remedy
+
+
+@dataclass(frozen=True)
+class PythonWork:
+    """Long stretches with no op running in the steps used (module doc). Times in ns.
+
+    share: their part of the steps' time; per_step_ns: their time in a step (mean); stretches: how many
+    a step (mean); longest_ns: the longest one, ``after`` and ``before`` the ops it lies between ("" at
+    a step's edge); python: the Python frames running in them, where the trace records Python stacks
+    (an evidence phrase, or "")."""
+
+    share: float
+    per_step_ns: float
+    stretches: float
+    longest_ns: int
+    after: str
+    before: str
+    python: str = ""
+
+    def evidence(self) -> str:
+        where = f"after {self.after}" if self.after else "at the step's start"
+        where += f", before {self.before}" if self.before else ""
+        frames = f"; {self.python}" if self.python else (
+            " (torch.profiler(with_stack=True) names the Python running in them)")
+        return (f"{self.share:.0%} of step time is in stretches of {LONG_STRETCH_NS / 1e3:.0f} µs or more with no op running "
+                f"({self.stretches:.1f} a step, {self.per_step_ns / 1e6:,.2f} ms; the longest {self.longest_ns / 1e6:,.2f} ms, "
+                f"{where}){frames}: Python doing work of its own between the ops, not per-op dispatch, which costs "
+                "µs an op")
+
+    def remedy(self) -> str:
+        return ("take the Python work out of the step: the stretches with no op running are the step's own Python "
+                "(data preparation, per-sample loops, tensors built from lists, metrics), which torch.compile does not "
+                "remove; prepare batches in the DataLoader (num_workers > 0), write the per-sample work as tensor ops, "
+                "or compute it once outside the loop")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"share": self.share, "per_step_ns": self.per_step_ns, "stretches_per_step": self.stretches,
+                "longest_ns": self.longest_ns, "after": self.after, "before": self.before, "python": self.python}
+
+
+def long_stretches(frame: Frame, w_start: np.ndarray, w_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The stretches of ``LONG_STRETCH_NS`` or more inside the windows (disjoint, sorted: the steps)
+    with no op, batch fetch or blocking Python frame running on the threads that mark the steps, and
+    no collective or compute op on any other thread (the loop waits for those: gloo's all-reduce
+    under DDP's reducer)."""
+    steps = frame.rows("step")
+    if not steps.size or not w_start.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[steps]).tolist())
+    ops = frame.rows("cpu_op")
+    compute = byte_mask(classify_rows(frame).op[ops], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
+    own = np.concatenate([ops, data_loading_rows(frame), python_wait_rows(frame)])
+    busy = np.concatenate([own[on_loop[own]], ops[compute & ~on_loop[ops]], collective_rows(frame)])
+    b_start, b_end = intervals.union(frame.start[busy], frame.end[busy])
+    # The windows' time outside the busy intervals: the idle time around and between them, cut to the windows.
+    idle_start = np.concatenate([[min(int(w_start[0]), int(b_start[0]) if b_start.size else int(w_start[0]))], b_end])
+    idle_end = np.concatenate([b_start, [max(int(w_end[-1]), int(b_end[-1]) if b_end.size else int(w_end[-1]))]])
+    keep = idle_end > idle_start
+    s, e = intervals.intersect(idle_start[keep], idle_end[keep], w_start, w_end)[:2]
+    long = (e - s) >= LONG_STRETCH_NS
+    return s[long], e[long]
+
+
+def python_work(frame: Frame, w_start: np.ndarray, w_end: np.ndarray, steps: int) -> PythonWork | None:
+    """The long stretches of the windows (the steps used, ``steps`` of them), or None when they are
+    under ``REMEDY_SHARE`` of the windows' time."""
+    s, e = long_stretches(frame, w_start, w_end)
+    span = int((w_end - w_start).sum())
+    if not s.size or not span or int((e - s).sum()) < REMEDY_SHARE * span:
+        return None
+    # The steps run ops on the loop's threads: without any, there is no dispatch to tell the stretches from.
+    ops = frame.rows("cpu_op")
+    ops = ops[member_mask(frame.thread_key[ops], np.unique(frame.thread_key[frame.rows("step")]).tolist())]
+    at = np.searchsorted(w_start, frame.start[ops], side="right") - 1
+    if not ((at >= 0) & (frame.start[ops] < w_end[np.maximum(at, 0)])).any():
+        return None
+    longest = int(np.argmax(e - s))
+    # The ops around it: the last to end before it and the first to start after (the outermost, as a
+    # parent ends after and starts before its children), on the loop's threads.
+    ends, starts = ops[np.argsort(frame.end[ops], kind="stable")], ops[np.argsort(frame.start[ops], kind="stable")]
+    i = int(np.searchsorted(frame.end[ends], s[longest], side="right")) - 1
+    j = int(np.searchsorted(frame.start[starts], e[longest], side="left"))
+    window = int(np.searchsorted(w_start, s[longest], side="right")) - 1
+    after = frame.name(int(ends[i])) if i >= 0 and frame.end[ends[i]] >= w_start[window] else ""
+    before = frame.name(int(starts[j])) if j < starts.size and frame.start[starts[j]] <= w_end[window] else ""
+    total = int((e - s).sum())
+    return PythonWork(share=total / span, per_step_ns=total / max(steps, 1), stretches=s.size / max(steps, 1),
+                      longest_ns=int(e[longest] - s[longest]), after=after, before=before)
