@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from tracekit import threads
 from tracekit.analyze import intervals, verdicts
+from tracekit.analyze.anomaly import AnomalyDetection, anomaly_detection
 from tracekit.analyze.blocking import host_waits
 from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds, step_index
 from tracekit.analyze.classify import (
@@ -125,6 +126,7 @@ class LaunchReport:
     embeddings: DenseEmbeddingGradients | None = None  # dense embedding backward (tracekit.analyze.embeddings)
     slowing_products: SlowingProducts | None = None  # products slowed by subnormal floats (tracekit.analyze.subnormals)
     python_work: PythonWork | None = None  # the steps' own Python work (tracekit.analyze.python_work)
+    anomaly_detection: AnomalyDetection | None = None  # autograd's anomaly mode left on (tracekit.analyze.anomaly)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -569,6 +571,11 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                 r.remedies.append(r.slowing_products.remedy())
         if r.python_work is not None:
             r.remedies.append(r.python_work.remedy())
+        r.anomaly_detection = anomaly_detection(frame, r.steps.used_step_numbers() if r.steps is not None and
+                                                len(r.steps.steps) else None)
+        if r.anomaly_detection is not None:
+            ev.append(r.anomaly_detection.evidence())
+            r.remedies.insert(0, r.anomaly_detection.remedy())
     if verdicts.CPU_COMPUTE_REMEDY in r.remedies:  # a pointer to the tables: after every remedy that names a fix
         r.remedies.remove(verdicts.CPU_COMPUTE_REMEDY)
         r.remedies.append(verdicts.CPU_COMPUTE_REMEDY)
@@ -581,6 +588,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work))
                     if found is not None}
         _rank_by_predicted_saving(r, frame, loop_share, measured)
+    if r.anomaly_detection is not None:  # a debugging setting left on: first whatever the others save
+        r.remedies.remove(fix := r.anomaly_detection.remedy())
+        r.remedies.insert(0, fix)
 
 
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
