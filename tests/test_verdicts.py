@@ -723,6 +723,23 @@ def test_a_tf_loop_fetching_its_batches_between_marked_steps_is_data_loading_bou
     assert r.remedies[0].startswith("make tf.data load ahead and in parallel"), r.remedies
 
 
+def test_a_tf_step_whose_ops_run_eagerly_is_told_to_run_as_a_graph_and_how_keras_runs_it_eagerly():
+    """tests/data/tf/make_run_eagerly.py: Keras fit with run_eagerly=True (30.9 ms a batch against 5.4 ms
+    as a graph) was told "run the step as a graph with XLA: tf.function(jit_compile=True)", which says
+    nothing of the setting that makes it eager. A graph step (keras_fit) keeps the XLA remedy."""
+    from tracekit.analyze.frame import frame_of
+    from tracekit.analyze.launch import _tf_eager_share
+    from tracekit.ingest import load
+
+    eager = ROOT / "tests" / "data" / "tf" / "run_eagerly.xplane.pb"
+    graph = ROOT / "tests" / "data" / "tf" / "keras_fit.xplane.pb"
+    assert _tf_eager_share(frame_of(load(eager))) > 0.9 and _tf_eager_share(frame_of(load(graph))) < 0.1
+    r = tracekit.launch(eager).result
+    assert r.verdict == "CPU/framework-bound", r.evidence
+    assert r.remedies[0].startswith("the step's ops run eagerly, one at a time") and "run_eagerly=True" in r.remedies[0]
+    assert not any(x.startswith("the step's ops run eagerly") for x in tracekit.launch(graph).result.remedies)
+
+
 def test_a_keras_predict_per_sample_builds_a_pipeline_per_call_and_is_told_to_build_it_once():
     """tests/data/tf/make_predict_per_call.py: model.predict called on one sample at a time builds a
     tf.data pipeline and its iterators every call. Before, the verdict was "undetermined" (MakeIterator

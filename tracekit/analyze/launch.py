@@ -26,10 +26,11 @@ from tracekit import threads
 from tracekit.analyze import intervals, verdicts
 from tracekit.analyze.anomaly import AnomalyDetection, anomaly_detection
 from tracekit.analyze.blocking import host_waits
-from tracekit.analyze.breakdown import Breakdown, breakdown, framework_kinds, step_index
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, Breakdown, breakdown, framework_kinds, step_index
 from tracekit.analyze.classify import (
     API_CLASSES,
     KERNEL_CLASSES,
+    OP_CLASSES,
     PIPELINE_BUILD,
     classify_rows,
     collective_rows,
@@ -518,6 +519,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     e.accumulation_cycle = r.steps.cycle if r.steps is not None else 0
     if e.source == "tf":
         e.xla_program_steps = _runs_xla_program_each_step(frame, r.steps)
+        e.tf_eager_share = _tf_eager_share(frame)
     if e.source == "torch":
         e.compiled_calls_per_step, e.calls_per_step_known = _calls_per_step(frame, _TORCH_COMPILED_CALLS,
                                                                             _TORCH_COMPILED_NOT_CALLS)
@@ -821,6 +823,18 @@ def _python_work(frame: Frame, used: list[int] | None) -> PythonWork | None:
     on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[frame.rows("step")]).tolist())
     named = _python_between(frame, on_loop, s_start, s_end, int((s_end - s_start).sum()))
     return replace(found, python=named[0]) if named else found
+
+
+def _tf_eager_share(frame: Frame) -> float:
+    """Of the TF compute ops' time, the share in ops run eagerly: TF 2.21 records an eager op as an
+    ``EagerExecute`` call (its class that of the op it runs), a graph's as ``scope/Name:Type``."""
+    ops = frame.rows("cpu_op")
+    compute = ops[byte_mask(classify_rows(frame).op[ops], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])]
+    total = int(frame.dur[compute].sum())
+    if not total or "EagerExecute" not in frame.names:
+        return 0.0
+    eager = compute[frame.name_code[compute] == frame.names.index("EagerExecute")]
+    return int(frame.dur[eager].sum()) / total
 
 
 def _compared_steps(steps: StepStats) -> list[int]:
