@@ -333,18 +333,21 @@ def test_a_step_is_cut_short_only_when_it_lost_events(tmp_path):
 
 
 def test_a_periodic_slow_step_with_no_more_work_is_not_a_cycle(tmp_path):
-    """Every 4th step sleeping 30 ms runs the same ops as the others: not the loop's extra work (no
+    """Every 4th step sleeping 100 ms runs the same ops as the others: not the loop's extra work (no
     cycle); two far steps of eight are the loop's spread, kept and said."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    layer, x = torch.nn.Linear(32, 32), torch.randn(4, 32)
+    # Steps of ~1 ms, not ~50 µs: a scheduling hiccup of a fraction of a millisecond under load made
+    # a step of a tiny layer "far" too (1 run in ~10 of the full suite).
+    layer, x = torch.nn.Linear(256, 256), torch.randn(64, 256)
     path = tmp_path / "sleepy.json"
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=8),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
         for i in range(9):
-            layer(x).relu().sum()
+            for _ in range(8):
+                layer(x).relu().sum()
             if i % 4 == 3:
-                time.sleep(0.03)
+                time.sleep(0.1)
             prof.step()
     st = tracekit.launch(path).result.steps
     assert st.cycle == 0 and st.far_kept == [3, 7], st  # schedule steps 1-8; i = 3, 7 slept

@@ -80,4 +80,6 @@ def anomaly_detection(frame: Frame, used: list[int] | None) -> AnomalyDetection 
     # The checks: isnan, any and item called directly by the ranges that run one.
     check_codes = [c for c, n in enumerate(frame.names) if n in CHECK_OPS]
     children = ops[member_mask(frame.parent[ops], np.unique(parent).tolist()) & member_mask(frame.name_code[ops], check_codes)]
+    if used is not None:
+        children = children[member_mask(frame.step[children], used)]
     return AnomalyDetection(checks=isnan.size / n_steps, share=int(frame.dur[children].sum()) / step_ns)
