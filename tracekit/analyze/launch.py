@@ -41,6 +41,7 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
+from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
@@ -128,6 +129,7 @@ class LaunchReport:
     slowing_products: SlowingProducts | None = None  # products slowed by subnormal floats (tracekit.analyze.subnormals)
     python_work: PythonWork | None = None  # the steps' own Python work (tracekit.analyze.python_work)
     anomaly_detection: AnomalyDetection | None = None  # autograd's anomaly mode left on (tracekit.analyze.anomaly)
+    emulated_products: EmulatedProducts | None = None  # 16-bit products a CPU emulates (tracekit.analyze.emulated_precision)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -573,6 +575,11 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                 r.remedies.append(r.slowing_products.remedy())
         if r.python_work is not None:
             r.remedies.append(r.python_work.remedy())
+        r.emulated_products = emulated_products(frame, r.steps.used_step_numbers() if r.steps is not None and
+                                                len(r.steps.steps) else None)
+        if r.emulated_products is not None:
+            ev.append(r.emulated_products.evidence())
+            r.remedies.append(r.emulated_products.remedy())
         r.anomaly_detection = anomaly_detection(frame, r.steps.used_step_numbers() if r.steps is not None and
                                                 len(r.steps.steps) else None)
         if r.anomaly_detection is not None:
@@ -587,7 +594,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         # The replay is of one step: where the steps leave much of the loop out, its savings are the step's.
         loop_share = 1 - e.between_step_share if e.between_step_share >= verdicts.SIDE_NOTE_SHARE else None
         measured = {found.remedy(): (what, found.share) for what, found in
-                    (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work))
+                    (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
+                     ("the emulated products' time", r.emulated_products))
                     if found is not None}
         _rank_by_predicted_saving(r, frame, loop_share, measured)
     if r.anomaly_detection is not None:  # a debugging setting left on: first whatever the others save
@@ -660,11 +668,11 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
     said = ", ".join(f"{sc} {share:.1%}" if share < 0.1 else f"{sc} {share:.0%}" for sc, share in named)
     if any(share < NO_SAVING_SHARE for _, share in named):
         said += " (a remedy predicted to save under 1% of the step is listed last)"
-    if loop_share is not None:
+    if loop_share is not None and named:
         said += (f" of the step; the steps are {loop_share:.0%} of the loop, so of the loop "
                  + ", ".join(f"{sc} {share * loop_share:.0%}" for sc, share in named))
-    for what, share in measured.values():
-        said += f"; {what} {share:.0%} of the steps' time, as the trace shows it (not replayed)"
+    shown = [f"{what} {share:.0%} of the steps' time, as the trace shows it (not replayed)" for what, share in measured.values()]
+    said = "; ".join([said] + shown if said else shown)
     median = ", the median step" if "median" in str(w.window.get("chosen", "")) else ""
     if w_cycle is not None and r.steps is not None:
         r.evidence.append(f"remedies ordered by predicted saving over a cycle of {r.steps.cycle} steps ({w.window['name']}"

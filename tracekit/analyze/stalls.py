@@ -316,16 +316,24 @@ def slow_gemm_calls(frame: Frame, rows: np.ndarray, self_ns: np.ndarray) -> Stal
 INPUT_TYPES = r'"Input type":(?P<types>\[[^\]]*\])'
 
 
-def float_factors(name: str, types_text: str) -> bool:
-    """Whether both factors of this product are float or double (the add* ops take the added term
-    first)."""
+def factor_types(name: str, types_text: str) -> tuple[str, str] | None:
+    """The element types of this product's two factors (the add* ops take the added term first), from
+    its recorded ``Input type``; None when they are not there."""
     try:
         types = json.loads(types_text)
     except ValueError:
-        return False
+        return None
     first = 1 if name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm", "aten::addbmm", "aten::addmv") else 0
-    return len(types) >= first + 2 and all(t in GEMM_TYPES for t in types[first:first + 2])
+    if not isinstance(types, list) or len(types) < first + 2:
+        return None
+    return str(types[first]), str(types[first + 1])
+
+
+def float_factors(name: str, types_text: str) -> bool:
+    """Whether both factors of this product are float or double."""
+    factors = factor_types(name, types_text)
+    return factors is not None and all(t in GEMM_TYPES for t in factors)
 
 
 __all__ = ["INPUT_TYPES", "MIN_GEMM_GFLOPS", "STALL_MIN_NS", "STALL_RATIO", "CallSeries", "Stalls", "call_series", "compute_calls",
-           "float_factors", "slow_gemm_calls", "stalled_calls"]
+           "factor_types", "float_factors", "slow_gemm_calls", "stalled_calls"]

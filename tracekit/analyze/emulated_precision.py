@@ -1,0 +1,119 @@
+"""16-bit matrix products a CPU computes in software.
+
+``torch.autocast("cpu", dtype=torch.bfloat16)`` or a model in ``bfloat16``/``float16`` is fast only on
+CPUs with native 16-bit math (AVX-512 BF16, AMX; AVX-512 FP16 for half). Elsewhere (AVX2-only CPUs,
+most users' laptops and many cloud instances) oneDNN has no 16-bit kernel and PyTorch falls back to a
+scalar loop: PyTorch 2.13 on this Xeon restricted to AVX2 (``ONEDNN_MAX_CPU_ISA=AVX2
+ATEN_CPU_CAPABILITY=avx2``) ran a 64x512 by 512x512 bfloat16 ``mm`` at 2.1 GFLOP/s against 159 in
+float32, and a bf16-autocast MLP training step took 109-115 ms against 7-9 ms in float32 (with AMX:
+8.1-8.6 ms against 9.0-10.4, bf16 mm at 357 GFLOP/s).
+
+The evidence (CPU-only traces with shapes and types recorded, ``record_shapes=True``): the steps'
+matrix products whose two factors are ``c10::BFloat16`` or ``c10::Half``, of at least ``MIN_FLOP``
+and ``MIN_DIM`` in each of M, K, N (a matrix-vector product is memory-bound at any precision), run
+together below ``EMULATED_GFLOPS`` (a rate no native 16-bit kernel falls to, and below what one AVX2
+core does in float32), at least ``MIN_SHARE`` of the steps' time, and, where the trace also has
+float32 products of such sizes, at no more than half their rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from tracekit.analyze.breakdown import op_self_time
+from tracekit.analyze.classify import short_name
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.stalls import INPUT_TYPES, factor_types
+from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, gemm_shape, input_dims
+from tracekit.ingest.links import member_mask
+
+LOW_TYPES = {"c10::BFloat16": "bfloat16", "c10::Half": "float16"}
+EMULATED_GFLOPS = 20.0
+MIN_FLOP = 1e6
+MIN_DIM = 16
+MIN_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class EmulatedProducts:
+    """The 16-bit products of the steps used and their rate (module doc). dtype: bfloat16 or float16;
+    share: of the steps' time; worst: the slowest product's label and rate; float_gflops: the float32
+    products' rate in the same trace (0: none of such sizes)."""
+
+    dtype: str
+    calls: int
+    share: float
+    gflops: float
+    worst: str
+    worst_gflops: float
+    float_gflops: float
+
+    def evidence(self) -> str:
+        witness = (f", against {self.float_gflops:,.0f} GFLOP/s for the trace's float32 products" if self.float_gflops
+                   else "")
+        return (f"the {self.dtype} matrix products run at {self.gflops:,.1f} GFLOP/s ({self.calls} calls, {self.share:.0%} "
+                f"of the step time; {self.worst} at {self.worst_gflops:,.1f}){witness}: this CPU computes {self.dtype} in "
+                "software, without native 16-bit math (AVX-512 BF16, AMX), which runs such products at hundreds "
+                "of GFLOP/s")
+
+    def remedy(self) -> str:
+        return (f"run float32 on this CPU: drop torch.autocast(\"cpu\", dtype=torch.{self.dtype}) or the model's "
+                f".to(torch.{self.dtype}): without native 16-bit math (AVX-512 BF16 or AMX; AVX2-only CPUs have "
+                f"none) {self.dtype} products are emulated (an MLP training step on AVX2: 109-115 ms under bf16 "
+                "autocast, 7-9 ms in float32)")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"dtype": self.dtype, "calls": self.calls, "share": self.share, "gflops": self.gflops,
+                "worst": self.worst, "worst_gflops": self.worst_gflops, "float_gflops": self.float_gflops}
+
+
+def emulated_products(frame: Frame, used: list[int] | None) -> EmulatedProducts | None:
+    """The steps' 16-bit products when they run as emulated ones (module doc), else None."""
+    codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
+    if not codes or frame.rows(*GPU_BUSY_KINDS).size or "args" not in frame.table.column_names:
+        return None
+    ops = frame.rows("cpu_op")
+    rows = ops[member_mask(frame.name_code[ops], codes)]
+    steps = frame.rows("step")
+    if used is not None:
+        rows = rows[member_mask(frame.step[rows], used)]
+        steps = steps[member_mask(frame.step[steps], used)]
+    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
+    if not rows.size or not step_ns:
+        return None
+    dims_code, dims = input_dims(frame.table, rows)
+    types = pc.extract_regex(args_text(frame.table, rows), INPUT_TYPES).to_pylist()
+    self_ns = op_self_time(frame, rows)
+    low: dict[str, list[tuple[int, float, int]]] = {}  # dtype -> (row, flop, ns)
+    full: list[tuple[float, int]] = []
+    for i, row in enumerate(rows.tolist()):
+        if types[i] is None:
+            continue
+        name = frame.name(row)
+        shape = gemm_shape(name, dims[dims_code[i]])
+        factors = factor_types(name, types[i]["types"])
+        if shape is None or factors is None or min(shape[1:]) < MIN_DIM:
+            continue
+        flop = 2.0 * float(np.prod(shape))
+        if flop < MIN_FLOP:
+            continue
+        if factors[0] == factors[1] and factors[0] in LOW_TYPES:
+            low.setdefault(LOW_TYPES[factors[0]], []).append((row, flop, int(self_ns[i])))
+        elif factors == ("float", "float"):
+            full.append((flop, int(self_ns[i])))
+    if not low:
+        return None
+    dtype, calls = max(low.items(), key=lambda kv: sum(ns for _, _, ns in kv[1]))
+    time_ns = sum(ns for _, _, ns in calls)
+    gflops = sum(f for _, f, _ in calls) / max(time_ns, 1)
+    float_gflops = sum(f for f, _ in full) / max(sum(ns for _, ns in full), 1) if full else 0.0
+    if gflops >= EMULATED_GFLOPS or time_ns < MIN_SHARE * step_ns or (float_gflops and float_gflops < 2 * gflops):
+        return None
+    row, flop, ns = min(calls, key=lambda c: c[1] / max(c[2], 1))
+    _, worst_dims = input_dims(frame.table, np.array([row]))
+    return EmulatedProducts(dtype=dtype, calls=len(calls), share=time_ns / step_ns, gflops=gflops,
+                            worst=f"{short_name(frame.name(row))} ({compact_shapes(worst_dims[0])})",
+                            worst_gflops=flop / max(ns, 1), float_gflops=float_gflops)
