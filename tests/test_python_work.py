@@ -53,3 +53,17 @@ def test_steps_waiting_for_collectives_or_warming_up_are_not_python_work() -> No
     frame = frame_of(load(DATA / "optimizer_loop.pt.trace.json.gz"))
     first = frame.step[frame.rows("step")].min()
     assert python_work(frame, *_step_windows(frame, [int(first)]), 1) is not None  # the warm-up iteration has them
+
+
+def test_a_jax_steps_python_is_told_apart_from_the_runtimes_dispatch() -> None:
+    """tests/data/jax/make_python_in_step.py: features made in Python inside each StepTraceAnnotation,
+    then a jitted update. It read "98% framework dispatch: the step is already one jitted call, give each
+    call more work" and no-dispatch predicted 100%: JAX's runtime ranges on the loop's thread
+    (PjitFunction, DevicePut) are its work, and the Python tracer names the rest."""
+    path = Path(__file__).parent / "data" / "jax" / "python_in_step.xplane.pb"
+    r = api.report(path).launch
+    said = next(e for e in r.evidence if "with no op running (" in e)
+    assert "make_python_in_step.py:32 features" in said and "before PjitFunction(update)" in said, said
+    assert r.remedies[0].startswith("take the Python work out of the step"), r.remedies
+    no_dispatch = next(s for s in whatif(load(path)).scenarios if s.name == "no-dispatch")
+    assert "the step's own Python work" in no_dispatch.assumptions

@@ -573,8 +573,6 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             if r.slowing_products is not None:
                 ev.append(r.slowing_products.evidence())
                 r.remedies.append(r.slowing_products.remedy())
-        if r.python_work is not None:
-            r.remedies.append(r.python_work.remedy())
         r.emulated_products = emulated_products(frame, r.steps.used_step_numbers() if r.steps is not None and
                                                 len(r.steps.steps) else None)
         if r.emulated_products is not None:
@@ -585,6 +583,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         if r.anomaly_detection is not None:
             ev.append(r.anomaly_detection.evidence())
             r.remedies.insert(0, r.anomaly_detection.remedy())
+    if r.python_work is not None:
+        r.remedies.append(r.python_work.remedy())
     if verdicts.CPU_COMPUTE_REMEDY in r.remedies:  # a pointer to the tables: after every remedy that names a fix
         r.remedies.remove(verdicts.CPU_COMPUTE_REMEDY)
         r.remedies.append(verdicts.CPU_COMPUTE_REMEDY)
@@ -751,7 +751,7 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     if span and len(cpu):  # op self time by class (summed over threads)
         e.cast_share, e.cast_gemm_share = int(cpu.cast_ns.sum()) / span, int(cpu.gemm_ns.sum()) / span
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
-    r.python_work = _python_work(frame, used) if e.source == "torch" and span else None
+    r.python_work = _python_work(frame, used) if e.source in ("torch", "jax") and span else None
     in_python = min(r.python_work.share, e.dispatch_share) if r.python_work is not None else 0.0
     parts = [f"{e.dispatch_share - in_python:.0%} framework dispatch"]
     if in_python:

@@ -6,7 +6,8 @@ ops. A stretch of ``LONG_STRETCH_NS`` or more with no op running on the loop's t
 the verdict uses (warm-up steps, where first calls initialize, are not among them), is not that: it
 is Python doing work of its own between two ops (preparing data inside the step: building tensors
 from Python lists, tokenizing, per-sample loops; metrics; logging), or a wait the trace does not
-record. A compiled graph (torch.compile, TorchScript) removes dispatch, not such work, so
+record. In a JAX trace the loop's thread runs the runtime's ranges (``PjitFunction(f)``,
+``DevicePut``) and XLA's threads the ops: a stretch with none of them is the same. A compiled graph (torch.compile, TorchScript) removes dispatch, not such work, so
 ``whatif``'s dispatch scenarios keep these stretches. Over the stored PyTorch captures no steady step
 has one; their longest stretches outside ops are in first steps (up to 4.2 ms, lazy initialization).
 PyTorch 2.13, 2-core Xeon: an MLP step whose input features are computed in Python from nested lists
@@ -28,6 +29,7 @@ from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
 from tracekit.analyze.classify import OP_CLASSES, classify_rows, collective_rows, data_loading_rows, python_wait_rows
 from tracekit.analyze.frame import Frame
 from tracekit.ingest.links import byte_mask, member_mask
+from tracekit.schema import source_of
 
 LONG_STRETCH_NS = 200_000
 REMEDY_SHARE = 0.2  # of the steps' time in such stretches: evidence and a remedy
@@ -62,28 +64,47 @@ class PythonWork:
 
     def remedy(self) -> str:
         return ("take the Python work out of the step: the stretches with no op running are the step's own Python "
-                "(data preparation, per-sample loops, tensors built from lists, metrics), which torch.compile does not "
-                "remove; prepare batches in the DataLoader (num_workers > 0), write the per-sample work as tensor ops, "
-                "or compute it once outside the loop")
+                "(data preparation, per-sample loops, tensors built from lists, metrics), which a compiler "
+                "(torch.compile, jax.jit) does not remove; prepare batches in the input pipeline (DataLoader workers, "
+                "tf.data or grain), write the per-sample work as tensor ops inside the compiled step, or compute it "
+                "once outside the loop")
 
     def as_dict(self) -> dict[str, object]:
         return {"share": self.share, "per_step_ns": self.per_step_ns, "stretches_per_step": self.stretches,
                 "longest_ns": self.longest_ns, "after": self.after, "before": self.before, "python": self.python}
 
 
+def _loop_work(frame: Frame, steps: np.ndarray) -> np.ndarray:
+    """The framework's own work rows on the threads that mark the steps: ops, and in a JAX trace the
+    runtime's ranges (``PjitFunction(f)``, ``DevicePut``: its ops run on XLA's threads). A range around
+    steps (a user's TraceAnnotation("epoch")) is not among them: it holds the Python too."""
+    on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[steps]).tolist())
+    runtime = frame.rows("user_range") if source_of(frame.table) == "jax" else np.zeros(0, np.int64)
+    if runtime.size:
+        order = steps[np.argsort(frame.start[steps], kind="stable")]
+        at = np.searchsorted(frame.start[order], frame.start[runtime], side="left")
+        inside = at < order.size
+        holds = np.zeros(runtime.size, bool)
+        holds[inside] = frame.end[order[at[inside]]] <= frame.end[runtime[inside]]
+        runtime = runtime[~holds]
+    rows = np.concatenate([frame.rows("cpu_op"), runtime])
+    return rows[on_loop[rows]]
+
+
 def long_stretches(frame: Frame, w_start: np.ndarray, w_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stretches of ``LONG_STRETCH_NS`` or more inside the windows (disjoint, sorted: the steps)
-    with no op, batch fetch or blocking Python frame running on the threads that mark the steps, and
-    no collective or compute op on any other thread (the loop waits for those: gloo's all-reduce
-    under DDP's reducer)."""
+    with none of the framework's work (``_loop_work``), batch fetch or blocking Python frame on the
+    threads that mark the steps, and no collective or compute op on any other thread (the loop waits
+    for those: gloo's all-reduce under DDP's reducer)."""
     steps = frame.rows("step")
     if not steps.size or not w_start.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[steps]).tolist())
     ops = frame.rows("cpu_op")
     compute = byte_mask(classify_rows(frame).op[ops], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
-    own = np.concatenate([ops, data_loading_rows(frame), python_wait_rows(frame)])
-    busy = np.concatenate([own[on_loop[own]], ops[compute & ~on_loop[ops]], collective_rows(frame)])
+    waits = np.concatenate([data_loading_rows(frame), python_wait_rows(frame)])
+    busy = np.concatenate([_loop_work(frame, steps), waits[on_loop[waits]], ops[compute & ~on_loop[ops]],
+                           collective_rows(frame)])
     b_start, b_end = intervals.union(frame.start[busy], frame.end[busy])
     # The windows' time outside the busy intervals: the idle time around and between them, cut to the windows.
     idle_start = np.concatenate([[min(int(w_start[0]), int(b_start[0]) if b_start.size else int(w_start[0]))], b_end])
@@ -101,9 +122,9 @@ def python_work(frame: Frame, w_start: np.ndarray, w_end: np.ndarray, steps: int
     span = int((w_end - w_start).sum())
     if not s.size or not span or int((e - s).sum()) < REMEDY_SHARE * span:
         return None
-    # The steps run ops on the loop's threads: without any, there is no dispatch to tell the stretches from.
-    ops = frame.rows("cpu_op")
-    ops = ops[member_mask(frame.thread_key[ops], np.unique(frame.thread_key[frame.rows("step")]).tolist())]
+    # The steps run the framework's work on the loop's threads: without any, there is no dispatch to
+    # tell the stretches from.
+    ops = _loop_work(frame, frame.rows("step"))
     at = np.searchsorted(w_start, frame.start[ops], side="right") - 1
     if not ((at >= 0) & (frame.start[ops] < w_end[np.maximum(at, 0)])).any():
         return None

@@ -287,9 +287,9 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
                 kinds[row] = "compute:other"
     segments = _segments(frame, rows, kinds, start, end, launched_by)
     fetches = data_loading_rows(frame)
-    # A CPU PyTorch step's own Python work (long stretches with no op) is not dispatch a compiled graph removes.
+    # A CPU PyTorch or JAX step's own Python work (long stretches with no op) is not dispatch a compiler removes.
     python_work = (long_stretches(frame, np.array([start]), np.array([end]))
-                   if not gpu_all.size and source_of(frame.table) == "torch" else None)
+                   if not gpu_all.size and source_of(frame.table) in ("torch", "jax") else None)
     _mark_waits(frame, classes, segments, others, collectives, fetches[member_mask(frame.thread_key[fetches], threads)],
                 python_work)
     _mark_gpu_waits(frame, segments, gpu)
