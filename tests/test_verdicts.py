@@ -740,6 +740,20 @@ def test_a_tf_step_whose_ops_run_eagerly_is_told_to_run_as_a_graph_and_how_keras
     assert not any(x.startswith("the step's ops run eagerly") for x in tracekit.launch(graph).result.remedies)
 
 
+def test_python_called_from_a_tf_step_is_said_and_xla_is_not_advised_over_it():
+    """tests/data/tf/make_numpy_function_layer.py: a layer calling NumPy through tf.numpy_function. The
+    report called its PyFunc op "arithmetic the class rules do not know, or slow calls" and advised
+    tf.function(jit_compile=True), which fails on that model (tf2xla cannot convert PyFunc)."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "tf" / "numpy_function_layer.xplane.pb").result
+    said = [e for e in r.evidence if e.startswith("Python called from the step's graph")]
+    assert len(said) == 1 and "numpy_layer" in said[0], r.evidence
+    assert not any("class rules do not know" in e for e in r.evidence), r.evidence
+    assert r.remedies[0].startswith("the step calls Python from its graph") and "XLA cannot compile" in r.remedies[0]
+    # a py_function in tf.data's map runs on the pipeline's threads: the input pipeline's, not the step's
+    eager_loop = tracekit.launch(ROOT / "tests" / "data" / "tf" / "eager_loop.xplane.pb").result
+    assert not any("Python called from the step's graph" in e for e in eager_loop.evidence)
+
+
 def test_a_keras_predict_per_sample_builds_a_pipeline_per_call_and_is_told_to_build_it_once():
     """tests/data/tf/make_predict_per_call.py: model.predict called on one sample at a time builds a
     tf.data pipeline and its iterators every call. Before, the verdict was "undetermined" (MakeIterator

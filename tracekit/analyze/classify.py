@@ -361,6 +361,9 @@ def python_wait_rows(frame: Frame) -> np.ndarray:
     return rows
 
 
+# Python called from a TF graph: tf.py_function (EagerPyFunc), tf.numpy_function and tf.compat.v1.py_func
+# (PyFunc, PyFuncStateless). It runs under Python's GIL, and XLA cannot compile a graph that holds one.
+PY_FUNC = re.compile(r"(^|:)(PyFunc|PyFuncStateless|EagerPyFunc)$")
 # Building a tf.data pipeline and its iterator on the loop's thread: the eager dataset ops
 # (EagerLocalExecute: TensorSliceDataset, ParallelMapDatasetV2, ...), MakeIterator with its
 # MakeIterator::<dataset> ranges, AnonymousIteratorV3 (iter(dataset) in eager). Keras's predict, fit

@@ -32,9 +32,11 @@ from tracekit.analyze.classify import (
     KERNEL_CLASSES,
     OP_CLASSES,
     PIPELINE_BUILD,
+    PY_FUNC,
     classify_rows,
     collective_rows,
     data_loading_rows,
+    input_pipeline_mask,
     python_wait_rows,
     short_name,
     tf_base_op,
@@ -529,11 +531,16 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
     if e.source == "torch":
         e.torchscript_share = _torchscript_share(frame, used)
+    if e.source == "tf":
+        e.tf_py_func_share = _tf_py_func_share(frame, used)
     if not r.has_gpu:
         e.unrecorded_gpu_work = unrecorded_gpu_work(frame, classify_rows(frame))
     stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops and not e.unrecorded_gpu_work else None
     e.retrace_steps, e.steps_judged, e.retrace_share = _retracing(frame, used)
     _describe_ops(r, used, source)
+    if e.tf_py_func_share >= UNCLASSIFIED_WORK_NOTE_SHARE:
+        ev.append(f"Python called from the step's graph (tf.py_function / tf.numpy_function: {_py_func_names(frame)}) "
+                  f"runs during {e.tf_py_func_share:.0%} of the step time, under Python's GIL")
     if e.has_ops or e.has_gpu:
         if r.has_gpu:
             _measure_gpu(r, frame, e)
@@ -831,6 +838,31 @@ def _python_work(frame: Frame, used: list[int] | None) -> PythonWork | None:
     on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[frame.rows("step")]).tolist())
     named = _python_between(frame, on_loop, s_start, s_end, int((s_end - s_start).sum()))
     return replace(found, python=named[0]) if named else found
+
+
+def _tf_py_func_share(frame: Frame, used: list[int] | None) -> float:
+    """Of the steps' time (wall, the steps used), the share covered by Python called from the TF graph
+    (``classify.PY_FUNC``) on the step's threads; tf.data's own threads (a py_function in map) are the
+    input pipeline's."""
+    ops = frame.rows("cpu_op")
+    calls = ops[frame.named(ops, PY_FUNC)] if ops.size else ops
+    calls = calls[~input_pipeline_mask(frame)[calls]]
+    w_start, w_end = _step_windows(frame, used)
+    span = int((w_end - w_start).sum())
+    if not calls.size or not span:
+        return 0.0
+    c_start, c_end = intervals.union(frame.start[calls], frame.end[calls])
+    return intervals.overlap_total(c_start, c_end, w_start, w_end) / span
+
+
+def _py_func_names(frame: Frame, most: int = 2) -> str:
+    """The Python calls of the TF graph by name (scope and op), the longest in sum first."""
+    ops = frame.rows("cpu_op")
+    calls = ops[frame.named(ops, PY_FUNC)]
+    calls = calls[~input_pipeline_mask(frame)[calls]]
+    codes, index = np.unique(frame.name_code[calls], return_inverse=True)
+    total = np.bincount(index, weights=frame.dur[calls])
+    return ", ".join(short_name(frame.names[codes[i]]) for i in np.argsort(-total, kind="stable")[:most])
 
 
 def _tf_eager_share(frame: Frame) -> float:

@@ -15,7 +15,14 @@ from __future__ import annotations
 import numpy as np
 
 from tracekit.analyze.breakdown import compiled_code_self, op_self_time
-from tracekit.analyze.classify import DATA_LOADER, OP_CLASSES, classify_rows, input_pipeline_mask, op_name_codes
+from tracekit.analyze.classify import (
+    DATA_LOADER,
+    OP_CLASSES,
+    PY_FUNC,
+    classify_rows,
+    input_pipeline_mask,
+    op_name_codes,
+)
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.waiting import covered_by_other_threads
 from tracekit.ingest.columns import distinct
@@ -34,7 +41,9 @@ def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     # A batch fetch on the loop's thread (IteratorGetNext; an eager op by the op it ran) is fetching, which
     # the breakdown already keeps out of dispatch (fetching_ns), and no scenario removes.
     codes = op_name_codes(frame)[unknown]
-    fetching = [c for c in distinct(codes).tolist() if c >= 0 and DATA_LOADER.search(frame.names[c])]
+    # Python called from a TF graph (tf.py_function, tf.numpy_function) is known: the verdict says it apart.
+    fetching = [c for c in distinct(codes).tolist() if c >= 0 and (DATA_LOADER.search(frame.names[c])
+                                                                   or PY_FUNC.search(frame.names[c]))]
     unknown = unknown[~member_mask(codes, fetching)]
     self_ns = op_self_time(frame, unknown)
     own = self_ns * 2 >= frame.dur[unknown]

@@ -125,6 +125,7 @@ class Evidence:
     accumulation_cycle: int = 0  # the steps run periodic work every this many (gradient accumulation), else 0
     xla_program_steps: bool = False  # TF: the steps used run an XLA program (jit_compile): XLA's executable runs in each
     tf_eager_share: float = 0.0  # of the TF compute ops' time, in ops run eagerly (EagerExecute), one at a time
+    tf_py_func_share: float = 0.0  # of the step time, in Python called from the TF graph (PyFunc, EagerPyFunc)
     blocking_calls_per_step: float = 0.0  # GPU: synchronizing calls per step used (.item(), .cpu(), synchronize)
     compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
     calls_per_step_known: bool = True  # False: no step marked, the calls counted are the whole trace's
@@ -327,6 +328,11 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
         return [TF_XLA_ALREADY_REMEDY]
     if e.source == "tf" and e.tf_eager_share >= TF_EAGER_SHARE:
         return [TF_EAGER_REMEDY]
+    if e.source == "tf" and e.tf_py_func_share:
+        return [f"the step calls Python from its graph (tf.py_function / tf.numpy_function: PyFunc ops, "
+                f"{e.tf_py_func_share:.0%} of the step time), which XLA cannot compile (jit_compile fails on it): write "
+                "that part with TF ops, then run the step with XLA, tf.function(jit_compile=True), which also fuses "
+                "small kernels"]
     if e.source == "tf":
         return ["run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels"]
     if e.source == "jax" and e.jit_calls_per_step > 1 and not e.calls_per_step_known:
