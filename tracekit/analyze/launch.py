@@ -566,10 +566,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.remedies.extend(r.top_ops.remedies)
     r.remedies.extend(remedies)
     if e.source == "torch":
-        r.optimizer = optimizer_steps(frame, r.steps.used_step_numbers() if r.steps is not None and len(r.steps.steps)
-                                      else None)
-        r.embeddings = dense_embedding_gradients(frame, r.steps.used_step_numbers() if r.steps is not None and
-                                                 len(r.steps.steps) else None)
+        steps_used = r.steps.used_step_numbers() if r.steps is not None and len(r.steps.steps) else None
+        r.optimizer = optimizer_steps(frame, steps_used)
+        r.embeddings = dense_embedding_gradients(frame, steps_used)
         for found in (r.optimizer, r.embeddings):
             if found is not None:
                 said, fix = found.evidence(), found.remedy()
@@ -580,13 +579,11 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             if r.slowing_products is not None:
                 ev.append(r.slowing_products.evidence())
                 r.remedies.append(r.slowing_products.remedy())
-        r.emulated_products = emulated_products(frame, r.steps.used_step_numbers() if r.steps is not None and
-                                                len(r.steps.steps) else None)
+        r.emulated_products = emulated_products(frame, steps_used)
         if r.emulated_products is not None:
             ev.append(r.emulated_products.evidence())
             r.remedies.append(r.emulated_products.remedy())
-        r.anomaly_detection = anomaly_detection(frame, r.steps.used_step_numbers() if r.steps is not None and
-                                                len(r.steps.steps) else None)
+        r.anomaly_detection = anomaly_detection(frame, steps_used)
         if r.anomaly_detection is not None:
             ev.append(r.anomaly_detection.evidence())
             r.remedies.insert(0, r.anomaly_detection.remedy())
@@ -844,9 +841,7 @@ def _tf_py_func_share(frame: Frame, used: list[int] | None) -> float:
     """Of the steps' time (wall, the steps used), the share covered by Python called from the TF graph
     (``classify.PY_FUNC``) on the step's threads; tf.data's own threads (a py_function in map) are the
     input pipeline's."""
-    ops = frame.rows("cpu_op")
-    calls = ops[frame.named(ops, PY_FUNC)] if ops.size else ops
-    calls = calls[~input_pipeline_mask(frame)[calls]]
+    calls = _py_func_calls(frame)
     w_start, w_end = _step_windows(frame, used)
     span = int((w_end - w_start).sum())
     if not calls.size or not span:
@@ -855,11 +850,16 @@ def _tf_py_func_share(frame: Frame, used: list[int] | None) -> float:
     return intervals.overlap_total(c_start, c_end, w_start, w_end) / span
 
 
+def _py_func_calls(frame: Frame) -> np.ndarray:
+    """The op rows of Python called from the TF graph (``classify.PY_FUNC``) off tf.data's threads."""
+    ops = frame.rows("cpu_op")
+    calls = ops[frame.named(ops, PY_FUNC)] if ops.size else ops
+    return calls[~input_pipeline_mask(frame)[calls]]
+
+
 def _py_func_names(frame: Frame, most: int = 2) -> str:
     """The Python calls of the TF graph by name (scope and op), the longest in sum first."""
-    ops = frame.rows("cpu_op")
-    calls = ops[frame.named(ops, PY_FUNC)]
-    calls = calls[~input_pipeline_mask(frame)[calls]]
+    calls = _py_func_calls(frame)
     codes, index = np.unique(frame.name_code[calls], return_inverse=True)
     total = np.bincount(index, weights=frame.dur[calls])
     return ", ".join(short_name(frame.names[codes[i]]) for i in np.argsort(-total, kind="stable")[:most])
