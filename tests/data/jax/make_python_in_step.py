@@ -9,13 +9,10 @@ Run in a separate venv with jax installed (tracekit does not depend on jax):
 Made with jax/jaxlib 0.10.2.
 """
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import jax
 import jax.numpy as jnp
 import numpy as np
+from profiled import write_xspace
 
 
 @jax.jit
@@ -38,12 +35,12 @@ def features(rows: list[list[float]]) -> np.ndarray:
     return np.array(out, dtype=np.float32)
 
 
-w = update(jnp.zeros((64, 8)), features(ROWS), Y).block_until_ready()  # compiled outside the capture
-with tempfile.TemporaryDirectory() as logdir:
-    with jax.profiler.trace(logdir):
-        for i in range(4):
-            with jax.profiler.StepTraceAnnotation("train", step_num=i):
-                w = update(w, features(ROWS), Y)
-                w.block_until_ready()
-    (written,) = Path(logdir).glob("plugins/profile/*/*.xplane.pb")
-    shutil.copy(written, Path(__file__).with_name("python_in_step.xplane.pb"))
+def loop(w: jax.Array) -> None:
+    for i in range(4):
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            w = update(w, features(ROWS), Y)
+            w.block_until_ready()
+
+
+w0 = update(jnp.zeros((64, 8)), features(ROWS), Y).block_until_ready()  # compiled outside the capture
+write_xspace("python_in_step", lambda: loop(w0))

@@ -7,13 +7,9 @@ HLO-named ops such as MatMul.14).
 Made with TF 2.21 and Keras 3 (the host file is named after the machine, "vm" here).
 """
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import keras
 import numpy as np
-import tensorflow as tf
+from profiled import write_xspace
 
 rng = np.random.default_rng(0)
 x = rng.random((1024, 64), dtype=np.float32)
@@ -23,9 +19,4 @@ model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation
                           keras.layers.Dense(256, activation="relu"), keras.layers.Dense(10)])
 model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True)
 model.fit(x, y, batch_size=64, epochs=1, verbose=0)  # traced and compiled outside the capture
-with tempfile.TemporaryDirectory() as tmp:
-    tf.profiler.experimental.start(tmp)
-    model.fit(x, y, batch_size=64, epochs=1, verbose=0)
-    tf.profiler.experimental.stop()
-    (written,) = Path(tmp).glob("plugins/profile/*/*.xplane.pb")
-    shutil.copy(written, Path(__file__).with_name("fit_jit.xplane.pb"))
+write_xspace("fit_jit", lambda: model.fit(x, y, batch_size=64, epochs=1, verbose=0))

@@ -8,13 +8,10 @@ samples: 2.44 ms a batch with the NumPy layer, 2.62 ms with the same features as
 Made with TF 2.21 and Keras 3 (the host file is named after the machine, "vm" here).
 """
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import keras
 import numpy as np
 import tensorflow as tf
+from profiled import write_xspace
 
 
 def numpy_features(a: np.ndarray) -> np.ndarray:
@@ -34,9 +31,4 @@ model = keras.Sequential([keras.Input((64,)), NumpyLayer(), keras.layers.Dense(2
                           keras.layers.Dense(10)])
 model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 model.fit(x, y, batch_size=64, epochs=1, verbose=0)  # traced outside the capture
-with tempfile.TemporaryDirectory() as tmp:
-    tf.profiler.experimental.start(tmp)
-    model.fit(x, y, batch_size=64, epochs=1, verbose=0)
-    tf.profiler.experimental.stop()
-    (written,) = Path(tmp).glob("plugins/profile/*/*.xplane.pb")
-    shutil.copy(written, Path(__file__).with_name("numpy_function_layer.xplane.pb"))
+write_xspace("numpy_function_layer", lambda: model.fit(x, y, batch_size=64, epochs=1, verbose=0))
