@@ -842,9 +842,11 @@ def _tf_py_func_share(frame: Frame, used: list[int] | None) -> float:
     (``classify.PY_FUNC``) on the step's threads; tf.data's own threads (a py_function in map) are the
     input pipeline's."""
     calls = _py_func_calls(frame)
+    if not calls.size:
+        return 0.0
     w_start, w_end = _step_windows(frame, used)
     span = int((w_end - w_start).sum())
-    if not calls.size or not span:
+    if not span:
         return 0.0
     c_start, c_end = intervals.union(frame.start[calls], frame.end[calls])
     return intervals.overlap_total(c_start, c_end, w_start, w_end) / span
