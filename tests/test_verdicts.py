@@ -754,6 +754,16 @@ def test_python_called_from_a_tf_step_is_said_and_xla_is_not_advised_over_it():
     assert not any("Python called from the step's graph" in e for e in eager_loop.evidence)
 
 
+def test_a_jitted_step_calling_back_into_python_is_told_so():
+    """tests/data/jax/make_debug_print.py: jax.debug.print inside the jitted update (392 µs a step against
+    48 µs without) read "undetermined", its debug_print.1 op 38% of the step as work of no class."""
+    r = tracekit.launch(ROOT / "tests" / "data" / "jax" / "debug_print.xplane.pb").result
+    said = [e for e in r.evidence if e.startswith("Python called from the step's compiled program")]
+    assert len(said) == 1 and "debug_print.1" in said[0], r.evidence
+    assert r.verdict != "undetermined" and not any("no class" in e for e in r.evidence), r.evidence
+    assert r.remedies[0].startswith("the jitted step calls back into Python"), r.remedies
+
+
 def test_a_keras_predict_per_sample_builds_a_pipeline_per_call_and_is_told_to_build_it_once():
     """tests/data/tf/make_predict_per_call.py: model.predict called on one sample at a time builds a
     tf.data pipeline and its iterators every call. Before, the verdict was "undetermined" (MakeIterator

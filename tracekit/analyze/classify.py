@@ -361,9 +361,14 @@ def python_wait_rows(frame: Frame) -> np.ndarray:
     return rows
 
 
-# Python called from a TF graph: tf.py_function (EagerPyFunc), tf.numpy_function and tf.compat.v1.py_func
-# (PyFunc, PyFuncStateless). It runs under Python's GIL, and XLA cannot compile a graph that holds one.
-PY_FUNC = re.compile(r"(^|:)(PyFunc|PyFuncStateless|EagerPyFunc)$")
+# Python called from a compiled program: TF's tf.py_function (EagerPyFunc), tf.numpy_function and
+# tf.compat.v1.py_func (PyFunc, PyFuncStateless), which run under Python's GIL and which XLA cannot
+# compile; JAX's host callbacks inside a jitted function (jax.debug.print, jax.debug.callback,
+# jax.pure_callback, io_callback: HLO instructions debug_print.1, pure_callback.3, ...), each a round
+# trip from XLA to Python and back.
+PYTHON_CALLBACK = re.compile(r"(^|:)(PyFunc|PyFuncStateless|EagerPyFunc)$|"
+                             r"^(debug_print|debug_callback|pure_callback|io_callback|python_callback|"
+                             r"xla_python_cpu_callback|xla_ffi_python_cpu_callback)(\.\d+)?$")
 # Building a tf.data pipeline and its iterator on the loop's thread: the eager dataset ops
 # (EagerLocalExecute: TensorSliceDataset, ParallelMapDatasetV2, ...), MakeIterator with its
 # MakeIterator::<dataset> ranges, AnonymousIteratorV3 (iter(dataset) in eager). Keras's predict, fit

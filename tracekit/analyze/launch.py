@@ -32,7 +32,7 @@ from tracekit.analyze.classify import (
     KERNEL_CLASSES,
     OP_CLASSES,
     PIPELINE_BUILD,
-    PY_FUNC,
+    PYTHON_CALLBACK,
     classify_rows,
     collective_rows,
     data_loading_rows,
@@ -531,16 +531,18 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
     if e.source == "torch":
         e.torchscript_share = _torchscript_share(frame, used)
-    if e.source == "tf":
-        e.tf_py_func_share = _tf_py_func_share(frame, used)
+    if e.source in ("tf", "jax"):
+        e.python_callback_share = _python_callback_share(frame, used)
     if not r.has_gpu:
         e.unrecorded_gpu_work = unrecorded_gpu_work(frame, classify_rows(frame))
     stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops and not e.unrecorded_gpu_work else None
     e.retrace_steps, e.steps_judged, e.retrace_share = _retracing(frame, used)
     _describe_ops(r, used, source)
-    if e.tf_py_func_share >= UNCLASSIFIED_WORK_NOTE_SHARE:
-        ev.append(f"Python called from the step's graph (tf.py_function / tf.numpy_function: {_py_func_names(frame)}) "
-                  f"runs during {e.tf_py_func_share:.0%} of the step time, under Python's GIL")
+    if e.python_callback_share >= verdicts.CALLBACK_SHARE:
+        how = "tf.py_function / tf.numpy_function" if e.source == "tf" else "host callbacks of the jitted function"
+        ev.append(f"Python called from the step's {'graph' if e.source == 'tf' else 'compiled program'} ({how}: "
+                  f"{_python_callback_names(frame)}) runs during {e.python_callback_share:.0%} of the step time, under "
+                  "Python's GIL")
     if e.has_ops or e.has_gpu:
         if r.has_gpu:
             _measure_gpu(r, frame, e)
@@ -837,11 +839,11 @@ def _python_work(frame: Frame, used: list[int] | None) -> PythonWork | None:
     return replace(found, python=named[0]) if named else found
 
 
-def _tf_py_func_share(frame: Frame, used: list[int] | None) -> float:
-    """Of the steps' time (wall, the steps used), the share covered by Python called from the TF graph
-    (``classify.PY_FUNC``) on the step's threads; tf.data's own threads (a py_function in map) are the
-    input pipeline's."""
-    calls = _py_func_calls(frame)
+def _python_callback_share(frame: Frame, used: list[int] | None) -> float:
+    """Of the steps' time (wall, the steps used), the share covered by Python called from the compiled
+    program (``classify.PYTHON_CALLBACK``) on the step's threads; tf.data's own threads (a py_function in
+    map) are the input pipeline's."""
+    calls = _python_callback_calls(frame)
     if not calls.size:
         return 0.0
     w_start, w_end = _step_windows(frame, used)
@@ -852,16 +854,17 @@ def _tf_py_func_share(frame: Frame, used: list[int] | None) -> float:
     return intervals.overlap_total(c_start, c_end, w_start, w_end) / span
 
 
-def _py_func_calls(frame: Frame) -> np.ndarray:
-    """The op rows of Python called from the TF graph (``classify.PY_FUNC``) off tf.data's threads."""
+def _python_callback_calls(frame: Frame) -> np.ndarray:
+    """The op rows of Python called from the compiled program (``classify.PYTHON_CALLBACK``) off tf.data's
+    threads."""
     ops = frame.rows("cpu_op")
-    calls = ops[frame.named(ops, PY_FUNC)] if ops.size else ops
+    calls = ops[frame.named(ops, PYTHON_CALLBACK)] if ops.size else ops
     return calls[~input_pipeline_mask(frame)[calls]]
 
 
-def _py_func_names(frame: Frame, most: int = 2) -> str:
-    """The Python calls of the TF graph by name (scope and op), the longest in sum first."""
-    calls = _py_func_calls(frame)
+def _python_callback_names(frame: Frame, most: int = 2) -> str:
+    """The Python calls of the compiled program by name (scope and op), the longest in sum first."""
+    calls = _python_callback_calls(frame)
     codes, index = np.unique(frame.name_code[calls], return_inverse=True)
     total = np.bincount(index, weights=frame.dur[calls])
     return ", ".join(short_name(frame.names[codes[i]]) for i in np.argsort(-total, kind="stable")[:most])

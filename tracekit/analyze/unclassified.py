@@ -18,7 +18,7 @@ from tracekit.analyze.breakdown import compiled_code_self, op_self_time
 from tracekit.analyze.classify import (
     DATA_LOADER,
     OP_CLASSES,
-    PY_FUNC,
+    PYTHON_CALLBACK,
     classify_rows,
     input_pipeline_mask,
     op_name_codes,
@@ -41,9 +41,9 @@ def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     # A batch fetch on the loop's thread (IteratorGetNext; an eager op by the op it ran) is fetching, which
     # the breakdown already keeps out of dispatch (fetching_ns), and no scenario removes.
     codes = op_name_codes(frame)[unknown]
-    # Python called from a TF graph (tf.py_function, tf.numpy_function) is known: the verdict says it apart.
+    # Python called from a compiled program (tf.py_function, jax.debug.print) is known: the verdict says it apart.
     fetching = [c for c in distinct(codes).tolist() if c >= 0 and (DATA_LOADER.search(frame.names[c])
-                                                                   or PY_FUNC.search(frame.names[c]))]
+                                                                   or PYTHON_CALLBACK.search(frame.names[c]))]
     unknown = unknown[~member_mask(codes, fetching)]
     self_ns = op_self_time(frame, unknown)
     own = self_ns * 2 >= frame.dur[unknown]
