@@ -27,7 +27,7 @@ from tracekit.analyze.breakdown import op_self_time
 from tracekit.analyze.classify import short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.stalls import INPUT_TYPES, factor_types
-from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, gemm_shape, input_dims
+from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_mention, args_text, compact_shapes, gemm_shape, input_dims
 from tracekit.ingest.links import member_mask
 
 LOW_TYPES = {"c10::BFloat16": "bfloat16", "c10::Half": "float16"}
@@ -40,7 +40,7 @@ MIN_SHARE = 0.2
 @dataclass(frozen=True)
 class EmulatedProducts:
     """The 16-bit products of the steps used and their rate (module doc). dtype: bfloat16 or float16;
-    share: of the steps' time; worst: the slowest product's label and rate; float_gflops: the float32
+    share: of the steps' time; worst: the slowest product (name and shapes) and its rate over its calls; float_gflops: the float32
     products' rate in the same trace (0: none of such sizes)."""
 
     dtype: str
@@ -73,7 +73,7 @@ class EmulatedProducts:
 def emulated_products(frame: Frame, used: list[int] | None) -> EmulatedProducts | None:
     """The steps' 16-bit products when they run as emulated ones (module doc), else None."""
     codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
-    if not codes or frame.rows(*GPU_BUSY_KINDS).size or "args" not in frame.table.column_names:
+    if not codes or frame.rows(*GPU_BUSY_KINDS).size or not any(args_mention(frame.table, t.encode()) for t in LOW_TYPES):
         return None
     ops = frame.rows("cpu_op")
     rows = ops[member_mask(frame.name_code[ops], codes)]
@@ -84,36 +84,43 @@ def emulated_products(frame: Frame, used: list[int] | None) -> EmulatedProducts 
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
     if not rows.size or not step_ns:
         return None
+    # Products group by (name, shapes, types): each distinct one is read once, however many calls.
     dims_code, dims = input_dims(frame.table, rows)
-    types = pc.extract_regex(args_text(frame.table, rows), INPUT_TYPES).to_pylist()
-    self_ns = op_self_time(frame, rows)
-    low: dict[str, list[tuple[int, float, int]]] = {}  # dtype -> (row, flop, ns)
-    full: list[tuple[float, int]] = []
-    for i, row in enumerate(rows.tolist()):
-        if types[i] is None:
-            continue
-        name = frame.name(row)
-        shape = gemm_shape(name, dims[dims_code[i]])
-        factors = factor_types(name, types[i]["types"])
-        if shape is None or factors is None or min(shape[1:]) < MIN_DIM:
+    typed = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(frame.table, rows), INPUT_TYPES), "types"),
+                         "").dictionary_encode()
+    types_code, types = typed.indices.to_numpy(zero_copy_only=False).astype(np.int64), typed.dictionary.to_pylist()
+    known = np.array([bool(t) for t in types])[types_code] if types else np.zeros(rows.size, bool)
+    rows, dims_code, types_code = rows[known], dims_code[known], types_code[known]
+    if not rows.size:
+        return None
+    key = np.stack([frame.name_code[rows].astype(np.int64), dims_code.astype(np.int64), types_code], axis=1)
+    groups, group_of = np.unique(key, axis=0, return_inverse=True)
+    group_of = group_of.ravel()
+    group_ns = np.bincount(group_of, weights=op_self_time(frame, rows), minlength=len(groups))
+    group_calls = np.bincount(group_of, minlength=len(groups))
+    low: dict[str, list[tuple[int, float, float, int]]] = {}  # dtype -> (group, flop a call, ns, calls)
+    full_flop = full_ns = 0.0
+    for g, (name_code, dims_at, types_at) in enumerate(groups.tolist()):
+        name = frame.names[name_code]
+        shape = gemm_shape(name, dims[dims_at])
+        factors = factor_types(name, types[types_at])
+        if shape is None or factors is None or min(shape[1:]) < MIN_DIM or 2.0 * float(np.prod(shape)) < MIN_FLOP:
             continue
         flop = 2.0 * float(np.prod(shape))
-        if flop < MIN_FLOP:
-            continue
         if factors[0] == factors[1] and factors[0] in LOW_TYPES:
-            low.setdefault(LOW_TYPES[factors[0]], []).append((row, flop, int(self_ns[i])))
+            low.setdefault(LOW_TYPES[factors[0]], []).append((g, flop, float(group_ns[g]), int(group_calls[g])))
         elif factors == ("float", "float"):
-            full.append((flop, int(self_ns[i])))
+            full_flop, full_ns = full_flop + flop * group_calls[g], full_ns + group_ns[g]
     if not low:
         return None
-    dtype, calls = max(low.items(), key=lambda kv: sum(ns for _, _, ns in kv[1]))
-    time_ns = sum(ns for _, _, ns in calls)
-    gflops = sum(f for _, f, _ in calls) / max(time_ns, 1)
-    float_gflops = sum(f for f, _ in full) / max(sum(ns for _, ns in full), 1) if full else 0.0
+    dtype, found = max(low.items(), key=lambda kv: sum(ns for _, _, ns, _ in kv[1]))
+    time_ns = sum(ns for _, _, ns, _ in found)
+    gflops = sum(flop * calls for _, flop, _, calls in found) / max(time_ns, 1.0)
+    float_gflops = full_flop / full_ns if full_ns else 0.0
     if gflops >= EMULATED_GFLOPS or time_ns < MIN_SHARE * step_ns or (float_gflops and float_gflops < 2 * gflops):
         return None
-    row, flop, ns = min(calls, key=lambda c: c[1] / max(c[2], 1))
-    _, worst_dims = input_dims(frame.table, np.array([row]))
-    return EmulatedProducts(dtype=dtype, calls=len(calls), share=time_ns / step_ns, gflops=gflops,
-                            worst=f"{short_name(frame.name(row))} ({compact_shapes(worst_dims[0])})",
-                            worst_gflops=flop / max(ns, 1), float_gflops=float_gflops)
+    g, flop, ns, calls = min(found, key=lambda f: f[1] * f[3] / max(f[2], 1.0))
+    name_code, dims_at, _ = groups[g].tolist()
+    return EmulatedProducts(dtype=dtype, calls=sum(c for _, _, _, c in found), share=time_ns / step_ns, gflops=gflops,
+                            worst=f"{short_name(frame.names[name_code])} ({compact_shapes(dims[dims_at])})",
+                            worst_gflops=flop * calls / max(ns, 1.0), float_gflops=float_gflops)

@@ -830,10 +830,10 @@ def _python_work(frame: Frame, used: list[int] | None) -> PythonWork | None:
     frames running in it named where the trace records them."""
     w_start, w_end = _step_windows(frame, used)
     steps = len(used) if used is not None else max(int(frame.rows("step").size), 1)
-    found = python_work(frame, w_start, w_end, steps)
+    s_start, s_end = long_stretches(frame, w_start, w_end)
+    found = python_work(frame, w_start, w_end, steps, (s_start, s_end))
     if found is None:
         return None
-    s_start, s_end = long_stretches(frame, w_start, w_end)
     on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[frame.rows("step")]).tolist())
     named = _python_between(frame, on_loop, s_start, s_end, int((s_end - s_start).sum()))
     return replace(found, python=named[0]) if named else found

@@ -115,10 +115,11 @@ def long_stretches(frame: Frame, w_start: np.ndarray, w_end: np.ndarray) -> tupl
     return s[long], e[long]
 
 
-def python_work(frame: Frame, w_start: np.ndarray, w_end: np.ndarray, steps: int) -> PythonWork | None:
-    """The long stretches of the windows (the steps used, ``steps`` of them), or None when they are
-    under ``REMEDY_SHARE`` of the windows' time."""
-    s, e = long_stretches(frame, w_start, w_end)
+def python_work(frame: Frame, w_start: np.ndarray, w_end: np.ndarray, steps: int,
+                stretches: tuple[np.ndarray, np.ndarray] | None = None) -> PythonWork | None:
+    """The long stretches of the windows (the steps used, ``steps`` of them; ``stretches``: theirs,
+    when the caller has them), or None when they are under ``REMEDY_SHARE`` of the windows' time."""
+    s, e = stretches if stretches is not None else long_stretches(frame, w_start, w_end)
     span = int((w_end - w_start).sum())
     if not s.size or not span or int((e - s).sum()) < REMEDY_SHARE * span:
         return None

@@ -204,6 +204,18 @@ def call_series(frame: Frame, rows: np.ndarray) -> CallSeries:
     return CallSeries(rows, step, series, np.flatnonzero(new_series), most, steps_with, comparable)
 
 
+def compared_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> CallSeries:
+    """``call_series`` of the compute calls of ``steps``, computed once a frame for those steps (the
+    stall rule and the subnormal rule both compare them)."""
+    key = tuple(sorted({s for s in steps if s >= 0}))
+    cached = getattr(frame, "_compared_calls", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    series = call_series(frame, compute_calls(frame, classes, list(key)))
+    frame._compared_calls = (key, series)  # type: ignore[attr-defined]
+    return series
+
+
 def compute_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> np.ndarray:
     """The op rows of ``steps`` that do work: compute ops (``STALL_CLASSES``) and copies."""
     rows = frame.rows("cpu_op")
@@ -219,7 +231,7 @@ def _stalled_against_other_steps(frame: Frame, classes: RowClasses, steps: list[
     none = Stalls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0)
     if len(steps) < MIN_STEPS:
         return none
-    cs = call_series(frame, compute_calls(frame, classes, steps))
+    cs = compared_calls(frame, classes, steps)
     rows, step, series, comparable = cs.rows, cs.step, cs.series, cs.comparable
     most, steps_with = cs.calls, cs.steps_with
     if not comparable.any():
@@ -335,5 +347,5 @@ def float_factors(name: str, types_text: str) -> bool:
     return factors is not None and all(t in GEMM_TYPES for t in factors)
 
 
-__all__ = ["INPUT_TYPES", "MIN_GEMM_GFLOPS", "STALL_MIN_NS", "STALL_RATIO", "CallSeries", "Stalls", "call_series", "compute_calls",
+__all__ = ["INPUT_TYPES", "MIN_GEMM_GFLOPS", "STALL_MIN_NS", "STALL_RATIO", "CallSeries", "Stalls", "call_series", "compared_calls", "compute_calls",
            "factor_types", "float_factors", "slow_gemm_calls", "stalled_calls"]

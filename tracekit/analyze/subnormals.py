@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from tracekit.analyze.breakdown import op_self_time
 from tracekit.analyze.classify import RowClasses, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
-from tracekit.analyze.stalls import INPUT_TYPES, call_series, compute_calls, float_factors
+from tracekit.analyze.stalls import INPUT_TYPES, compared_calls, float_factors
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, gemm_shape, input_dims
 from tracekit.ingest.links import member_mask
 
@@ -118,7 +118,7 @@ def slowing_products(frame: Frame, classes: RowClasses, steps: list[int]) -> Slo
     codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
     if len(steps) < MIN_STEPS or not codes or frame.rows(*GPU_BUSY_KINDS).size:
         return None
-    cs = call_series(frame, compute_calls(frame, classes, steps))
+    cs = compared_calls(frame, classes, steps)
     # The matrix: calls (series, k) x the steps, of the series with a call in every step compared.
     full = np.flatnonzero(cs.steps_with == len(steps))
     if not full.size:
