@@ -73,7 +73,8 @@ class EmulatedProducts:
 def emulated_products(frame: Frame, used: list[int] | None) -> EmulatedProducts | None:
     """The steps' 16-bit products when they run as emulated ones (module doc), else None."""
     codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
-    if not codes or frame.rows(*GPU_BUSY_KINDS).size or not any(args_mention(frame.table, t.encode()) for t in LOW_TYPES):
+    # One byte search first: both 16-bit types are recorded as "c10::...", float32 as "float".
+    if not codes or frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"c10::'):
         return None
     ops = frame.rows("cpu_op")
     rows = ops[member_mask(frame.name_code[ops], codes)]
