@@ -764,6 +764,22 @@ def test_a_jitted_step_calling_back_into_python_is_told_so():
     assert r.remedies[0].startswith("the jitted step calls back into Python"), r.remedies
 
 
+def test_a_jitted_step_run_op_by_op_is_not_called_one_jitted_call():
+    """tests/data/jax/make_disable_jit.py: under jax.disable_jit() PjitFunction(update) is still recorded,
+    and inside it every primitive is dispatched on its own (76 a call; 9.4 ms a step against 46 µs
+    jitted). The report said "the step is already one jitted call: give each call more work"."""
+    from tracekit.analyze.frame import frame_of
+    from tracekit.analyze.launch import _nested_dispatches_per_call
+    from tracekit.ingest import load
+
+    r = tracekit.launch(ROOT / "tests" / "data" / "jax" / "disable_jit.xplane.pb").result
+    assert r.remedies[0].startswith("the jitted step runs op by op") and "jax.disable_jit()" in r.remedies[0]
+    assert not any("already one jitted call" in x for x in r.remedies), r.remedies
+    # pmap nests its own helpers (2 a call); a recompile traces through its functions: neither is op by op
+    for name in ("pmap_psum", "recompile", "jit_loop"):
+        assert _nested_dispatches_per_call(frame_of(load(ROOT / "tests" / "data" / "jax" / f"{name}.xplane.pb"))) < 4
+
+
 def test_a_keras_predict_per_sample_builds_a_pipeline_per_call_and_is_told_to_build_it_once():
     """tests/data/tf/make_predict_per_call.py: model.predict called on one sample at a time builds a
     tf.data pipeline and its iterators every call. Before, the verdict was "undetermined" (MakeIterator

@@ -518,6 +518,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         e.recurrent, e.recurrent_reasons = verdicts.TORCH_LSTM_PER_TIMESTEP, reasons
     if e.source == "jax":
         e.jit_calls_per_step, e.calls_per_step_known = _jit_calls_per_step(frame)
+        e.jax_nested_dispatches = _nested_dispatches_per_call(frame)
         e.xla_loop = _runs_xla_loop(frame, table)
         e.blocks_each_step = _blocks_each_step(frame)
     e.accumulation_cycle = r.steps.cycle if r.steps is not None else 0
@@ -1035,6 +1036,43 @@ def _blocks_each_step(frame: Frame) -> bool:
         return False
     blocked = np.unique(frame.step[blocking])
     return bool(np.isin(marked, blocked).sum() * 2 >= marked.size)
+
+
+def _nested_dispatches_per_call(frame: Frame) -> float:
+    """JAX dispatches (``PjitFunction(f)``) that run inside another one on the same thread, per
+    outermost dispatch in the steps: a jitted function running op by op (under ``jax.disable_jit()``
+    each primitive inside ``PjitFunction(update)`` is dispatched as its own computation): the median over
+    the outermost calls, counting only nested calls of another name. A jitted call runs one executable
+    and nests none; ``jax.pmap`` nests one or two of its own, and a first call traces once."""
+    codes = [i for i, n in enumerate(frame.names) if n.startswith(("PjitFunction(", "PmapFunction("))]
+    rows = np.flatnonzero(member_mask(frame.name_code, codes)) if codes else np.zeros(0, np.int64)
+    rows = rows[frame.step[rows] >= 0]
+    if not rows.size:
+        return 0.0
+    rows = rows[np.lexsort((-frame.end[rows], frame.start[rows], frame.thread_key[rows]))]
+    reach = np.zeros(rows.size, np.int64)
+    for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(frame.thread_key[rows])) + 1):
+        reach[part] = np.maximum.accumulate(frame.end[rows[part]])
+    first = np.r_[True, np.diff(frame.thread_key[rows]) != 0]
+    enclosed = ~first & (frame.start[rows] < np.r_[np.int64(0), reach[:-1]])
+    # Each row's outermost call; a call nested in one of its own name is the C++ fast path inside the
+    # Python one, the same dispatch.
+    owner = np.maximum.accumulate(np.where(enclosed, -1, np.arange(rows.size)))
+    other = enclosed & (frame.name_code[rows] != frame.name_code[rows[owner]])
+    nested = np.bincount(owner[other], minlength=rows.size)
+    # A call that traces and compiles (a first call, a recompile) dispatches the functions it traces
+    # through: not running op by op.
+    outer = np.flatnonzero(~enclosed)
+    building = [i for i, n in enumerate(frame.names) if GRAPH_BUILDING.match(n)]
+    b_rows = np.flatnonzero(member_mask(frame.name_code, building)) if building else np.zeros(0, np.int64)
+    starts = frame.start[rows[outer]]
+    order = np.argsort(starts, kind="stable")
+    at = np.searchsorted(starts[order], frame.start[b_rows], side="right") - 1
+    inside = (at >= 0) & (frame.start[b_rows] < frame.end[rows[outer[order[np.maximum(at, 0)]]]])
+    compiling = np.zeros(outer.size, bool)
+    compiling[order[at[inside]]] = True
+    counted = nested[outer[~compiling]]
+    return float(np.median(counted)) if counted.size else 0.0
 
 
 def _jit_calls_per_step(frame: Frame) -> tuple[float, bool]:

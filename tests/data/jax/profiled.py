@@ -11,11 +11,15 @@ import jax
 HERE = Path(__file__).parent
 
 
-def write_xspace(name: str, run: Callable[[], object]) -> Path:
-    """Profile ``run()`` with jax.profiler.trace and write ``tests/data/jax/<name>.xplane.pb``."""
+def write_xspace(name: str, run: Callable[[], object], python_tracer: bool = True) -> Path:
+    """Profile ``run()`` with jax.profiler.trace and write ``tests/data/jax/<name>.xplane.pb``; without
+    the Python tracer (on by default) when ``python_tracer`` is False."""
     out = HERE / f"{name}.xplane.pb"
+    options = jax.profiler.ProfileOptions()
+    if not python_tracer:
+        options.python_tracer_level = 0
     with tempfile.TemporaryDirectory() as logdir:
-        with jax.profiler.trace(logdir):
+        with jax.profiler.trace(logdir, profiler_options=options):
             run()
         (written,) = Path(logdir).glob("plugins/profile/*/*.xplane.pb")
         shutil.copy(written, out)
