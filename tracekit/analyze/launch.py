@@ -49,6 +49,7 @@ from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
 from tracekit.analyze.recurrent import lstm_per_timestep_reasons
+from tracekit.analyze.sample_loop import SampleLoop, sample_loop
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
@@ -132,6 +133,7 @@ class LaunchReport:
     python_work: PythonWork | None = None  # the steps' own Python work (tracekit.analyze.python_work)
     anomaly_detection: AnomalyDetection | None = None  # autograd's anomaly mode left on (tracekit.analyze.anomaly)
     emulated_products: EmulatedProducts | None = None  # 16-bit products a CPU emulates (tracekit.analyze.emulated_precision)
+    sample_loop: SampleLoop | None = None  # a batch walked one sample at a time (tracekit.analyze.sample_loop)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -586,6 +588,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         if r.emulated_products is not None:
             ev.append(r.emulated_products.evidence())
             r.remedies.append(r.emulated_products.remedy())
+        r.sample_loop = sample_loop(frame, steps_used)
+        if r.sample_loop is not None:
+            ev.append(r.sample_loop.evidence())
+            r.remedies.append(r.sample_loop.remedy())
         r.anomaly_detection = anomaly_detection(frame, steps_used)
         if r.anomaly_detection is not None:
             ev.append(r.anomaly_detection.evidence())
@@ -602,7 +608,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         loop_share = 1 - e.between_step_share if e.between_step_share >= verdicts.SIDE_NOTE_SHARE else None
         measured = {found.remedy(): (what, found.share) for what, found in
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
-                     ("the emulated products' time", r.emulated_products))
+                     ("the emulated products' time", r.emulated_products),
+                     ("the per-sample loop and its backward", r.sample_loop))
                     if found is not None}
         _rank_by_predicted_saving(r, frame, loop_share, measured)
     if r.anomaly_detection is not None:  # a debugging setting left on: first whatever the others save

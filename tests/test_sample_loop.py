@@ -1,0 +1,55 @@
+"""A batch walked one sample at a time (tracekit.analyze.sample_loop), on real captures made by
+tests/data/cpu/make_sample_loop.py: per-sample training and inference loops, and two loops that walk a
+tensor by index but cannot be batched (a char-RNN over timesteps, greedy decoding)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracekit import api
+from tracekit.analyze.frame import frame_of
+from tracekit.analyze.sample_loop import sample_loop
+from tracekit.ingest import load
+
+DATA = Path(__file__).parent / "data" / "cpu"
+
+
+def test_a_training_step_run_per_sample_is_told_to_batch_first() -> None:
+    """2.5 ms a step per sample, 0.41 ms batched; the report read "CPU compute-bound" with torch.compile
+    first and a skinny-GEMM remedy, and said nothing of the loop."""
+    found = sample_loop(frame_of(load(DATA / "sample_loop.pt.trace.json.gz")), None)
+    assert found is not None
+    assert (found.op, found.walked, found.rows, found.iterations, found.product_rows) == ("aten::slice", "16x128", 1, 16, 1)
+    # The forward loop is the smaller part: autograd builds a graph per sample, so backward is per sample too.
+    assert 0.1 < found.loop_share < found.share - 0.3 and found.share < 1
+    r = api.report(DATA / "sample_loop.pt.trace.json.gz").launch
+    assert any(e.startswith("the step walks one 16x128 tensor one row at a time") for e in r.evidence), r.evidence
+    assert r.remedies[0].startswith("run the model once on the whole batch"), r.remedies
+    doc = json.loads(api.render(api.report(DATA / "sample_loop.pt.trace.json.gz"), "json"))
+    assert doc["sample_loop"]["iterations"] == 16
+
+
+def test_an_inference_loop_over_vectors_is_one_too() -> None:
+    """model(x[i]): aten::select, each product a matrix-vector one (its N is the sample's one row)."""
+    found = sample_loop(frame_of(load(DATA / "sample_loop_inference.pt.trace.json.gz")), None)
+    assert found is not None and found.op == "aten::select" and found.iterations == 16
+    assert found.share == found.loop_share > 0.8  # no backward
+
+
+@pytest.mark.parametrize("name", ["sample_loop_char_rnn", "sample_loop_decode"])
+def test_loops_whose_iterations_feed_each_other_are_not(name: str) -> None:
+    """The char-RNN walks a [T, 1, F] line by timestep (1-row products too); decoding writes each token
+    into its buffer along dim 1. Neither can be batched."""
+    assert sample_loop(frame_of(load(DATA / f"{name}.pt.trace.json.gz")), None) is None
+    r = api.report(DATA / f"{name}.pt.trace.json.gz").launch
+    assert not any("whole batch" in x for x in r.remedies)
+
+
+def test_without_the_index_arguments_nothing_is_claimed() -> None:
+    """The windows are read from the index arguments ("Concrete Inputs"), which only record_shapes=True
+    records: the same capture without its args is not claimed from the op sequence alone."""
+    table = load(DATA / "sample_loop.pt.trace.json.gz")
+    assert sample_loop(frame_of(table.drop_columns(["args"])), None) is None

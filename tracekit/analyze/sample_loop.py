@@ -1,0 +1,267 @@
+"""A step that walks its batch one sample at a time in a Python loop.
+
+``for i in range(len(x)): loss += loss_fn(model(x[i:i+1]), y[i:i+1])`` runs the whole model once
+per sample: every op is dispatched per sample, each matrix product multiplies one row (memory-bound
+at any size), and autograd builds one graph per sample, so backward is per sample too. PyTorch 2.13,
+2-core AMD EPYC: a 3-layer MLP (128-256-256-10, batch 64, SGD) took 9.1-10.0 ms a training step
+walked per sample, 0.72 ms on the whole batch; its report read "CPU compute-bound" with
+torch.compile as the first remedy.
+
+The evidence needs recorded shapes (``record_shapes=True``, which also records the index
+arguments as "Concrete Inputs"): in a step used, top-level ``aten::slice``/``aten::select``/
+``aten::narrow`` calls on one thread that take consecutive windows of one tensor along dim 0 (start
+0, 1, 2, ... or 0, w, 2w, ... with w at most ``MAX_ROWS``), ``MIN_ITERATIONS`` or more, where the
+matrix products between one window and the next multiply no more rows than a window holds, and the
+iterations, with the backward after them where its products are per sample too, take ``MIN_SHARE``
+of the step. Not such a loop: a recurrence (a cell op, or sigmoid and tanh gates, in the iterations:
+each timestep feeds the next, so the fused recurrent layer is the fix, told elsewhere); a sequence of
+a batch of one walked by timestep (a [T, 1, F] tensor: the char-RNN tutorial's loop); a timestep of
+a seq-first batch (``x[t]`` of [T, B, F] holds B rows a product); a loop that writes into a tensor
+window by window (``out[t] = ...``: decoding's output buffer). An index that does not move
+(``logits[:, -1]``) is no walk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from tracekit.analyze.frame import Frame
+from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_mention, args_text, compact_shapes, gemm_shape, input_dims
+from tracekit.ingest.links import member_mask
+
+WALK_OPS = ("aten::slice", "aten::select", "aten::narrow")
+WRITE_OPS = ("aten::copy_", "aten::fill_", "aten::zero_", "aten::index_put_")
+# Ops a timestep's recurrence runs: its cell, or the gates' sigmoid and tanh together.
+CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
+            "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
+GATE_OPS = ("aten::sigmoid", "aten::tanh")
+MIN_ITERATIONS = 8
+MAX_ROWS = 8
+MIN_SHARE = 0.3
+MAX_WALK_CALLS = 100_000  # walk calls whose arguments are read; a trace with more is read in part
+EVALUATE_FUNCTION = re.compile(r"^autograd::engine::evaluate_function: ")
+_CONCRETE = r'"Concrete Inputs":(?P<concrete>\[[^\]]*\])'
+
+
+@dataclass(frozen=True)
+class SampleLoop:
+    """The longest per-sample walk of the steps used (module doc). iterations: a step (median);
+    rows: the window's width; walked: the walked tensor's shape; ops: ops an iteration runs (median);
+    product_rows: the rows of the iterations' matrix products (the most); loop_share: the iterations'
+    part of the steps' time; share: theirs and, where it runs per sample too, the backward's."""
+
+    op: str
+    walked: str
+    rows: int
+    iterations: int
+    ops: int
+    product_rows: int
+    loop_share: float
+    share: float
+
+    def evidence(self) -> str:
+        width = "one row" if self.rows == 1 else f"{self.rows} rows"
+        return (f"the step walks one {self.walked} tensor {width} at a time ({self.op} at 0, {self.rows}, "
+                f"{2 * self.rows}, ...): {self.iterations} iterations a step, each running ~{self.ops} ops whose "
+                f"matrix products multiply {self.product_rows} row{'s' if self.product_rows > 1 else ''}, "
+                f"{self.loop_share:.0%} of the step time"
+                + (f", and its backward, per sample too, another {self.share - self.loop_share:.0%}"
+                   if self.share - self.loop_share >= 0.005 else ""))
+
+    def remedy(self) -> str:
+        return ("run the model once on the whole batch instead of a Python loop over its samples (per-sample "
+                "results or gradients: torch.func.vmap, torch.func.grad): a 3-layer MLP on a CPU, batch 64, took 9-10 "
+                "ms a training step per sample, 0.72 ms batched. A loop whose iterations feed each other (a "
+                "recurrence, decoding) cannot be batched so")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"op": self.op, "walked": self.walked, "rows": self.rows, "iterations": self.iterations,
+                "ops_per_iteration": self.ops, "product_rows": self.product_rows, "loop_share": self.loop_share,
+                "share": self.share}
+
+
+@dataclass
+class _Walk:
+    rows: np.ndarray  # the walk's calls, in time order
+    width: int
+    shape: str
+
+
+def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
+    """The steps' per-sample loop (module doc), or None when the trace shows none."""
+    codes = [c for c, n in enumerate(frame.names) if n in WALK_OPS]
+    if not codes or not args_mention(frame.table, b'"Concrete Inputs"'):
+        return None
+    steps = frame.rows("step")
+    if used is not None:
+        steps = steps[member_mask(frame.step[steps], used)]
+    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
+    if not step_ns:
+        return None
+    ops = frame.rows("cpu_op")
+    calls = ops[member_mask(frame.name_code[ops], codes) & (frame.op_parent[ops] < 0)]
+    calls = calls[member_mask(frame.step[calls], frame.step[steps].tolist())][:MAX_WALK_CALLS]
+    walks = _walks(frame, calls)
+    if not walks:
+        return None
+    found: list[tuple[_Walk, int, int, int, int]] = []  # walk, loop ns, backward ns, ops an iteration, product rows
+    for walk in walks:
+        judged = _iterations(frame, ops, walk)
+        if judged is not None:
+            found.append((walk, *judged))
+    # Walks of one loop (x[i:i+1] and y[i:i+1]) overlap: each thread's step counts its longest.
+    longest: dict[tuple[int, int], tuple[_Walk, int, int, int, int]] = {}
+    for f in found:
+        key = (int(frame.thread_key[f[0].rows[0]]), int(frame.step[f[0].rows[0]]))
+        if key not in longest or f[1] > longest[key][1]:
+            longest[key] = f
+    found = list(longest.values())
+    if not found:
+        return None
+    loop_share = sum(f[1] for f in found) / step_ns
+    share = loop_share + sum(f[2] for f in found) / step_ns
+    if share < MIN_SHARE:
+        return None
+    walk, _, _, n_ops, product_rows = max(found, key=lambda f: f[1])
+    return SampleLoop(op=frame.names[int(frame.name_code[walk.rows[0]])], walked=walk.shape, rows=walk.width,
+                      iterations=int(np.median([f[0].rows.size for f in found])), ops=n_ops,
+                      product_rows=product_rows, loop_share=loop_share,
+                      share=share)
+
+
+def _walks(frame: Frame, calls: np.ndarray) -> list[_Walk]:
+    """Runs of ``MIN_ITERATIONS`` or more calls, on one thread in one step, taking consecutive windows
+    of equal width along dim 0 of tensors of one shape."""
+    if calls.size < MIN_ITERATIONS:
+        return []
+    dims_code, dims = input_dims(frame.table, calls)
+    concrete = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(frame.table, calls), _CONCRETE), "concrete"),
+                            "").dictionary_encode()
+    concrete_code = concrete.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    windows = [_window(frame.names[int(frame.name_code[r])], text) for r, text in
+               zip(calls.tolist(), np.asarray(concrete.dictionary.to_pylist(), object)[concrete_code], strict=True)]
+    order = np.lexsort((frame.start[calls], dims_code, frame.step[calls], frame.thread_key[calls]))
+    walks: list[_Walk] = []
+    run: list[int] = []
+    previous: tuple[int, int, int, int, int] | None = None  # thread, step, shape, start, width
+    for i in order.tolist():
+        window = windows[i]
+        key = (int(frame.thread_key[calls[i]]), int(frame.step[calls[i]]), int(dims_code[i]))
+        follows = (window is not None and previous is not None and key == previous[:3]
+                   and window[0] == previous[3] + previous[4] and window[1] == previous[4])
+        if not follows:
+            _keep(walks, calls, run, previous, dims[dims_code[run[0]]] if run else "")
+            run = []
+        if window is not None:
+            run.append(i)
+            previous = (*key, *window)
+        else:
+            previous = None
+    _keep(walks, calls, run, previous, dims[dims_code[run[0]]] if run else "")
+    return walks
+
+
+def _keep(walks: list[_Walk], calls: np.ndarray, run: list[int], last: tuple[int, ...] | None, dims_text: str) -> None:
+    if len(run) >= MIN_ITERATIONS and last is not None and (shape := _walked_shape(dims_text)) is not None:
+        walks.append(_Walk(calls[run], last[4], shape))
+
+
+def _window(name: str, concrete: str) -> tuple[int, int] | None:
+    """(start, width) along dim 0 of one slice/select/narrow call from its concrete arguments; None for
+    another dim, a step, a negative or missing index."""
+    try:
+        args = json.loads(concrete) if concrete else None
+    except ValueError:
+        return None
+    if not isinstance(args, list):
+        return None
+    try:
+        if name == "aten::select" and len(args) >= 3 and int(args[1]) == 0:
+            start, width = int(args[2]), 1
+        elif name == "aten::slice" and len(args) >= 4 and int(args[1]) == 0 and (len(args) < 5 or args[4] in ("", "1")):
+            start = int(args[2]) if args[2] else 0
+            width = int(args[3]) - start
+        elif name == "aten::narrow" and len(args) >= 4 and int(args[1]) == 0:
+            start, width = int(args[2]), int(args[3])
+        else:
+            return None
+    except (TypeError, ValueError):
+        return None
+    return (start, width) if start >= 0 and 0 < width <= MAX_ROWS else None
+
+
+def _walked_shape(dims_text: str) -> str | None:
+    """The walked tensor's shape, compact; None where it cannot be a batch of samples: a batch of one
+    after the walked dim (a [T, 1, F] sequence walked by timestep, as a batch-1 RNN loop does)."""
+    try:
+        dims = json.loads(dims_text) if dims_text else []
+    except ValueError:
+        return None
+    if not dims or not isinstance(dims[0], list) or not dims[0] or (len(dims[0]) > 1 and dims[0][1] == 1):
+        return None
+    return compact_shapes(json.dumps(dims[:1]))
+
+
+def _iterations(frame: Frame, ops: np.ndarray, walk: _Walk) -> tuple[int, int, int, int] | None:
+    """For a walk whose iterations each run small matrix products and no recurrence or write: (their
+    time in ns, the per-sample backward's after them, ops an iteration (median), the products' rows
+    (the most)); else None."""
+    starts = frame.start[walk.rows]
+    gaps = np.diff(starts)
+    # The last iteration ends as long after its window as the others (median) did, or at its step's end.
+    step_rows = frame.rows("step")
+    step_end = int(frame.end[step_rows[frame.step[step_rows] == frame.step[walk.rows[0]]]].max(initial=0))
+    last_end = int(starts[-1] + np.median(gaps))
+    last_end = min(last_end, step_end) if step_end > starts[-1] else last_end
+    bounds = np.append(starts, last_end)
+    thread = frame.thread_key[walk.rows[0]]
+    inside = ops[(frame.thread_key[ops] == thread) & (frame.start[ops] >= bounds[0]) & (frame.start[ops] < bounds[-1])]
+    iteration = np.searchsorted(bounds, frame.start[inside], side="right") - 1
+    names = np.asarray(frame.names, object)[frame.name_code[inside]]
+    if np.isin(names, CELL_OPS).any():
+        return None
+    gated = [set(names[iteration == j].tolist()) >= set(GATE_OPS) for j in range(walk.rows.size)]
+    if sum(gated) * 2 >= walk.rows.size:
+        return None
+    # A window written into (out[t] = ...): the op after it at the top level is a write.
+    top = inside[frame.op_parent[inside] < 0]
+    after = np.searchsorted(frame.start[top], starts, side="right")
+    written = [after[j] < top.size and frame.name(int(top[after[j]])) in WRITE_OPS for j in range(walk.rows.size)]
+    if sum(written) * 2 >= walk.rows.size:
+        return None
+    products = np.isin(names, GEMM_FLOP_OPS)
+    if np.unique(iteration[products]).size < 0.8 * walk.rows.size:
+        return None
+    product_rows = inside[products]
+    dims_code, dims = input_dims(frame.table, product_rows)
+    pairs = np.unique(np.stack([frame.name_code[product_rows].astype(np.int64), dims_code.astype(np.int64)], axis=1), axis=0)
+    # A sample's rows are M of a matrix product, N of a matrix-vector one (x[i] is a vector): never more
+    # than the window holds (a timestep x[t] of a [T, B, F] sequence holds B rows a product).
+    rows = [min(shape[1], shape[3]) for name_code, code in pairs.tolist()
+            if (shape := gemm_shape(frame.names[name_code], dims[code])) is not None]
+    if not rows or max(rows) > walk.width:
+        return None
+    n_ops = int(np.median(np.bincount(iteration, minlength=walk.rows.size)))
+    return int(bounds[-1] - bounds[0]), _backward_per_sample(frame, ops, walk, int(bounds[-1])), n_ops, max(rows)
+
+
+def _backward_per_sample(frame: Frame, ops: np.ndarray, walk: _Walk, loop_end: int) -> int:
+    """The time of the step's backward after the loop (autograd's evaluate_function ranges, any
+    thread) where it runs per sample too: at least one product a sample, each over at most
+    ``MAX_ROWS`` rows (a weight's gradient, dW = dY^T X, sums over the rows: its K)."""
+    in_step = ops[(frame.step[ops] == frame.step[walk.rows[0]]) & (frame.start[ops] >= loop_end)]
+    nodes = in_step[frame.named(in_step, EVALUATE_FUNCTION)]
+    products = in_step[np.isin(np.asarray(frame.names, object)[frame.name_code[in_step]], GEMM_FLOP_OPS)]
+    if not nodes.size or products.size < walk.rows.size:
+        return 0
+    dims_code, dims = input_dims(frame.table, products)
+    pairs = np.unique(np.stack([frame.name_code[products].astype(np.int64), dims_code.astype(np.int64)], axis=1), axis=0)
+    shapes = [shape for name_code, code in pairs.tolist() if (shape := gemm_shape(frame.names[name_code], dims[code]))]
+    if not shapes or max(min(m, k) for _, m, k, _ in shapes) > MAX_ROWS:
+        return 0
+    return int(frame.dur[nodes].sum())
