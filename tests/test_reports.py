@@ -210,6 +210,26 @@ def test_compare_across_sources_reports_added_and_removed_names():
     assert metrics.loc["kernel_count", "nsys"] == 1
 
 
+def test_compare_says_which_remedies_one_trace_needs_and_the_other_not() -> None:
+    """Before/after: what the change brought in (anomaly detection turned on) and what it fixed (the
+    fused optimizer, once used, is no longer advised); remedies match by their words, not their figures."""
+    cpu = Path(__file__).parent / "data" / "cpu"
+    on = api.compare([cpu / "anomaly_detection_off.pt.trace.json.gz", cpu / "anomaly_detection.pt.trace.json.gz"]).result
+    [change] = on.remedy_changes
+    assert [x.split(":")[0] for x in change.added][0] == "turn autograd's anomaly detection off outside debugging"
+    assert change.dropped == []
+    assert [d.label for d in on.diagnoses] == ["A", "B"] and "anomaly_detection" in on.diagnoses[1].findings
+    assert any("remedies for B only: 'turn autograd's anomaly detection off" in f for f in on.findings), on.findings
+    fused = api.compare([cpu / "adamw_per_parameter.pt.trace.json.gz", cpu / "adamw_fused.pt.trace.json.gz"])
+    [change] = fused.result.remedy_changes
+    assert change.added == [] and [x[:25] for x in change.dropped] == ["use the fused optimizer, "]
+    doc = json.loads(api.render(fused, "json"))
+    assert doc["remedy_changes"][0]["dropped"] == change.dropped and doc["diagnoses"][0]["verdict"]
+    same = api.compare([cpu / "adamw_fused.pt.trace.json.gz", cpu / "adamw_fused.pt.trace.json.gz"]).result
+    assert same.remedy_changes[0].added == same.remedy_changes[0].dropped == []
+    assert any(f.endswith("with the same remedies.") for f in same.findings)
+
+
 def test_compare_of_three_traces_says_which_trace_added_or_removed_a_name():
     """A name the second trace keeps and the third drops is removed in the third only (it was
     "removed" outright, beside a count of 40 in the second)."""

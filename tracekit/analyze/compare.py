@@ -85,6 +85,33 @@ class FailCheck:
     failed: bool
 
 
+@dataclass(frozen=True)
+class Diagnosis:
+    """One trace's verdict, as ``report`` gives it: the verdict, its remedies in their order, and the
+    names of the findings it holds (``optimizer``, ``anomaly_detection``, ...: the report JSON's keys)."""
+
+    label: str
+    verdict: str
+    remedies: list[str]
+    findings: list[str]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"label": self.label, "verdict": self.verdict, "remedies": self.remedies, "findings": self.findings}
+
+
+@dataclass(frozen=True)
+class RemedyChange:
+    """Remedies a trace is given that the baseline is not (``added``: what the change brought in), and
+    the baseline's that it is no longer given (``dropped``: what the change fixed or made moot)."""
+
+    label: str
+    added: list[str]
+    dropped: list[str]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"label": self.label, "added": self.added, "dropped": self.dropped}
+
+
 @dataclass
 class Comparison:
     """Result of ``compare()``; every delta is (trace - baseline), baseline = first trace.
@@ -101,6 +128,8 @@ class Comparison:
         per step (metrics: median over the steps used; names: mean over them); else whole-trace totals.
     checks: the evaluated ``--fail-if`` expressions.
     findings: the differences in words, one sentence each, largest first.
+    diagnoses: each trace's verdict and remedies (``report``'s); remedy_changes: per trace after the
+        first, the remedies it is given that the baseline is not, and the reverse.
     """
 
     labels: list[str]
@@ -111,6 +140,8 @@ class Comparison:
     checks: list[FailCheck] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
     per_step: bool = False
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    remedy_changes: list[RemedyChange] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -333,8 +364,11 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     rng = _wide([s.ranges.assign(label=s.label) for s in sums], ["name"], ["instances", "total_ns"], labels)
     # Side by side by position: each trace keeps its own step numbers (a trace may start at ProfilerStep#5).
     steps = pd.concat([s.steps.add_suffix(f"_{s.label}") for s in sums], axis=1).rename_axis("index").reset_index()
+    diagnoses = [_diagnosis(t, lab, skip_steps, keep_all_steps) for t, lab in zip(tables, labels, strict=True)]
+    changes = [_remedy_change(diagnoses[0], d) for d in diagnoses[1:]]
     result = Comparison(labels, metrics.reset_index(), names, rng, steps,
-                        findings=_findings(metrics, names, labels, sums, per_step), per_step=per_step)
+                        findings=_findings(metrics, names, labels, sums, per_step) + _verdict_findings(diagnoses, changes),
+                        per_step=per_step, diagnoses=diagnoses, remedy_changes=changes)
     for expr, (metric, op, sign, num, unit) in zip(fail_if or [], checks, strict=True):
         if metric not in metrics.index:
             raise UsageError(f"--fail-if: unknown metric {metric!r} (one of: {', '.join(metrics.index)})")
@@ -354,6 +388,49 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
             threshold = num if sign != "-" else -num
             result.checks.append(FailCheck(expr, lab, b, v, bool(_OPS[op](measured, threshold))))
     return result
+
+
+def _diagnosis(table: pa.Table, label: str, skip_steps: int, keep_all_steps: bool) -> Diagnosis:
+    from tracekit.analyze.launch import launch
+    from tracekit.render.documents import findings_data
+
+    r = launch(table, skip_steps=skip_steps, keep_all_steps=keep_all_steps)
+    return Diagnosis(label, r.verdict, list(r.remedies), list(findings_data(r)))
+
+
+_NUMBER = re.compile(r"\d[\d,.]*")
+
+
+def _remedy_change(base: Diagnosis, other: Diagnosis) -> RemedyChange:
+    """Remedies matched by their words: figures inside one (``instead of 310 ops a call``) differ
+    between traces of one program."""
+    def key(remedy: str) -> str:
+        return _NUMBER.sub("#", remedy)
+
+    base_keys, other_keys = {key(x) for x in base.remedies}, {key(x) for x in other.remedies}
+    return RemedyChange(other.label, [x for x in other.remedies if key(x) not in base_keys],
+                        [x for x in base.remedies if key(x) not in other_keys])
+
+
+def _verdict_findings(diagnoses: list[Diagnosis], changes: list[RemedyChange]) -> list[str]:
+    base = diagnoses[0]
+    out = []
+    for d, change in zip(diagnoses[1:], changes, strict=True):
+        verdicts = (f"{base.label} and {d.label} are both {base.verdict}" if d.verdict == base.verdict else
+                    f"{base.label} is {base.verdict}, {d.label} {d.verdict}")
+        said = []
+        if change.added:
+            said.append(f"remedies for {d.label} only: " + "; ".join(f"'{_clause(x)}'" for x in change.added))
+        if change.dropped:
+            said.append(f"for {base.label} only: " + "; ".join(f"'{_clause(x)}'" for x in change.dropped))
+        out.append(verdicts + ("; " + "; ".join(said) if said else ", with the same remedies") + ".")
+    return out
+
+
+def _clause(remedy: str) -> str:
+    """A remedy's first clause, to quote it in a sentence about it."""
+    head = remedy.split(": ", 1)[0].split(" (", 1)[0]
+    return head if len(head) <= 120 else head[:117] + "..."
 
 
 def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sums: list[TraceSummary],

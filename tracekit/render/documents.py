@@ -456,6 +456,15 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
         m.charts.append(Chart("stacked", "GPU time by category", cmp.labels, [r["metric"][:-5] for r in cat_rows],
                               [[r[lab] / 1e6 for r in cat_rows] for lab in cmp.labels]))
     sections.append(m)
+    if cmp.diagnoses:
+        d = Section("Verdicts and remedies", ["Each trace's verdict and remedies as `tracekit report` gives them; a remedy "
+                                              f"listed under a trace is one {base} is not given, or the reverse."])
+        d.tables.append(Table("", [Column("trace"), Column("verdict"), Column("remedies")],
+                              [[x.label, x.verdict, len(x.remedies)] for x in cmp.diagnoses]))
+        for change in cmp.remedy_changes:
+            d.sentences += [f"{change.label} only: {x}." for x in change.added]
+            d.sentences += [f"{base} only (not {change.label}): {x}." for x in change.dropped]
+        sections.append(d)
     if cmp.checks:
         c = Section("--fail-if checks", [f"{'FAILED' if x.failed else 'ok'}: {x.expression} for {x.label} "
                                          f"({x.baseline:,.0f} -> {x.value:,.0f})" for x in cmp.checks])
@@ -491,7 +500,8 @@ def compare_document(names: list[str], cmp: Comparison) -> Document:
         sections.append(st)
     data = {"labels": cmp.labels, "traces": names, "metrics": records(cmp.metrics), "names": records(cmp.names),
             "ranges": records(cmp.ranges), "steps": records(cmp.steps),
-            "findings": cmp.findings, "checks": [{"expression": x.expression, "label": x.label, "baseline": x.baseline, "value": x.value, "failed": x.failed}
+            "findings": cmp.findings, "diagnoses": [x.as_dict() for x in cmp.diagnoses],
+            "remedy_changes": [x.as_dict() for x in cmp.remedy_changes], "checks": [{"expression": x.expression, "label": x.label, "baseline": x.baseline, "value": x.value, "failed": x.failed}
                        for x in cmp.checks], "failed": cmp.failed}
     return Document("tracekit compare: " + " vs ".join(cmp.labels), "compare", facts, sections, data)
 
