@@ -46,6 +46,7 @@ from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
+from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
 from tracekit.analyze.recurrent import lstm_per_timestep_reasons
@@ -60,6 +61,7 @@ from tracekit.analyze.verdicts import VERDICTS
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import byte_mask, member_mask
 
+HOST_PACED_VERDICTS = ("launch-bound", "CPU/framework-bound", "CPU compute-bound")
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
 # Whole-sequence RNN ops (PyTorch, TF) and the per-timestep cells a Python or tf.while_loop calls.
 FUSED_RNN_OPS = ("aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", "aten::_cudnn_rnn",
@@ -134,6 +136,7 @@ class LaunchReport:
     anomaly_detection: AnomalyDetection | None = None  # autograd's anomaly mode left on (tracekit.analyze.anomaly)
     emulated_products: EmulatedProducts | None = None  # 16-bit products a CPU emulates (tracekit.analyze.emulated_precision)
     sample_loop: SampleLoop | None = None  # a batch walked one sample at a time (tracekit.analyze.sample_loop)
+    inference_with_grad: InferenceWithGrad | None = None  # forward-only with grad mode on (tracekit.analyze.grad_mode)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -592,6 +595,11 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         if r.sample_loop is not None:
             ev.append(r.sample_loop.evidence())
             r.remedies.append(r.sample_loop.remedy())
+        if r.verdict in HOST_PACED_VERDICTS:  # else the host's per-op savings do not shorten the step
+            r.inference_with_grad = inference_with_grad(frame)
+            if r.inference_with_grad is not None:
+                ev.append(r.inference_with_grad.evidence())
+                r.remedies.append(r.inference_with_grad.remedy())
         r.anomaly_detection = anomaly_detection(frame, steps_used)
         if r.anomaly_detection is not None:
             ev.append(r.anomaly_detection.evidence())

@@ -1,0 +1,77 @@
+"""Inference run with autograd on.
+
+A model run only forward (evaluation, serving, generation) outside ``torch.inference_mode()`` or
+``torch.no_grad()`` still goes through autograd: each op is dispatched through its autograd kernel,
+bumps version counters and, where a parameter requires grad, records a graph node and keeps its
+inputs alive while the output lives. PyTorch 2.13, 2-core AMD EPYC, a 6-block MLP of 256 (Linear,
+GELU, LayerNorm) at batch 4: 0.332 ms a call with grad mode on, 0.316 ms with its parameters frozen
+(``requires_grad_(False)``, grad mode still on), 0.277 ms under ``inference_mode()``; 5% at batch 64
+of width 512, where the products dominate.
+
+The evidence is the profiler's own: an op run with grad mode on carries an autograd "Sequence
+number" in its args (torch.profiler records one whether or not an input requires grad; none under
+``no_grad`` or ``inference_mode``). Where most top-level ops carry one and the whole trace runs no
+backward (no autograd engine range, no ``*Backward`` node, no gradient accumulation), the forward's
+graph bookkeeping is for nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracekit.analyze.frame import Frame
+from tracekit.analyze.top_ops import args_mention, args_text
+from tracekit.ingest.links import member_mask
+
+BACKWARD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|^torch::autograd::AccumulateGrad$")
+SEQUENCE = '"Sequence number"'
+MIN_OPS = 20  # top-level ops with a sequence number
+MIN_SHARE = 0.5  # of the top-level aten ops
+OPS_READ = 2_000  # top-level ops whose args are read (the trace's first ones)
+
+
+@dataclass(frozen=True)
+class InferenceWithGrad:
+    """An inference trace whose forward runs with grad mode on. share: of its top-level ops (of those
+    read) that carry an autograd sequence number."""
+
+    ops: int
+    share: float
+
+    def evidence(self) -> str:
+        return (f"the forward runs with autograd on ({self.share:.0%} of its top-level ops carry an autograd sequence "
+                "number, which torch.profiler records only with grad mode enabled) and nothing in the trace runs "
+                "backward: inference outside torch.inference_mode() / torch.no_grad()")
+
+    def remedy(self) -> str:
+        return ("run inference under torch.inference_mode() (or torch.no_grad()): each op then skips autograd's "
+                "dispatch and bookkeeping (a 6-block MLP on a CPU at batch 4: 0.33 ms a call with grad mode on, "
+                "0.28 ms under inference_mode) and no activation is kept for a backward that never runs")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"ops_read": self.ops, "share": self.share}
+
+
+def inference_with_grad(frame: Frame) -> InferenceWithGrad | None:
+    """The trace's forward run with grad mode on and no backward anywhere (module doc), else None."""
+    codes = [c for c, n in enumerate(frame.names) if n.startswith("aten::")]
+    if not codes or any(BACKWARD.search(n) for n in frame.names) or not args_mention(frame.table, SEQUENCE.encode()):
+        return None
+    ops = frame.rows("cpu_op")
+    top = ops[member_mask(frame.name_code[ops], codes) & (frame.op_parent[ops] < 0)]
+    top = top[np.argsort(frame.start[top], kind="stable")][:OPS_READ]
+    if top.size < MIN_OPS:
+        return None
+    sequenced = 0
+    for text in args_text(frame.table, top).to_pylist():
+        if isinstance(text, str) and SEQUENCE in text:
+            try:
+                sequenced += isinstance(json.loads(text).get("Sequence number"), int)
+            except (ValueError, AttributeError):
+                continue
+    share = sequenced / top.size
+    return InferenceWithGrad(ops=int(top.size), share=share) if sequenced >= MIN_OPS and share >= MIN_SHARE else None
