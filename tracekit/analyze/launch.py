@@ -41,6 +41,7 @@ from tracekit.analyze.classify import (
     short_name,
     tf_base_op,
 )
+from tracekit.analyze.conv_layout import NchwConvolutions, nchw_convolutions
 from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
@@ -137,6 +138,7 @@ class LaunchReport:
     emulated_products: EmulatedProducts | None = None  # 16-bit products a CPU emulates (tracekit.analyze.emulated_precision)
     sample_loop: SampleLoop | None = None  # a batch walked one sample at a time (tracekit.analyze.sample_loop)
     inference_with_grad: InferenceWithGrad | None = None  # forward-only with grad mode on (tracekit.analyze.grad_mode)
+    nchw_convolutions: NchwConvolutions | None = None  # CPU convolutions on NCHW tensors (tracekit.analyze.conv_layout)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -587,6 +589,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             if r.slowing_products is not None:
                 ev.append(r.slowing_products.evidence())
                 r.remedies.append(r.slowing_products.remedy())
+        r.nchw_convolutions = nchw_convolutions(frame, steps_used)
+        if r.nchw_convolutions is not None:
+            ev.append(r.nchw_convolutions.evidence())
+            r.remedies.append(r.nchw_convolutions.remedy())
         r.emulated_products = emulated_products(frame, steps_used)
         if r.emulated_products is not None:
             ev.append(r.emulated_products.evidence())
