@@ -623,7 +623,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         measured = {found.remedy(): (what, found.share) for what, found in
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),
-                     ("the per-sample loop and its backward", r.sample_loop))
+                     (r.sample_loop.measured if r.sample_loop is not None else "", r.sample_loop))
                     if found is not None}
         _rank_by_predicted_saving(r, frame, loop_share, measured)
     if r.anomaly_detection is not None:  # a debugging setting left on: first whatever the others save

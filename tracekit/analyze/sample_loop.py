@@ -73,6 +73,11 @@ class SampleLoop:
                 + (f", and its backward, per sample too, another {self.share - self.loop_share:.0%}"
                    if self.share - self.loop_share >= 0.005 else ""))
 
+    @property
+    def measured(self) -> str:
+        """What ``share`` measures, for the remedies' ranking."""
+        return "the per-sample loop" + (" and its backward" if self.share > self.loop_share else "")
+
     def remedy(self) -> str:
         return ("run the model once on the whole batch instead of a Python loop over its samples (per-sample "
                 "results or gradients: torch.func.vmap, torch.func.grad): a 3-layer MLP on a CPU, batch 64, took 9-10 "
