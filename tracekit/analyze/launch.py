@@ -48,6 +48,7 @@ from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_produ
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
+from tracekit.analyze.growing_cat import GrowingCat, growing_cat
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
 from tracekit.analyze.recurrent import lstm_per_timestep_reasons
@@ -139,6 +140,7 @@ class LaunchReport:
     sample_loop: SampleLoop | None = None  # a batch walked one sample at a time (tracekit.analyze.sample_loop)
     inference_with_grad: InferenceWithGrad | None = None  # forward-only with grad mode on (tracekit.analyze.grad_mode)
     nchw_convolutions: NchwConvolutions | None = None  # CPU convolutions on NCHW tensors (tracekit.analyze.conv_layout)
+    growing_cat: GrowingCat | None = None  # a tensor grown by cat a piece at a time (tracekit.analyze.growing_cat)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -597,6 +599,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         if r.emulated_products is not None:
             ev.append(r.emulated_products.evidence())
             r.remedies.append(r.emulated_products.remedy())
+        r.growing_cat = growing_cat(frame, steps_used)
+        if r.growing_cat is not None:
+            ev.append(r.growing_cat.evidence())
+            r.remedies.append(r.growing_cat.remedy())
         r.sample_loop = sample_loop(frame, steps_used)
         if r.sample_loop is not None:
             ev.append(r.sample_loop.evidence())
@@ -623,7 +629,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         measured = {found.remedy(): (what, found.share) for what, found in
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),
-                     (r.sample_loop.measured if r.sample_loop is not None else "", r.sample_loop))
+                     (r.sample_loop.measured if r.sample_loop is not None else "", r.sample_loop),
+                     ("the concatenations beyond one final cat", r.growing_cat))
                     if found is not None}
         _rank_by_predicted_saving(r, frame, loop_share, measured)
     if r.anomaly_detection is not None:  # a debugging setting left on: first whatever the others save
