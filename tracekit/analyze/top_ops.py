@@ -49,9 +49,10 @@ SKINNY_DIM = 16
 REMEDY_SHARE = 0.10
 TOP = 15
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear")
-# Input Dims is a list of per-input dims lists: [[1000, 8], [8, 512], []]
+# Input Dims is a list of per-input dims lists, [[1000, 8], [8, 512], []], a tensor-list input one more
+# level deep: aten::cat's [[[1592, 512], [8, 512]], []].
 _INPUT_DIMS_KEY = b'"Input Dims":'
-_INPUT_DIMS = r'"Input Dims":(?P<dims>\[(?:\[[^\]]*\]|[^\[\]])*\])'
+_INPUT_DIMS = r'"Input Dims":(?P<dims>\[(?:\[(?:\[[^\[\]]*\]|[^\[\]])*\]|[^\[\]])*\])'
 
 
 @dataclass
@@ -193,10 +194,16 @@ def sentence_labels(names: list[str], shapes: list[str], classes: list[str] | No
 
 def compact_shapes(shapes: str) -> str:
     """Input dims for a sentence: ``[[8,32,128],[],[]]`` -> ``8x32x128``, ``[[64,128],[128,256]]`` ->
-    ``64x128, 128x256`` (scalars and empty inputs left out); the text itself when it is not such a list."""
+    ``64x128, 128x256``, a tensor list ``[[[16,512],[8,512]],[]]`` -> ``16x512+8x512`` (scalars and empty
+    inputs left out); the text itself when it is not such a list."""
+    def one_input(dims: list) -> str:
+        if dims and all(isinstance(d, list) for d in dims):
+            return "+".join(one_input(d) for d in dims)
+        return "x".join(str(d) for d in dims)
+
     try:
         dims = json.loads(shapes)
-        return ", ".join("x".join(str(d) for d in one) for one in dims if isinstance(one, list) and one) or shapes
+        return ", ".join(one_input(one) for one in dims if isinstance(one, list) and one) or shapes
     except (ValueError, TypeError):
         return shapes
 
