@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame
-from tracekit.analyze.top_ops import args_mention, args_text
+from tracekit.analyze.top_ops import args_text
 from tracekit.ingest.links import member_mask
 
 CAT_OPS = ("aten::cat", "aten::concat", "aten::concatenate")
@@ -63,7 +63,7 @@ class GrowingCat:
 def growing_cat(frame: Frame, used: list[int] | None) -> GrowingCat | None:
     """The steps' tensors grown by cat (module doc), or None when the trace shows none."""
     codes = [c for c, n in enumerate(frame.names) if n in CAT_OPS]
-    if not codes or not args_mention(frame.table, b'"Input Dims":[[['):
+    if not codes or "args" not in frame.table.column_names:
         return None
     steps = frame.rows("step")
     ops = frame.rows("cpu_op")

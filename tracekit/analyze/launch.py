@@ -45,13 +45,14 @@ from tracekit.analyze.conv_layout import NchwConvolutions, nchw_convolutions
 from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
+from tracekit.analyze.float64 import Float64Products, float64_products
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
 from tracekit.analyze.growing_cat import GrowingCat, growing_cat
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
-from tracekit.analyze.recurrent import lstm_per_timestep_reasons
+from tracekit.analyze.recurrent import FLOAT64, lstm_per_timestep_reasons
 from tracekit.analyze.sample_loop import SampleLoop, sample_loop
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
@@ -141,6 +142,7 @@ class LaunchReport:
     inference_with_grad: InferenceWithGrad | None = None  # forward-only with grad mode on (tracekit.analyze.grad_mode)
     nchw_convolutions: NchwConvolutions | None = None  # CPU convolutions on NCHW tensors (tracekit.analyze.conv_layout)
     growing_cat: GrowingCat | None = None  # a tensor grown by cat a piece at a time (tracekit.analyze.growing_cat)
+    float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -591,6 +593,12 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             if r.slowing_products is not None:
                 ev.append(r.slowing_products.evidence())
                 r.remedies.append(r.slowing_products.remedy())
+        # A CPU LSTM layer run per timestep in float64 is told so by its own rule (verdicts.TORCH_LSTM_PER_TIMESTEP).
+        if FLOAT64 not in e.recurrent_reasons:
+            r.float64_products = float64_products(frame, steps_used)
+        if r.float64_products is not None:
+            ev.append(r.float64_products.evidence())
+            r.remedies.append(r.float64_products.remedy())
         r.nchw_convolutions = nchw_convolutions(frame, steps_used)
         if r.nchw_convolutions is not None:
             ev.append(r.nchw_convolutions.evidence())

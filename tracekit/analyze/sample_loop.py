@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame
-from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_mention, args_text, compact_shapes, gemm_shape, input_dims
+from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, gemm_shape, input_dims
 from tracekit.ingest.links import member_mask
 
 WALK_OPS = ("aten::slice", "aten::select", "aten::narrow")
@@ -100,7 +100,7 @@ class _Walk:
 def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     """The steps' per-sample loop (module doc), or None when the trace shows none."""
     codes = [c for c, n in enumerate(frame.names) if n in WALK_OPS]
-    if not codes or not args_mention(frame.table, b'"Concrete Inputs"'):
+    if not codes or "args" not in frame.table.column_names:
         return None
     steps = frame.rows("step")
     if used is not None:

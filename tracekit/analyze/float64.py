@@ -1,0 +1,88 @@
+"""Matrix products run in float64.
+
+NumPy's default float is float64 and ``torch.from_numpy`` keeps it, so a model fed NumPy data fails
+with "expected scalar type Double but found Float" until either side is converted; calling
+``model.double()`` makes that error go away and halves the products' rate on a CPU (PyTorch 2.13,
+2-core AMD EPYC, an MLP of 256-512-512-10 trained with Adam at batch 128: 19.7 ms a step in float64,
+12.3 ms in float32). On a GPU float64 runs at 1/2 (data-centre parts) to 1/64 (consumer parts) of
+float32's rate, without tensor cores below the A100.
+
+The evidence (CPU-only PyTorch traces with types recorded, ``record_shapes=True``): the steps'
+matrix products whose two factors are ``double`` take ``MIN_SHARE`` of the steps' time (their own
+time). A CPU LSTM layer run per timestep in float64 is told by its own rule
+(``tracekit.analyze.recurrent``). GPU traces are left out: no stored one runs float64 products, so
+how their kernels' time would be read from one is untested.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from tracekit.analyze.breakdown import op_self_time
+from tracekit.analyze.classify import short_name
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.stalls import INPUT_TYPES, factor_types
+from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_mention, args_text, compact_shapes, input_dims
+from tracekit.ingest.links import member_mask
+
+MIN_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class Float64Products:
+    """The float64 products of the steps used. share: their self time's part of the steps'; calls: how
+    many; largest: the name and shapes of the one taking most time."""
+
+    calls: int
+    share: float
+    largest: str
+
+    def evidence(self) -> str:
+        return (f"the matrix products run in float64 ({self.calls} calls, {self.share:.0%} of the step time; the largest "
+                f"{self.largest}): float64 runs at half float32's rate on a CPU and at 1/2 to 1/64 of it on a GPU")
+
+    def remedy(self) -> str:
+        return ("keep the model and its inputs in float32: convert NumPy data with torch.from_numpy(x).float() (NumPy's "
+                "default is float64) rather than calling model.double() (an MLP on a CPU: 19.7 ms a training step in "
+                "float64, 12.3 ms in float32)")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"calls": self.calls, "share": self.share, "largest": self.largest}
+
+
+def float64_products(frame: Frame, used: list[int] | None) -> Float64Products | None:
+    """The steps' float64 products where they take ``MIN_SHARE`` of the time (module doc), else None."""
+    codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
+    if not codes or frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"double"'):
+        return None
+    ops = frame.rows("cpu_op")
+    rows = ops[member_mask(frame.name_code[ops], codes)]
+    steps = frame.rows("step")
+    if used is not None:
+        rows = rows[member_mask(frame.step[rows], used)]
+        steps = steps[member_mask(frame.step[steps], used)]
+    if not rows.size:
+        return None
+    typed = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(frame.table, rows), INPUT_TYPES), "types"),
+                         "").dictionary_encode()
+    types_code = typed.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    names, types = frame.name_code[rows], typed.dictionary.to_pylist()
+    pairs = np.unique(np.stack([names.astype(np.int64), types_code], axis=1), axis=0)
+    double = [(n, t) for n, t in pairs.tolist() if factor_types(frame.names[n], types[t]) == ("double", "double")]
+    if not double:
+        return None
+    doubled = np.zeros(rows.size, bool)
+    for n, t in double:
+        doubled |= (names == n) & (types_code == t)
+    rows = rows[doubled]
+    time_ns, whole = int(op_self_time(frame, rows).sum()), int(frame.dur[steps].sum()) if steps.size else 0
+    if not whole or time_ns < MIN_SHARE * whole:
+        return None
+    longest = int(rows[np.argmax(frame.dur[rows])])
+    dims_code, dims = input_dims(frame.table, np.array([longest]))
+    shapes = compact_shapes(dims[int(dims_code[0])]) if dims and dims[int(dims_code[0])] else ""
+    largest = f"{short_name(frame.name(longest))}" + (f" {shapes}" if shapes else "")
+    return Float64Products(calls=int(rows.size), share=time_ns / whole, largest=largest)
