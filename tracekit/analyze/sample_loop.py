@@ -44,6 +44,7 @@ MIN_ITERATIONS = 8
 MAX_ROWS = 8
 MIN_SHARE = 0.3
 MAX_WALK_CALLS = 100_000  # walk calls whose arguments are read; a trace with more is read in part
+MAX_WALKS = 500  # walks judged (a few a step)
 EVALUATE_FUNCTION = re.compile(r"^autograd::engine::evaluate_function: ")
 _CONCRETE = r'"Concrete Inputs":(?P<concrete>\[[^\]]*\])'
 
@@ -111,12 +112,13 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     ops = frame.rows("cpu_op")
     calls = ops[member_mask(frame.name_code[ops], codes) & (frame.op_parent[ops] < 0)]
     calls = calls[member_mask(frame.step[calls], frame.step[steps].tolist())][:MAX_WALK_CALLS]
-    walks = _walks(frame, calls)
+    walks = _walks(frame, calls)[:MAX_WALKS]
     if not walks:
         return None
+    by_start = ops[np.argsort(frame.start[ops], kind="stable")]
     found: list[tuple[_Walk, int, int, int, int]] = []  # walk, loop ns, backward ns, ops an iteration, product rows
     for walk in walks:
-        judged = _iterations(frame, ops, walk)
+        judged = _iterations(frame, by_start, walk)
         if judged is not None:
             found.append((walk, *judged))
     # Walks of one loop (x[i:i+1] and y[i:i+1]) overlap: each thread's step counts its longest.
@@ -148,8 +150,12 @@ def _walks(frame: Frame, calls: np.ndarray) -> list[_Walk]:
     concrete = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(frame.table, calls), _CONCRETE), "concrete"),
                             "").dictionary_encode()
     concrete_code = concrete.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    windows = [_window(frame.names[int(frame.name_code[r])], text) for r, text in
-               zip(calls.tolist(), np.asarray(concrete.dictionary.to_pylist(), object)[concrete_code], strict=True)]
+    texts = concrete.dictionary.to_pylist()
+    # Each distinct (op, arguments) is read once.
+    pairs, pair_of = np.unique(np.stack([frame.name_code[calls].astype(np.int64), concrete_code], axis=1), axis=0,
+                               return_inverse=True)
+    distinct = [_window(frame.names[n], texts[t]) for n, t in pairs.tolist()]
+    windows = [distinct[j] for j in pair_of.ravel().tolist()]
     order = np.lexsort((frame.start[calls], dims_code, frame.step[calls], frame.thread_key[calls]))
     walks: list[_Walk] = []
     run: list[int] = []
@@ -212,10 +218,10 @@ def _walked_shape(dims_text: str) -> str | None:
     return compact_shapes(json.dumps(dims[:1]))
 
 
-def _iterations(frame: Frame, ops: np.ndarray, walk: _Walk) -> tuple[int, int, int, int] | None:
+def _iterations(frame: Frame, by_start: np.ndarray, walk: _Walk) -> tuple[int, int, int, int] | None:
     """For a walk whose iterations each run small matrix products and no recurrence or write: (their
     time in ns, the per-sample backward's after them, ops an iteration (median), the products' rows
-    (the most)); else None."""
+    (the most)); else None. ``by_start``: the trace's ops in order of start."""
     starts = frame.start[walk.rows]
     gaps = np.diff(starts)
     # The last iteration ends as long after its window as the others (median) did, or at its step's end.
@@ -225,7 +231,8 @@ def _iterations(frame: Frame, ops: np.ndarray, walk: _Walk) -> tuple[int, int, i
     last_end = min(last_end, step_end) if step_end > starts[-1] else last_end
     bounds = np.append(starts, last_end)
     thread = frame.thread_key[walk.rows[0]]
-    inside = ops[(frame.thread_key[ops] == thread) & (frame.start[ops] >= bounds[0]) & (frame.start[ops] < bounds[-1])]
+    lo, hi = np.searchsorted(frame.start[by_start], [bounds[0], bounds[-1]])
+    inside = by_start[lo:hi][frame.thread_key[by_start[lo:hi]] == thread]
     iteration = np.searchsorted(bounds, frame.start[inside], side="right") - 1
     names = np.asarray(frame.names, object)[frame.name_code[inside]]
     if np.isin(names, CELL_OPS).any():
@@ -252,14 +259,17 @@ def _iterations(frame: Frame, ops: np.ndarray, walk: _Walk) -> tuple[int, int, i
     if not rows or max(rows) > walk.width:
         return None
     n_ops = int(np.median(np.bincount(iteration, minlength=walk.rows.size)))
-    return int(bounds[-1] - bounds[0]), _backward_per_sample(frame, ops, walk, int(bounds[-1])), n_ops, max(rows)
+    backward = _backward_per_sample(frame, by_start[hi:], walk, step_end)
+    return int(bounds[-1] - bounds[0]), backward, n_ops, max(rows)
 
 
-def _backward_per_sample(frame: Frame, ops: np.ndarray, walk: _Walk, loop_end: int) -> int:
+def _backward_per_sample(frame: Frame, after: np.ndarray, walk: _Walk, step_end: int) -> int:
     """The time of the step's backward after the loop (autograd's evaluate_function ranges, any
-    thread) where it runs per sample too: at least one product a sample, each over at most
-    ``MAX_ROWS`` rows (a weight's gradient, dW = dY^T X, sums over the rows: its K)."""
-    in_step = ops[(frame.step[ops] == frame.step[walk.rows[0]]) & (frame.start[ops] >= loop_end)]
+    thread; ``after``: the ops starting after the loop, in order of start) where it runs per sample
+    too: at least one product a sample, each over at most ``MAX_ROWS`` rows (a weight's gradient,
+    dW = dY^T X, sums over the rows: its K)."""
+    after = after[:np.searchsorted(frame.start[after], step_end)] if step_end else after
+    in_step = after[frame.step[after] == frame.step[walk.rows[0]]]
     nodes = in_step[frame.named(in_step, EVALUATE_FUNCTION)]
     products = in_step[np.isin(np.asarray(frame.names, object)[frame.name_code[in_step]], GEMM_FLOP_OPS)]
     if not nodes.size or products.size < walk.rows.size:
