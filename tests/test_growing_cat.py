@@ -34,6 +34,7 @@ def test_pieces_collected_in_a_list_are_not() -> None:
 
 def test_what_a_cat_of_two_can_grow_into() -> None:
     assert _grown((0, 512), (8, 512)) == [(8, 512)]  # torch.empty(0, 512) takes the piece's shape
+    assert _grown((0,), (8, 512)) == [(8, 512)]  # so does torch.tensor([])
     assert _grown((16, 512), (8, 512)) == [(24, 512)]
     assert _grown((2, 4, 7, 64), (2, 4, 1, 64)) == [(2, 4, 8, 64)]  # a KV cache, along the sequence
     assert _grown((16, 512), (8, 256)) == []

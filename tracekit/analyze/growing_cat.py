@@ -83,7 +83,7 @@ def growing_cat(frame: Frame, used: list[int] | None) -> GrowingCat | None:
     open_by_shape: dict[tuple[int, tuple[int, ...]], list[int]] = {}  # (thread, expected shape) -> chain indexes
     for i in range(calls.size):
         a, b = _dims(first[i]), _dims(second[i])
-        if a is None or b is None or len(a) != len(b):
+        if a is None or b is None or (len(a) != len(b) and a != (0,)):  # torch.tensor([]) joins any rank
             continue
         thread = int(frame.thread_key[calls[i]])
         waiting = open_by_shape.get((thread, a))
@@ -120,8 +120,8 @@ def _dims(text: str) -> tuple[int, ...] | None:
 
 def _grown(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[int, ...]]:
     """The shapes cat(a, b) can have: a grown by b along a dim where the other dims agree (an empty a,
-    torch.empty(0, ...), takes b's shape)."""
-    if a and a[0] == 0 and len(a) == len(b):
+    torch.empty(0, ...) or torch.tensor([]), takes b's shape)."""
+    if a == (0,) or (a and a[0] == 0 and len(a) == len(b)):
         return [b]
     out = []
     for d in range(len(a)):
