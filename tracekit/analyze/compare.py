@@ -392,10 +392,9 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
 
 def _diagnosis(table: pa.Table, label: str, skip_steps: int, keep_all_steps: bool) -> Diagnosis:
     from tracekit.analyze.launch import launch
-    from tracekit.render.documents import findings_data
 
     r = launch(table, skip_steps=skip_steps, keep_all_steps=keep_all_steps)
-    return Diagnosis(label, r.verdict, list(r.remedies), list(findings_data(r)))
+    return Diagnosis(label, r.verdict, list(r.remedies), list(r.findings()))
 
 
 _NUMBER = re.compile(r"\d[\d,.]*")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -98,6 +99,12 @@ class Distribution:
                    int(values.max()))
 
 
+class Finding(Protocol):
+    """A finding of the verdict's own (``LaunchReport.findings``): what the report's JSON holds of it."""
+
+    def as_dict(self) -> dict[str, object]: ...
+
+
 @dataclass
 class LaunchReport:
     """Result of ``launch()``. Times in ns.
@@ -145,6 +152,19 @@ class LaunchReport:
     float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
+
+    def findings(self) -> dict[str, Finding]:
+        """The verdict's own findings that were found, by the report JSON's key: optimizer steps, dense
+        embedding gradients, products slowed by subnormal floats, the steps' own Python work, anomaly
+        detection left on, 16-bit products a CPU emulates, a batch walked per sample, inference run with
+        grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64."""
+        found: dict[str, Finding | None] = {
+            "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
+            "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
+            "emulated_products": self.emulated_products, "sample_loop": self.sample_loop,
+            "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
+            "growing_cat": self.growing_cat, "float64_products": self.float64_products}
+        return {key: f for key, f in found.items() if f is not None}
 
     @property
     def span_words(self) -> str:

@@ -322,16 +322,8 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
 
 
 def findings_data(lr: LaunchReport) -> dict[str, object]:
-    """The JSON of the verdict's own findings (optimizer steps, dense embedding gradients, products
-    slowed by subnormal floats, the steps' own Python work, anomaly detection left on, 16-bit products a
-    CPU emulates, a batch walked per sample, inference run with grad mode on, CPU convolutions on NCHW
-    tensors, tensors grown by cat, products run in float64), where found."""
-    found = {"optimizer": lr.optimizer, "embedding_gradients": lr.embeddings, "slowing_products": lr.slowing_products,
-             "python_work": lr.python_work, "anomaly_detection": lr.anomaly_detection,
-             "emulated_products": lr.emulated_products, "sample_loop": lr.sample_loop,
-             "inference_with_grad": lr.inference_with_grad, "nchw_convolutions": lr.nchw_convolutions,
-             "growing_cat": lr.growing_cat, "float64_products": lr.float64_products}
-    return {key: f.as_dict() for key, f in found.items() if f is not None}
+    """The JSON of the verdict's own findings (``LaunchReport.findings``), where found."""
+    return {key: f.as_dict() for key, f in lr.findings().items()}
 
 
 def _dist_row(label: str, d) -> list:
