@@ -19,10 +19,11 @@ def test_a_model_trained_in_float64_is_told_float32() -> None:
     optimizer, not the dtype."""
     found = float64_products(frame_of(load(DATA / "float64_products.pt.trace.json.gz")), None)
     assert found is not None and found.calls == 24 and found.share > 0.3
-    assert found.largest.startswith("aten::mm 128x512, 512x512")
+    assert found.largest.startswith("aten::mm ") and "512" in found.largest  # a product of the 512-wide layers
     r = api.report(DATA / "float64_products.pt.trace.json.gz").launch
     assert any(e.startswith("the matrix products run in float64") for e in r.evidence), r.evidence
-    assert any(x.startswith("keep the model and its inputs in float32") for x in r.remedies), r.remedies
+    # Ranked by half the products' time (float32 runs them at twice the rate): before the fused optimizer.
+    assert r.remedies[0].startswith("keep the model and its inputs in float32"), r.remedies
     doc = json.loads(api.render(api.report(DATA / "float64_products.pt.trace.json.gz"), "json"))
     assert doc["float64_products"]["calls"] == 24
 

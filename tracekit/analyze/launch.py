@@ -660,6 +660,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                      (r.sample_loop.measured if r.sample_loop is not None else "", r.sample_loop),
                      ("the concatenations beyond one final cat", r.growing_cat))
                     if found is not None}
+        if r.float64_products is not None:  # float32 products run at twice the rate: half their time
+            measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
         _rank_by_predicted_saving(r, frame, loop_share, measured)
     if r.anomaly_detection is not None:  # a debugging setting left on: first whatever the others save
         r.remedies.remove(fix := r.anomaly_detection.remedy())
