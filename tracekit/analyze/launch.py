@@ -26,6 +26,7 @@ import pyarrow as pa
 from tracekit import threads
 from tracekit.analyze import intervals, verdicts
 from tracekit.analyze.anomaly import AnomalyDetection, anomaly_detection
+from tracekit.analyze.attention import UnfusedAttention, unfused_attention
 from tracekit.analyze.blocking import host_waits
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, Breakdown, breakdown, framework_kinds, step_index
 from tracekit.analyze.classify import (
@@ -150,6 +151,7 @@ class LaunchReport:
     nchw_convolutions: NchwConvolutions | None = None  # CPU convolutions on NCHW tensors (tracekit.analyze.conv_layout)
     growing_cat: GrowingCat | None = None  # a tensor grown by cat a piece at a time (tracekit.analyze.growing_cat)
     float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
+    unfused_attention: UnfusedAttention | None = None  # attention computed op by op (tracekit.analyze.attention)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -157,13 +159,15 @@ class LaunchReport:
         """The verdict's own findings that were found, by the report JSON's key: optimizer steps, dense
         embedding gradients, products slowed by subnormal floats, the steps' own Python work, anomaly
         detection left on, 16-bit products a CPU emulates, a batch walked per sample, inference run with
-        grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64."""
+        grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64,
+        attention computed op by op."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
             "emulated_products": self.emulated_products, "sample_loop": self.sample_loop,
             "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
-            "growing_cat": self.growing_cat, "float64_products": self.float64_products}
+            "growing_cat": self.growing_cat, "float64_products": self.float64_products,
+            "unfused_attention": self.unfused_attention}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -619,6 +623,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         if r.float64_products is not None:
             ev.append(r.float64_products.evidence())
             r.remedies.append(r.float64_products.remedy())
+        r.unfused_attention = unfused_attention(frame, steps_used)
+        if r.unfused_attention is not None:
+            ev.append(r.unfused_attention.evidence())
+            r.remedies.append(r.unfused_attention.remedy())
         r.nchw_convolutions = nchw_convolutions(frame, steps_used)
         if r.nchw_convolutions is not None:
             ev.append(r.nchw_convolutions.evidence())
