@@ -4,9 +4,13 @@ The class rules know the common framework ops by name; an op they do not know is
 breakdown counts its time as dispatch (outside compute ops). That is right for metadata ops and
 allocations, which cost a few µs a call, and wrong for arithmetic the rules have not met: a custom
 op (``torch.library``, a C++ extension), an op added in a later framework release. Such an op shows
-itself by what it does: calls that average ``UNCLASSIFIED_WORK_NS`` or more, nearly all of it self
-time (not a wrapper around other ops), while no other thread is busy on its behalf (not a TF
-function call waiting for its executor). The verdict says when these ops decide it; whatif does
+itself by what it does: calls that average ``UNCLASSIFIED_WORK_NS`` or more, or, as the same call
+in each step (the k-th of its name on its thread), take that long in most steps (one name can hold
+tiny and long calls: ``aten::copy_`` of a few weights and of a large tensor, whose mean says neither;
+on a 2-core AMD EPYC a bf16 round trip of a 2048x1024 tensor beside autocast's weight casts averaged
+under the threshold), nearly all of it self time (not a wrapper around other ops), while no other
+thread is busy on its behalf (not a TF function call waiting for its executor). Views and metadata
+ops (``aten::t``, ``aten::view``, ...) are never such work, however long a call. The verdict says when these ops decide it; whatif does
 not count them as dispatch.
 """
 
@@ -24,11 +28,17 @@ from tracekit.analyze.classify import (
     op_name_codes,
 )
 from tracekit.analyze.frame import Frame
+from tracekit.analyze.stalls import call_series
 from tracekit.analyze.waiting import covered_by_other_threads
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 
 UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata ops cost a few µs
+# Views and metadata: no arithmetic however long a call takes (autograd's anomaly mode stores a Python
+# traceback inside each forward op's own time, aten::t's included).
+VIEW_OPS = frozenset(f"aten::{n}" for n in (
+    "t", "transpose", "permute", "view", "_unsafe_view", "as_strided", "expand", "reshape", "unsqueeze", "squeeze",
+    "flatten", "unflatten", "slice", "select", "narrow", "split", "chunk", "unbind", "detach", "alias", "numpy_T"))
 
 
 def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
@@ -44,18 +54,39 @@ def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     # Python called from a compiled program (tf.py_function, jax.debug.print) is known: the verdict says it apart.
     fetching = [c for c in distinct(codes).tolist() if c >= 0 and (DATA_LOADER.search(frame.names[c])
                                                                    or PYTHON_CALLBACK.search(frame.names[c]))]
-    unknown = unknown[~member_mask(codes, fetching)]
+    views = [c for c in distinct(codes).tolist() if c >= 0 and frame.names[c] in VIEW_OPS]
+    unknown = unknown[~member_mask(codes, fetching + views)]
     self_ns = op_self_time(frame, unknown)
+    steady = _steady_long_calls(frame, unknown, self_ns)
     own = self_ns * 2 >= frame.dur[unknown]
-    unknown, self_ns = unknown[own], self_ns[own]
+    unknown, self_ns, steady = unknown[own], self_ns[own], steady[own]
     if unknown.size == 0:
         return unknown
     _, index = np.unique(op_name_codes(frame)[unknown], return_inverse=True)
     mean = np.bincount(index, weights=self_ns) / np.bincount(index)
-    unknown = unknown[mean[index] >= UNCLASSIFIED_WORK_NS]
+    unknown = unknown[(mean[index] >= UNCLASSIFIED_WORK_NS) | steady]
     if unknown.size == 0:
         return unknown
     return unknown[covered_by_other_threads(frame, unknown, among=rows) * 2 < frame.dur[unknown]]
+
+
+def _steady_long_calls(frame: Frame, rows: np.ndarray, self_ns: np.ndarray) -> np.ndarray:
+    """Per row: whether it is a call that runs ``UNCLASSIFIED_WORK_NS`` or more of its own in most
+    steps (its median over the steps, as the same call: the k-th of its name on its thread). One name
+    can hold both tiny and long calls (``aten::copy_`` of a few weights and of a large tensor), whose
+    mean says neither; a call long in one step only (a stall) is not work."""
+    series = call_series(frame, rows)
+    steady = np.zeros(rows.size, bool)
+    if not series.rows.size:
+        return steady
+    order = np.argsort(rows, kind="stable")
+    at_row = order[np.searchsorted(rows[order], series.rows)]  # each series row's index in ``rows``
+    for s in np.unique(series.series[series.comparable]).tolist():
+        calls, steps = int(series.calls[s]), int(series.steps_with[s])
+        at = at_row[series.first[s] + np.arange(steps * calls)]
+        median = np.median(self_ns[at].reshape(steps, calls), axis=0)
+        steady[at[np.tile(median >= UNCLASSIFIED_WORK_NS, steps)]] = True
+    return steady
 
 
 def step_work_rows(frame: Frame, used: list[int] | None) -> np.ndarray:

@@ -350,10 +350,11 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
                 "function (a small update: 392 µs a step with one jax.debug.print, 48 µs without)"]
     if e.source == "jax" and e.jit_calls_per_step > 1 and not e.calls_per_step_known:
         return [f"the trace makes {e.jit_calls_per_step:.0f} jitted-function dispatches and marks no steps: if one step "
-                "makes several, jax.jit the whole step (with lax.scan for loops over timesteps)"]
+                "makes several, jax.jit the whole step (with jax.vmap for loops over samples, lax.scan for loops over "
+                "timesteps)"]
     if e.source == "jax" and e.jit_calls_per_step > 1:
         return [f"jax.jit the whole step (one XLA computation instead of {e.jit_calls_per_step:.0f} dispatches), "
-                "with lax.scan for loops over timesteps"]
+                "with jax.vmap for loops over samples and lax.scan for loops over timesteps"]
     # JAX dispatches asynchronously: a loop that waits for every step's result keeps the next step's
     # dispatch from overlapping the device's work on this one.
     blocking = ([JAX_BLOCKING_REMEDY] if e.source == "jax" and e.blocks_each_step else [])
