@@ -23,9 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps
 from tracekit.analyze.top_ops import args_mention, args_text, input_dims
-from tracekit.ingest.links import member_mask
 
 CONVOLUTION_OPS = ("aten::convolution", "aten::convolution_backward")
 MIN_SHARE = 0.3  # of the steps' time in convolutions
@@ -58,15 +57,9 @@ class NchwConvolutions:
 
 def nchw_convolutions(frame: Frame, used: list[int] | None) -> NchwConvolutions | None:
     """The steps' convolutions when most of their time is on NCHW inputs (module doc), else None."""
-    codes = [c for c, n in enumerate(frame.names) if n in CONVOLUTION_OPS]
-    if not codes or frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"Input Strides"'):
+    if frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"Input Strides"'):
         return None
-    steps = frame.rows("step")
-    ops = frame.rows("cpu_op")
-    calls = ops[member_mask(frame.name_code[ops], codes)]
-    if used is not None:
-        steps = steps[member_mask(frame.step[steps], used)]
-        calls = calls[member_mask(frame.step[calls], used)]
+    calls, steps = calls_in_steps(frame, CONVOLUTION_OPS, used)
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
     conv_ns = int(frame.dur[calls].sum())
     if not step_ns or conv_ns < MIN_SHARE * step_ns:

@@ -25,10 +25,9 @@ import pyarrow.compute as pc
 
 from tracekit.analyze.breakdown import op_self_time
 from tracekit.analyze.classify import short_name
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps
 from tracekit.analyze.stalls import INPUT_TYPES, factor_types
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_mention, args_text, compact_shapes, gemm_shape, input_dims
-from tracekit.ingest.links import member_mask
 
 LOW_TYPES = {"c10::BFloat16": "bfloat16", "c10::Half": "float16"}
 EMULATED_GFLOPS = 20.0
@@ -72,16 +71,10 @@ class EmulatedProducts:
 
 def emulated_products(frame: Frame, used: list[int] | None) -> EmulatedProducts | None:
     """The steps' 16-bit products when they run as emulated ones (module doc), else None."""
-    codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
     # One byte search first: both 16-bit types are recorded as "c10::...", float32 as "float".
-    if not codes or frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"c10::'):
+    if frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"c10::'):
         return None
-    ops = frame.rows("cpu_op")
-    rows = ops[member_mask(frame.name_code[ops], codes)]
-    steps = frame.rows("step")
-    if used is not None:
-        rows = rows[member_mask(frame.step[rows], used)]
-        steps = steps[member_mask(frame.step[steps], used)]
+    rows, steps = calls_in_steps(frame, GEMM_FLOP_OPS, used)
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
     if not rows.size or not step_ns:
         return None

@@ -23,10 +23,9 @@ import pyarrow.compute as pc
 
 from tracekit.analyze.breakdown import op_self_time
 from tracekit.analyze.classify import short_name
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps
 from tracekit.analyze.stalls import INPUT_TYPES, factor_types
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_mention, args_text, compact_shapes, input_dims
-from tracekit.ingest.links import member_mask
 
 MIN_SHARE = 0.2
 
@@ -55,15 +54,9 @@ class Float64Products:
 
 def float64_products(frame: Frame, used: list[int] | None) -> Float64Products | None:
     """The steps' float64 products where they take ``MIN_SHARE`` of the time (module doc), else None."""
-    codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
-    if not codes or frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"double"'):
+    if frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"double"'):
         return None
-    ops = frame.rows("cpu_op")
-    rows = ops[member_mask(frame.name_code[ops], codes)]
-    steps = frame.rows("step")
-    if used is not None:
-        rows = rows[member_mask(frame.step[rows], used)]
-        steps = steps[member_mask(frame.step[steps], used)]
+    rows, steps = calls_in_steps(frame, GEMM_FLOP_OPS, used)
     if not rows.size:
         return None
     typed = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(frame.table, rows), INPUT_TYPES), "types"),

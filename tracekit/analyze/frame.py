@@ -7,6 +7,7 @@ codes; names are decoded only for the few rows a report shows.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -190,6 +191,19 @@ class Frame:
     def thread_key(self) -> np.ndarray:
         """One int64 per host thread (pid, tid), for grouping."""
         return (self.pid << 32) ^ (self.tid & 0xFFFFFFFF)
+
+
+def calls_in_steps(frame: Frame, names: Collection[str], used: list[int] | None) -> tuple[np.ndarray, np.ndarray]:
+    """The op rows named one of ``names`` and the step rows, both of the steps ``used`` (every row when
+    None): what a rule that reads some ops' share of the steps' time starts from."""
+    codes = [c for c, n in enumerate(frame.names) if n in names]
+    ops = frame.rows("cpu_op")
+    calls = ops[member_mask(frame.name_code[ops], codes)] if codes else ops[:0]
+    steps = frame.rows("step")
+    if used is not None:
+        calls = calls[member_mask(frame.step[calls], used)]
+        steps = steps[member_mask(frame.step[steps], used)]
+    return calls, steps
 
 
 def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:

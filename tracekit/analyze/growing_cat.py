@@ -21,9 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import Frame
+from tracekit.analyze.frame import Frame, calls_in_steps
 from tracekit.analyze.top_ops import args_text
-from tracekit.ingest.links import member_mask
 
 CAT_OPS = ("aten::cat", "aten::concat", "aten::concatenate")
 MIN_LINKS = 8
@@ -62,15 +61,9 @@ class GrowingCat:
 
 def growing_cat(frame: Frame, used: list[int] | None) -> GrowingCat | None:
     """The steps' tensors grown by cat (module doc), or None when the trace shows none."""
-    codes = [c for c, n in enumerate(frame.names) if n in CAT_OPS]
-    if not codes or "args" not in frame.table.column_names:
+    if "args" not in frame.table.column_names:
         return None
-    steps = frame.rows("step")
-    ops = frame.rows("cpu_op")
-    calls = ops[member_mask(frame.name_code[ops], codes)]
-    if used is not None:
-        steps = steps[member_mask(frame.step[steps], used)]
-        calls = calls[member_mask(frame.step[calls], used)]
+    calls, steps = calls_in_steps(frame, CAT_OPS, used)
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
     if not step_ns or calls.size < MIN_LINKS:
         return None

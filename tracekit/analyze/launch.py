@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -618,36 +618,14 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                 ev.append(r.slowing_products.evidence())
                 r.remedies.append(r.slowing_products.remedy())
         # A CPU LSTM layer run per timestep in float64 is told so by its own rule (verdicts.TORCH_LSTM_PER_TIMESTEP).
-        if FLOAT64 not in e.recurrent_reasons:
-            r.float64_products = float64_products(frame, steps_used)
-        if r.float64_products is not None:
-            ev.append(r.float64_products.evidence())
-            r.remedies.append(r.float64_products.remedy())
-        r.unfused_attention = unfused_attention(frame, steps_used)
-        if r.unfused_attention is not None:
-            ev.append(r.unfused_attention.evidence())
-            r.remedies.append(r.unfused_attention.remedy())
-        r.nchw_convolutions = nchw_convolutions(frame, steps_used)
-        if r.nchw_convolutions is not None:
-            ev.append(r.nchw_convolutions.evidence())
-            r.remedies.append(r.nchw_convolutions.remedy())
-        r.emulated_products = emulated_products(frame, steps_used)
-        if r.emulated_products is not None:
-            ev.append(r.emulated_products.evidence())
-            r.remedies.append(r.emulated_products.remedy())
-        r.growing_cat = growing_cat(frame, steps_used)
-        if r.growing_cat is not None:
-            ev.append(r.growing_cat.evidence())
-            r.remedies.append(r.growing_cat.remedy())
-        r.sample_loop = sample_loop(frame, steps_used)
-        if r.sample_loop is not None:
-            ev.append(r.sample_loop.evidence())
-            r.remedies.append(r.sample_loop.remedy())
-        if r.verdict in HOST_PACED_VERDICTS:  # else the host's per-op savings do not shorten the step
-            r.inference_with_grad = inference_with_grad(frame)
-            if r.inference_with_grad is not None:
-                ev.append(r.inference_with_grad.evidence())
-                r.remedies.append(r.inference_with_grad.remedy())
+        r.float64_products = _told(r, float64_products(frame, steps_used) if FLOAT64 not in e.recurrent_reasons else None)
+        r.unfused_attention = _told(r, unfused_attention(frame, steps_used))
+        r.nchw_convolutions = _told(r, nchw_convolutions(frame, steps_used))
+        r.emulated_products = _told(r, emulated_products(frame, steps_used))
+        r.growing_cat = _told(r, growing_cat(frame, steps_used))
+        r.sample_loop = _told(r, sample_loop(frame, steps_used))
+        # Only where the host paces the step do the host's per-op savings shorten it.
+        r.inference_with_grad = _told(r, inference_with_grad(frame) if r.verdict in HOST_PACED_VERDICTS else None)
         r.anomaly_detection = anomaly_detection(frame, steps_used)
         if r.anomaly_detection is not None:
             ev.append(r.anomaly_detection.evidence())
@@ -674,6 +652,23 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if r.anomaly_detection is not None:  # a debugging setting left on: first whatever the others save
         r.remedies.remove(fix := r.anomaly_detection.remedy())
         r.remedies.insert(0, fix)
+
+
+class _Told(Protocol):
+    def evidence(self) -> str: ...
+
+    def remedy(self) -> str: ...
+
+
+_T = TypeVar("_T", bound=_Told)
+
+
+def _told(r: LaunchReport, found: _T | None) -> _T | None:
+    """A finding's evidence and remedy, added to the report where it was found."""
+    if found is not None:
+        r.evidence.append(found.evidence())
+        r.remedies.append(found.remedy())
+    return found
 
 
 # Which what-if scenario (tracekit.analyze.whatif) a remedy's advice corresponds to; first match wins.
