@@ -81,7 +81,9 @@ def _steady_long_calls(frame: Frame, rows: np.ndarray, self_ns: np.ndarray) -> n
         return steady
     order = np.argsort(rows, kind="stable")
     at_row = order[np.searchsorted(rows[order], series.rows)]  # each series row's index in ``rows``
-    for s in np.unique(series.series[series.comparable]).tolist():
+    # Only series with a long call somewhere can have a long median: most have none.
+    long_somewhere = series.comparable & (self_ns[at_row] >= UNCLASSIFIED_WORK_NS)
+    for s in np.unique(series.series[long_somewhere]).tolist():
         calls, steps = int(series.calls[s]), int(series.steps_with[s])
         at = at_row[series.first[s] + np.arange(steps * calls)]
         median = np.median(self_ns[at].reshape(steps, calls), axis=0)
