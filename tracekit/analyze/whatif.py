@@ -80,6 +80,7 @@ class Segment:
     start: int = 0      # where it begins on the trace's timeline
     covered: int = 0    # dispatch time during which other threads ran compute ops, a batch fetch ran, or the
     #                     step's own Python worked (python_work): not overhead
+    python: int = 0     # the part of ``covered`` that is the step's own Python only (a loop's glue among it)
     waited: int = 0     # a blocking call's time waiting for the GPU work its thread launched before it
     # A launch call held by a full launch queue returned just after GPU work ``queued`` ended (a
     # gpu row; HELD_BY_EARLIER_WORK: work the replay does not launch; -1: not held), ``after`` ns
@@ -425,8 +426,12 @@ def _mark_waits(frame: Frame, classes, segments: list[Segment], others: np.ndarr
     dispatch = [seg for seg in segments if seg.kind == "dispatch" and seg.dur]
     starts = np.array([seg.start for seg in dispatch], np.int64)
     ends = starts + np.array([seg.dur for seg in dispatch], np.int64)
-    for seg, overlap in zip(dispatch, intervals.overlap_per_interval(starts, ends, busy_s, busy_e).tolist(), strict=True):
+    waits_s, waits_e = intervals.union(frame.start[busy], frame.end[busy])
+    waiting = intervals.overlap_per_interval(starts, ends, waits_s, waits_e).tolist()
+    for seg, overlap, wait in zip(dispatch, intervals.overlap_per_interval(starts, ends, busy_s, busy_e).tolist(),
+                                  waiting, strict=True):
         seg.covered = int(overlap)
+        seg.python = int(overlap - wait)
 
 
 def _mark_gpu_waits(frame: Frame, segments: list[Segment], gpu: np.ndarray) -> None:
@@ -917,6 +922,8 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
     def loop_glue(seg: Segment) -> bool:
         return (seg.top not in cells and first_cell <= seg.start and seg.start + seg.dur <= last_cell
                 and seg.kind in ("dispatch", "api"))
+    # The loop's own Python between the cells goes with it, however long a stretch (python_work keeps
+    # long stretches in every other scenario); waits for other threads' work stay.
     pointwise: dict[tuple[int, int], int] = {}  # (cell, op) -> its pointwise work
     for seg in step.segments:
         if seg.top in cells and seg.kind.startswith("compute:") and seg.kind[8:] not in FUSED_RNN_MATH:
@@ -938,7 +945,7 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
 
     def host(seg: Segment) -> int:
         if seg.top not in cells:
-            return seg.covered if loop_glue(seg) else seg.dur
+            return seg.covered - seg.python if loop_glue(seg) else seg.dur
         if seg.top in unfused:
             return seg.dur  # the layer's C++ loop runs the same ops, dispatch included
         if kept_launch(seg):
@@ -949,7 +956,7 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
             return _work(step, seg)
         return 0
 
-    glue = sum(s.dur - s.covered for s in step.segments if loop_glue(s))
+    glue = sum(s.dur - s.covered + s.python for s in step.segments if loop_glue(s))
     launches = sum(1 for s in step.segments if s.top in cells and kept_launch(s))
     predicted = _replay(step, host_scale=host, launch_latency=0)
     if unfused == cells:
