@@ -51,6 +51,7 @@ from tracekit.analyze.float64 import Float64Products, float64_products
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
+from tracekit.analyze.graph_breaks import GraphBreaks, graph_breaks
 from tracekit.analyze.growing_cat import GrowingCat, growing_cat
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
@@ -152,6 +153,7 @@ class LaunchReport:
     growing_cat: GrowingCat | None = None  # a tensor grown by cat a piece at a time (tracekit.analyze.growing_cat)
     float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
     unfused_attention: UnfusedAttention | None = None  # attention computed op by op (tracekit.analyze.attention)
+    graph_breaks: GraphBreaks | None = None  # a compiled function split by graph breaks (tracekit.analyze.graph_breaks)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -160,14 +162,14 @@ class LaunchReport:
         embedding gradients, products slowed by subnormal floats, the steps' own Python work, anomaly
         detection left on, 16-bit products a CPU emulates, a batch walked per sample, inference run with
         grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64,
-        attention computed op by op."""
+        attention computed op by op, a compiled function split by graph breaks."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
             "emulated_products": self.emulated_products, "sample_loop": self.sample_loop,
             "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
             "growing_cat": self.growing_cat, "float64_products": self.float64_products,
-            "unfused_attention": self.unfused_attention}
+            "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -624,6 +626,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.emulated_products = _told(r, emulated_products(frame, steps_used))
         r.growing_cat = _told(r, growing_cat(frame, steps_used))
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
+        r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         # Only where the host paces the step do the host's per-op savings shorten it.
         r.inference_with_grad = _told(r, inference_with_grad(frame) if r.verdict in HOST_PACED_VERDICTS else None)
         r.anomaly_detection = anomaly_detection(frame, steps_used)
