@@ -10,7 +10,7 @@ Made with torch 2.13.0 (CPU build).
 """
 
 import torch
-from profiled import write_capture
+from profiled import write_training_capture
 
 
 def capture(name: str, layout: torch.memory_format) -> None:
@@ -22,15 +22,7 @@ def capture(name: str, layout: torch.memory_format) -> None:
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10)).to(memory_format=layout)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(32, 3, 32, 32).to(memory_format=layout), torch.arange(32) % 10
-
-    def step(_: int) -> None:
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-
-    for i in range(3):
-        step(i)
-    write_capture(name, step, active=3, record_shapes=True)
+    write_training_capture(name, model, opt, x, y)
 
 
 if __name__ == "__main__":

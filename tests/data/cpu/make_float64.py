@@ -8,7 +8,7 @@ Made with torch 2.13.0 (CPU build).
 """
 
 import torch
-from profiled import write_capture
+from profiled import write_training_capture
 
 
 def capture(name: str, dtype: torch.dtype) -> None:
@@ -17,15 +17,7 @@ def capture(name: str, dtype: torch.dtype) -> None:
                                 torch.nn.Linear(512, 10)).to(dtype)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x, y = torch.randn(128, 256, dtype=dtype), torch.arange(128) % 10
-
-    def step(_: int) -> None:
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-
-    for i in range(3):
-        step(i)
-    write_capture(name, step, active=3, record_shapes=True)
+    write_training_capture(name, model, opt, x, y)
 
 
 if __name__ == "__main__":

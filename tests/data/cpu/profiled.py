@@ -7,6 +7,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 HERE = Path(__file__).parent
@@ -28,3 +29,17 @@ def write_capture(name: str, step: Callable[[int], object], active: int, record_
         with raw.open("rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
             shutil.copyfileobj(src, dst)
     return out
+
+
+def write_training_capture(name: str, model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
+                           y: torch.Tensor, active: int = 3) -> Path:
+    """``write_capture`` (shapes recorded) of a classifier's training step: cross-entropy of ``model(x)``
+    against ``y``, backward, ``opt.step()``; three steps run first, unprofiled."""
+    def step(_: int) -> None:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    for i in range(3):
+        step(i)
+    return write_capture(name, step, active=active, record_shapes=True)
