@@ -14,10 +14,8 @@ shapes recorded) of loops that walk a tensor one index at a time, 3 steps marked
 Made with torch 2.13.0 (CPU build).
 """
 
-import time
-
 import torch
-from profiled import write_capture
+from profiled import unprofiled_ms, write_capture
 
 BATCH = 16
 
@@ -46,12 +44,7 @@ def per_sample_training() -> None:
         opt.step()
 
     for step in (per_sample, batched):
-        for i in range(5):
-            step(i)
-        start = time.perf_counter()
-        for i in range(50):
-            step(i)
-        print(f"{step.__name__}: {(time.perf_counter() - start) / 50 * 1e3:.2f} ms a step")
+        print(f"{step.__name__}: {unprofiled_ms(step, 50):.2f} ms a step")
     write_capture("sample_loop", per_sample, active=3, record_shapes=True)
 
 
