@@ -118,18 +118,19 @@ def test_a_fused_rnn_drops_the_python_loop_between_its_cells(tmp_path: Path, glu
     def python_glue() -> int:  # bookkeeping a loop might do per timestep; records no op
         return sum(i * i for i in range(glue_iterations))
 
+    glue_per_step: list[float] = []  # the glue's own time in each step, timed where it ran
+
     def step() -> None:
         h = c = torch.zeros(8, 64)
+        between_cells = 0.0
         for t in range(x.size(0)):
             h, c = cell(x[t], (h, c))
+            t0 = time.perf_counter()
             python_glue()
+            if t < x.size(0) - 1:  # 19 stretches lie between the first cell call and the last
+                between_cells += time.perf_counter() - t0
+        glue_per_step.append(between_cells * 1e9)
 
-    timed = []  # the least of many: a busy machine only makes the glue in the capture longer
-    for _ in range(30):
-        t0 = time.perf_counter()
-        python_glue()
-        timed.append(time.perf_counter() - t0)
-    glue_ns = min(timed) * 1e9
     path = tmp_path / "loop.pt.trace.json"
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
@@ -138,8 +139,9 @@ def test_a_fused_rnn_drops_the_python_loop_between_its_cells(tmp_path: Path, glu
             prof.step()
     w = whatif(load(path))
     fused = {s.name: s for s in w.scenarios}["fused-rnn"]
-    # 19 stretches of glue lie between the first cell call and the last (the 20th follows it).
-    assert fused.saving_ns >= 0.8 * 19 * glue_ns
+    # Against the glue timed in the profiled steps themselves, not in a separate run: a machine
+    # busy then and idle later made the capture's glue faster than the separate timing (CI, AVX2 run).
+    assert fused.saving_ns >= 0.8 * min(glue_per_step[1:])
     assert "the loop between the cells" in fused.assumptions
 
 
