@@ -7,9 +7,10 @@ codes; names are decoded only for the few rows a report shows.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -74,6 +75,7 @@ def _int64(column: pa.ChunkedArray, null: int = -1) -> np.ndarray:
 
 
 _LAST: list[Frame] = []
+_T = TypeVar("_T")
 
 
 def frame_of(table: pa.Table) -> Frame:
@@ -98,6 +100,7 @@ class Frame:
     names: list[str] = field(init=False)
     _masks: dict[tuple[str, ...], np.ndarray] = field(init=False, default_factory=dict, repr=False)
     _rows: dict[tuple[str, ...], np.ndarray] = field(init=False, default_factory=dict, repr=False)
+    _memo: dict[str, Any] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         t = self.table
@@ -130,6 +133,13 @@ class Frame:
             found.flags.writeable = False
             self._rows[key] = found
         return found
+
+    def memo(self, key: str, compute: Callable[[], _T]) -> _T:
+        """``compute()``, run once per frame: a finding several analyses read (the verdict, the gap
+        attribution and the GPU measures all ask for the launch loops)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def name(self, row: int) -> str:
         code = int(self.name_code[row])
@@ -190,7 +200,11 @@ class Frame:
     @cached_property
     def thread_key(self) -> np.ndarray:
         """One int64 per host thread (pid, tid), for grouping."""
-        return (self.pid << 32) ^ (self.tid & 0xFFFFFFFF)
+        key = self.pid << 32
+        tid = self.tid
+        # In place where thread ids fit 32 bits (each fresh million-row array costs its page faults).
+        key ^= tid if tid.size == 0 or (int(tid.min()) >= 0 and int(tid.max()) <= 0xFFFFFFFF) else tid & 0xFFFFFFFF
+        return key
 
 
 def calls_in_steps(frame: Frame, names: Collection[str], used: list[int] | None) -> tuple[np.ndarray, np.ndarray]:

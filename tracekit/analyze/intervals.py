@@ -47,17 +47,20 @@ def gaps(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def intersect(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
               b_end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pieces where intervals of A and of B overlap, each set disjoint and sorted: (start, end,
-    index in A, index in B) of each piece, in time order. Between two consecutive edges of either
-    set nothing begins or ends, so each such stretch lies wholly inside one A and one B interval
-    or outside one of them."""
-    edges = np.sort(np.concatenate([a_start, a_end, b_start, b_end]).astype(np.int64, copy=False))
-    edges = edges[np.concatenate([[True], edges[1:] != edges[:-1]])] if edges.size else edges
-    lo, hi = edges[:-1], edges[1:]
-    ia = np.searchsorted(a_start, lo, side="right") - 1
-    ib = np.searchsorted(b_start, lo, side="right") - 1
-    inside = (ia >= 0) & (ib >= 0)
-    inside[inside] = (lo[inside] < a_end[ia[inside]]) & (lo[inside] < b_end[ib[inside]])
-    return lo[inside], hi[inside], ia[inside], ib[inside]
+    index in A, index in B) of each piece, in time order. In disjoint sets each overlapping pair
+    (a, b) is one piece, and the B intervals an A interval meets are consecutive: two binary
+    searches per A interval find them (no sort of all the edges: that took ~40 ms of a 1M-event report)."""
+    a_start, a_end = a_start.astype(np.int64, copy=False), a_end.astype(np.int64, copy=False)
+    b_start, b_end = b_start.astype(np.int64, copy=False), b_end.astype(np.int64, copy=False)
+    first = np.searchsorted(b_end, a_start, side="right")  # the first B ending after A begins
+    last = np.searchsorted(b_start, a_end, side="left")  # B intervals from here on begin at or after A's end
+    count = np.maximum(last - first, 0)
+    ia = np.repeat(np.arange(a_start.size), count)
+    # Each A interval's run of B indices: first, first + 1, ...
+    ib = np.arange(ia.size) - np.repeat(np.cumsum(count) - count - first, count)
+    lo, hi = np.maximum(a_start[ia], b_start[ib]), np.minimum(a_end[ia], b_end[ib])
+    keep = lo < hi  # empty intervals meet nothing
+    return lo[keep], hi[keep], ia[keep], ib[keep]
 
 
 def clip_total(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> int:

@@ -287,7 +287,11 @@ LAUNCH_LOOP_ENQUEUES = 8
 
 def launch_loops(frame: Frame, classes) -> LaunchLoops:
     """The op calls that issue at least LAUNCH_LOOP_ENQUEUES GPU enqueues each (their innermost
-    enclosing framework op)."""
+    enclosing framework op). Computed once per frame."""
+    return frame.memo("launch_loops", lambda: _launch_loops(frame, classes))
+
+
+def _launch_loops(frame: Frame, classes) -> LaunchLoops:
     enqueues = np.flatnonzero(enqueue_calls(frame, classes))
     op_kind = frame.mask("cpu_op")
     owner = frame.parent[enqueues] if enqueues.size else np.zeros(0, np.int64)

@@ -215,10 +215,13 @@ def step_durations(frame: Frame) -> pd.DataFrame:
     if rows.size == 0:
         return pd.DataFrame({"step": pd.Series([], dtype=np.int64), "start_ns": pd.Series([], dtype=np.int64),
                              "dur_ns": pd.Series([], dtype=np.int64)})
-    df = pd.DataFrame({"step": frame.step[rows], "start": frame.start[rows], "end": frame.end[rows]})
-    df = df[df.step >= 0].groupby("step", sort=True).agg(start_ns=("start", "min"), end=("end", "max")).reset_index()
-    df["dur_ns"] = df.pop("end") - df.start_ns
-    return df
+    rows = rows[frame.step[rows] >= 0]
+    steps, which = np.unique(frame.step[rows], return_inverse=True)  # (numpy: a pandas groupby's first call took 10 ms)
+    start = np.full(steps.size, np.iinfo(np.int64).max)
+    end = np.full(steps.size, np.iinfo(np.int64).min)
+    np.minimum.at(start, which, frame.start[rows])
+    np.maximum.at(end, which, frame.end[rows])
+    return pd.DataFrame({"step": steps.astype(np.int64), "start_ns": start, "dur_ns": end - start})
 
 
 # The events a step's work leaves: its ops, API calls and GPU activity, not the Python stacks and ranges
@@ -232,10 +235,15 @@ def _events_per_step(frame: Frame, steps: np.ndarray) -> np.ndarray:
     assigned to each of ``steps``."""
     work = frame.mask(*WORK_EVENT_KINDS)
     chosen = work if work.any() else ~frame.mask("step")
-    numbers = np.sort(frame.step[chosen & (frame.step >= 0)])
-    order = np.sort(steps)
-    counts = np.searchsorted(numbers, order, side="right") - np.searchsorted(numbers, order)
-    return counts[np.searchsorted(order, steps)]
+    numbers = frame.step[chosen & (frame.step >= 0)]
+    if not numbers.size or not steps.size:
+        return np.zeros(steps.size, np.int64)
+    # A count per step number (a bincount over their range; sorting a million numbers took 20 ms).
+    lo, hi = int(min(numbers.min(), steps.min())), int(max(numbers.max(), steps.max()))
+    if hi - lo > 4 * (numbers.size + steps.size):  # sparse step numbers: count the sorted ones instead
+        numbers = np.sort(numbers)
+        return np.searchsorted(numbers, steps, side="right") - np.searchsorted(numbers, steps)
+    return np.bincount(numbers - lo, minlength=hi - lo + 1)[steps - lo]
 
 
 def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats:
