@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tracekit import api
@@ -53,3 +54,30 @@ def test_without_the_index_arguments_nothing_is_claimed() -> None:
     records: the same capture without its args is not claimed from the op sequence alone."""
     table = load(DATA / "sample_loop.pt.trace.json.gz")
     assert sample_loop(frame_of(table.drop_columns(["args"])), None) is None
+
+
+def test_iterating_the_batch_itself_is_a_walk_too() -> None:
+    """``for xi, yi in zip(x, y)``: one aten::unbind per tensor up front, no index op per sample; the
+    iterations are read from the op sequence repeating once per piece (2.4-3.2 ms a step, as indexed)."""
+    found = sample_loop(frame_of(load(DATA / "sample_loop_zip.pt.trace.json.gz")), None)
+    assert found is not None
+    assert (found.op, found.walked, found.rows, found.iterations, found.product_rows) == ("aten::unbind", "16x128", 1, 16, 1)
+    assert 0.1 < found.loop_share < found.share - 0.3
+    r = api.report(DATA / "sample_loop_zip.pt.trace.json.gz").launch
+    assert any("(iterating it: aten::unbind, then one piece an iteration)" in e for e in r.evidence), r.evidence
+    assert r.remedies[0].startswith("run the model once on the whole batch"), r.remedies
+
+
+def test_a_recurrence_over_unbound_timesteps_is_not() -> None:
+    """A hand-written LSTM cell over ``x.unbind(0)`` of [T, B, F]: its iterations repeat one op sequence
+    too, but each multiplies the timestep's 16 rows and feeds the next."""
+    assert sample_loop(frame_of(load(DATA / "sample_loop_unbind_recurrence.pt.trace.json.gz")), None) is None
+
+
+@pytest.mark.parametrize(("codes", "repeats", "period"), [
+    ([1, 2, 3] * 4, 4, 3), ([1, 2, 1, 3] * 3 + [9], 3, 4), ([1, 1, 1, 1], 4, 1), ([1, 2, 3, 1, 2, 4], 2, 0),
+    ([1, 2] * 3, 4, 0), ([], 3, 0)])
+def test_an_iteration_is_the_shortest_sequence_repeated_once_per_piece(codes: list[int], repeats: int, period: int) -> None:
+    from tracekit.analyze.sample_loop import _period
+
+    assert _period(np.array(codes, np.int64), repeats) == period

@@ -19,6 +19,13 @@ a batch of one walked by timestep (a [T, 1, F] tensor: the char-RNN tutorial's l
 a seq-first batch (``x[t]`` of [T, B, F] holds B rows a product); a loop that writes into a tensor
 window by window (``out[t] = ...``: decoding's output buffer). An index that does not move
 (``logits[:, -1]``) is no walk.
+
+Iterating the tensor itself (``for xi, yi in zip(x, y)``) indexes it once, up front: one top-level
+``aten::unbind`` along dim 0 (its ``select`` calls nested inside it), after which nothing marks where
+an iteration begins. There the top-level ops that follow, on its thread, must repeat one sequence of
+op names as many times as the unbind made pieces (16 for a batch of 16), and each repetition is an
+iteration (judged as above). The MLP above trained so at a batch of 16: 2.4-3.2 ms a step, as
+walked by index (2.5 ms), against 0.41 ms on the whole batch.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, g
 from tracekit.ingest.links import member_mask
 
 WALK_OPS = ("aten::slice", "aten::select", "aten::narrow")
+UNBIND = "aten::unbind"
 WRITE_OPS = ("aten::copy_", "aten::fill_", "aten::zero_", "aten::index_put_")
 # Ops a timestep's recurrence runs: its cell, or the gates' sigmoid and tanh together.
 CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
@@ -45,6 +53,7 @@ MAX_ROWS = 8
 MIN_SHARE = 0.3
 MAX_WALK_CALLS = 100_000  # walk calls whose arguments are read; a trace with more is read in part
 MAX_WALKS = 500  # walks judged (a few a step)
+MAX_ITERATION_OPS = 1_000  # ops (of every thread, in order of start) read an iteration after an unbind
 EVALUATE_FUNCTION = re.compile(r"^autograd::engine::evaluate_function: ")
 _CONCRETE = r'"Concrete Inputs":(?P<concrete>\[[^\]]*\])'
 
@@ -67,8 +76,10 @@ class SampleLoop:
 
     def evidence(self) -> str:
         width = "one row" if self.rows == 1 else f"{self.rows} rows"
-        return (f"the step walks one {self.walked} tensor {width} at a time ({self.op} at 0, {self.rows}, "
-                f"{2 * self.rows}, ...): {self.iterations} iterations a step, each running ~{self.ops} ops whose "
+        how = ("iterating it: aten::unbind, then one piece an iteration" if self.op == UNBIND
+               else f"{self.op} at 0, {self.rows}, {2 * self.rows}, ...")
+        return (f"the step walks one {self.walked} tensor {width} at a time ({how}): "
+                f"{self.iterations} iterations a step, each running ~{self.ops} ops whose "
                 f"matrix products multiply {self.product_rows} row{'s' if self.product_rows > 1 else ''}, "
                 f"{self.loop_share:.0%} of the step time"
                 + (f", and its backward, per sample too, another {self.share - self.loop_share:.0%}"
@@ -93,14 +104,15 @@ class SampleLoop:
 
 @dataclass
 class _Walk:
-    rows: np.ndarray  # the walk's calls, in time order
+    rows: np.ndarray  # the walk's calls (an unbind's: each iteration's first op), in time order
     width: int
     shape: str
+    op: str = ""  # the indexing op, where the rows are not its calls
 
 
 def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     """The steps' per-sample loop (module doc), or None when the trace shows none."""
-    codes = [c for c, n in enumerate(frame.names) if n in WALK_OPS]
+    codes = [c for c, n in enumerate(frame.names) if n in WALK_OPS or n == UNBIND]
     if not codes or "args" not in frame.table.column_names:
         return None
     steps = frame.rows("step")
@@ -112,10 +124,11 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     ops = frame.rows("cpu_op")
     calls = ops[member_mask(frame.name_code[ops], codes) & (frame.op_parent[ops] < 0)]
     calls = calls[member_mask(frame.step[calls], frame.step[steps].tolist())][:MAX_WALK_CALLS]
-    walks = _walks(frame, calls)[:MAX_WALKS]
+    unbinds = frame.name_code[calls] == frame.names.index(UNBIND) if UNBIND in frame.names else np.zeros(calls.size, bool)
+    by_start = ops[np.argsort(frame.start[ops], kind="stable")]
+    walks = (_walks(frame, calls[~unbinds]) + _unbind_walks(frame, calls[unbinds], by_start))[:MAX_WALKS]
     if not walks:
         return None
-    by_start = ops[np.argsort(frame.start[ops], kind="stable")]
     found: list[tuple[_Walk, int, int, int, int]] = []  # walk, loop ns, backward ns, ops an iteration, product rows
     for walk in walks:
         judged = _iterations(frame, by_start, walk)
@@ -135,7 +148,7 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     if share < MIN_SHARE:
         return None
     walk, _, _, n_ops, product_rows = max(found, key=lambda f: f[1])
-    return SampleLoop(op=frame.names[int(frame.name_code[walk.rows[0]])], walked=walk.shape, rows=walk.width,
+    return SampleLoop(op=walk.op or frame.names[int(frame.name_code[walk.rows[0]])], walked=walk.shape, rows=walk.width,
                       iterations=int(np.median([f[0].rows.size for f in found])), ops=n_ops,
                       product_rows=product_rows, loop_share=loop_share,
                       share=share)
@@ -180,6 +193,56 @@ def _walks(frame: Frame, calls: np.ndarray) -> list[_Walk]:
 def _keep(walks: list[_Walk], calls: np.ndarray, run: list[int], last: tuple[int, ...] | None, dims_text: str) -> None:
     if len(run) >= MIN_ITERATIONS and last is not None and (shape := _walked_shape(dims_text)) is not None:
         walks.append(_Walk(calls[run], last[4], shape))
+
+
+def _unbind_walks(frame: Frame, unbinds: np.ndarray, by_start: np.ndarray) -> list[_Walk]:
+    """A walk per top-level unbind along dim 0 of a batch (``MIN_ITERATIONS`` or more pieces) whose
+    following top-level ops on its thread repeat one sequence of op names once per piece: the walk's
+    rows are the first op of each repetition (module doc). Unbinds back to back (``zip(x, y)``) start
+    one loop, after the last of them (each finds it; the first, the inputs', is kept)."""
+    if not unbinds.size:
+        return []
+    dims_code, dims = input_dims(frame.table, unbinds)
+    concrete = pc.extract_regex(args_text(frame.table, unbinds), _CONCRETE)
+    dim_texts = pc.fill_null(pc.struct_field(concrete, "concrete"), "").to_pylist()
+    walks: list[_Walk] = []
+    judged = 0
+    for i, row in enumerate(unbinds.tolist()):
+        try:
+            args = json.loads(dim_texts[i]) if dim_texts[i] else None
+            along_first = isinstance(args, list) and len(args) >= 2 and int(args[1]) == 0
+        except (TypeError, ValueError):
+            along_first = False
+        shape = _walked_shape(dims[dims_code[i]]) if along_first else None
+        pieces = json.loads(dims[dims_code[i]])[0][0] if shape is not None else 0
+        if pieces < MIN_ITERATIONS:
+            continue
+        # The top-level ops after it on its thread, in its step (read up to MAX_ITERATION_OPS an iteration).
+        at = int(np.searchsorted(frame.start[by_start], frame.end[row]))
+        after = by_start[at:at + pieces * MAX_ITERATION_OPS]
+        after = after[(frame.thread_key[after] == frame.thread_key[row]) & (frame.op_parent[after] < 0)
+                      & (frame.step[after] == frame.step[row])]
+        after = after[np.argmax(frame.name_code[after] != frame.name_code[row]):] if after.size else after
+        period = _period(frame.name_code[after], pieces)
+        if period:
+            walks.append(_Walk(after[:pieces * period:period], 1, shape or "", UNBIND))
+        judged += 1
+        if judged >= MAX_WALKS:
+            break
+    return walks
+
+
+def _period(codes: np.ndarray, repeats: int) -> int:
+    """The shortest p such that the first ``repeats`` * p codes are one sequence of p repeated, else 0."""
+    most = codes.size // repeats
+    if not most:
+        return 0
+    for p in np.flatnonzero(codes[1:most + 1] == codes[0]).tolist():
+        p += 1
+        block = codes[:repeats * p].reshape(repeats, p)
+        if (block == block[0]).all():
+            return p
+    return 0
 
 
 def _window(name: str, concrete: str) -> tuple[int, int] | None:
