@@ -55,6 +55,7 @@ from tracekit.analyze.graph_breaks import GraphBreaks, graph_breaks
 from tracekit.analyze.growing_cat import GrowingCat, growing_cat
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
+from tracekit.analyze.recompute import Recompute, recompute
 from tracekit.analyze.recurrent import FLOAT64, lstm_per_timestep_reasons
 from tracekit.analyze.sample_loop import SampleLoop, sample_loop
 from tracekit.analyze.stalls import Stalls, stalled_calls
@@ -154,6 +155,7 @@ class LaunchReport:
     float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
     unfused_attention: UnfusedAttention | None = None  # attention computed op by op (tracekit.analyze.attention)
     graph_breaks: GraphBreaks | None = None  # a compiled function split by graph breaks (tracekit.analyze.graph_breaks)
+    recompute: Recompute | None = None  # activation checkpointing's second forward in backward (tracekit.analyze.recompute)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -162,14 +164,15 @@ class LaunchReport:
         embedding gradients, products slowed by subnormal floats, the steps' own Python work, anomaly
         detection left on, 16-bit products a CPU emulates, a batch walked per sample, inference run with
         grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64,
-        attention computed op by op, a compiled function split by graph breaks."""
+        attention computed op by op, a compiled function split by graph breaks, a forward recomputed in
+        backward (activation checkpointing)."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
             "emulated_products": self.emulated_products, "sample_loop": self.sample_loop,
             "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
             "growing_cat": self.growing_cat, "float64_products": self.float64_products,
-            "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks}
+            "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks, "recompute": self.recompute}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -631,6 +634,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.growing_cat = _told(r, growing_cat(frame, steps_used))
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
+        r.recompute = _told(r, recompute(frame, steps_used) if not r.has_gpu else None)
         # Only where the host paces the step do the host's per-op savings shorten it.
         r.inference_with_grad = _told(r, inference_with_grad(frame) if r.verdict in HOST_PACED_VERDICTS else None)
         r.anomaly_detection = anomaly_detection(frame, steps_used)
@@ -651,7 +655,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),
                      (r.sample_loop.measured if r.sample_loop is not None else "", r.sample_loop),
-                     ("the concatenations beyond one final cat", r.growing_cat))
+                     ("the concatenations beyond one final cat", r.growing_cat),
+                     ("the forward recomputed in backward", r.recompute))
                     if found is not None}
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time
             measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
