@@ -1,0 +1,51 @@
+"""Inference with the model left in training mode (tracekit.analyze.train_mode), on real captures made by
+tests/data/cpu/make_train_mode.py: a transformer encoder and an MLP with dropout run under
+inference_mode in training and in eval mode, and the MLP trained."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tracekit import api
+from tracekit.analyze.frame import frame_of
+from tracekit.analyze.train_mode import train_mode_inference
+from tracekit.ingest import load
+
+DATA = Path(__file__).parent / "data" / "cpu"
+
+
+@pytest.mark.parametrize(("name", "calls"), [("train_mode_encoder", 16), ("train_mode_mlp", 6)])
+def test_dropout_drawing_masks_at_inference_says_eval_was_not_called(name: str, calls: int) -> None:
+    """157-188 ms a call in training mode against 74-86 in eval mode (the encoder); the report read "CPU
+    compute-bound" with aten::bernoulli_ its top op and no word of why. The encoder draws 16 masks a
+    call: 3 dropouts a layer and one in each layer's attention."""
+    found = train_mode_inference(frame_of(load(DATA / f"{name}.pt.trace.json.gz")), None)
+    assert found is not None and found.calls == calls and found.per_step
+    assert 0.2 < found.share < 0.6
+    r = api.report(DATA / f"{name}.pt.trace.json.gz").launch
+    assert any(e.startswith("inference runs with the model in training mode") for e in r.evidence), r.evidence
+    assert r.remedies[0].startswith("call model.eval() before inference"), r.remedies
+    doc = json.loads(api.render(api.report(DATA / f"{name}.pt.trace.json.gz"), "json"))
+    assert doc["train_mode_inference"]["mask_calls"] == calls
+
+
+@pytest.mark.parametrize("name", ["train_mode_encoder_eval", "train_mode_mlp_eval", "train_mode_training"])
+def test_eval_mode_and_training_are_not(name: str) -> None:
+    """In eval mode aten::dropout is still called and returns its input (no mask); a training step
+    draws masks where it should: it runs backward."""
+    assert train_mode_inference(frame_of(load(DATA / f"{name}.pt.trace.json.gz")), None) is None
+    assert not any("model.eval()" in x for x in api.report(DATA / f"{name}.pt.trace.json.gz").launch.remedies)
+
+
+def test_without_marked_steps_the_share_is_of_the_ops_busy_time() -> None:
+    """An inference script profiled without prof.step(): the same calls, counted over the whole trace."""
+    table = load(DATA / "train_mode_mlp.pt.trace.json.gz")
+    kinds = ["user_range" if k == "step" else k for k in table.column("kind").to_pylist()]
+    unmarked = table.set_column(table.schema.get_field_index("kind"), "kind", pa.array(kinds).dictionary_encode())
+    found = train_mode_inference(frame_of(unmarked), None)
+    assert found is not None and not found.per_step and found.calls == 6 * 3
+    assert 0.2 < found.share < 0.6
