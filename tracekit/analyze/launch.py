@@ -64,6 +64,7 @@ from tracekit.analyze.subnormals import SlowingProducts, slowing_products
 from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
 from tracekit.analyze.unclassified import UNCLASSIFIED_WORK_NS, step_work_rows, unclassified_work, untyped_copies
+from tracekit.analyze.unused_grads import UnusedGradients, unused_gradients
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
 from tracekit.ingest.columns import distinct
@@ -158,6 +159,7 @@ class LaunchReport:
     graph_breaks: GraphBreaks | None = None  # a compiled function split by graph breaks (tracekit.analyze.graph_breaks)
     recompute: Recompute | None = None  # activation checkpointing's second forward in backward (tracekit.analyze.recompute)
     train_mode_inference: TrainModeInference | None = None  # inference with dropout drawing masks (tracekit.analyze.train_mode)
+    unused_gradients: UnusedGradients | None = None  # gradients no optimizer reads (tracekit.analyze.unused_grads)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
 
@@ -167,7 +169,8 @@ class LaunchReport:
         detection left on, 16-bit products a CPU emulates, a batch walked per sample, inference run with
         grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64,
         attention computed op by op, a compiled function split by graph breaks, a forward recomputed in
-        backward (activation checkpointing), inference with the model in training mode."""
+        backward (activation checkpointing), inference with the model in training mode, gradients no
+        optimizer reads."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -175,7 +178,7 @@ class LaunchReport:
             "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
             "growing_cat": self.growing_cat, "float64_products": self.float64_products,
             "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks, "recompute": self.recompute,
-            "train_mode_inference": self.train_mode_inference}
+            "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -639,6 +642,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used) if not r.has_gpu else None)
         r.train_mode_inference = _told(r, train_mode_inference(frame, steps_used))
+        r.unused_gradients = _told(r, unused_gradients(frame, steps_used))
         # Only where the host paces the step do the host's per-op savings shorten it.
         r.inference_with_grad = _told(r, inference_with_grad(frame) if r.verdict in HOST_PACED_VERDICTS else None)
         r.anomaly_detection = anomaly_detection(frame, steps_used)
@@ -661,7 +665,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                      (r.sample_loop.measured if r.sample_loop is not None else "", r.sample_loop),
                      ("the concatenations beyond one final cat", r.growing_cat),
                      ("the forward recomputed in backward", r.recompute),
-                     ("the dropout masks' time", r.train_mode_inference))
+                     ("the dropout masks' time", r.train_mode_inference),
+                     ("the backward after the last gradient the optimizer reads", r.unused_gradients))
                     if found is not None}
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time
             measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
