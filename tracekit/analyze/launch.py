@@ -641,7 +641,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used) if not r.has_gpu else None)
-        r.train_mode_inference = _told(r, train_mode_inference(frame, steps_used))
+        evaluating = r.steps.steps.step[r.steps.steps.status == "evaluation"].tolist() if r.steps is not None else []
+        r.train_mode_inference = _told(r, train_mode_inference(frame, steps_used, evaluating))
         r.unused_gradients = _told(r, unused_gradients(frame, steps_used))
         # Only where the host paces the step do the host's per-op savings shorten it.
         r.inference_with_grad = _told(r, inference_with_grad(frame) if r.verdict in HOST_PACED_VERDICTS else None)
@@ -665,7 +666,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                      (r.sample_loop.measured if r.sample_loop is not None else "", r.sample_loop),
                      ("the concatenations beyond one final cat", r.growing_cat),
                      ("the forward recomputed in backward", r.recompute),
-                     ("the dropout masks' time", r.train_mode_inference),
+                     ("the dropout masks' time", r.train_mode_inference
+                      if r.train_mode_inference is None or not r.train_mode_inference.evaluation_steps else None),
                      ("the backward after the last gradient the optimizer reads", r.unused_gradients))
                     if found is not None}
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time
