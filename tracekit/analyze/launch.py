@@ -640,7 +640,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.growing_cat = _told(r, growing_cat(frame, steps_used))
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
-        r.recompute = _told(r, recompute(frame, steps_used) if not r.has_gpu else None)
+        r.recompute = _told(r, recompute(frame, steps_used))
         evaluating = r.steps.steps.step[r.steps.steps.status == "evaluation"].tolist() if r.steps is not None else []
         r.train_mode_inference = _told(r, train_mode_inference(frame, steps_used, evaluating))
         r.unused_gradients = _told(r, unused_gradients(frame, steps_used))

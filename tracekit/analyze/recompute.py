@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.top_ops import args_mention, args_text
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
@@ -75,7 +75,7 @@ def recompute(frame: Frame, used: list[int] | None) -> Recompute | None:
     """The steps' forward recomputed in backward (module doc), or None where the trace shows none."""
     forward_codes = [c for c, n in enumerate(frame.names) if n in FORWARD_OPS]
     node_codes = [c for c, n in enumerate(frame.names) if n.startswith(BACKWARD_NODE)]
-    if (not forward_codes or not node_codes or "args" not in frame.table.column_names
+    if (not forward_codes or not node_codes or "args" not in frame.table.column_names or frame.rows(*GPU_BUSY_KINDS).size
             or not args_mention(frame.table, SEQUENCE.encode())):
         return None
     steps = frame.rows("step")
