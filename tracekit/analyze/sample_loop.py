@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, gemm_shape, input_dims
-from tracekit.ingest.links import member_mask
+from tracekit.ingest.links import member_mask, nearest_ancestor
 
 WALK_OPS = ("aten::slice", "aten::select", "aten::narrow")
 UNBIND = "aten::unbind"
@@ -134,13 +134,17 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
         judged = _iterations(frame, by_start, walk)
         if judged is not None:
             found.append((walk, *judged))
-    # Walks of one loop (x[i:i+1] and y[i:i+1]) overlap: each thread's step counts its longest.
+    # Walks of one loop (x[i:i+1] and y[i:i+1]) overlap: each thread's step counts its longest, and names
+    # the largest tensor walked (the inputs, not the labels).
     longest: dict[tuple[int, int], tuple[_Walk, int, int, int, int]] = {}
+    largest: dict[tuple[int, int], _Walk] = {}
     for f in found:
         key = (int(frame.thread_key[f[0].rows[0]]), int(frame.step[f[0].rows[0]]))
         if key not in longest or f[1] > longest[key][1]:
             longest[key] = f
-    found = list(longest.values())
+        if key not in largest or _elements(f[0].shape) > _elements(largest[key].shape):
+            largest[key] = f[0]
+    found = [(replace(f[0], shape=largest[key].shape), *f[1:]) for key, f in longest.items()]
     if not found:
         return None
     loop_share = sum(f[1] for f in found) / step_ns
@@ -314,16 +318,34 @@ def _iterations(frame: Frame, by_start: np.ndarray, walk: _Walk) -> tuple[int, i
         return None
     product_rows = inside[products]
     dims_code, dims = input_dims(frame.table, product_rows)
-    pairs = np.unique(np.stack([frame.name_code[product_rows].astype(np.int64), dims_code.astype(np.int64)], axis=1), axis=0)
+    # Products of a backward run inside the loop (per-sample gradients: torch.autograd.grad each iteration)
+    # sum over the sample's rows: their K (dW = dY^T X), not M or N, is what a sample holds.
+    in_backward = nearest_ancestor(frame.parent, product_rows, _evaluate_function_mask(frame)) >= 0
+    pairs = np.unique(np.stack([frame.name_code[product_rows].astype(np.int64), dims_code.astype(np.int64),
+                                in_backward.astype(np.int64)], axis=1), axis=0)
     # A sample's rows are M of a matrix product, N of a matrix-vector one (x[i] is a vector): never more
     # than the window holds (a timestep x[t] of a [T, B, F] sequence holds B rows a product).
-    rows = [min(shape[1], shape[3]) for name_code, code in pairs.tolist()
+    rows = [min(shape[1], shape[2] if backward_product else shape[3]) for name_code, code, backward_product in pairs.tolist()
             if (shape := gemm_shape(frame.names[name_code], dims[code])) is not None]
     if not rows or max(rows) > walk.width:
         return None
     n_ops = int(np.median(np.bincount(iteration, minlength=walk.rows.size)))
     backward = _backward_per_sample(frame, by_start[hi:], walk, step_end)
     return int(bounds[-1] - bounds[0]), backward, n_ops, max(rows)
+
+
+def _elements(shape: str) -> int:
+    """Elements of a compact shape ("32x128"; "" or unreadable: 0)."""
+    try:
+        return int(np.prod([int(d) for d in shape.split("x")])) if shape else 0
+    except ValueError:
+        return 0
+
+
+def _evaluate_function_mask(frame: Frame) -> np.ndarray:
+    """Per row, whether it is one of autograd's backward node ranges (``evaluate_function``)."""
+    return frame.memo("evaluate_function_mask",
+                      lambda: member_mask(frame.name_code, [c for c, n in enumerate(frame.names) if EVALUATE_FUNCTION.match(n)]))
 
 
 def _backward_per_sample(frame: Frame, after: np.ndarray, walk: _Walk, step_end: int) -> int:
