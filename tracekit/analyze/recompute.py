@@ -89,8 +89,8 @@ def recompute(frame: Frame, used: list[int] | None) -> Recompute | None:
     ops = ops[member_mask(frame.step[ops], frame.step[steps].tolist()) & member_mask(frame.name_code[ops], aten)]
     in_backward = nearest_ancestor(frame.parent, ops, member_mask(frame.name_code, node_codes)) >= 0
     inside = ops[in_backward][:MAX_OPS]
-    if not inside.size:
-        return None
+    if not member_mask(frame.name_code[inside], forward_codes).any():
+        return None  # no module forward op inside backward (a plain backward): no args read
     sequenced = inside[pc.match_substring(args_text(frame.table, inside), SEQUENCE).fill_null(False).to_numpy(zero_copy_only=False)]
     sequenced = sequenced[[_has_sequence(t) for t in args_text(frame.table, sequenced).to_pylist()]] if sequenced.size else sequenced
     forward = sequenced[member_mask(frame.name_code[sequenced], forward_codes)]
