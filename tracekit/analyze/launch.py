@@ -660,14 +660,15 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if len(r.remedies) >= 2:
         # The replay is of one step: where the steps leave much of the loop out, its savings are the step's.
         loop_share = 1 - e.between_step_share if e.between_step_share >= verdicts.SIDE_NOTE_SHARE else None
+        # Masks drawn in evaluation steps are not the judged step's time: that remedy is not ranked.
+        masks_in_step = r.train_mode_inference if r.train_mode_inference and not r.train_mode_inference.evaluation_steps else None
         measured = {found.remedy(): (what, found.share) for what, found in
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),
                      (r.sample_loop.measured if r.sample_loop is not None else "", r.sample_loop),
                      ("the concatenations beyond one final cat", r.growing_cat),
                      ("the forward recomputed in backward", r.recompute),
-                     ("the dropout masks' time", r.train_mode_inference
-                      if r.train_mode_inference is None or not r.train_mode_inference.evaluation_steps else None),
+                     ("the dropout masks' time", masks_in_step),
                      ("the backward after the last gradient the optimizer reads", r.unused_gradients))
                     if found is not None}
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time

@@ -125,8 +125,11 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     calls = ops[member_mask(frame.name_code[ops], codes) & (frame.op_parent[ops] < 0)]
     calls = calls[member_mask(frame.step[calls], frame.step[steps].tolist())][:MAX_WALK_CALLS]
     unbinds = frame.name_code[calls] == frame.names.index(UNBIND) if UNBIND in frame.names else np.zeros(calls.size, bool)
+    walks = _walks(frame, calls[~unbinds])
+    if not walks and not unbinds.any():
+        return None  # (the sort below is of every op: only where there is something to judge)
     by_start = ops[np.argsort(frame.start[ops], kind="stable")]
-    walks = (_walks(frame, calls[~unbinds]) + _unbind_walks(frame, calls[unbinds], by_start))[:MAX_WALKS]
+    walks = (walks + _unbind_walks(frame, calls[unbinds], by_start))[:MAX_WALKS]
     if not walks:
         return None
     found: list[tuple[_Walk, int, int, int, int]] = []  # walk, loop ns, backward ns, ops an iteration, product rows
