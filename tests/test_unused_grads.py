@@ -52,3 +52,12 @@ def test_the_optimizer_shapes_include_tensor_lists_members() -> None:
     ops = frame.rows("cpu_op")
     foreach = ops[frame.named(ops, re.compile(r"^aten::_foreach_"))]
     assert {(10, 128), (10,)} <= _shapes_in(frame, foreach)
+
+
+@pytest.mark.parametrize(("text", "shape"), [("[[128,64,3,3]]", (128, 64, 3, 3)), ("[[]]", ()), ("", None), ("[]", None),
+                                             ("[[[2],[3]]]", None), ("not json", None)])
+def test_a_gradient_shape_is_read_from_accumulate_grads_dims(text: str, shape: tuple[int, ...] | None) -> None:
+    """A 0-d parameter's gradient reads [] (kept, counted as neither used nor unused); no dims: None."""
+    from tracekit.analyze.unused_grads import _first_shape
+
+    assert _first_shape(text) == shape

@@ -89,7 +89,8 @@ def unused_gradients(frame: Frame, used: list[int] | None) -> UnusedGradients | 
     grad_shape = [_first_shape(text) for text in dims]
     if any(shape is None for shape in grad_shape):
         return None  # shapes not recorded: nothing is claimed
-    unused = np.array([grad_shape[c] not in touched for c in dims_code.tolist()], bool)
+    # A 0-d parameter's gradient (a learned temperature) is neither: every op's scalar arguments read [] too.
+    unused = np.array([bool(grad_shape[c]) and grad_shape[c] not in touched for c in dims_code.tolist()], bool)
     nodes = frame.rows("cpu_op", "user_range")
     nodes = nodes[frame.named(nodes, BACKWARD_NODE) & member_mask(frame.step[nodes], frame.step[steps].tolist())]
     is_node = np.zeros(len(frame), bool)
@@ -121,7 +122,7 @@ def _first_shape(text: str) -> tuple[int, ...] | None:
         dims = json.loads(text) if text else None
     except ValueError:
         return None
-    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
         return None
     return tuple(int(d) for d in dims[0]) if all(isinstance(d, int) for d in dims[0]) else None
 
