@@ -660,8 +660,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if len(r.remedies) >= 2:
         # The replay is of one step: where the steps leave much of the loop out, its savings are the step's.
         loop_share = 1 - e.between_step_share if e.between_step_share >= verdicts.SIDE_NOTE_SHARE else None
-        # Masks drawn in evaluation steps are not the judged step's time: that remedy is not ranked.
-        masks_in_step = r.train_mode_inference if r.train_mode_inference and not r.train_mode_inference.evaluation_steps else None
+        # Masks drawn in evaluation steps are not the judged step's time, and BatchNorm's batch statistics
+        # are not measured: those remedies are not ranked.
+        t = r.train_mode_inference
+        masks_in_step = t if t is not None and t.share > 0 and not t.evaluation_steps else None
         measured = {found.remedy(): (what, found.share) for what, found in
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),

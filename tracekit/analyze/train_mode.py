@@ -5,8 +5,8 @@ inference: each ``nn.Dropout`` draws a random mask and scales its input (and the
 call to call), ``BatchNorm`` normalizes by the batch and updates its running statistics, and
 ``nn.TransformerEncoder`` / ``nn.MultiheadAttention`` skip their fused inference path. PyTorch 2.13,
 2-core AMD EPYC, one thread, under ``torch.inference_mode()``: a 4-layer ``nn.TransformerEncoder``
-(d_model 256, 4 heads, dropout 0.1) on 8 sequences of 128 took 157-188 ms a batch in training mode and
-74-87 ms in eval mode (two runs); a 6-layer MLP of 512 with dropout 0.2 at batch 64, 3.85-5.02 against
+(d_model 256, 4 heads, dropout 0.1) on 8 sequences of 128 took 157-191 ms a batch in training mode and
+74-87 ms in eval mode (three runs); a 6-layer MLP of 512 with dropout 0.2 at batch 64, 3.85-5.02 against
 2.33-2.73 ms. The report
 read "CPU compute-bound" with ``aten::bernoulli_`` its top op and said nothing of why.
 
@@ -19,12 +19,18 @@ kernels' time, and no stored GPU trace runs inference in training mode.
 
 A training trace that marks its evaluation batches as steps too (``steps`` sets them apart: steps
 without backward among steps with it) is judged on those steps alone: masks drawn there mean the
-loop evaluates without ``model.eval()`` (a 6-layer MLP with dropout 0.2 at batch 256: 15.4 ms an
-evaluation step against 9.4 in eval mode), and the outputs it scores vary from run to run.
+loop evaluates without ``model.eval()`` (a 6-layer MLP with dropout 0.2 at batch 256: 15.4-16.7 ms an
+evaluation step against 9.1-9.4 in eval mode), and the outputs it scores vary from run to run.
+
+BatchNorm left in training mode normalizes by each batch and updates its running statistics: the
+outputs depend on the batch. ``aten::batch_norm`` calls whose recorded arguments say training, on a
+layer that keeps running statistics, one or more a step, are told too (a small CNN on 8 images of
+32x32: 3.02 ms a call in training mode, 2.11 ms in eval mode); their cost is not measured apart.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -32,6 +38,7 @@ import numpy as np
 from tracekit.analyze import intervals
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.grad_mode import BACKWARD
+from tracekit.analyze.top_ops import args_text
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
 DROPOUT_OPS = ("aten::dropout", "aten::dropout_", "aten::feature_dropout", "aten::feature_dropout_",
@@ -39,41 +46,49 @@ DROPOUT_OPS = ("aten::dropout", "aten::dropout_", "aten::feature_dropout", "aten
                "aten::feature_alpha_dropout_", "aten::native_dropout")
 MASK_OPS = ("aten::bernoulli_", "aten::bernoulli", "aten::native_dropout")  # drawn only in training mode
 MIN_SHARE = 0.05
+BATCH_NORM = "aten::batch_norm"
 
 
 @dataclass(frozen=True)
 class TrainModeInference:
-    """Dropout drawing masks in a trace that runs no backward. calls: dropout calls drawing a mask, per
-    step (or in the whole trace where no step is marked); share: their time of the steps' time."""
+    """Inference (or a training trace's evaluation steps) in training mode. calls: dropout calls drawing a
+    mask, per step (or in the whole trace where no step is marked); share: their time of the steps' time;
+    batch_norms: BatchNorm calls normalizing by the batch (with running statistics kept), counted alike."""
 
     calls: int
     per_step: bool
     share: float
     evaluation_steps: int = 0  # judged on a training trace's evaluation steps, this many
+    batch_norms: int = 0
 
     def evidence(self) -> str:
+        where = "a step" if self.per_step else "in the trace"
+        found = []
+        if self.calls:
+            found.append(f"dropout draws a random mask {self.calls} times {where} (aten::bernoulli_ inside aten::dropout), "
+                         f"{self.share:.0%} of the time")
+        if self.batch_norms:
+            found.append(f"BatchNorm normalizes by each batch's statistics and updates its running ones "
+                         f"({self.batch_norms} calls {where}: the outputs depend on the batch)")
         if self.evaluation_steps:
             return (f"the evaluation steps ({self.evaluation_steps}, no backward in them) run with the model in training "
-                    f"mode: dropout draws a random mask {self.calls} times a step (aten::bernoulli_ inside aten::dropout), "
-                    f"{self.share:.0%} of their time: model.eval() was not called before evaluating")
-        where = "a step" if self.per_step else "in the trace"
-        return (f"inference runs with the model in training mode: dropout draws a random mask {self.calls} times "
-                f"{where} (aten::bernoulli_ inside aten::dropout), {self.share:.0%} of the time, and nothing in the "
-                "trace runs backward: model.eval() was not called")
+                    f"mode: {'; '.join(found)}: model.eval() was not called before evaluating")
+        return (f"inference runs with the model in training mode: {'; '.join(found)}; and nothing in the trace runs "
+                "backward: model.eval() was not called")
 
     def remedy(self) -> str:
         if self.evaluation_steps:
             return ("call model.eval() before the evaluation batches and model.train() after: in training mode dropout "
                     "draws masks, BatchNorm uses and updates batch statistics, and the scores vary from run to run (an MLP "
-                    "with dropout: 15.4 ms an evaluation step in training mode, 9.4 ms in eval mode)")
+                    "with dropout: 15.4-16.7 ms an evaluation step in training mode, 9.1-9.4 ms in eval mode)")
         return ("call model.eval() before inference (unless the dropout is deliberate: Monte Carlo dropout): dropout "
                 "then passes its input through, BatchNorm uses its running statistics, the outputs stop varying from "
                 "call to call, and nn.TransformerEncoder / nn.MultiheadAttention take their fused inference path (a "
-                "4-layer encoder on a CPU: 157-188 ms a batch in training mode, 74-87 ms in eval mode)")
+                "4-layer encoder on a CPU: 157-191 ms a batch in training mode, 74-87 ms in eval mode)")
 
     def as_dict(self) -> dict[str, object]:
         return {"mask_calls": self.calls, "per_step": self.per_step, "share": self.share,
-                "evaluation_steps": self.evaluation_steps}
+                "evaluation_steps": self.evaluation_steps, "batch_norm_calls": self.batch_norms}
 
 
 def train_mode_inference(frame: Frame, used: list[int] | None,
@@ -82,7 +97,7 @@ def train_mode_inference(frame: Frame, used: list[int] | None,
     steps, judged alone where the trace runs backward."""
     dropout_codes = [c for c, n in enumerate(frame.names) if n in DROPOUT_OPS]
     mask_codes = [c for c, n in enumerate(frame.names) if n in MASK_OPS]
-    if not dropout_codes or not mask_codes or frame.rows(*GPU_BUSY_KINDS).size:
+    if not (dropout_codes and mask_codes or BATCH_NORM in frame.names) or frame.rows(*GPU_BUSY_KINDS).size:
         return None
     if any(BACKWARD.search(n) for n in frame.names):
         if not evaluation:
@@ -112,14 +127,33 @@ def _masks_drawn(frame: Frame, used: list[int] | None, dropout_codes: list[int],
         if not (up >= 0).any():
             break
         drawing = np.unique(np.where(up >= 0, up, drawing))
-    if not drawing.size:
-        return None
     if steps.size:
         whole, per = int(frame.dur[steps].sum()), max(int(np.unique(frame.step[steps]).size), 1)
     else:  # no step marked: the ops' busy time
         top = ops[frame.op_parent[ops] < 0]
         whole, per = intervals.total(frame.start[top], frame.end[top]), 1
     share = int(frame.dur[drawing].sum()) / whole if whole else 0.0
-    if share < MIN_SHARE:
+    normalizing = _batch_norms_in_training(frame, ops)
+    if share < MIN_SHARE and normalizing.size < per:  # not even one BatchNorm a step
         return None
-    return TrainModeInference(calls=int(round(drawing.size / per)), per_step=bool(steps.size), share=share)
+    return TrainModeInference(calls=int(round(drawing.size / per)) if share >= MIN_SHARE else 0, per_step=bool(steps.size),
+                              share=share if share >= MIN_SHARE else 0.0, batch_norms=int(round(normalizing.size / per)))
+
+
+def _batch_norms_in_training(frame: Frame, ops: np.ndarray) -> np.ndarray:
+    """The ``aten::batch_norm`` calls among ``ops`` run in training mode (its 6th argument) on a layer that
+    keeps running statistics (a 4th argument with dims: ``track_running_stats=False`` normalizes by the
+    batch in eval mode too). Needs the recorded arguments (``record_shapes=True``)."""
+    if BATCH_NORM not in frame.names or "args" not in frame.table.column_names:
+        return ops[:0]
+    calls = ops[frame.name_code[ops] == frame.names.index(BATCH_NORM)]
+    training = []
+    for row, text in zip(calls.tolist(), args_text(frame.table, calls).to_pylist(), strict=True):
+        try:
+            args = json.loads(text) if isinstance(text, str) else {}
+            concrete, dims = args.get("Concrete Inputs") or [], args.get("Input Dims") or []
+            if len(concrete) > 5 and concrete[5] == "True" and len(dims) > 3 and dims[3]:
+                training.append(row)
+        except (ValueError, AttributeError):
+            continue
+    return np.array(training, np.int64)
