@@ -28,7 +28,7 @@ import numpy as np
 
 from tracekit.analyze.classify import API_CLASSES, classify_rows
 from tracekit.analyze.copies import NOT_PAGEABLE, host_memory
-from tracekit.analyze.frame import Frame
+from tracekit.analyze.frame import Frame, per_frame
 from tracekit.ingest.links import member_mask
 
 # Synchronizing APIs that never hold the host: device-side waits and polls.
@@ -39,12 +39,10 @@ ASYNC_COPY = re.compile(r"^(cuda|cu|hip)Memcpy\w*Async(_v\d+)?(_ptsz|_ptds)?$")
 SYNC_COPY = re.compile(r"^(cudaMemcpy|hipMemcpy|cuMemcpy(HtoD|DtoH)?)(_v\d+)?$")
 
 
+@per_frame
 def host_blocking_rows(frame: Frame) -> np.ndarray:
     """Sorted rows of runtime/driver calls that blocked their thread until GPU work finished
     (cached on the frame)."""
-    cached = getattr(frame, "_host_blocking_rows", None)
-    if cached is not None:
-        return cached
     calls = frame.rows("runtime_api", "driver_api")
     names = frame.names
     codes = np.unique(frame.name_code[calls]).tolist()
@@ -58,7 +56,6 @@ def host_blocking_rows(frame: Frame) -> np.ndarray:
     if async_calls.size:
         out = np.union1d(out, async_calls[_copy_blocked(frame, async_calls)])  # sorted, as rows() is
     out.flags.writeable = False
-    frame._host_blocking_rows = out  # type: ignore[attr-defined]
     return out
 
 

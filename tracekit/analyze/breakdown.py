@@ -337,11 +337,7 @@ def compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     ops and other such rows directly inside it). That time is the graph's generated kernels and
     its wrapper together: neither a known compute op nor plain framework dispatch. Cached on the
     frame (the breakdown, the verdict's unclassified-work check and whatif all read it)."""
-    cached = getattr(frame, "_compiled_code_self", None)
-    if cached is None:
-        cached = _compiled_code_self(frame)
-        frame._compiled_code_self = cached  # type: ignore[attr-defined]
-    return cached
+    return frame.memo("compiled_code_self", lambda: _compiled_code_self(frame))
 
 
 def _compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:

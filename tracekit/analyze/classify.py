@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import Frame, dictionary_codes
+from tracekit.analyze.frame import Frame, dictionary_codes, per_frame
 from tracekit.ingest.columns import distinct, factorize, trace_extra
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 from tracekit.schema import GPU_ACTIVITY_KINDS
@@ -340,12 +340,10 @@ PYTHON_WAIT = re.compile(
     rf"{_FILE}subprocess\.py{_AT_LINE}(wait|_wait|_try_wait|communicate)$")
 
 
+@per_frame
 def python_wait_rows(frame: Frame) -> np.ndarray:
     """The python_function rows in which the thread waits (``PYTHON_WAIT``), with every Python frame
     they call. Host time leaves them out: a blocked thread is idle. Cached on the frame."""
-    cached = getattr(frame, "_python_wait_rows", None)
-    if cached is not None:
-        return cached
     rows = frame.rows("python_function")
     codes = distinct(frame.name_code[rows])
     waits = [c for c in codes[codes >= 0].tolist() if PYTHON_WAIT.search(frame.names[c])]
@@ -357,7 +355,6 @@ def python_wait_rows(frame: Frame) -> np.ndarray:
         rows = np.flatnonzero(waiting)
     else:
         rows = np.zeros(0, np.int64)
-    frame._python_wait_rows = rows  # type: ignore[attr-defined]
     return rows
 
 
@@ -382,17 +379,13 @@ DATA_LOADER = re.compile(r"DataLoader.*__next__|^IteratorGetNext|::IteratorGetNe
                          + PIPELINE_BUILD.pattern)
 
 
+@per_frame
 def data_loading_rows(frame: Frame) -> np.ndarray:
     """Host rows fetching batches (DataLoader __next__, tf.data IteratorGetNext) or building a tf.data
     pipeline (``PIPELINE_BUILD``). Cached on the frame."""
-    cached = getattr(frame, "_data_loading_rows", None)
-    if cached is not None:
-        return cached
     codes = [i for i, n in enumerate(frame.names) if DATA_LOADER.search(n)]
-    rows = np.flatnonzero(member_mask(frame.name_code, codes) &
+    return np.flatnonzero(member_mask(frame.name_code, codes) &
                           frame.mask("user_range", "cpu_op", "python_function", "other")) if codes else np.zeros(0, np.int64)
-    frame._data_loading_rows = rows  # type: ignore[attr-defined]
-    return rows
 
 
 # tf.data's own threads (tf_data_private_threadpool, tf_data_iterator_resource, ...): the input
@@ -400,34 +393,27 @@ def data_loading_rows(frame: Frame) -> np.ndarray:
 _INPUT_PIPELINE_THREAD = re.compile(r"^tf_data_")
 
 
+@per_frame
 def input_pipeline_mask(frame: Frame) -> np.ndarray:
     """Rows on the input pipeline's own threads (tf.data's), by their thread name. Cached on the frame."""
-    cached = getattr(frame, "_input_pipeline_mask", None)
-    if cached is not None:
-        return cached
     mask = np.zeros(len(frame), bool)
     if "thread_name" in frame.table.column_names:
         codes, names = dictionary_codes(frame.table.column("thread_name"))
         wanted = [i for i, n in enumerate(names) if n and _INPUT_PIPELINE_THREAD.match(n)]
         if wanted:
             mask = member_mask(codes, wanted)
-    frame._input_pipeline_mask = mask  # type: ignore[attr-defined]
     return mask
 
 
+@per_frame
 def collective_rows(frame: Frame) -> np.ndarray:
     """Host rows inside collective communication: ops and ranges named as the communication op class
     (``gloo:all_reduce`` on gloo's worker thread, ``nccl:all_reduce``, ``c10d::allreduce_``), by row.
     Cached on the frame."""
-    cached = getattr(frame, "_collective_rows", None)
-    if cached is not None:
-        return cached
     host = frame.mask("user_range", "cpu_op")
     codes = [c for c in distinct(frame.name_code[host]).tolist() if c >= 0
              and classify_op_name(frame.names[c]) == "communication"]
-    rows = np.flatnonzero(member_mask(frame.name_code, codes) & host) if codes else np.zeros(0, np.int64)
-    frame._collective_rows = rows  # type: ignore[attr-defined]
-    return rows
+    return np.flatnonzero(member_mask(frame.name_code, codes) & host) if codes else np.zeros(0, np.int64)
 
 
 # Ops that run a collective themselves: TensorFlow's (MirroredStrategy's CollectiveReduceV2 on CPU,
@@ -437,6 +423,7 @@ def collective_rows(frame: Frame) -> np.ndarray:
 _COLLECTIVE_ITSELF = re.compile(r"^(Collective\w+|Nccl\w+)$|" + XLA_COLLECTIVE)
 
 
+@per_frame
 def collective_work_rows(frame: Frame) -> np.ndarray:
     """The collectives that are the communication itself, run on the host: rows of
     ``collective_rows`` with no host op or call of their own thread inside them that are ranges
@@ -444,9 +431,6 @@ def collective_work_rows(frame: Frame) -> np.ndarray:
     is the exchange, waits for the peers included) or XLA collective instructions. Where the trace has GPU communication kernels,
     host collectives are NCCL's enqueues (``nccl:all_reduce`` around a kernel launch), and none is.
     Cached on the frame."""
-    cached = getattr(frame, "_collective_work_rows", None)
-    if cached is not None:
-        return cached
     rows = collective_rows(frame)
     ranges = frame.mask("user_range")[rows]
     itself = [c for c in distinct(frame.name_code[rows[~ranges]]).tolist()
@@ -466,8 +450,7 @@ def collective_work_rows(frame: Frame) -> np.ndarray:
         # The thread's first host row that starts at or after the range does: inside the range?
         j = np.searchsorted(starts, frame.start[rows[mine]], "left")
         has_child[mine] = (j < starts.size) & (starts[np.minimum(j, starts.size - 1)] < frame.end[rows[mine]])
-    frame._collective_work_rows = rows[~has_child]  # type: ignore[attr-defined]
-    return frame._collective_work_rows  # type: ignore[attr-defined]
+    return rows[~has_child]
 
 
 def collectives_beside(frame: Frame, threads: np.ndarray) -> np.ndarray:
@@ -645,31 +628,23 @@ def _classify_eager_ops(frame: Frame, op: np.ndarray) -> None:
         op[parents[codes == code]] = OP_CLASSES.index(classify_op_name(frame.names[code]))
 
 
+@per_frame
 def op_name_codes(frame: Frame) -> np.ndarray:
     """Per row, the code (into ``frame.names``) of the name that says which op it is: its own,
     except for TF's eager ops, all named ``EagerExecute``, whose child names the op
     (``EagerLocalExecute: MatMul``). Tables of ops group by it. Cached on the frame."""
-    cached = getattr(frame, "_op_name_codes", None)
-    if cached is not None:
-        return cached
     parents, codes = _eager_ops(frame)
     if parents.size:
         result = frame.name_code.copy()
         result[parents] = codes
     else:
         result = frame.name_code
-    frame._op_name_codes = result  # type: ignore[attr-defined]
     return result
 
 
 def classify_rows(frame: Frame) -> RowClasses:
-    """Classify every row of a trace (see ``RowClasses``)."""
-    cached = getattr(frame, "_row_classes", None)
-    if cached is not None:
-        return cached
-    result = _classify_rows(frame)
-    frame._row_classes = result  # type: ignore[attr-defined]
-    return result
+    """Classify every row of a trace (see ``RowClasses``), once per frame."""
+    return frame.memo("classify_rows", lambda: _classify_rows(frame))
 
 
 def _classify_rows(frame: Frame) -> RowClasses:

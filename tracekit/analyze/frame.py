@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, wraps
 from typing import Any, TypeVar
 
 import numpy as np
@@ -76,6 +76,17 @@ def _int64(column: pa.ChunkedArray, null: int = -1) -> np.ndarray:
 
 _LAST: list[Frame] = []
 _T = TypeVar("_T")
+
+
+def per_frame(compute: Callable[[Frame], _T]) -> Callable[[Frame], _T]:
+    """``compute(frame)`` run once per frame (``Frame.memo``, keyed by the function's name): for what
+    several analyses of one report read."""
+    key = f"{compute.__module__}.{compute.__qualname__}"
+
+    @wraps(compute)
+    def once(frame: Frame) -> _T:
+        return frame.memo(key, lambda: compute(frame))
+    return once
 
 
 def frame_of(table: pa.Table) -> Frame:

@@ -30,11 +30,8 @@ def unrecorded_gpu_work(frame: Frame, classes: RowClasses | None = None) -> str:
     Cached on the frame: a report's breakdown, verdict and top-ops table all ask."""
     if frame.rows(*GPU_BUSY_KINDS).size:
         return ""
-    cached = getattr(frame, "_unrecorded_gpu_work", None)
-    if cached is None:
-        cached = _unrecorded_gpu_work(frame, classes if classes is not None else classify_rows(frame))
-        frame._unrecorded_gpu_work = cached  # type: ignore[attr-defined]
-    return cached
+    return frame.memo("unrecorded_gpu_work",
+                      lambda: _unrecorded_gpu_work(frame, classes if classes is not None else classify_rows(frame)))
 
 
 def _unrecorded_gpu_work(frame: Frame, classes: RowClasses) -> str:

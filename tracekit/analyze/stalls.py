@@ -208,12 +208,7 @@ def compared_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> CallS
     """``call_series`` of the compute calls of ``steps``, computed once a frame for those steps (the
     stall rule and the subnormal rule both compare them)."""
     key = tuple(sorted({s for s in steps if s >= 0}))
-    cached = getattr(frame, "_compared_calls", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    series = call_series(frame, compute_calls(frame, classes, list(key)))
-    frame._compared_calls = (key, series)  # type: ignore[attr-defined]
-    return series
+    return frame.memo(f"compared_calls {key}", lambda: call_series(frame, compute_calls(frame, classes, list(key))))
 
 
 def compute_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> np.ndarray:

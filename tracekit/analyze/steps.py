@@ -332,10 +332,7 @@ def _evaluation_steps(frame: Frame, steps: np.ndarray) -> np.ndarray:
         return out
     # A report asks for the step statistics several times (the verdict, the replay's median step, the
     # critical path): the backward work per step is counted once a frame.
-    cached = getattr(frame, "_training_work_steps", None)
-    if cached is None:
-        cached = _training_work_steps(frame)
-        frame._training_work_steps = cached  # type: ignore[attr-defined]
+    cached = frame.memo("training_work_steps", lambda: _training_work_steps(frame))
     work = (np.searchsorted(cached, np.sort(steps), side="right") - np.searchsorted(cached, np.sort(steps)))
     trains = work[np.searchsorted(np.sort(steps), steps)] > 0
     # Fewer than the training steps: a loop whose steps are mostly without backward work (an RL loop's
