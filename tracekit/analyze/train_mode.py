@@ -102,15 +102,16 @@ def train_mode_inference(frame: Frame, used: list[int] | None,
     if any(BACKWARD.search(n) for n in frame.names):
         if not evaluation:
             return None
-        found = _masks_drawn(frame, evaluation, dropout_codes, mask_codes)
+        found = _training_mode_calls(frame, evaluation, dropout_codes, mask_codes)
         return replace(found, evaluation_steps=len(evaluation)) if found is not None else None
-    return _masks_drawn(frame, used, dropout_codes, mask_codes)
+    return _training_mode_calls(frame, used, dropout_codes, mask_codes)
 
 
-def _masks_drawn(frame: Frame, used: list[int] | None, dropout_codes: list[int],
+def _training_mode_calls(frame: Frame, used: list[int] | None, dropout_codes: list[int],
                  mask_codes: list[int]) -> TrainModeInference | None:
     """The dropout calls drawing masks in the steps ``used`` (every step, or the whole trace where none is
-    marked), where they take ``MIN_SHARE`` of the time."""
+    marked), where they take ``MIN_SHARE`` of the time, and the BatchNorm calls normalizing by the batch
+    there, where there is one a step or more."""
     ops = frame.rows("cpu_op")
     steps = frame.rows("step")
     if steps.size and used is not None:
