@@ -21,13 +21,12 @@ softmax is inside it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
 
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
-from tracekit.analyze.top_ops import input_dims
+from tracekit.analyze.top_ops import first_input_shape, input_dims
 from tracekit.ingest.links import member_mask
 
 SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
@@ -112,11 +111,5 @@ def unfused_attention(frame: Frame, used: list[int] | None) -> UnfusedAttention 
 def _scores(dims_text: str) -> list[int] | None:
     """The softmax's input shape where it is a score matrix worth fusing: 3 or more dims (a 2-D softmax
     is a classifier's), the last ``MIN_KEYS`` or more; None otherwise or when not recorded."""
-    try:
-        dims = json.loads(dims_text) if dims_text else None
-    except ValueError:
-        return None
-    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
-        return None
-    shape = dims[0]
-    return shape if len(shape) >= 3 and all(isinstance(d, int) for d in shape) and shape[-1] >= MIN_KEYS else None
+    shape = first_input_shape(dims_text)
+    return shape if shape is not None and len(shape) >= 3 and shape[-1] >= MIN_KEYS else None

@@ -224,11 +224,15 @@ def calls_in_steps(frame: Frame, names: Collection[str], used: list[int] | None)
     codes = [c for c, n in enumerate(frame.names) if n in names]
     ops = frame.rows("cpu_op")
     calls = ops[member_mask(frame.name_code[ops], codes)] if codes else ops[:0]
-    steps = frame.rows("step")
     if used is not None:
         calls = calls[member_mask(frame.step[calls], used)]
-        steps = steps[member_mask(frame.step[steps], used)]
-    return calls, steps
+    return calls, step_rows(frame, used)
+
+
+def step_rows(frame: Frame, used: list[int] | None) -> np.ndarray:
+    """The step rows of the steps ``used`` (every step row when None): the time a rule's share is of."""
+    steps = frame.rows("step")
+    return steps[member_mask(frame.step[steps], used)] if used is not None else steps
 
 
 def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:

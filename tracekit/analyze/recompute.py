@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, step_rows
 from tracekit.analyze.top_ops import args_mention, args_text
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
@@ -78,9 +78,7 @@ def recompute(frame: Frame, used: list[int] | None) -> Recompute | None:
     if (not forward_codes or not node_codes or "args" not in frame.table.column_names or frame.rows(*GPU_BUSY_KINDS).size
             or not args_mention(frame.table, SEQUENCE.encode())):
         return None
-    steps = frame.rows("step")
-    if used is not None:
-        steps = steps[member_mask(frame.step[steps], used)]
+    steps = step_rows(frame, used)
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
     if not step_ns:
         return None

@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import Frame
+from tracekit.analyze.frame import Frame, step_rows
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, gemm_shape, input_dims
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
@@ -115,9 +115,7 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     codes = [c for c, n in enumerate(frame.names) if n in WALK_OPS or n == UNBIND]
     if not codes or "args" not in frame.table.column_names:
         return None
-    steps = frame.rows("step")
-    if used is not None:
-        steps = steps[member_mask(frame.step[steps], used)]
+    steps = step_rows(frame, used)
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
     if not step_ns:
         return None

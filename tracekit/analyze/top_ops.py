@@ -304,6 +304,18 @@ def _any_input_dims(table: pa.Table, rows: np.ndarray) -> bool:
     return pc.any(pc.is_valid(pc.extract_regex(storage, _INPUT_DIMS))).as_py()
 
 
+def first_input_shape(dims_text: str) -> list[int] | None:
+    """The first input's dims from one op's ``Input Dims`` JSON text ([] for a 0-d tensor); None where
+    none is recorded or the first input is not one tensor (a tensor list)."""
+    try:
+        dims = json.loads(dims_text) if dims_text else None
+    except ValueError:
+        return None
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
+        return None
+    return dims[0] if all(isinstance(d, int) for d in dims[0]) else None
+
+
 def input_dims(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Each row's code into the distinct ``Input Dims`` JSON texts ("" when absent), and those texts,
     in one vectorized regex pass. Ops group by the integer code: far cheaper than by the text."""

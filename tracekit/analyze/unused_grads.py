@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, step_rows
 from tracekit.analyze.optimizer import optimizer_calls, update_of
-from tracekit.analyze.top_ops import input_dims
+from tracekit.analyze.top_ops import first_input_shape, input_dims
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
 ACCUMULATE = "torch::autograd::AccumulateGrad"
@@ -70,10 +70,9 @@ def unused_gradients(frame: Frame, used: list[int] | None) -> UnusedGradients | 
     """Gradients no optimizer reads, in the steps used (module doc), else None."""
     if ACCUMULATE not in frame.names or "args" not in frame.table.column_names or frame.rows(*GPU_BUSY_KINDS).size:
         return None
-    steps = frame.rows("step")
+    steps = step_rows(frame, used)
     calls = optimizer_calls(frame)
     if used is not None:
-        steps = steps[member_mask(frame.step[steps], used)]
         calls = calls[member_mask(frame.step[calls], used)]
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
     if not calls.size or not step_ns:
@@ -118,13 +117,8 @@ def unused_gradients(frame: Frame, used: list[int] | None) -> UnusedGradients | 
 
 def _first_shape(text: str) -> tuple[int, ...] | None:
     """The first input's shape from one op's ``Input Dims`` text; None where none is recorded."""
-    try:
-        dims = json.loads(text) if text else None
-    except ValueError:
-        return None
-    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
-        return None
-    return tuple(int(d) for d in dims[0]) if all(isinstance(d, int) for d in dims[0]) else None
+    shape = first_input_shape(text)
+    return tuple(shape) if shape is not None else None
 
 
 def _shapes_in(frame: Frame, rows: np.ndarray) -> set[tuple[int, ...]]:
