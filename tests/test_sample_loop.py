@@ -1,6 +1,7 @@
 """A batch walked one sample at a time (tracekit.analyze.sample_loop), on real captures made by
-tests/data/cpu/make_sample_loop.py: per-sample training and inference loops, and two loops that walk a
-tensor by index but cannot be batched (a char-RNN over timesteps, greedy decoding)."""
+tests/data/cpu/make_sample_loop.py: per-sample training and inference loops, metrics read into Python
+sample by sample, and loops that walk a tensor by index but cannot be batched (a char-RNN over
+timesteps, greedy decoding)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,35 @@ def test_per_sample_gradients_by_a_loop_are_a_walk_too() -> None:
     r = api.report(DATA / "sample_loop_grads.pt.trace.json.gz").launch
     assert r.remedies[0].startswith("run the model once on the whole batch"), r.remedies
     assert "torch.func.vmap, torch.func.grad" in r.remedies[0]
+
+
+@pytest.mark.parametrize(("name", "op"), [("sample_loop_metric", "aten::unbind"), ("sample_loop_metric_indexed", "aten::select")])
+def test_a_metric_read_into_python_sample_by_sample_is_one(name: str, op: str) -> None:
+    """Accuracy counted per sample, ``int(p.argmax() == t)`` over ``zip(out, y)`` or ``out[i]``: no
+    model per sample, but each of the 256 iterations reads a value into Python (aten::item). 1.76 ms a
+    call against 0.81 ms on the whole tensor; the report read "CPU compute-bound", torch.compile first
+    (which would break its graph at every .item())."""
+    found = sample_loop(frame_of(load(DATA / f"{name}.pt.trace.json.gz")), None)
+    assert found is not None and found.reads
+    assert (found.op, found.walked, found.rows, found.iterations, found.product_rows) == (op, "256x10", 1, 256, 0)
+    assert found.loop_share > 0.3 and found.share == found.loop_share
+    r = api.report(DATA / f"{name}.pt.trace.json.gz").launch
+    assert any("reading a value into Python (aten::item)" in e for e in r.evidence), r.evidence
+    assert r.remedies[0].startswith("compute on the whole tensor and read the result into Python once"), r.remedies
+
+
+def test_a_loop_reading_batch_wide_values_is_not() -> None:
+    """A precision-recall curve, ``int((probs > t).sum())`` for 99 thresholds: an iteration per piece of
+    a tensor that reads a value into Python, but each works on the whole batch."""
+    assert sample_loop(frame_of(load(DATA / "sample_loop_thresholds.pt.trace.json.gz")), None) is None
+
+
+def test_compiling_a_step_that_reads_values_into_python_is_not_ranked() -> None:
+    """torch.compile breaks its graph at each .item(): no-dispatch's saving on such a step is uncertain,
+    and does not order the remedies; one read a step (loss.item()) does not make it so."""
+    from tracekit.analyze.whatif import whatif
+
+    scenarios = {s.name: s for s in whatif(load(DATA / "sample_loop_metric.pt.trace.json.gz")).scenarios}
+    assert scenarios["no-dispatch"].uncertain and "reads 256 tensor values into Python" in scenarios["no-dispatch"].assumptions
+    scenarios = {s.name: s for s in whatif(load(DATA / "sample_loop.pt.trace.json.gz")).scenarios}
+    assert not scenarios["no-dispatch"].uncertain

@@ -26,6 +26,14 @@ an iteration begins. There the top-level ops that follow, on its thread, must re
 op names as many times as the unbind made pieces (16 for a batch of 16), and each repetition is an
 iteration (judged as above). The MLP above trained so at a batch of 16: 2.4-3.2 ms a step, as
 walked by index (2.5 ms), against 0.41 ms on the whole batch.
+
+A loop that runs no matrix product per sample is one too where it reads each sample's result into
+Python (``aten::item``: ``.item()``, ``int(t)``) in 80% of its iterations or more and every op in it,
+but the indexing, works on one piece at most: accuracy counted per sample, ``for p, t in zip(out, y):
+correct += int(p.argmax() == t)`` over a batch of 256, took 1.76 ms a call against 0.81 ms on the whole
+tensor, and its report read "CPU compute-bound" with torch.compile first (which breaks its graph at
+every read). A loop whose iterations read a value computed over the whole batch (a precision-recall
+curve, ``int((probs > t).sum())`` per threshold) is not.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from tracekit.ingest.links import member_mask, nearest_ancestor
 WALK_OPS = ("aten::slice", "aten::select", "aten::narrow")
 UNBIND = "aten::unbind"
 WRITE_OPS = ("aten::copy_", "aten::fill_", "aten::zero_", "aten::index_put_")
+READ_OPS = ("aten::item", "aten::_local_scalar_dense")  # a tensor's value read into Python (.item(), int(t))
 # Ops a timestep's recurrence runs: its cell, or the gates' sigmoid and tanh together.
 CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
             "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
@@ -62,8 +71,9 @@ _CONCRETE = r'"Concrete Inputs":(?P<concrete>\[[^\]]*\])'
 class SampleLoop:
     """The longest per-sample walk of the steps used (module doc). iterations: a step (median);
     rows: the window's width; walked: the walked tensor's shape; ops: ops an iteration runs (median);
-    product_rows: the rows of the iterations' matrix products (the most); loop_share: the iterations'
-    part of the steps' time; share: theirs and, where it runs per sample too, the backward's."""
+    product_rows: the rows of the iterations' matrix products (the most; 0: none, a loop reading each
+    sample into Python); loop_share: the iterations' part of the steps' time; share: theirs and, where
+    it runs per sample too, the backward's."""
 
     op: str
     walked: str
@@ -78,12 +88,18 @@ class SampleLoop:
         width = "one row" if self.rows == 1 else f"{self.rows} rows"
         how = ("iterating it: aten::unbind, then one piece an iteration" if self.op == UNBIND
                else f"{self.op} at 0, {self.rows}, {2 * self.rows}, ...")
+        work = ("on its piece alone and reading a value into Python (aten::item)" if self.reads else
+                f"whose matrix products multiply {self.product_rows} row{'s' if self.product_rows > 1 else ''}")
         return (f"the step walks one {self.walked} tensor {width} at a time ({how}): "
-                f"{self.iterations} iterations a step, each running ~{self.ops} ops whose "
-                f"matrix products multiply {self.product_rows} row{'s' if self.product_rows > 1 else ''}, "
+                f"{self.iterations} iterations a step, each running ~{self.ops} ops {work}, "
                 f"{self.loop_share:.0%} of the step time"
                 + (f", and its backward, per sample too, another {self.share - self.loop_share:.0%}"
                    if self.share - self.loop_share >= 0.005 else ""))
+
+    @property
+    def reads(self) -> bool:
+        """A loop that runs no model per sample, only reads each sample's values into Python."""
+        return self.product_rows == 0
 
     @property
     def measured(self) -> str:
@@ -91,6 +107,11 @@ class SampleLoop:
         return "the per-sample loop" + (" and its backward" if self.share > self.loop_share else "")
 
     def remedy(self) -> str:
+        if self.reads:
+            return ("compute on the whole tensor and read the result into Python once ((out.argmax(1) == y).sum().item(); "
+                    ".tolist() for per-sample values), not .item() per sample: accuracy counted sample by sample over a "
+                    "batch of 256 took 1.76 ms a call on a CPU, 0.81 ms on the whole tensor; on a GPU each .item() "
+                    "also waits for the device")
         return ("run the model once on the whole batch instead of a Python loop over its samples (per-sample "
                 "results or gradients: torch.func.vmap, torch.func.grad): a 3-layer MLP on a CPU, batch 64, took 9-10 "
                 "ms a training step per sample, 0.72 ms batched. A loop whose iterations feed each other (a "
@@ -315,8 +336,10 @@ def _iterations(frame: Frame, by_start: np.ndarray, walk: _Walk) -> tuple[int, i
     if sum(written) * 2 >= walk.rows.size:
         return None
     products = np.isin(names, GEMM_FLOP_OPS)
+    n_ops = int(np.median(np.bincount(iteration, minlength=walk.rows.size)))
     if np.unique(iteration[products]).size < 0.8 * walk.rows.size:
-        return None
+        # No model per sample: a loop reading each sample's result into Python (a metric, predictions).
+        return (int(bounds[-1] - bounds[0]), 0, n_ops, 0) if _reads_each_piece(frame, inside, iteration, names, walk) else None
     product_rows = inside[products]
     dims_code, dims = input_dims(frame.table, product_rows)
     # Products of a backward run inside the loop (per-sample gradients: torch.autograd.grad each iteration)
@@ -330,9 +353,34 @@ def _iterations(frame: Frame, by_start: np.ndarray, walk: _Walk) -> tuple[int, i
             if (shape := gemm_shape(frame.names[name_code], dims[code])) is not None]
     if not rows or max(rows) > walk.width:
         return None
-    n_ops = int(np.median(np.bincount(iteration, minlength=walk.rows.size)))
     backward = _backward_per_sample(frame, by_start[hi:], walk, step_end)
     return int(bounds[-1] - bounds[0]), backward, n_ops, max(rows)
+
+
+def _reads_each_piece(frame: Frame, inside: np.ndarray, iteration: np.ndarray, names: np.ndarray, walk: _Walk) -> bool:
+    """Whether the iterations (``inside``: their ops; ``iteration``: each op's) read a value into Python
+    (``READ_OPS``), 80% of them or more, and every op in them but the indexing works on no more than one
+    piece of the walked tensor (a loop that runs batch-wide work per iteration is not this)."""
+    if np.unique(iteration[np.isin(names, READ_OPS)]).size < 0.8 * walk.rows.size:
+        return False
+    first = _elements(walk.shape.split("x")[0]) if walk.shape else 0
+    piece = _elements(walk.shape) // first * walk.width if first else 0
+    # The indexing (and the ops inside it) takes a view of the whole tensor, not its data.
+    parents = frame.op_parent[inside]
+    parent_names = np.where(parents >= 0, np.asarray(frame.names, object)[frame.name_code[np.maximum(parents, 0)]], "")
+    work = inside[~np.isin(names, (*WALK_OPS, UNBIND)) & ~np.isin(parent_names, (*WALK_OPS, UNBIND))]
+    dims_code, dims = input_dims(frame.table, work)
+    return bool(piece) and work.size > 0 and max(_largest_input(text) for text in (dims[c] for c in np.unique(dims_code).tolist())) <= piece
+
+
+def _largest_input(dims_text: str) -> int:
+    """Elements of an op's largest input tensor, from its ``Input Dims`` text (none: 0)."""
+    try:
+        dims = json.loads(dims_text) if dims_text else []
+    except ValueError:
+        return 0
+    sizes = [int(np.prod(d)) for d in dims if isinstance(d, list) and all(isinstance(n, int) for n in d)]
+    return max(sizes, default=0)
 
 
 def _elements(shape: str) -> int:

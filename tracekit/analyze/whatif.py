@@ -57,6 +57,7 @@ from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.launch import CPU_UNFUSED_CELL_OPS, JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
 from tracekit.analyze.optimizer import fusable, on_gpu, optimizer_calls, update_of
 from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
+from tracekit.analyze.sample_loop import READ_OPS
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
@@ -203,6 +204,12 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
                             "library op, which picks its algorithm per precision (cuDNN's LSTM on an H100 runs one "
                             "persistent kernel per call at 16 bits, and autocast casts and re-flattens its weights "
                             "each call): measured on an H100, 0.5x to 2.4x the step this predicts (docs/whatif.md)")
+        reads = _python_reads(step) if name == "no-dispatch" else 0
+        if reads >= UNCOMPILED_READS:
+            uncertain = True
+            assumptions += (f"; uncertain: the step reads {reads} tensor values into Python (.item(), int(t)), and "
+                            "torch.compile breaks its graph at each: the Python and dispatch between them stays, "
+                            "which the trace cannot cost")
         upper_bound = False
         longest = _longest_stretch(step) if name in ("no-dispatch", "cuda-graph-step") else 0
         if longest and longest >= UNEXPLAINED_STRETCH_SHARE * (end - start):
@@ -711,6 +718,22 @@ def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | No
 # the trace does not show (Python, compilation, a sleep, a wait on another process): removing it is
 # only an upper bound. Eager framework ops cost 1-100 µs each.
 UNEXPLAINED_STRETCH_SHARE = 0.5
+
+
+# A step reading this many tensor values into Python cannot be compiled whole (a graph break at each).
+UNCOMPILED_READS = 8
+
+
+def _python_reads(step: _Step) -> int:
+    """Top-level reads of a tensor's value into Python (``.item()``, ``int(t)``) in the step, on its threads."""
+    frame = step.frame
+    codes = [c for c, n in enumerate(frame.names) if n in READ_OPS]
+    if not codes:
+        return 0
+    ops = frame.rows("cpu_op")
+    reads = ops[member_mask(frame.name_code[ops], codes) & (frame.op_parent[ops] < 0)]
+    reads = reads[(frame.start[reads] >= step.start) & (frame.start[reads] < step.end)]
+    return int(member_mask(frame.thread_key[reads], step.thread_keys).sum())
 
 
 def _longest_stretch(step: _Step) -> int:

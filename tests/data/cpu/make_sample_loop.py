@@ -17,6 +17,12 @@ shapes recorded) of loops that walk a tensor one index at a time, 3 steps marked
 - ``sample_loop_unbind_recurrence`` (not one): a hand-written LSTM cell looped over
   ``x.unbind(0)`` of a [T, B, F] sequence (TorchScript's custom-LSTM example): each timestep a
   16-row product, its state fed back.
+- ``sample_loop_metric``: accuracy of a classifier's outputs counted sample by sample, ``for p, t in
+  zip(out, y): correct += int(p.argmax() == t)`` (batch 256, under no_grad); unprofiled 1.76 ms a call
+  against 0.81 ms for ``int((out.argmax(1) == y).sum())``.
+- ``sample_loop_metric_indexed``: the same, indexed, ``out[i].argmax().item()`` (aten::select).
+- ``sample_loop_thresholds`` (not one): a loop reading a value into Python per threshold, each
+  iteration over the whole batch, ``int((probs > t).sum())`` for 99 thresholds (a precision-recall curve).
 
     python tests/data/cpu/make_sample_loop.py
 Made with torch 2.13.0 (CPU build).
@@ -172,6 +178,35 @@ def greedy_decode() -> None:
     write_capture("sample_loop_decode", decode, active=3, record_shapes=True)
 
 
+def metric_loops() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).eval()
+    x, y = torch.randn(256, 256), torch.randint(0, 10, (256,))
+    thresholds = torch.linspace(0.01, 0.99, 99)
+
+    def zipped(_: int) -> int:
+        with torch.no_grad():
+            return sum(int(p.argmax() == t) for p, t in zip(model(x), y, strict=True))
+
+    def indexed(_: int) -> int:
+        with torch.no_grad():
+            out = model(x)
+            return sum(out[i].argmax().item() == y[i].item() for i in range(len(out)))
+
+    def whole(_: int) -> int:
+        with torch.no_grad():
+            return int((model(x).argmax(1) == y).sum())
+
+    def per_threshold(_: int) -> list[int]:
+        with torch.no_grad():
+            probs = model(x).softmax(1)
+            return [int((probs > t).sum()) for t in thresholds]
+
+    print(f"metric: {unprofiled_ms(zipped, 50):.2f} ms a call sample by sample, {unprofiled_ms(whole, 50):.2f} on the whole tensor")
+    write_capture("sample_loop_metric", zipped, active=3, record_shapes=True)
+    write_capture("sample_loop_metric_indexed", indexed, active=3, record_shapes=True)
+    write_capture("sample_loop_thresholds", per_threshold, active=3, record_shapes=True)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -182,3 +217,4 @@ if __name__ == "__main__":
     zip_training()
     per_sample_gradients()
     unbind_recurrence()
+    metric_loops()
