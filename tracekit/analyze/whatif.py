@@ -62,6 +62,7 @@ from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.errors import UsageError
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
+from tracekit.ingest.step_inference import OPTIMIZER_STEP
 from tracekit.schema import source_of
 
 HOST_KINDS = ("cpu_op", "user_range", "python_function", "runtime_api", "driver_api")
@@ -720,12 +721,17 @@ def _replay(step: _Step, host_scale=None, gpu_dur=None, launch_latency: int | No
 UNEXPLAINED_STRETCH_SHARE = 0.5
 
 
-# A step reading this many tensor values into Python cannot be compiled whole (a graph break at each).
+# A step reading this many tensor values into Python cannot be compiled whole (a graph break at each),
+# and where its top-level ops are under MAX_OPS_PER_READ a read, the graphs between the breaks are too
+# small to save dispatch (a compiled region's call costs tens of µs on a CPU, an eager op a few).
 UNCOMPILED_READS = 8
+MAX_OPS_PER_READ = 16
 
 
 def _python_reads(step: _Step) -> int:
-    """Top-level reads of a tensor's value into Python (``.item()``, ``int(t)``) in the step, on its threads."""
+    """Top-level reads of a tensor's value into Python (``.item()``, ``int(t)``) in the step, on its
+    threads, not torch.optim's own (Adam reads each parameter's step count, which a compiled optimizer
+    step does not): their number where they split the step into pieces too small to compile, else 0."""
     frame = step.frame
     codes = [c for c, n in enumerate(frame.names) if n in READ_OPS]
     if not codes:
@@ -733,7 +739,14 @@ def _python_reads(step: _Step) -> int:
     ops = frame.rows("cpu_op")
     reads = ops[member_mask(frame.name_code[ops], codes) & (frame.op_parent[ops] < 0)]
     reads = reads[(frame.start[reads] >= step.start) & (frame.start[reads] < step.end)]
-    return int(member_mask(frame.thread_key[reads], step.thread_keys).sum())
+    reads = reads[member_mask(frame.thread_key[reads], step.thread_keys)]
+    if reads.size < UNCOMPILED_READS:
+        return 0
+    optimizer = member_mask(frame.name_code, [c for c, n in enumerate(frame.names) if OPTIMIZER_STEP.search(n)])
+    n_reads = int((nearest_ancestor(frame.parent, reads, optimizer) < 0).sum())
+    top = ops[(frame.op_parent[ops] < 0) & (frame.start[ops] >= step.start) & (frame.start[ops] < step.end)]
+    n_ops = int(member_mask(frame.thread_key[top], step.thread_keys).sum())
+    return n_reads if n_reads >= UNCOMPILED_READS and n_ops < MAX_OPS_PER_READ * n_reads else 0
 
 
 def _longest_stretch(step: _Step) -> int:
