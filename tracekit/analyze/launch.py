@@ -667,12 +667,13 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         measured = {found.remedy(): (what, found.share) for what, found in
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),
-                     (r.sample_loop.measured if r.sample_loop is not None else "", r.sample_loop),
                      ("the concatenations beyond one final cat", r.growing_cat),
                      ("the forward recomputed in backward", r.recompute),
                      ("the dropout masks' time", masks_in_step),
                      ("the backward after the last gradient the optimizer reads", r.unused_gradients))
                     if found is not None}
+        if r.sample_loop is not None:  # batched, the loop's work on the samples' data stays
+            measured[r.sample_loop.remedy()] = (r.sample_loop.measured, r.sample_loop.saving)
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time
             measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
         _rank_by_predicted_saving(r, frame, loop_share, measured)

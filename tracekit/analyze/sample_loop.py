@@ -64,6 +64,9 @@ MAX_WALK_CALLS = 100_000  # walk calls whose arguments are read; a trace with mo
 MAX_WALKS = 500  # walks judged (a few a step)
 MAX_ITERATION_OPS = 1_000  # ops (of every thread, in order of start) read an iteration after an unbind
 EVALUATE_FUNCTION = re.compile(r"^autograd::engine::evaluate_function: ")
+SAVING_BASIS = ("its dispatch and Python between ops, and all but one sample's share of each op's fixed cost and "
+                "of its matrix products, which read their weights per sample; the convolutions and other work "
+                "on the samples' data stay")
 _CONCRETE = r'"Concrete Inputs":(?P<concrete>\[[^\]]*\])'
 
 
@@ -83,6 +86,7 @@ class SampleLoop:
     product_rows: int
     loop_share: float
     share: float
+    saving: float = 0.0
 
     def evidence(self) -> str:
         width = "one row" if self.rows == 1 else f"{self.rows} rows"
@@ -94,7 +98,8 @@ class SampleLoop:
                 f"{self.iterations} iterations a step, each running ~{self.ops} ops {work}, "
                 f"{self.loop_share:.0%} of the step time"
                 + (f", and its backward, per sample too, another {self.share - self.loop_share:.0%}"
-                   if self.share - self.loop_share >= 0.005 else ""))
+                   if self.share - self.loop_share >= 0.005 else "")
+                + f"; run on the whole batch, about {self.saving:.0%} of the step would go ({SAVING_BASIS})")
 
     @property
     def reads(self) -> bool:
@@ -103,8 +108,8 @@ class SampleLoop:
 
     @property
     def measured(self) -> str:
-        """What ``share`` measures, for the remedies' ranking."""
-        return "the per-sample loop" + (" and its backward" if self.share > self.loop_share else "")
+        """What ``saving`` measures, for the remedies' ranking."""
+        return "the per-sample loop's dispatch, per-op fixed costs and products beyond one"
 
     def remedy(self) -> str:
         if self.reads:
@@ -120,7 +125,7 @@ class SampleLoop:
     def as_dict(self) -> dict[str, object]:
         return {"op": self.op, "walked": self.walked, "rows": self.rows, "iterations": self.iterations,
                 "ops_per_iteration": self.ops, "product_rows": self.product_rows, "loop_share": self.loop_share,
-                "share": self.share}
+                "share": self.share, "saving": self.saving}
 
 
 @dataclass
@@ -151,14 +156,15 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     walks = (walks + _unbind_walks(frame, calls[unbinds], by_start))[:MAX_WALKS]
     if not walks:
         return None
-    found: list[tuple[_Walk, int, int, int, int]] = []  # walk, loop ns, backward ns, ops an iteration, product rows
+    # walk, loop ns, backward ns, ops an iteration, product rows, ns batching saves
+    found: list[tuple[_Walk, int, int, int, int, int]] = []
     for walk in walks:
         judged = _iterations(frame, by_start, walk)
         if judged is not None:
             found.append((walk, *judged))
     # Walks of one loop (x[i:i+1] and y[i:i+1]) overlap: each thread's step counts its longest, and names
     # the largest tensor walked (the inputs, not the labels).
-    longest: dict[tuple[int, int], tuple[_Walk, int, int, int, int]] = {}
+    longest: dict[tuple[int, int], tuple[_Walk, int, int, int, int, int]] = {}
     largest: dict[tuple[int, int], _Walk] = {}
     for f in found:
         key = (int(frame.thread_key[f[0].rows[0]]), int(frame.step[f[0].rows[0]]))
@@ -173,11 +179,11 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     share = loop_share + sum(f[2] for f in found) / step_ns
     if share < MIN_SHARE:
         return None
-    walk, _, _, n_ops, product_rows = max(found, key=lambda f: f[1])
+    walk, _, _, n_ops, product_rows, _ = max(found, key=lambda f: f[1])
     return SampleLoop(op=walk.op or frame.names[int(frame.name_code[walk.rows[0]])], walked=walk.shape, rows=walk.width,
                       iterations=int(np.median([f[0].rows.size for f in found])), ops=n_ops,
                       product_rows=product_rows, loop_share=loop_share,
-                      share=share)
+                      share=share, saving=sum(f[5] for f in found) / step_ns)
 
 
 def _walks(frame: Frame, calls: np.ndarray) -> list[_Walk]:
@@ -307,10 +313,11 @@ def _walked_shape(dims_text: str) -> str | None:
     return compact_shapes(json.dumps(dims[:1]))
 
 
-def _iterations(frame: Frame, by_start: np.ndarray, walk: _Walk) -> tuple[int, int, int, int] | None:
+def _iterations(frame: Frame, by_start: np.ndarray, walk: _Walk) -> tuple[int, int, int, int, int] | None:
     """For a walk whose iterations each run small matrix products and no recurrence or write: (their
     time in ns, the per-sample backward's after them, ops an iteration (median), the products' rows
-    (the most)); else None. ``by_start``: the trace's ops in order of start."""
+    (the most), the ns batching would save (``_batching_saves``, with the backward's share)); else None.
+    ``by_start``: the trace's ops in order of start."""
     starts = frame.start[walk.rows]
     gaps = np.diff(starts)
     # The last iteration ends as long after its window as the others (median) did, or at its step's end.
@@ -339,7 +346,10 @@ def _iterations(frame: Frame, by_start: np.ndarray, walk: _Walk) -> tuple[int, i
     n_ops = int(np.median(np.bincount(iteration, minlength=walk.rows.size)))
     if np.unique(iteration[products]).size < 0.8 * walk.rows.size:
         # No model per sample: a loop reading each sample's result into Python (a metric, predictions).
-        return (int(bounds[-1] - bounds[0]), 0, n_ops, 0) if _reads_each_piece(frame, inside, iteration, names, walk) else None
+        if not _reads_each_piece(frame, inside, iteration, names, walk):
+            return None
+        loop_ns = int(bounds[-1] - bounds[0])
+        return loop_ns, 0, n_ops, 0, _batching_saves(frame, inside, names, walk.rows.size, int(bounds[0]), int(bounds[-1]))
     product_rows = inside[products]
     dims_code, dims = input_dims(frame.table, product_rows)
     # Products of a backward run inside the loop (per-sample gradients: torch.autograd.grad each iteration)
@@ -354,7 +364,38 @@ def _iterations(frame: Frame, by_start: np.ndarray, walk: _Walk) -> tuple[int, i
     if not rows or max(rows) > walk.width:
         return None
     backward = _backward_per_sample(frame, by_start[hi:], walk, step_end)
-    return int(bounds[-1] - bounds[0]), backward, n_ops, max(rows)
+    loop_ns = int(bounds[-1] - bounds[0])
+    saves = _batching_saves(frame, inside, names, walk.rows.size, int(bounds[0]), int(bounds[-1]))
+    # The per-sample backward is the same kind of work: it saves in the same proportion.
+    return loop_ns, backward, n_ops, max(rows), saves + int(backward * saves / loop_ns) if loop_ns else saves
+
+
+def _batching_saves(frame: Frame, inside: np.ndarray, names: np.ndarray, iterations: int, start: int, end: int) -> int:
+    """What running the loop's iterations as one batch would save (SAVING_BASIS): the time between its
+    top-level ops (dispatch, Python), and of each top-level op all but one iteration's share of its fixed
+    cost (the 10th-percentile top-level op time of the loop), or of its whole time where it runs a matrix
+    product (one row at a time, a product reads its whole weight: batched, once)."""
+    top = inside[frame.op_parent[inside] < 0]
+    if not top.size:
+        return 0
+    dur = np.minimum(frame.end[top], end) - frame.start[top]
+    between = max(0, end - start - int(dur.sum()))
+    floor = int(np.percentile(dur, 10))
+    products = inside[np.isin(names, GEMM_FLOP_OPS)]
+    top_of_product = np.where(frame.op_parent[products] >= 0, _outermost(frame, products), products)
+    runs_product = np.isin(top, top_of_product)
+    per_op = np.where(runs_product, dur, np.minimum(dur, floor))
+    return between + int(per_op.sum() * (1 - 1 / iterations))
+
+
+def _outermost(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """Each row's top-level op (its outermost op ancestor)."""
+    out = rows.copy()
+    parent = frame.op_parent[out]
+    while (parent >= 0).any():
+        out = np.where(parent >= 0, parent, out)
+        parent = np.where(parent >= 0, frame.op_parent[np.maximum(out, 0)], -1)
+    return out
 
 
 def _reads_each_piece(frame: Frame, inside: np.ndarray, iteration: np.ndarray, names: np.ndarray, walk: _Walk) -> bool:

@@ -23,6 +23,9 @@ shapes recorded) of loops that walk a tensor one index at a time, 3 steps marked
 - ``sample_loop_metric_indexed``: the same, indexed, ``out[i].argmax().item()`` (aten::select).
 - ``sample_loop_thresholds`` (not one): a loop reading a value into Python per threshold, each
   iteration over the whole batch, ``int((probs > t).sum())`` for 99 thresholds (a precision-recall curve).
+- ``sample_loop_cnn``: a small CNN (3-16-32 convs, NCHW) run under no_grad on 32 images one at a time,
+  ``cnn(im[None])``: a per-sample loop, but the convolutions' work stays when batched: unprofiled
+  6.8-7.3 ms a call against 6.1-6.7 ms on the batch (8-10%), where the loop is 98% of the profiled step.
 
     python tests/data/cpu/make_sample_loop.py
 Made with torch 2.13.0 (CPU build).
@@ -207,6 +210,24 @@ def metric_loops() -> None:
     write_capture("sample_loop_thresholds", per_threshold, active=3, record_shapes=True)
 
 
+def per_image_cnn() -> None:
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                              torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                              torch.nn.Flatten(), torch.nn.Linear(32, 10)).eval()
+    images = torch.randn(32, 3, 32, 32)
+
+    def per_image(_: int) -> list[torch.Tensor]:
+        with torch.no_grad():
+            return [cnn(im[None]).argmax(1) for im in images]
+
+    def batched(_: int) -> torch.Tensor:
+        with torch.no_grad():
+            return cnn(images).argmax(1)
+
+    print(f"cnn: {unprofiled_ms(per_image, 20):.2f} ms a call per image, {unprofiled_ms(batched, 20):.2f} batched")
+    write_capture("sample_loop_cnn", per_image, active=3, record_shapes=True)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -218,3 +239,4 @@ if __name__ == "__main__":
     per_sample_gradients()
     unbind_recurrence()
     metric_loops()
+    per_image_cnn()
