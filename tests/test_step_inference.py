@@ -273,3 +273,22 @@ def test_a_public_training_trace_without_step_markers():
     launch = tracekit.launch(path).result
     assert list(launch.steps.steps.status) == ["warm-up"] + ["steady"] * 4
     assert launch.steps.origin.startswith("training iterations ending with Optimizer.step#SGD.step")
+
+
+def test_an_inference_loop_over_a_dataloader_has_its_fetches_as_iteration_starts():
+    """No schedule, no range, no optimizer (tests/data/cpu/make_fetch_loop.py): each iteration runs from
+    one DataLoader ``__next__`` to the next; the 13th fetch finds the loader exhausted and ends the 12th.
+    The verdict read the whole capture before ("no steps are marked")."""
+    table = tracekit.load(CPU_DATA / "fetch_loop.pt.trace.json.gz")
+    assert _step_rows(table) == [f"Iteration#{i}" for i in range(12)]
+    assert _steps_from(table) == ("iterations from one batch fetch (enumerate(DataLoader)#_SingleProcessDataLoaderIter"
+                                  ".__next__) to the next (no step markers in the trace)")
+    launch = tracekit.launch(table).result
+    assert len(launch.steps.steps) == 12 and not any("no steps are marked" in e for e in launch.evidence)
+
+
+def test_batches_fetched_before_the_work_are_not_iterations():
+    """``for x in list(loader)``: the 12 fetches run back to back before any work, so the windows
+    between them hold none of the loop's work: no steps."""
+    table = tracekit.load(CPU_DATA / "fetch_loop_prefetched.pt.trace.json.gz")
+    assert _step_rows(table) == [] and _steps_from(table) == ""

@@ -84,3 +84,24 @@ def test_the_xla_runtimes_own_ranges_are_never_candidates(trace):
     runtime = ("Execute", "Wait for", "[iter=", "Thunks::", "command_buffer", "Semaphore", "XLA GPU module", "cuLaunch")
     assert not [label for label in labels if any(r in label for r in runtime)]
     assert any(any(r in n for r in runtime) for n in names)  # they are in the trace
+
+
+def test_an_eager_tf_loop_over_a_dataset_has_its_fetches_as_iteration_starts():
+    """A tf.GradientTape loop run eagerly over ``dataset.take(10)`` with no TraceMe and no tf.function
+    (tests/data/tf/make_eager_fetch_loop.py): 10 iterations from one ``IteratorGetNext`` to the next (an
+    11th finds the data exhausted); the pipeline's building before the first fetch is in none."""
+    table = tracekit.load(DATA / "tf" / "eager_fetch_loop.xplane.pb")
+    assert sum(r == "step" for r in table.column("kind").to_pylist()) == 10
+    assert _steps_from(table).startswith("iterations from one batch fetch (EagerLocalExecute: IteratorGetNext)")
+    assert len(tracekit.launch(table).result.steps.steps) == 10
+
+
+def test_fetches_of_one_call_are_one_iteration():
+    """Keras's predict called once per sample (tests/data/tf/make_predict_per_call.py, 20 calls): each
+    call fetches its batch and then finds the data exhausted, so the windows between fetches alternate
+    (running the model, building the next call's pipeline): two fetches are one iteration, 19 whole ones."""
+    table = tracekit.load(DATA / "tf" / "predict_per_call.xplane.pb")
+    steps = tracekit.launch(table).result.steps.steps
+    assert len(steps) == 19
+    # Each a whole predict call: 46 ms unprofiled, its pipeline built each time.
+    assert 30e6 < float(steps.dur_ns.median()) < 80e6

@@ -46,6 +46,14 @@ rounds alternate in the ops inside the optimizer calls or in their backward pass
 pass every other iteration alternates the op counts of one optimizer's rounds, not those). Each
 iteration becomes a step row appended to the table (``Iteration#k`` on the loop's thread, category
 ``tracekit:inferred_step``: no profiler wrote it), the thread's top-level rows inside it its children.
+Where neither qualifies, a loop fed batch by batch (a DataLoader's ``__next__``, an eager tf.data
+``IteratorGetNext``: a PyTorch inference loop, a TF custom loop run eagerly, Keras's
+``fit(run_eagerly=True)``) runs each iteration from one fetch to the next (``_fetch_iterations``), on
+the same evidence: one thread's fetches back to back, three or more; the iterations' op counts
+regular; no top-level row spanning a bound; the iterations holding ``MIN_COVER`` of the process's host
+work. Windows whose ops alternate with a period of 2-4 (Keras's predict per call fetches its batch,
+then finds the data exhausted) make one iteration per period. Before this, an eager TF loop read the
+whole capture, its pipeline's building included.
 The trace's metadata says where its steps came from (``steps_from``), as for Keras's per-batch
 function in XSpace traces, and every report repeats it, with the share of the loop's work that runs
 between the calls (a batch fetched outside the range is outside every step, unlike ProfilerStep#N,
@@ -72,6 +80,9 @@ MAX_CANDIDATES = 16  # range names tried, those with the most time in their call
 # iterations end where its optimizer steps end.
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#\w+\.step$")
 INFERRED_CATEGORY = "tracekit:inferred_step"  # the category of the step rows made here (not in the trace)
+# A batch fetched by a DataLoader or an eager tf.data iterator: with no iteration range and no
+# optimizer step, a loop fed batch by batch runs from one fetch to the next.
+BATCH_FETCH = re.compile(r"DataLoader.*__next__$|^EagerLocalExecute: IteratorGetNext(Sync|AsOptional)?$")
 # Ranges PyTorch and its libraries record on their own: never a user's iteration.
 FRAMEWORK_RANGES = re.compile(r"^(Optimizer\.|enumerate\(DataLoader\)|DataLoader|## |autograd::|nccl:|gloo:|c10d::|"
                               r"record_param_comms|ProfilerStep|PyTorch Profiler|Torch-Compiled Region|"
@@ -100,18 +111,20 @@ def infer_steps(table: pa.Table) -> pa.Table:
     if (kind == schema.KIND_CODES["step"]).any():
         return table
     ranges = np.flatnonzero(kind == schema.KIND_CODES["user_range"])
-    if ranges.size < MIN_CALLS:
+    names = _dictionary_values(table.column("name"))
+    fetch_codes = [c for c, n in enumerate(names) if BATCH_FETCH.search(n)]
+    if ranges.size < MIN_CALLS and not fetch_codes:
         return table
     start = _int64(table.column("start_ns"))
     name_code, name_valid = columns.values_and_validity(_unified(table.column("name")))
     end = start + np.maximum(_int64(table.column("dur_ns")), 0)
     parent = np.where(*_valid_or(table.column("parent"), -1))
-    names = _dictionary_values(table.column("name"))
     candidates = _candidates(ranges[name_valid[ranges]], name_code, names, start, end, parent)
     torch_trace = (table.schema.metadata or {}).get(schema.META_SOURCE.encode()) == b"torch"
     optimizer = ranges[name_valid[ranges]] if torch_trace else ranges[:0]
     optimizer = optimizer[_named(name_code[optimizer], names, OPTIMIZER_STEP)]
-    if not candidates and optimizer.size < MIN_CALLS:
+    fetches = np.flatnonzero(name_valid & links.member_mask(name_code, fetch_codes)) if fetch_codes else ranges[:0]
+    if not candidates and optimizer.size < MIN_CALLS and fetches.size <= MIN_CALLS:
         return table
     thread, pid = _thread_keys(table), _int64(table.column("pid"))
     work = np.flatnonzero(links.kind_mask(kind, *WORK_KINDS))
@@ -134,8 +147,10 @@ def infer_steps(table: pa.Table) -> pa.Table:
                 and _traced_share(thread, start, end, calls) >= MIN_WALL:
             best = (cover, calls.size, label, calls)
     if best is None:
-        return _optimizer_iterations(table, kind, start, end, parent, thread, pid, work, kernels, launch_row,
-                                     name_code, names, optimizer) or table
+        return (_optimizer_iterations(table, kind, start, end, parent, thread, pid, work, kernels, launch_row,
+                                      name_code, names, optimizer)
+                or _fetch_iterations(table, kind, start, end, parent, thread, pid, work, kernels, launch_row,
+                                     name_code, names, fetches) or table)
     outside = 1.0 - best[0]
     between = f"; {outside:.0%} of the loop's work runs between the calls, outside every step" if outside >= 0.01 else ""
     return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace{between})")
@@ -313,6 +328,55 @@ def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, 
                                 f"training iterations ending with {label}{each} (no step markers in the trace)")
 
 
+def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
+                      thread: np.ndarray, pid: np.ndarray, work: np.ndarray, kernels: np.ndarray,
+                      launch_row: np.ndarray, name_code: np.ndarray, names: list[str],
+                      fetches: np.ndarray) -> pa.Table | None:
+    """The table with one step per iteration of a loop fed batch by batch, each from one batch fetch to
+    the next (the last fetch ends the last iteration: a loop's final fetch finds the data exhausted, or
+    the capture stops inside an iteration, which is left out), or None when the fetches do not show a
+    loop: one thread's, one after another, three or more; no top-level row of that thread spanning a
+    bound; the iterations' op counts regular (``IRREGULAR_CV``, the first left out: it holds the warm-up);
+    the iterations holding ``MIN_COVER`` of the process's host work (and of the kernel time)."""
+    if fetches.size <= MIN_CALLS:
+        return None
+    calls = _outermost(_in_time_order(fetches, start), start, end, parent)
+    roots = calls.copy()  # each fetch's outermost row: where its iteration begins
+    while (parent[roots] >= 0).any():
+        roots = np.where(parent[roots] >= 0, parent[roots], roots)
+    if roots.size <= MIN_CALLS or (thread[roots] != thread[roots[0]]).any() or (start[roots[1:]] < end[roots[:-1]]).any():
+        return None
+    loop_thread, process = int(thread[roots[0]]), int(pid[roots[0]])
+    bounds = start[roots]
+    ops = np.flatnonzero((kind == schema.KIND_CODES["cpu_op"]) & (pid == process))
+    window_of_op = np.searchsorted(bounds, start[ops], side="right") - 1
+    window_of_op[window_of_op < 0] = bounds.size  # before the first fetch: in no window
+    windows = bounds.size - 1
+    # Several fetches an iteration (Keras's predict per call fetches its batch, then finds the data
+    # exhausted): the windows' op names alternate with that period.
+    signature = _window_signature(window_of_op, windows, name_code[ops])
+    period = _period(window_of_op, windows - windows % 4 if windows >= 8 else windows, lambda p: _alternate(signature, p))
+    if period is None:
+        return None
+    bounds = bounds[::period]
+    win_s, win_e = bounds[:-1], bounds[1:]
+    if win_s.size < MIN_CALLS:
+        return None
+    nested = np.flatnonzero((thread == loop_thread) & links.kind_mask(kind, *links.NESTED_KINDS))
+    top = nested[parent[nested] < 0]
+    inner = bounds[1:-1]
+    if (np.searchsorted(inner, end[top], side="left") > np.searchsorted(inner, start[top], side="right")).any():
+        return None  # a bound strictly inside a top-level row: a range around the whole loop
+    pieces = _busy_pieces(work[pid[work] == process], thread, start, end)
+    if _iteration_cover(pieces, win_s, win_e) < MIN_COVER:
+        return None
+    if kernels.size and _kernel_cover(kernels, launch_row, start, end, win_s, win_e) < MIN_COVER:
+        return None
+    label = " and ".join(sorted({names[c] for c in name_code[calls].tolist()}))
+    return _with_iteration_rows(table, kind, start, end, parent, nested, win_s, win_e, int(roots[0]),
+                                f"iterations from one batch fetch ({label}) to the next (no step markers in the trace)")
+
+
 # Iterations of one loop record about the same ops: beyond this spread of their op counts
 # (coefficient of variation), even the best grouping of optimizer rounds shows no loop.
 IRREGULAR_CV = 0.5
@@ -363,6 +427,15 @@ def _round_signatures(rounds: np.ndarray, start: np.ndarray, end: np.ndarray, op
     backward_ops = np.zeros(rounds.shape[0], np.uint64)
     np.add.at(backward_ops, window_of_op[backward], hashes[backward])
     return [inside_calls, backward_ops]
+
+
+def _window_signature(window_of_op: np.ndarray, windows: int, codes: np.ndarray) -> np.ndarray:
+    """Per window, the multiset of its ops' names (a sum of name hashes, as ``_round_signatures``)."""
+    hashes = (codes.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    out = np.zeros(windows, np.uint64)
+    inside = window_of_op < windows
+    np.add.at(out, window_of_op[inside], hashes[inside])
+    return out
 
 
 def _alternate(signature: np.ndarray, p: int) -> bool:
