@@ -46,6 +46,7 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.analyze.frame import Frame
+from tracekit.analyze.step_excess import Excess, step_excess
 from tracekit.ingest.links import member_mask
 
 FAR_RATIO = 1.5
@@ -63,6 +64,7 @@ MIN_CYCLE_STEPS = 2
 # (batches of varying sequence length): kept, and the spread said.
 MAX_OUTLIER_SHARE = 0.2
 MIN_FAR_KEPT = 2  # ... and at least this many: one far step in four may still be an accident
+MAX_LEFT_OUT_SAID = 8  # steps left out told one by one; the others counted
 
 
 @dataclass
@@ -84,6 +86,8 @@ class StepStats:
     cycle_steps: list[int] = field(default_factory=list)  # the step numbers that run it
     # Steps far from the median but too many to be outliers (MAX_OUTLIER_SHARE): kept, and said.
     far_kept: list[int] = field(default_factory=list)
+    # step number: what in a warm-up or outlier step runs longer than in the median step (step_excess).
+    excess: dict[int, list[Excess]] = field(default_factory=dict)
     # compare: another trace of the comparison runs periodic work every ``window`` steps, so this one is
     # read by windows of as many steps too (``comparable``), both alike.
     window: int = 0
@@ -189,11 +193,16 @@ class StepStats:
             out.append(f"{len(numbers)} evaluation step{'s' if len(numbers) > 1 else ''} ({shown}; median "
                        f"{float(np.median(evaluation.dur_ns)) / 1e6:,.2f} ms): no backward or optimizer work, unlike "
                        "the training steps (validation batches, Keras's test function)")
-        for r in self.flagged[self.flagged.status != "evaluation"].itertuples():
+        others = self.flagged[self.flagged.status != "evaluation"]
+        for r in others.head(MAX_LEFT_OUT_SAID).itertuples():
             ratio = f", {r.dur_ns / med:.1f}x the median" if med else ""
             lost = self.stalled_ns.get(int(r.step), 0)
             note = f"; {lost / 1e6:,.2f} ms of it in stalled op calls" if lost else ""
-            out.append(f"step {r.step} ({r.dur_ns / 1e6:,.1f} ms{ratio}): {r.status}{note}")
+            parts = self.excess.get(int(r.step))
+            beyond = f"; beyond the median step: {', '.join(p.describe() for p in parts)}" if parts else ""
+            out.append(f"step {r.step} ({r.dur_ns / 1e6:,.1f} ms{ratio}): {r.status}{note}{beyond}")
+        if len(others) > MAX_LEFT_OUT_SAID:
+            out.append(f"{len(others) - MAX_LEFT_OUT_SAID} more (the JSON report lists every step)")
         return out
 
 
@@ -265,9 +274,11 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
     if not df.used.any():  # everything flagged: nothing steady to fall back on, so use every step
         df["used"] = True
     origin = _origin(frame)
+    excess = step_excess(frame, numbers, df.dur_ns.to_numpy(np.int64), df.used.to_numpy(bool),
+                         np.isin(status, ("warm-up", "outlier")))
     return StepStats(df, keep_all, origin, batches=keras_batches_per_call(frame, df) if KERAS_CALLS.match(origin) else 1,
                      cycle=int(cycle_rows[1] - cycle_rows[0]) if cycle_rows.size else 0,
-                     cycle_steps=numbers[cycle_rows].tolist(), far_kept=numbers[far].tolist())
+                     cycle_steps=numbers[cycle_rows].tolist(), far_kept=numbers[far].tolist(), excess=excess)
 
 
 def _judge_durations(frame: Frame, numbers: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

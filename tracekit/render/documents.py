@@ -265,7 +265,8 @@ def steps_data(st: StepStats) -> dict:
     return {"min_ns": st.min_ns, "median_ns": st.median_ns, "max_ns": st.max_ns, "cv": st.cv, "origin": st.origin,
             "batches_per_step": st.batches, "cycle": st.cycle, "cycle_steps": st.cycle_steps, "far_kept": st.far_kept,
             "left_out": [int(x) for x in st.left_out.step], "steps": records(st.steps),
-            "stalled": [{"step": k, "stalled_ns": v} for k, v in sorted(st.stalled_ns.items())]}
+            "stalled": [{"step": k, "stalled_ns": v} for k, v in sorted(st.stalled_ns.items())],
+            "excess": [{"step": k, **part.as_dict()} for k, parts in sorted(st.excess.items()) for part in parts]}
 
 
 def top_ops_section(t: TopOps, source: str = "") -> Section:
