@@ -209,7 +209,7 @@ def test_the_inferred_iterations_survive_a_parquet_round_trip(tmp_path):
     assert len(_step_rows(table)) == 6 and _steps_from(table).startswith("training iterations")
 
 
-@pytest.mark.parametrize("name", ["optimizer_loop", "gan_loop", "epoch_range_loop", "range_loop"])
+@pytest.mark.parametrize("name", ["optimizer_loop", "gan_loop", "epoch_range_loop", "range_loop", "fetch_loop"])
 def test_a_trace_ingested_window_by_window_gets_the_steps_the_whole_file_reader_infers(tmp_path, name):
     """``tracekit ingest --window-mb`` (the larger-than-memory path) infers the same steps from the
     written file's columns: the same table, row for row, and the same metadata; a trace whose ranges
