@@ -453,3 +453,21 @@ def test_compare_names_no_class_change_smaller_than_run_to_run_noise():
                             data / "loader_workers_dispatch_largest.pt.trace.json.gz"]).result.findings
     assert any("not distinguishable per step" in f for f in findings), findings
     assert not any(f.startswith("The largest change in classified work") for f in findings), findings
+
+
+def test_compare_says_where_the_steps_cover_their_loops_unlike() -> None:
+    """Keras's fit in graph mode marks its per-batch function calls, which leave 11% of its loop (Keras's
+    Python between batches) out; an eager loop's steps run fetch to fetch, all of it. The per-step ratio
+    compares unlike spans: compare says so, with the ratio per loop iteration (step / cover)."""
+    tf = Path(__file__).parent / "data" / "tf"
+    result = api.compare([tf / "keras_fit.xplane.pb", tf / "eager_fetch_loop.xplane.pb"], labels=["graph", "eager"]).result
+    graph, eager = result.diagnoses
+    assert 0.8 < graph.step_cover < 0.95 and eager.step_cover == 1.0
+    said = next(f for f in result.findings if f.startswith("graph's steps cover"))
+    metrics = result.metrics.set_index("metric")
+    ratio = (metrics.loc["step_time", "eager"] / eager.step_cover) / (metrics.loc["step_time", "graph"] / graph.step_cover)
+    assert f"per loop iteration (a step and the time to the next), eager takes {ratio:.2f}x as long as graph" in said
+    # ProfilerStep#N runs from one prof.step() to the next: both cover their loops, nothing said.
+    cpu = Path(__file__).parent / "data" / "cpu"
+    alike = api.compare([cpu / "adamw_fused.pt.trace.json.gz", cpu / "adamw_per_parameter.pt.trace.json.gz"]).result
+    assert not any("steps cover" in f for f in alike.findings)

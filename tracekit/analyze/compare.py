@@ -94,9 +94,11 @@ class Diagnosis:
     verdict: str
     remedies: list[str]
     findings: list[str]
+    step_cover: float | None = None  # the share of its loop the steps cover (LaunchReport.step_cover)
 
     def as_dict(self) -> dict[str, object]:
-        return {"label": self.label, "verdict": self.verdict, "remedies": self.remedies, "findings": self.findings}
+        return {"label": self.label, "verdict": self.verdict, "remedies": self.remedies, "findings": self.findings,
+                "step_cover": self.step_cover}
 
 
 @dataclass(frozen=True)
@@ -367,7 +369,8 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     diagnoses = [_diagnosis(t, lab, skip_steps, keep_all_steps) for t, lab in zip(tables, labels, strict=True)]
     changes = [_remedy_change(diagnoses[0], d) for d in diagnoses[1:]]
     result = Comparison(labels, metrics.reset_index(), names, rng, steps,
-                        findings=_findings(metrics, names, labels, sums, per_step) + _verdict_findings(diagnoses, changes),
+                        findings=(_findings(metrics, names, labels, sums, per_step) + _cover_findings(metrics, diagnoses)
+                                  + _verdict_findings(diagnoses, changes)),
                         per_step=per_step, diagnoses=diagnoses, remedy_changes=changes)
     for expr, (metric, op, sign, num, unit) in zip(fail_if or [], checks, strict=True):
         if metric not in metrics.index:
@@ -394,10 +397,34 @@ def _diagnosis(table: pa.Table, label: str, skip_steps: int, keep_all_steps: boo
     from tracekit.analyze.launch import launch
 
     r = launch(table, skip_steps=skip_steps, keep_all_steps=keep_all_steps)
-    return Diagnosis(label, r.verdict, list(r.remedies), list(r.findings()))
+    return Diagnosis(label, r.verdict, list(r.remedies), list(r.findings()), r.step_cover)
 
 
 _NUMBER = re.compile(r"\d[\d,.]*")
+
+
+# Steps covering their loops this differently (a share of the loop) are unlike spans to compare.
+COVER_GAP = 0.1
+
+
+def _cover_findings(metrics: pd.DataFrame, diagnoses: list[Diagnosis]) -> list[str]:
+    """Where two traces' steps cover different shares of their loops (TF's function calls leave Keras's
+    Python between batches out, torch.profiler's ProfilerStep keeps everything in), the per-step ratio
+    compares unlike spans: said, with the ratio per loop iteration (a step and the time after it)."""
+    base = diagnoses[0]
+    out = []
+    for other in diagnoses[1:]:
+        if base.step_cover is None or other.step_cover is None or abs(base.step_cover - other.step_cover) < COVER_GAP:
+            continue
+        b, v = float(metrics.loc["step_time", base.label]), float(metrics.loc["step_time", other.label])
+        if not b or not v or not base.step_cover or not other.step_cover:
+            continue
+        ratio = (v / other.step_cover) / (b / base.step_cover)
+        word = f"takes {ratio:.2f}x as long as" if ratio >= 1 else f"is {1 / ratio:.2f}x faster than"
+        out.append(f"{base.label}'s steps cover {base.step_cover:.0%} of its loop and {other.label}'s "
+                   f"{other.step_cover:.0%} (the time between steps is in no step): the per-step figures compare unlike "
+                   f"spans; per loop iteration (a step and the time to the next), {other.label} {word} {base.label}.")
+    return out
 
 
 def _remedy_change(base: Diagnosis, other: Diagnosis) -> RemedyChange:

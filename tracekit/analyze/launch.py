@@ -162,6 +162,9 @@ class LaunchReport:
     unused_gradients: UnusedGradients | None = None  # gradients no optimizer reads (tracekit.analyze.unused_grads)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
+    # The share of the loop (the steps and the time between consecutive ones) its steps cover; CPU traces
+    # with marked steps only (None: not measured). TF's function calls leave Keras's Python out, ProfilerStep not.
+    step_cover: float | None = None
 
     def findings(self) -> dict[str, Finding]:
         """The verdict's own findings that were found, by the report JSON's key: optimizer steps, dense
@@ -1371,11 +1374,15 @@ def _measure_between_steps(r: LaunchReport, frame: Frame, e: verdicts.Evidence, 
     loop), stated when it is a tenth of the loop or more."""
     g_start, g_end = _between_steps(frame, used)
     between = int((g_end - g_start).sum())
-    if not span or not between:
+    if not span:
+        return
+    if not between:
+        r.step_cover = 1.0 if frame.rows("step").size >= 2 else None
         return
     s_start, s_end = _step_windows(frame, used)
     stepped = int((s_end - s_start).sum())  # wall time: ``span`` adds up the threads of a step
     loop = stepped + between
+    r.step_cover = stepped / loop
     # What the loop's own thread does between steps: a tf.data pool prefetching beside it is not the loop.
     loop_threads = np.unique(frame.thread_key[frame.rows("step")])
     on_loop = member_mask(frame.thread_key, loop_threads)
