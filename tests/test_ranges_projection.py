@@ -173,3 +173,16 @@ def test_pytorch_module_events_are_ranges_with_their_gpu_projection():
     assert (summary.loc["nn.Module: Sequential_0", "total_ns"] >= layers.total_ns.sum())
     assert (layers.gpu_ops > 0).all()  # their launches project onto the GPU
     assert not any(n.startswith("$") or n.endswith(".py") for n in summary.index)  # other Python frames are not
+
+
+def test_the_steps_are_one_range_summed_the_others_by_name():
+    """ProfilerStep#1 ... ProfilerStep#4 are one range of the loop: one summary row, ProfilerStep#N, with
+    4 instances (a 1,000-step trace listed 1,000 rows, and two traces' steps, numbered apart, never
+    matched in compare); the instances keep each step's own name. User ranges stay by name."""
+    rr = ranges(load(Path(__file__).parent / "data" / "cpu" / "optimizer_loop.pt.trace.json.gz"))
+    summary = rr.summary.set_index("name")
+    assert "Iteration#N" in summary.index and not any(n.startswith("Iteration#") and n != "Iteration#N" for n in summary.index)
+    steps = rr.instances[rr.instances.name.str.startswith("Iteration#")]
+    assert summary.loc["Iteration#N", "instances"] == len(steps) == 6
+    assert summary.loc["Iteration#N", "total_ns"] == steps.dur_ns.sum()
+    assert "Optimizer.step#SGD.step" in summary.index

@@ -25,6 +25,7 @@ Two kinds of range reach GPU work that other threads launch, and are projected b
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ from tracekit.ingest.columns import stable_order
 from tracekit.ingest.links import nearest_ancestor
 
 RANGE_KINDS = ("user_range", "step")
+_NUMBERS = r"\d+"
 # torch.profiler(with_stack=True or with_modules=True) records each nn.Module's forward as a Python
 # event named for the module and its index among modules of its class (``nn.Module: Conv2d_0``): the
 # time per layer, counted with the ranges.
@@ -53,7 +55,7 @@ class RangesReport:
     instances: one row per range: row, name, depth, pid, tid, start_ns, dur_ns, parent (row of the
         enclosing range or -1), gpu_ops, proj_start_ns, proj_dur_ns (NaN without GPU work),
         gpu_busy_ns (sum of the projected activities' durations).
-    summary: per name: instances, total_ns, mean_ns, min_ns, max_ns, mean_depth, gpu_instances
+    summary: per name (steps under one, their numbers made N: ``ProfilerStep#N``): instances, total_ns, mean_ns, min_ns, max_ns, mean_depth, gpu_instances
         (instances with GPU work), proj_total_ns, gpu_ops, gpu_busy_ns, outermost_ns. Sorted by total_ns.
         total_ns sums every instance, as nsys's nvtx_sum does, so an instance inside another of its
         name (``in_same_name`` in ``instances``) counts twice; outermost_ns sums only the outermost.
@@ -93,7 +95,17 @@ def ranges(table: pa.Table) -> RangesReport:
     inst["proj_dur_ns"] = np.where(has, proj["last_end"] - proj["first_start"], np.nan)
     inst["gpu_ops"] = inst["gpu_ops"].fillna(0).astype(np.int64)
     inst["gpu_busy_ns"] = inst["gpu_busy_ns"].fillna(0).astype(np.int64)
-    summary = (inst.groupby("name", sort=False)
+    # A step per row (ProfilerStep#1, ProfilerStep#2, ...) is one range of the loop: summed as one name,
+    # its numbers made N, so that a long loop is one row, and two traces' steps compare by name.
+    steps = frame.kind[rows] == schema.KIND_CODES["step"]
+    grouped = inst["name"].to_numpy(object)
+    if steps.any():
+        grouped = grouped.copy()
+        codes = frame.name_code[rows]
+        for code in np.unique(codes[steps]).tolist():
+            grouped[steps & (codes == code)] = re.sub(_NUMBERS, "N", frame.names[code]) if code >= 0 else ""
+    summary = (inst.assign(name=grouped)
+               .groupby("name", sort=False)
                .agg(instances=("dur_ns", "size"), total_ns=("dur_ns", "sum"), mean_ns=("dur_ns", "mean"),
                     min_ns=("dur_ns", "min"), max_ns=("dur_ns", "max"), mean_depth=("depth", "mean"),
                     gpu_instances=("proj_dur_ns", "count"), proj_total_ns=("proj_dur_ns", "sum"),
