@@ -382,14 +382,13 @@ def _batching_saves(frame: Frame, inside: np.ndarray, names: np.ndarray, iterati
     between = max(0, end - start - int(dur.sum()))
     floor = int(np.percentile(dur, 10))
     products = inside[np.isin(names, GEMM_FLOP_OPS)]
-    top_of_product = np.where(frame.op_parent[products] >= 0, _outermost(frame, products), products)
-    runs_product = np.isin(top, top_of_product)
+    runs_product = np.isin(top, _outermost(frame, products))
     per_op = np.where(runs_product, dur, np.minimum(dur, floor))
     return between + int(per_op.sum() * (1 - 1 / iterations))
 
 
 def _outermost(frame: Frame, rows: np.ndarray) -> np.ndarray:
-    """Each row's top-level op (its outermost op ancestor)."""
+    """Each row's top-level op (its outermost op ancestor; a top-level op itself)."""
     out = rows.copy()
     parent = frame.op_parent[out]
     while (parent >= 0).any():
