@@ -355,7 +355,9 @@ def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end:
     # Several fetches an iteration (Keras's predict per call fetches its batch, then finds the data
     # exhausted): the windows' op names alternate with that period.
     signature = _window_signature(window_of_op, windows, name_code[ops])
-    period = _period(window_of_op, windows - windows % 4 if windows >= 8 else windows, lambda p: _alternate(signature, p))
+    # _period tries the periods that divide the windows it is given: a multiple of 4 lets it try 2 and 4.
+    judged = windows - windows % 4 if windows >= 8 else windows
+    period = _period(window_of_op, judged, lambda p: _alternate(signature[:judged], p))
     if period is None:
         return None
     bounds = bounds[::period]
@@ -416,7 +418,7 @@ def _round_signatures(rounds: np.ndarray, start: np.ndarray, end: np.ndarray, op
     its own: a GAN's generator round backpropagates through both networks, its discriminator round
     through one). A sum of name hashes stands for a multiset."""
     code = name_code[ops]
-    hashes = (code.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)  # odd: distinct codes, distinct hashes
+    hashes = _name_hashes(code)
     order = np.argsort(start[ops], kind="stable")
     before = np.concatenate([np.zeros(1, np.uint64), np.cumsum(hashes[order], dtype=np.uint64)])
     calls = rounds.ravel()
@@ -429,12 +431,16 @@ def _round_signatures(rounds: np.ndarray, start: np.ndarray, end: np.ndarray, op
     return [inside_calls, backward_ops]
 
 
+def _name_hashes(codes: np.ndarray) -> np.ndarray:
+    """A hash per name code whose sums stand for multisets of names (odd: distinct codes, distinct hashes)."""
+    return (codes.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+
+
 def _window_signature(window_of_op: np.ndarray, windows: int, codes: np.ndarray) -> np.ndarray:
-    """Per window, the multiset of its ops' names (a sum of name hashes, as ``_round_signatures``)."""
-    hashes = (codes.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    """Per window, the multiset of its ops' names (a sum of ``_name_hashes``, as ``_round_signatures``)."""
     out = np.zeros(windows, np.uint64)
     inside = window_of_op < windows
-    np.add.at(out, window_of_op[inside], hashes[inside])
+    np.add.at(out, window_of_op[inside], _name_hashes(codes[inside]))
     return out
 
 
