@@ -45,10 +45,11 @@ class Excess:
 
 
 def step_excess(frame: Frame, numbers: np.ndarray, durations: np.ndarray, used: np.ndarray,
-                flagged: np.ndarray) -> dict[int, list[Excess]]:
-    """Per flagged step number, its largest parts beyond the median step (module doc). ``numbers``,
-    ``durations``, ``used``, ``flagged``: one entry per step, aligned."""
-    if not flagged.any() or not used.any():
+                flagged: np.ndarray, most: int = 8) -> dict[int, list[Excess]]:
+    """Per flagged step number (the first ``most`` in time order), its largest parts beyond the median
+    step (module doc). ``numbers``, ``durations``, ``used``, ``flagged``: one entry per step, aligned."""
+    told = np.flatnonzero(flagged)[:most]
+    if not told.size or not used.any():
         return {}
     is_step = frame.mask("step")
     parent = frame.parent
@@ -61,26 +62,49 @@ def step_excess(frame: Frame, numbers: np.ndarray, durations: np.ndarray, used: 
     step_of = order[at]
     keep = numbers[step_of] == frame.step[children]
     children, step_of = children[keep], step_of[keep]
-    n_steps = numbers.size
-    codes, name_of = np.unique(frame.name_code[children], return_inverse=True)
-    n_names = codes.size + 1  # the last: NO_OP
-    time = np.zeros((n_steps, n_names), np.int64)
-    calls = np.zeros((n_steps, n_names), np.int64)
-    np.add.at(time, (step_of, name_of), np.maximum(frame.dur[children], 0))
-    np.add.at(calls, (step_of, name_of), 1)
+    code = frame.name_code[children]
+    dur = np.maximum(frame.dur[children], 0)
     # A step of several rows (one per device in TF's XSpace) counts its own span once: its duration.
-    time[:, -1] = np.maximum(durations - time[:, :-1].sum(axis=1), 0)
-    baseline = np.median(time[used], axis=0)
+    covered = np.bincount(step_of, weights=dur, minlength=numbers.size)
+    outside = np.maximum(durations - covered, 0)
     median_step = float(np.median(durations[used]))
-    names = [frame.names[int(c)] for c in codes.tolist()] + [NO_OP]
+    used_steps = np.flatnonzero(used)
     out: dict[int, list[Excess]] = {}
-    for i in np.flatnonzero(flagged).tolist():
+    for i in told.tolist():
         beyond = float(durations[i]) - median_step
         if beyond <= 0:
             continue
-        extra = time[i] - baseline
-        parts = [Excess(names[j], int(extra[j]), int(calls[i, j]) if j < n_names - 1 else 0)
+        mine = step_of == i
+        names, index = np.unique(code[mine], return_inverse=True)
+        time = np.bincount(index, weights=dur[mine], minlength=names.size)
+        calls = np.bincount(index, minlength=names.size)
+        typical = _median_per_name(step_of, code, dur, used_steps, names)
+        extra = np.append(time - typical, outside[i] - np.median(outside[used]))
+        labels = [frame.names[int(c)] for c in names.tolist()] + [NO_OP]
+        parts = [Excess(labels[j], int(extra[j]), int(calls[j]) if j < names.size else 0)
                  for j in np.argsort(-extra, kind="stable")[:MAX_PARTS].tolist() if extra[j] >= MIN_EXCESS_SHARE * beyond]
         if parts:
             out[int(numbers[i])] = parts
+    return out
+
+
+def _median_per_name(step_of: np.ndarray, code: np.ndarray, dur: np.ndarray, used_steps: np.ndarray,
+                     names: np.ndarray) -> np.ndarray:
+    """Per name code of ``names`` (ascending), the median over the steps used of its time in a step, a
+    step without it counting 0; from the (step, name) pairs present only, so memory follows the rows,
+    not steps x names."""
+    pick = np.isin(step_of, used_steps) & np.isin(code, names)
+    if not pick.any():
+        return np.zeros(names.size)
+    name_at = np.searchsorted(names, code[pick])
+    pairs, index = np.unique(np.stack([name_at, step_of[pick]]), axis=1, return_inverse=True)
+    sums = np.bincount(index.ravel(), weights=dur[pick], minlength=pairs.shape[1])
+    out = np.zeros(names.size)
+    bounds = np.searchsorted(pairs[0], np.arange(names.size + 1))
+    n = used_steps.size
+    for j in range(names.size):
+        present = np.sort(sums[bounds[j]:bounds[j + 1]])
+        zeros = n - present.size  # the steps without it come first in order, all 0
+        middle = [0.0 if k < zeros else float(present[k - zeros]) for k in ((n - 1) // 2, n // 2)]
+        out[j] = sum(middle) / 2
     return out

@@ -275,7 +275,7 @@ def step_stats(frame: Frame, skip: int = 0, keep_all: bool = False) -> StepStats
         df["used"] = True
     origin = _origin(frame)
     excess = step_excess(frame, numbers, df.dur_ns.to_numpy(np.int64), df.used.to_numpy(bool),
-                         np.isin(status, ("warm-up", "outlier")))
+                         np.isin(status, ("warm-up", "outlier")), most=MAX_LEFT_OUT_SAID)
     return StepStats(df, keep_all, origin, batches=keras_batches_per_call(frame, df) if KERAS_CALLS.match(origin) else 1,
                      cycle=int(cycle_rows[1] - cycle_rows[0]) if cycle_rows.size else 0,
                      cycle_steps=numbers[cycle_rows].tolist(), far_kept=numbers[far].tolist(), excess=excess)
