@@ -62,11 +62,12 @@ MAX_ROWS = 8
 MIN_SHARE = 0.3
 MAX_WALK_CALLS = 100_000  # walk calls whose arguments are read; a trace with more is read in part
 MAX_WALKS = 500  # walks judged (a few a step)
+TINY_ELEMENTS = 1_024  # an op whose inputs hold no more does no work beside its fixed cost
 MAX_ITERATION_OPS = 1_000  # ops (of every thread, in order of start) read an iteration after an unbind
 EVALUATE_FUNCTION = re.compile(r"^autograd::engine::evaluate_function: ")
-SAVING_BASIS = ("its dispatch and Python between ops, and all but one sample's share of each op's fixed cost and "
-                "of its matrix products, which read their weights per sample; the convolutions and other work "
-                "on the samples' data stay")
+SAVING_BASIS = ("its dispatch and Python between ops, and all but one sample's share of each op's fixed cost, of "
+                "its matrix products, which read their weights per sample, and of its ops on a few elements; the "
+                "convolutions and other work on the samples' data stay")
 _CONCRETE = r'"Concrete Inputs":(?P<concrete>\[[^\]]*\])'
 
 
@@ -374,7 +375,8 @@ def _batching_saves(frame: Frame, inside: np.ndarray, names: np.ndarray, iterati
     """What running the loop's iterations as one batch would save (SAVING_BASIS): the time between its
     top-level ops (dispatch, Python), and of each top-level op all but one iteration's share of its fixed
     cost (the 10th-percentile top-level op time of the loop), or of its whole time where it runs a matrix
-    product (one row at a time, a product reads its whole weight: batched, once)."""
+    product (one row at a time, a product reads its whole weight: batched, once) or its inputs hold
+    ``TINY_ELEMENTS`` or fewer (no work beside the fixed cost)."""
     top = inside[frame.op_parent[inside] < 0]
     if not top.size:
         return 0
@@ -383,7 +385,11 @@ def _batching_saves(frame: Frame, inside: np.ndarray, names: np.ndarray, iterati
     floor = int(np.percentile(dur, 10))
     products = inside[np.isin(names, GEMM_FLOP_OPS)]
     runs_product = np.isin(top, _outermost(frame, products))
-    per_op = np.where(runs_product, dur, np.minimum(dur, floor))
+    # An op on a few elements does no work to speak of: all of its time is fixed cost.
+    dims_code, dims = input_dims(frame.table, top)
+    largest = np.array([_largest_input(text) if text else TINY_ELEMENTS + 1 for text in dims], np.int64)
+    fixed = runs_product | (largest[dims_code] <= TINY_ELEMENTS)
+    per_op = np.where(fixed, dur, np.minimum(dur, floor))
     return between + int(per_op.sum() * (1 - 1 / iterations))
 
 
