@@ -105,3 +105,15 @@ def test_fetches_of_one_call_are_one_iteration():
     assert len(steps) == 19
     # Each a whole predict call: 46 ms unprofiled, its pipeline built each time.
     assert 30e6 < float(steps.dur_ns.median()) < 80e6
+
+
+def test_the_last_fetch_begins_an_iteration_when_no_fetch_ends_it():
+    """Keras's fit(run_eagerly=True) over 4 batches (tests/data/tf/make_run_eagerly.py) knows its batch
+    count and never finds the data exhausted: 4 fetches, the last iteration ending with the loop thread's
+    last row (30.9 ms a batch unprofiled). An exhausted fetch's stretch runs next to no ops and is not
+    one: the eager loop over dataset.take(10) keeps 10 steps from 11 fetches."""
+    table = tracekit.load(DATA / "tf" / "run_eagerly.xplane.pb")
+    steps = tracekit.launch(table).result.steps.steps
+    assert len(steps) == 4 and _steps_from(table).startswith("iterations from one batch fetch")
+    assert 15e6 < float(steps.dur_ns.median()) < 60e6
+    assert len(tracekit.launch(tracekit.load(DATA / "tf" / "eager_fetch_loop.xplane.pb")).result.steps.steps) == 10

@@ -52,8 +52,10 @@ Where neither qualifies, a loop fed batch by batch (a DataLoader's ``__next__``,
 the same evidence: one thread's fetches back to back, three or more; the iterations' op counts
 regular; no top-level row spanning a bound; the iterations holding ``MIN_COVER`` of the process's host
 work. Windows whose ops alternate with a period of 2-4 (Keras's predict per call fetches its batch,
-then finds the data exhausted) make one iteration per period. Before this, an eager TF loop read the
-whole capture, its pipeline's building included.
+then finds the data exhausted) make one iteration per period. The last fetch begins one more iteration
+where no fetch ends it (Keras's fit knows its batch count): it ends with the loop thread's last row when
+that stretch runs about as many ops as an iteration (``TAIL_OPS``). Before this, an eager TF loop read
+the whole capture, its pipeline's building included.
 The trace's metadata says where its steps came from (``steps_from``), as for Keras's per-batch
 function in XSpace traces, and every report repeats it, with the share of the loop's work that runs
 between the calls (a batch fetched outside the range is outside every step, unlike ProfilerStep#N,
@@ -366,6 +368,15 @@ def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end:
         return None
     nested = np.flatnonzero((thread == loop_thread) & links.kind_mask(kind, *links.NESTED_KINDS))
     top = nested[parent[nested] < 0]
+    # The last fetch begins one more iteration where no fetch ends it (Keras's fit knows its batch count
+    # and never finds the data exhausted): it ends with the loop thread's last top-level row, when that
+    # stretch runs about as many ops as an iteration (an exhausted fetch's stretch runs next to none).
+    tail_end = int(end[top].max()) if top.size else int(bounds[-1])
+    counts = np.bincount(np.searchsorted(bounds, start[ops], side="right") - 1 + 1, minlength=bounds.size + 1)[1:]
+    tail_ops = int(((start[ops] >= bounds[-1]) & (start[ops] < tail_end)).sum())
+    typical = float(np.median(counts[1:-1])) if counts.size > 2 else 0.0
+    if typical and TAIL_OPS[0] * typical <= tail_ops <= TAIL_OPS[1] * typical:
+        win_s, win_e = np.append(win_s, bounds[-1]), np.append(win_e, tail_end)
     inner = bounds[1:-1]
     if (np.searchsorted(inner, end[top], side="left") > np.searchsorted(inner, start[top], side="right")).any():
         return None  # a bound strictly inside a top-level row: a range around the whole loop
@@ -434,6 +445,10 @@ def _round_signatures(rounds: np.ndarray, start: np.ndarray, end: np.ndarray, op
 def _name_hashes(codes: np.ndarray) -> np.ndarray:
     """A hash per name code whose sums stand for multisets of names (odd: distinct codes, distinct hashes)."""
     return (codes.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+
+
+# The stretch after the last fetch is an iteration when it runs this share of a typical one's ops.
+TAIL_OPS = (0.7, 1.3)
 
 
 def _window_signature(window_of_op: np.ndarray, windows: int, codes: np.ndarray) -> np.ndarray:
