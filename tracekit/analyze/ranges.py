@@ -101,9 +101,10 @@ def ranges(table: pa.Table) -> RangesReport:
     grouped = inst["name"].to_numpy(object)
     if steps.any():
         grouped = grouped.copy()
-        codes = frame.name_code[rows]
-        for code in np.unique(codes[steps]).tolist():
-            grouped[steps & (codes == code)] = re.sub(_NUMBERS, "N", frame.names[code]) if code >= 0 else ""
+        # One rename per distinct step name (Iteration#0 .. #999 are a thousand), not a pass per name.
+        codes, index = np.unique(frame.name_code[rows[steps]], return_inverse=True)
+        renamed = np.array([re.sub(_NUMBERS, "N", frame.names[c]) if c >= 0 else "" for c in codes.tolist()], object)
+        grouped[steps] = renamed[index.ravel()]
     summary = (inst.assign(name=grouped)
                .groupby("name", sort=False)
                .agg(instances=("dur_ns", "size"), total_ns=("dur_ns", "sum"), mean_ns=("dur_ns", "mean"),

@@ -372,7 +372,8 @@ def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end:
     # and never finds the data exhausted): it ends with the loop thread's last top-level row, when that
     # stretch runs about as many ops as an iteration (an exhausted fetch's stretch runs next to none).
     tail_end = int(end[top].max()) if top.size else int(bounds[-1])
-    counts = np.bincount(np.searchsorted(bounds, start[ops], side="right") - 1 + 1, minlength=bounds.size + 1)[1:]
+    # Ops per window from each bound (the last: everything after it); ops before the first bound, in slot 0, dropped.
+    counts = np.bincount(np.searchsorted(bounds, start[ops], side="right"), minlength=bounds.size + 1)[1:]
     tail_ops = int(((start[ops] >= bounds[-1]) & (start[ops] < tail_end)).sum())
     typical = float(np.median(counts[1:-1])) if counts.size > 2 else 0.0
     if typical and TAIL_OPS[0] * typical <= tail_ops <= TAIL_OPS[1] * typical:
