@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,6 +159,29 @@ def test_info_starts_without_pandas(trace):
 
     compute = trace.endswith(".sqlite") and _native.sqlite_reader() is None
     assert out == ["0", "False", "None", str(compute), "False", "False"]
+
+
+HUGE_PAGE_CHILD = """
+import os, sys
+from tracekit.cli import main
+assert main(["report", sys.argv[1], "-f", "json", "-o", sys.argv[2], "--force"]) == 0
+import pyarrow  # loaded by the report
+marked = sum(1 for line in open("/proc/self/smaps") if line.startswith("VmFlags") and " hg" in line)
+print(marked, os.environ.get("MIMALLOC_ALLOW_THP"))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc/self/smaps")
+def test_the_command_lines_arrow_buffers_ask_for_no_huge_pages_unless_the_user_set_it(tmp_path):
+    """Arrow's mimalloc marks its arenas for huge pages (VmFlags ``hg``) unless told not to before
+    pyarrow loads; the command line tells it (tracekit/pages.py), a value the user set stands."""
+    trace = str(Path(__file__).parent / "data" / "cpu" / "ddp_gloo_rank0.pt.trace.json.gz")
+    env = {k: v for k, v in os.environ.items() if k not in ("MIMALLOC_ALLOW_THP", "NUMPY_MADVISE_HUGEPAGE")}
+    run = lambda extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-c", HUGE_PAGE_CHILD, trace, str(tmp_path / "r.json")], env={**env, **extra},
+        capture_output=True, text=True, check=True).stdout.split()
+    assert run({}) == ["0", "0"]  # no region of the process asks for huge pages
+    assert run({"MIMALLOC_ALLOW_THP": "1"})[1] == "1"
 
 
 def test_the_command_line_turns_numpys_huge_page_hint_off_unless_the_user_set_it(monkeypatch, capsys):
