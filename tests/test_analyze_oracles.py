@@ -254,7 +254,34 @@ def test_a_trace_without_ops_or_kernels_gets_no_bound_verdict(tmp_path):
     r = launch(table(path))
     assert r.verdict == "undetermined" and r.remedies == []
     assert any("nothing to judge" in e for e in r.evidence)
+    # A capture of 10 ms that holds no op: not the schedule's emptied cycle; no advice on marking steps.
+    said = " ".join(r.evidence)
+    assert "Python threads of your own" in said and "on_trace_ready" not in said and "no steps are marked" not in said
     del torch
+
+
+EMPTY = Path(__file__).parent / "data" / "cpu"
+
+
+def test_a_schedules_capture_exported_after_its_last_cycle_is_said_to_be_so():
+    """tests/data/cpu/empty_cycle_ended (real): torch.profiler with a repeating schedule, exported after
+    the loop, which ended in a cycle's wait: the finished cycles' events were cleared, the file holds
+    the profiler's last 0.19 ms. The verdict names that cause and where to export, not the thread's."""
+    r = launch(table(EMPTY / "empty_cycle_ended.pt.trace.json.gz"))
+    said = " ".join(r.evidence)
+    assert r.verdict == "undetermined" and r.remedies == []
+    assert "recorded for 0.19 ms" in said and "on_trace_ready" in said and "tensorboard_trace_handler" in said
+    assert "threads of your own" not in said and "no steps are marked" not in said
+
+
+def test_a_capture_whose_work_ran_on_a_thread_of_the_programs_own_is_said_to_be_so():
+    """tests/data/cpu/empty_other_thread (real): the work ran on a Python thread the program started,
+    which torch.profiler does not record; the capture ran 11 ms. The thread cause, not the schedule's."""
+    r = launch(table(EMPTY / "empty_other_thread.pt.trace.json.gz"))
+    said = " ".join(r.evidence)
+    assert r.verdict == "undetermined"
+    assert "recorded for 11.4 ms but holds no op" in said and "Python threads of your own" in said
+    assert "on_trace_ready" not in said and "no steps are marked" not in said
 
 
 @needs_shared

@@ -556,6 +556,13 @@ def _launches_through(frame: Frame, api: re.Pattern[str]) -> bool:
     return matching * 2 > counts.sum()
 
 
+def _capture_ns(frame: Frame) -> int:
+    """From the first recorded event to the last end, metadata records aside (their times are the
+    process's, not the capture's)."""
+    recorded = ~frame.mask("metadata")
+    return int(frame.end[recorded].max() - frame.start[recorded].min()) if recorded.any() else 0
+
+
 def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table) -> None:
     """Measure the evidence the verdict rules read (``tracekit.analyze.verdicts``), state the general
     figures, and apply the rules."""
@@ -591,6 +598,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         e.unrecorded_gpu_work = unrecorded_gpu_work(frame, classify_rows(frame))
     stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops and not e.unrecorded_gpu_work else None
     e.retrace_steps, e.steps_judged, e.retrace_share = _retracing(frame, used)
+    e.capture_ns = _capture_ns(frame)
     _describe_ops(r, used, source)
     if e.python_callback_share >= verdicts.CALLBACK_SHARE:
         how = "tf.py_function / tf.numpy_function" if e.source == "tf" else "host callbacks of the jitted function"
@@ -825,8 +833,8 @@ def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> 
     elif ops_step:
         r.evidence.append(f"{ops_step:.0f} framework ops per step" if marked else
                           f"{ops_step:.0f} framework ops (no steps marked)")
-    if not marked and source == "torch":
-        r.evidence.append(TORCH_NO_STEPS_HINT)
+    if not marked and source == "torch" and (r.has_gpu or int(r.per_step.ops.sum())):  # an empty capture: no
+        r.evidence.append(TORCH_NO_STEPS_HINT)  # steps to mark, and the verdict says why
 
 
 def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None,

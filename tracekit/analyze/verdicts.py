@@ -119,6 +119,7 @@ class Evidence:
     jit_calls_per_step: float = 0.0  # JAX: jitted-function dispatches (PjitFunction) per step
     retrace_steps: int = 0  # TF: steps used in which a tf.function was traced (its graph built) again
     steps_judged: int = 0  # the steps used, when marked
+    capture_ns: int = 0  # from the first recorded event to the last (metadata records aside)
     retrace_share: float = 0.0  # of the steps used: graph building (tf.function-graph_building)
     xla_loop: bool = False  # JAX: the step's XLA program runs a while loop (lax.scan, fori_loop) among its ops
     blocks_each_step: bool = False  # JAX: the loop waits for each step's result (block_until_ready)
@@ -653,14 +654,30 @@ def _gpu_bound_remedies(e: Evidence) -> list[str]:
         ([CHANNELS_LAST_REMEDY] if e.layout_share >= LAYOUT_SHARE else []) + [GPU_BOUND_REMEDY]
 
 
+# A torch.profiler capture that recorded for less than this and holds no op recorded nothing that ran:
+# no iteration of a model is this short, but the stretch a schedule's profiler records after its last
+# cycle (0.1-0.3 ms in tests/data/cpu/empty_cycle_*) is.
+SHORT_CAPTURE_NS = 1_000_000
+
+
 def _nothing_recorded_says(e: Evidence) -> str:
-    text = ("no framework ops and no GPU activity recorded: nothing to judge (was the profiler attached to the work, "
-            "with CPU/CUDA activities on?)")
-    if e.source == "torch" and e.steps_judged:
-        # torch.profiler's op callbacks are thread-local: the steps were marked, the work ran elsewhere.
-        text += ("; the steps are marked but hold no op: torch.profiler records the thread that entered it (and the "
-                 "autograd threads PyTorch starts), not ops run on Python threads of your own")
-    return text
+    text = "no framework ops and no GPU activity recorded: nothing to judge"
+    if e.source != "torch":
+        return text + " (was the profiler attached to the work, with CPU/CUDA activities on?)"
+    if e.capture_ns < SHORT_CAPTURE_NS:
+        # With a schedule, each finished cycle's events go to on_trace_ready and are cleared
+        # (torch/profiler/profiler.py): an export after the loop holds only what the profiler
+        # recorded since, often nothing.
+        return text + (f"; the capture recorded for {e.capture_ns / 1e6:.2f} ms: nothing ran under it, or, with a "
+                       "schedule, it was exported after its last cycle had ended: torch.profiler hands each finished "
+                       "cycle's events to on_trace_ready and clears them, so export_chrome_trace after the loop writes "
+                       "only what followed; export from on_trace_ready (torch.profiler.tensorboard_trace_handler(dir), "
+                       "or a function that calls prof.export_chrome_trace)")
+    # torch.profiler's op callbacks are thread-local: the capture ran, the work ran elsewhere.
+    return text + (f"; the capture recorded for {e.capture_ns / 1e6:.1f} ms"
+                   f"{', its steps marked,' if e.steps_judged else ''} but holds no op: was the profiler attached to "
+                   "the work, with CPU/CUDA activities on? torch.profiler records the thread that entered it (and the "
+                   "autograd threads PyTorch starts), not ops run on Python threads of your own")
 
 
 def _unrecorded_gpu_work_says(e: Evidence) -> str:
