@@ -161,6 +161,25 @@ def test_info_starts_without_pandas(trace):
     assert out == ["0", "False", "None", str(compute), "False", "False"]
 
 
+def test_the_console_script_exits_without_teardown_after_writing_all_it_printed(tmp_path, capsys):
+    """An analysis command's process ends with os._exit (no interpreter teardown, tracekit.cli.console_main):
+    what it printed to a pipe (block-buffered) and the file it wrote are whole, as in-process."""
+    trace = str(Path(__file__).parent / "data" / "cpu" / "fetch_loop.pt.trace.json.gz")
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # a pipe is block-buffered
+    piped = subprocess.run([sys.executable, "-m", "tracekit", "report", trace, "-f", "markdown"],
+                           capture_output=True, text=True, env=buffered)
+    assert piped.returncode == 0 and piped.stderr == ""
+    assert main(["report", trace, "-f", "markdown"]) == 0
+    assert piped.stdout == capsys.readouterr().out and len(piped.stdout) > 2000
+    out = tmp_path / "r.json"
+    wrote = subprocess.run([sys.executable, "-m", "tracekit", "report", trace, "-f", "json", "-o", str(out)],
+                           capture_output=True, text=True)
+    assert wrote.returncode == 0 and json.loads(out.read_text())["verdict"]
+    failed = subprocess.run([sys.executable, "-m", "tracekit", "report", str(tmp_path / "absent.json")],
+                            capture_output=True, text=True)
+    assert failed.returncode == 1 and failed.stdout == "" and failed.stderr.count("\n") == 1
+
+
 HUGE_PAGE_CHILD = """
 import os, sys
 from tracekit.cli import main
