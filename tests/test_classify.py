@@ -105,7 +105,8 @@ OPS = {
     "aten::_fused_rms_norm": "reduction", "aten::cumsum_": "reduction", "aten::nonzero": "reduction",
     "aten::_unique2": "reduction", "aten::_cdist_forward": "reduction", "aten::huber_loss": "reduction",
     "aten::_scaled_dot_product_flash_attention": "gemm", "aten::_efficient_attention_forward": "gemm",
-    "aten::_scaled_dot_product_cudnn_attention_backward": "gemm", "aten::addmm_": "gemm", "aten::_grouped_mm": "gemm",
+    "aten::_scaled_dot_product_cudnn_attention_backward": "gemm", "aten::_cudnn_attention_forward": "gemm",
+    "aten::_cudnn_attention_backward": "gemm", "aten::addmm_": "gemm", "aten::_grouped_mm": "gemm",
     "aten::quantized_lstm": "rnn",
     # TF ops that were "other" (tf.raw_ops): embedding pooling, scatters, set ops, resampling.
     "emb/SparseSegmentMean:SparseSegmentMean": "reduction", "u/UniqueV2:UniqueV2": "reduction",

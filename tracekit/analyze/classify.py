@@ -196,8 +196,9 @@ OP_RULES: list[tuple[str, str]] = [
     ("gemm", r"^aten::(mm|addmm_?|bmm|baddbmm_?|matmul|linear|addmv_?|mv|dot|vdot|addr|_addmm_activation|addbmm_?|"
              r"_grouped_mm|_scaled_grouped_mm|_scaled_mm_v2|_cslt_sparse_mm|_euclidean_dist|linear_backward|"
              r"_scaled_dot_product_flash_attention_for_cpu|_scaled_dot_product_flash_attention_for_cpu_backward|"
-             # the fused attention ops of GPUs and other backends (flash, memory-efficient, cuDNN's)
-             r"_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?|"
+             # the fused attention ops of GPUs and other backends (flash, memory-efficient, cuDNN's; torch
+             # 2.9+ runs cuDNN's through _cudnn_attention_forward/_backward inside the SDPA op)
+             r"_scaled_dot_product_(flash|efficient|cudnn)_attention(_backward)?|_cudnn_attention_(forward|backward)|"
              r"_scaled_dot_product_fused_attention_overrideable(_backward)?|_flash_attention_(forward|backward)\w*|"
              r"_efficient_attention_(forward|backward))$|"
              r"mkldnn.*(linear|matmul)|"
