@@ -228,8 +228,12 @@ def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         code_of = np.cumsum(present, dtype=np.int64) - 1
         return (distinct + lo).astype(values.dtype, copy=False), code_of[shifted]
     starts = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
-    distinct, run_codes = np.unique(values[starts], return_inverse=True)
-    return distinct, np.repeat(run_codes.reshape(-1), np.diff(np.append(starts, values.size)))
+    runs = values[starts]
+    # Not np.unique(return_inverse=True): on the 183k thread-id runs of the 1M-event benchmark trace it
+    # took 20-26 ms, the distinct values and a binary search 3 ms.
+    distinct = np.unique(runs)
+    run_codes = np.searchsorted(distinct, runs)
+    return distinct, np.repeat(run_codes, np.diff(np.append(starts, values.size)))
 
 
 def file_sha256(path: Path) -> str:

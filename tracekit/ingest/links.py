@@ -76,9 +76,12 @@ def member_mask(values: np.ndarray, among: object) -> np.ndarray:
 
 def nesting_order(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Positions by group, start ascending, end descending, then position: what
-    ``np.lexsort((-end, start, group))`` gives. One unstable sort of a combined (group, start) key,
-    then only the ties (a parent and its first child starting together) sorted further: on the
-    681k host rows of the 1M-event benchmark trace 0.04 s against lexsort's 0.08 s."""
+    ``np.lexsort((-end, start, group))`` gives. One sort of a combined (group, start) key, then only
+    the ties (a parent and its first child starting together) sorted further: on the 681k host rows
+    of the 1M-event benchmark trace 0.04 s against lexsort's 0.08 s. The sort is numpy's stable one
+    (timsort), which takes the runs a trace's rows already come in (each thread's events in time
+    order, threads interleaved): 6 ms against 39 ms for the default quicksort on that key, and no
+    slower on keys in random order."""
     from tracekit.ingest.columns import factorize  # columns imports this module
 
     if start.size == 0:
@@ -89,7 +92,7 @@ def nesting_order(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.n
     if distinct.size * span >= 1 << 62:  # the combined key would overflow: sort by each key in turn
         return np.lexsort((np.negative(end), start, group))
     key = code * span + (start.astype(np.int64) - s0)
-    order = np.argsort(key)
+    order = np.argsort(key, kind="stable")
     ordered = key[order]
     same = ordered[1:] == ordered[:-1]
     if same.any():
