@@ -598,7 +598,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         e.unrecorded_gpu_work = unrecorded_gpu_work(frame, classify_rows(frame))
     stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops and not e.unrecorded_gpu_work else None
     e.retrace_steps, e.steps_judged, e.retrace_share = _retracing(frame, used)
-    e.capture_ns = _capture_ns(frame)
+    if not e.has_ops and not e.has_gpu:  # read only by the verdict on a capture with nothing in it
+        e.capture_ns = _capture_ns(frame)
     _describe_ops(r, used, source)
     if e.python_callback_share >= verdicts.CALLBACK_SHARE:
         how = "tf.py_function / tf.numpy_function" if e.source == "tf" else "host callbacks of the jitted function"
