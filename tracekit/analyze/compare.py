@@ -43,7 +43,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.analyze.breakdown import Breakdown, breakdown, step_index
+from tracekit.analyze.breakdown import Breakdown, breakdown, op_self_time, step_index
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, op_name_codes, short_name, tf_base_op
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.optimizer import optimizer_calls, outermost
@@ -206,7 +206,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     if used:
         in_used = member_mask(frame.step[rows], used)
         names_per_step = _names(frame, rows[in_used], tf_source)
-        names_per_step[["count", "total_ns"]] = names_per_step[["count", "total_ns"]] / len(used)
+        names_per_step[["count", "total_ns", "self_ns"]] = names_per_step[["count", "total_ns", "self_ns"]] / len(used)
     rr = ranges(table).summary[["name", "instances", "total_ns"]]
     steps = stats.steps[["step", "dur_ns", "status"]].reset_index(drop=True) if len(stats.steps) else \
         pd.DataFrame({"step": [], "dur_ns": [], "status": []})
@@ -236,14 +236,19 @@ def _tf_compare_name(name: str) -> str:
 
 
 def _names(frame: Frame, rows: np.ndarray, tf_source: bool) -> pd.DataFrame:
-    """count and total_ns per (kind, name) of the given op and GPU rows."""
-    kinds = np.where(frame.mask("cpu_op")[rows], "cpu_op", "gpu")
-    names_df = pd.DataFrame({"kind": kinds, "code": op_name_codes(frame)[rows], "dur": frame.dur[rows]})
-    agg = names_df.groupby(["kind", "code"]).agg(count=("dur", "size"), total_ns=("dur", "sum")).reset_index()
+    """count, total_ns and self_ns (an op's time less the ops it calls; a GPU row's own time) per
+    (kind, name) of the given op and GPU rows."""
+    op = frame.mask("cpu_op")[rows]
+    kinds = np.where(op, "cpu_op", "gpu")
+    own = frame.dur[rows].copy()
+    own[op] = op_self_time(frame, rows[op])
+    names_df = pd.DataFrame({"kind": kinds, "code": op_name_codes(frame)[rows], "dur": frame.dur[rows], "own": own})
+    agg = names_df.groupby(["kind", "code"]).agg(count=("dur", "size"), total_ns=("dur", "sum"),
+                                                 self_ns=("own", "sum")).reset_index()
     agg["name"] = [("" if c < 0 else _tf_compare_name(frame.names[c]) if tf_source and k == "cpu_op" else frame.names[c])
                    for k, c in zip(agg.kind, agg.code, strict=True)]
-    return agg.groupby(["kind", "name"], as_index=False)[["count", "total_ns"]].sum().astype({"count": float,
-                                                                                               "total_ns": float})
+    return agg.groupby(["kind", "name"], as_index=False)[["count", "total_ns", "self_ns"]].sum().astype(
+        {"count": float, "total_ns": float, "self_ns": float})
 
 
 def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[str, float],
@@ -355,7 +360,7 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
                             for s in sums}).fillna(0)
     metrics.index.name = "metric"
     names = _wide([(s.names_per_step if per_step and s.names_per_step is not None else s.names).assign(label=s.label)
-                   for s in sums], ["kind", "name"], ["count", "total_ns"], labels)
+                   for s in sums], ["kind", "name"], ["count", "total_ns", "self_ns"], labels)
     for lab in labels:
         names[f"mean_ns_{lab}"] = (names[f"total_ns_{lab}"] / names[f"count_{lab}"].where(names[f"count_{lab}"] > 0)).fillna(0)
     base, others = labels[0], labels[1:]
@@ -543,6 +548,7 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
                                  f"{ms(bcol[other])} to {ms(col[other])}: part of the work may have moved {moved} "
                                  "that class (a fused op doing what separate ops did)")
                 out.append(sentence + ".")
+        out += _largest_rise_by_name(names, lab, base, max(b, v), v / b if b and v else 1.0, per_step, ms)
         out += _waiting_finding(col, bcol, lab, base, ms)
         added = names[(names[f"count_{base}"] == 0) & (names[f"count_{lab}"] > 0)]
         removed = names[(names[f"count_{base}"] > 0) & (names[f"count_{lab}"] == 0)]
@@ -562,8 +568,37 @@ def _count(value: float) -> str:
 
 # The largest change in classified work is stated when it is at least this share of the (larger) step time.
 CLASS_CHANGE_SHARE = 0.05
+# An op's own time rose out of proportion to the step when it grew this many times the step's ratio.
+RISE_APART = 1.5
 # A trace waits this share of its step more than another: worth a sentence (ranks of one job held up by one).
 WAITING_GAP_SHARE = 0.2
+
+
+def _largest_rise_by_name(names: pd.DataFrame, lab: str, base: str, step_ns: float, ratio: float, per_step: bool,
+                          ms) -> list[str]:
+    """The op or kernel whose own time rose most against the baseline, where the rise is at least
+    ``CLASS_CHANGE_SHARE`` of the step and out of proportion to the step's own change (``RISE_APART``
+    times the step ratio, or new): a regression a faster step (or another class's drop) hides, or the
+    cause of a slower one. A loop captured twice on a busy machine runs every op slower alike
+    (tests/data/cpu/autocast_attention_fp32 and _fp32_again: the step 1.19x, aten::mm 1.2x): no op
+    stands out, none is named. Own time, so that the op doing the work is named, not the wrappers
+    around it (an autograd node and its evaluate_function rise by as much as the kernel call inside)."""
+    if not len(names) or f"self_ns_{lab}" not in names.columns:
+        return []
+    new_ns, old_ns = names[f"self_ns_{lab}"].to_numpy(), names[f"self_ns_{base}"].to_numpy()
+    apart = (old_ns == 0) | (new_ns >= RISE_APART * max(ratio, 1.0) * old_ns)
+    rise = np.where(apart, new_ns - old_ns, 0.0)
+    top = int(rise.argmax())
+    if not rise[top] > 0 or rise[top] < CLASS_CHANGE_SHARE * step_ns:
+        return []
+    row = names.iloc[top]
+    new, old = float(new_ns[top]), float(old_ns[top])
+    what = "op" if row["kind"] == "cpu_op" else "GPU activity"
+    times = f"{new / old:.1f}x" if old else f"not in {base}"
+    lead = f"Against {lab}'s faster step, the" if ratio < 1 else "The"
+    unit = " per step" if per_step else " over the whole trace"
+    return [f"{lead} {what} {short_name(str(row['name']))} rose most by name: {ms(new)} of its own time{unit} in "
+            f"{lab} against {ms(old)} in {base} ({times})."]
 
 
 def _waiting_finding(col: pd.Series, bcol: pd.Series, lab: str, base: str, ms) -> list[str]:

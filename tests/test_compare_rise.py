@@ -1,0 +1,36 @@
+"""compare names the op whose own time rose out of proportion to the step (real CPU captures of one
+transformer encoder layer trained in float32 and under bf16 autocast, and in float32 twice)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracekit import api
+
+DATA = Path(__file__).parent / "data" / "cpu"
+FP32, BF16, FP32_AGAIN = (DATA / f"autocast_attention_{n}.pt.trace.json.gz" for n in ("fp32", "bf16", "fp32_again"))
+SDPA_BACKWARD = "aten::_scaled_dot_product_flash_attention_for_cpu_backward"
+
+
+def test_a_regression_behind_a_faster_step_is_named_by_the_op_that_does_the_work():
+    """Under autocast the step is 1.07x faster, the GEMMs and elementwise ops cheaper, but the fused
+    attention's backward takes 3.4x its float32 own time: named, not its autograd wrappers."""
+    cmp = api.compare([str(FP32), str(BF16)]).result
+    said = [f for f in cmp.findings if "rose most by name" in f]
+    assert len(said) == 1, cmp.findings
+    assert said[0].startswith(f"Against B's faster step, the op {SDPA_BACKWARD} rose most by name")
+    assert "(3.4x)" in said[0] and any("B is 1.07x faster than A" in f for f in cmp.findings)
+    # Own time per step: the wrappers rise as much inclusively but hold almost none of it themselves.
+    names = cmp.names.set_index("name")
+    op = names.loc[SDPA_BACKWARD]
+    wrapper = names.loc["autograd::engine::evaluate_function: ScaledDotProductFlashAttentionForCpuBackward0"]
+    assert op.self_ns_B > 3 * op.self_ns_A > 0
+    assert wrapper.total_ns_B >= op.total_ns_B and wrapper.self_ns_B < 0.05 * wrapper.total_ns_B
+
+
+def test_a_loop_captured_twice_names_no_op_though_the_machine_ran_it_slower():
+    """The same float32 loop captured twice: the second capture's steps took 1.19x as long (a busy
+    machine), every op alike (aten::mm 1.2x): no op rose out of proportion, none is named."""
+    cmp = api.compare([str(FP32), str(FP32_AGAIN)]).result
+    assert any("B takes 1.19x as long as A" in f for f in cmp.findings), cmp.findings
+    assert not any("rose most by name" in f for f in cmp.findings)
