@@ -375,11 +375,18 @@ def _compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
 def op_self_time(frame: Frame, op_rows: np.ndarray) -> np.ndarray:
     """Self time of each op row: its duration minus the durations of the ops it calls, ranges
     between them skipped (``Frame.op_parent``), never negative."""
+    child_total = frame.memo("op_child_total", lambda: _op_child_total(frame))  # a report asks 3 times
+    return np.maximum(frame.dur[op_rows] - child_total[op_rows], 0)
+
+
+def _op_child_total(frame: Frame) -> np.ndarray:
+    """Per row, the summed durations of the ops whose nearest enclosing op it is."""
     op_parent = frame.op_parent
     child = np.flatnonzero(op_parent >= 0)
     child_total = np.zeros(len(frame), np.int64)
     np.add.at(child_total, op_parent[child], frame.dur[child])
-    return np.maximum(frame.dur[op_rows] - child_total[op_rows], 0)
+    child_total.flags.writeable = False
+    return child_total
 
 
 def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[int]) -> pd.DataFrame:

@@ -578,7 +578,7 @@ def _largest_rise_by_name(names: pd.DataFrame, lab: str, base: str, step_ns: flo
                           ms) -> list[str]:
     """The op or kernel whose own time rose most against the baseline, where the rise is at least
     ``CLASS_CHANGE_SHARE`` of the step and out of proportion to the step's own change (``RISE_APART``
-    times the step ratio, or new): a regression a faster step (or another class's drop) hides, or the
+    times the step ratio): a regression a faster step (or another class's drop) hides, or the
     cause of a slower one. A loop captured twice on a busy machine runs every op slower alike
     (tests/data/cpu/autocast_attention_fp32 and _fp32_again: the step 1.19x, aten::mm 1.2x): no op
     stands out, none is named. Only names both traces run: a name the baseline lacks is new work in

@@ -834,8 +834,9 @@ def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> 
     elif ops_step:
         r.evidence.append(f"{ops_step:.0f} framework ops per step" if marked else
                           f"{ops_step:.0f} framework ops (no steps marked)")
-    if not marked and source == "torch" and (r.has_gpu or int(r.per_step.ops.sum())):  # an empty capture: no
-        r.evidence.append(TORCH_NO_STEPS_HINT)  # steps to mark, and the verdict says why
+    # A capture with nothing in it has no steps to mark: the verdict says why it is empty.
+    if not marked and source == "torch" and (r.has_gpu or int(r.per_step.ops.sum())):
+        r.evidence.append(TORCH_NO_STEPS_HINT)
 
 
 def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None,
