@@ -13,23 +13,11 @@ users make them by mistake.
 Made with torch 2.13.0 (CPU build).
 """
 
-import gzip
-import shutil
-import tempfile
 import threading
 
 import torch
-from profiled import HERE
+from profiled import store
 from torch.profiler import ProfilerActivity, profile, schedule
-
-
-def store(prof: profile, name: str) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = f"{tmp}/t.json"
-        prof.export_chrome_trace(raw)
-        with open(raw, "rb") as src, gzip.open(HERE / f"{name}.pt.trace.json.gz", "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
-
 
 if __name__ == "__main__":
     torch.set_num_threads(1)

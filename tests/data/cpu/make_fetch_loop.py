@@ -10,24 +10,17 @@ without a schedule: no ProfilerStep, no range of the user's, no optimizer step, 
 Made with torch 2.13.0 (CPU build).
 """
 
-import gzip
-import shutil
-import tempfile
 from collections.abc import Callable
 
 import torch
-from profiled import HERE
+from profiled import store
 from torch.profiler import ProfilerActivity, profile
 
 
 def write(name: str, run: Callable[[], object]) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = f"{tmp}/t.json"
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            run()
-        prof.export_chrome_trace(raw)
-        with open(raw, "rb") as src, gzip.open(HERE / f"{name}.pt.trace.json.gz", "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    store(prof, name)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,17 @@ def write_capture(name: str, step: Callable[[int], object], active: int, record_
     return out
 
 
+def store(prof: profile, name: str) -> Path:
+    """Export a finished profile (``prof.export_chrome_trace``) to ``tests/data/cpu/<name>.pt.trace.json.gz``."""
+    out = HERE / f"{name}.pt.trace.json.gz"
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "t.json"
+        prof.export_chrome_trace(str(raw))
+        with raw.open("rb") as src, gzip.open(out, "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+    return out
+
+
 def write_training_capture(name: str, model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
                            y: torch.Tensor, active: int = 3) -> Path:
     """``write_capture`` (shapes recorded) of a classifier's training step: cross-entropy of ``model(x)``
