@@ -596,11 +596,17 @@ def _largest_rise_by_name(names: pd.DataFrame, lab: str, base: str, step_ns: flo
     row = names.iloc[top]
     new, old = float(new_ns[top]), float(old_ns[top])
     what = "op" if row["kind"] == "cpu_op" else "GPU activity"
-    times = f"{new / old:.1f}x"
     lead = f"Against {lab}'s faster step, the" if ratio < 1 else "The"
     unit = " per step" if per_step else " over the whole trace"
+    # Slower calls, or more of them: the remedy differs (what each call does, or what calls it).
+    calls, base_calls = float(row[f"count_{lab}"]), float(row[f"count_{base}"])
+    each = f"{(new / calls) / (old / base_calls):.1f}x as long"
+    if abs(calls - base_calls) > 0.1 * base_calls:
+        how = f"{_count(calls)} calls{unit} against {_count(base_calls)}, each {each}"
+    else:
+        how = f"its one call{unit} {each}" if calls == 1 else f"its {_count(calls)} calls{unit} each {each}"
     return [f"{lead} {what} {short_name(str(row['name']))} rose most by name: {ms(new)} of its own time{unit} in "
-            f"{lab} against {ms(old)} in {base} ({times})."]
+            f"{lab} against {ms(old)} in {base} ({new / old:.1f}x: {how})."]
 
 
 def _waiting_finding(col: pd.Series, bcol: pd.Series, lab: str, base: str, ms) -> list[str]:
