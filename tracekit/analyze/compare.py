@@ -548,7 +548,7 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
                                  f"{ms(bcol[other])} to {ms(col[other])}: part of the work may have moved {moved} "
                                  "that class (a fused op doing what separate ops did)")
                 out.append(sentence + ".")
-        out += _largest_rise_by_name(names, lab, base, max(b, v), v / b if b and v else 1.0, per_step, ms)
+        out += _largest_changes_by_name(names, lab, base, max(b, v), v / b if b and v else 1.0, per_step, ms)
         out += _waiting_finding(col, bcol, lab, base, ms)
         added = names[(names[f"count_{base}"] == 0) & (names[f"count_{lab}"] > 0)]
         removed = names[(names[f"count_{base}"] > 0) & (names[f"count_{lab}"] == 0)]
@@ -574,39 +574,49 @@ RISE_APART = 1.5
 WAITING_GAP_SHARE = 0.2
 
 
-def _largest_rise_by_name(names: pd.DataFrame, lab: str, base: str, step_ns: float, ratio: float, per_step: bool,
-                          ms) -> list[str]:
-    """The op or kernel whose own time rose most against the baseline, where the rise is at least
-    ``CLASS_CHANGE_SHARE`` of the step and out of proportion to the step's own change (``RISE_APART``
-    times the step ratio): a regression a faster step (or another class's drop) hides, or the
-    cause of a slower one. A loop captured twice on a busy machine runs every op slower alike
+def _largest_changes_by_name(names: pd.DataFrame, lab: str, base: str, step_ns: float, ratio: float,
+                             per_step: bool, ms) -> list[str]:
+    """The op or kernel whose own time rose most against the baseline, and the one whose own time fell
+    most, each where the change is at least ``CLASS_CHANGE_SHARE`` of the step and out of proportion
+    to the step's own change (``RISE_APART`` times the step ratio): a regression a faster step (or
+    another class's drop) hides, or the cause of a slower one; what made a step faster, or a gain a
+    slower one hides. A loop captured twice on a busy machine runs every op slower alike
     (tests/data/cpu/autocast_attention_fp32 and _fp32_again: the step 1.19x, aten::mm 1.2x): no op
-    stands out, none is named. Only names both traces run: a name the baseline lacks is new work in
-    place of old (torch.compile's fused kernel for the eager ops), listed with the added names. Own
-    time, so that the op doing the work is named, not the wrappers around it (an autograd node and its
-    evaluate_function rise by as much as the kernel call inside)."""
+    stands out, none is named. Only names both traces run: a name one trace lacks is work in place of
+    other work (torch.compile's fused kernel for the eager ops), listed with the added and removed
+    names. Own time, so that the op doing the work is named, not the wrappers around it (an autograd
+    node and its evaluate_function change by as much as the kernel call inside)."""
     if not len(names) or f"self_ns_{lab}" not in names.columns:
         return []
     new_ns, old_ns = names[f"self_ns_{lab}"].to_numpy(), names[f"self_ns_{base}"].to_numpy()
-    apart = (old_ns > 0) & (new_ns >= RISE_APART * max(ratio, 1.0) * old_ns)
-    rise = np.where(apart, new_ns - old_ns, 0.0)
-    top = int(rise.argmax())
-    if not rise[top] > 0 or rise[top] < CLASS_CHANGE_SHARE * step_ns:
-        return []
-    row = names.iloc[top]
-    new, old = float(new_ns[top]), float(old_ns[top])
-    what = "op" if row["kind"] == "cpu_op" else "GPU activity"
-    lead = f"Against {lab}'s faster step, the" if ratio < 1 else "The"
-    unit = " per step" if per_step else " over the whole trace"
-    # Slower calls, or more of them: the remedy differs (what each call does, or what calls it).
-    calls, base_calls = float(row[f"count_{lab}"]), float(row[f"count_{base}"])
-    each = f"{(new / calls) / (old / base_calls):.1f}x as long"
-    if abs(calls - base_calls) > 0.1 * base_calls:
-        how = f"{_count(calls)} calls{unit} against {_count(base_calls)}, each {each}"
-    else:
-        how = f"its one call{unit} {each}" if calls == 1 else f"its {_count(calls)} calls{unit} each {each}"
-    return [f"{lead} {what} {short_name(str(row['name']))} rose most by name: {ms(new)} of its own time{unit} in "
-            f"{lab} against {ms(old)} in {base} ({new / old:.1f}x: {how})."]
+    both = (old_ns > 0) & (new_ns > 0)
+    out = []
+    for rises in (True, False):
+        apart = both & ((new_ns >= RISE_APART * max(ratio, 1.0) * old_ns) if rises else
+                        (old_ns >= RISE_APART * max(1 / ratio, 1.0) * new_ns))
+        change = np.where(apart, (new_ns - old_ns) if rises else (old_ns - new_ns), 0.0)
+        top = int(change.argmax())
+        if not change[top] > 0 or change[top] < CLASS_CHANGE_SHARE * step_ns:
+            continue
+        row = names.iloc[top]
+        new, old = float(new_ns[top]), float(old_ns[top])
+        what = "op" if row["kind"] == "cpu_op" else "GPU activity"
+        hidden = ratio < 1 if rises else ratio > 1  # against the step's own direction
+        lead = f"Against {lab}'s {'faster' if rises else 'slower'} step, the" if hidden else "The"
+        unit = " per step" if per_step else " over the whole trace"
+        # Slower calls, or more of them: the remedy differs (what each call does, or what calls it).
+        calls, base_calls = float(row[f"count_{lab}"]), float(row[f"count_{base}"])
+        per_call = (new / calls) / (old / base_calls)
+        each = f"{per_call:.1f}x as long" if per_call >= 1 else f"{1 / per_call:.1f}x faster"
+        if abs(calls - base_calls) > 0.1 * base_calls:
+            how = f"{_count(calls)} call{'' if calls == 1 else 's'}{unit} against {_count(base_calls)}, each {each}"
+        else:
+            how = f"its one call{unit} {each}" if calls == 1 else f"its {_count(calls)} calls{unit} each {each}"
+        moved = f"rose most by name: {ms(new)}" if rises else f"fell most by name: {ms(new)}"
+        times = f"{new / old:.1f}x" if rises else f"{old / new:.1f}x less"
+        out.append(f"{lead} {what} {short_name(str(row['name']))} {moved} of its own time{unit} in {lab} against "
+                   f"{ms(old)} in {base} ({times}: {how}).")
+    return out
 
 
 def _waiting_finding(col: pd.Series, bcol: pd.Series, lab: str, base: str, ms) -> list[str]:
