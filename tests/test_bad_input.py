@@ -210,3 +210,21 @@ def test_usage_error_exits_2():
 
     assert main(["info"]) == 2
     assert main(["no-such-command"]) == 2
+
+
+@pytest.mark.skipif(TRACEKIT is None, reason="the tracekit console script is not installed")
+@pytest.mark.parametrize("command", ["critical-path", "whatif"])
+def test_a_capture_with_nothing_in_it_is_an_input_error_on_the_file(command, tmp_path):
+    """tests/data/cpu/empty_cycle_ended (real: a schedule's capture exported after its last cycle) holds no
+    op: with the window left to the command it is the trace's problem, one line on the file, exit 1,
+    nothing written; a range the user names that is not there stays a usage error (exit 2)."""
+    empty = Path(__file__).parent / "data" / "cpu" / "empty_cycle_ended.pt.trace.json.gz"
+    out = tmp_path / "r.json"
+    proc = subprocess.run([TRACEKIT, command, str(empty), "-o", str(out)], capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"tracekit: error: {empty}: "), proc.stderr
+    assert "whole trace" in lines[0] and "tracekit report says what the trace holds" in lines[0]
+    assert not out.exists() and proc.stdout == ""
+    named = subprocess.run([TRACEKIT, command, str(empty), "--range", "train_step"], capture_output=True, text=True,
+                           timeout=120)
+    assert named.returncode == 2 and "no range named 'train_step'" in named.stderr

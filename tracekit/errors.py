@@ -39,3 +39,9 @@ class UsageError(TracekitError):
     """Bad command-line usage; exits 2 like argparse."""
 
     exit_code = 2
+
+
+class EmptyWindowError(UsageError):
+    """The step or range an analysis was given holds nothing to analyse. A usage error where the user
+    chose it; where the command chose it (the first step, the whole trace), the trace's own problem,
+    which the command line reports as an ``InputError`` on the file."""

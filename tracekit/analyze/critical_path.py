@@ -64,7 +64,7 @@ from tracekit.analyze.stalls import stalled_calls
 from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, blocked_on_dispatch, worker_event_rows
-from tracekit.errors import UsageError
+from tracekit.errors import EmptyWindowError, UsageError
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
@@ -128,7 +128,7 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     collectives = _side_collectives(frame, host, start, end)
     events = np.concatenate([host, gpu, collectives])
     if not events.size:
-        raise UsageError(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it")
+        raise EmptyWindowError(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it")
     graph = _Graph(frame, events)
     handoffs = _handoffs(frame, classes, host)
     programs = _xla_programs(frame, host)

@@ -60,7 +60,7 @@ from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
 from tracekit.analyze.sample_loop import READ_OPS
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
-from tracekit.errors import UsageError
+from tracekit.errors import EmptyWindowError, UsageError
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 from tracekit.ingest.step_inference import OPTIMIZER_STEP
 from tracekit.schema import source_of
@@ -237,7 +237,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     host = frame.rows(*HOST_KINDS)
     host = host[(frame.start[host] >= start) & (frame.end[host] <= end) & (frame.dur[host] > 0)]
     if not host.size:
-        raise UsageError(f"{window['name']}: no host events inside it to replay")
+        raise EmptyWindowError(f"{window['name']}: no host events inside it to replay")
     # The driving thread: the one that launches the most GPU work, else the one that marks the steps,
     # else the busiest. Not simply the busiest: gloo's worker thread holds one long range per
     # all-reduce, longer in sum than the training thread's ops while that thread waits for it.

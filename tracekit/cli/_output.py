@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +43,21 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
                              "step, warm-up and outlier steps skipped; the whole trace when no step is marked)")
     parser.add_argument("--instance", type=int, default=None, metavar="N",
                         help="which occurrence of the range, or which step without --range (from 0)")
+
+
+@contextlib.contextmanager
+def chosen_window_or_input_error(args: argparse.Namespace) -> Iterator[None]:
+    """Around an analysis of one window (critical-path, whatif): a window the command chose (no --range
+    or --instance: the first steady step, or the whole trace) that holds nothing is the trace's problem,
+    reported on the file (exit 1); a range the user chose that holds nothing stays a usage error."""
+    from tracekit.errors import EmptyWindowError, InputError
+
+    try:
+        yield
+    except EmptyWindowError as e:
+        if args.range_name is None and args.instance is None:
+            raise InputError(args.trace, f"{e} (tracekit report says what the trace holds)") from None
+        raise
 
 
 def add_step_arguments(parser: argparse.ArgumentParser) -> None:

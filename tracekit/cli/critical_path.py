@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from tracekit.cli._output import add_output_arguments, add_window_arguments, emit, load_trace
+from tracekit.cli._output import (
+    add_output_arguments,
+    add_window_arguments,
+    chosen_window_or_input_error,
+    emit,
+    load_trace,
+)
 
 
 class CriticalPathCommand:
@@ -19,5 +25,7 @@ class CriticalPathCommand:
         trace = load_trace(args.trace)  # imports tracekit.api while it reads
         from tracekit import api
 
-        emit(api.document(api.critical_path(trace, args.range_name, args.instance)), args)
+        with chosen_window_or_input_error(args):
+            result = api.critical_path(trace, args.range_name, args.instance)
+        emit(api.document(result), args)
         return 0
