@@ -128,7 +128,8 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     collectives = _side_collectives(frame, host, start, end)
     events = np.concatenate([host, gpu, collectives])
     if not events.size:
-        raise EmptyWindowError(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it")
+        raise EmptyWindowError(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it",
+                               whole_trace=window["name"] == WHOLE_TRACE)
     graph = _Graph(frame, events)
     handoffs = _handoffs(frame, classes, host)
     programs = _xla_programs(frame, host)
