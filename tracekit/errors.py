@@ -44,9 +44,5 @@ class UsageError(TracekitError):
 class EmptyWindowError(UsageError):
     """The step or range an analysis was given holds nothing to analyse. A usage error where the user
     chose it; where the command chose it (the first step, the whole trace), the trace's own problem,
-    which the command line reports as an ``InputError`` on the file. ``whole_trace``: the window was
-    the whole trace (no other window to pick)."""
-
-    def __init__(self, message: str, whole_trace: bool) -> None:
-        self.whole_trace = whole_trace
-        super().__init__(message)
+    which the command line reports as an ``InputError`` on the file
+    (``tracekit.analyze.critical_path.empty_window`` says where to look next)."""

@@ -128,8 +128,7 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     collectives = _side_collectives(frame, host, start, end)
     events = np.concatenate([host, gpu, collectives])
     if not events.size:
-        raise EmptyWindowError(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it",
-                               whole_trace=window["name"] == WHOLE_TRACE)
+        raise empty_window(f"nothing to analyse in {window['name']}: no host op or GPU activity starts in it", window)
     graph = _Graph(frame, events)
     handoffs = _handoffs(frame, classes, host)
     programs = _xla_programs(frame, host)
@@ -177,6 +176,14 @@ def _handoff_return_on_path(frame: Frame, handoffs: dict[int, np.ndarray], edges
     returns = {(call, int(frame.end[ops].max())) for call, ops in handoffs.items()}
     on_path = [w for r, s, w in zip(edges.row, edges.start_ns, edges.weight_ns, strict=True) if (int(r), int(s)) in returns]
     return int(sum(on_path))
+
+
+def empty_window(problem: str, window: dict[str, object]) -> EmptyWindowError:
+    """The error for a window with nothing to analyse, with where to look next: another window, or
+    (the whole trace being empty) what the trace holds."""
+    whole = window["name"] == WHOLE_TRACE
+    hint = "tracekit report says what the trace holds" if whole else "--range and --instance pick another window"
+    return EmptyWindowError(f"{problem} ({hint})")
 
 
 def step_window(frame: Frame, range_name: str | None, instance: int | None) -> tuple[int, int, dict[str, object]]:

@@ -51,7 +51,7 @@ from tracekit.analyze.classify import (
     python_wait_rows,
 )
 from tracekit.analyze.copies import PAGEABLE, RATE_COPY_BYTES, copy_bytes, host_memory, host_to_device, pinned_rate
-from tracekit.analyze.critical_path import GPU_KINDS, WHOLE_TRACE, median_step_instance, step_window
+from tracekit.analyze.critical_path import GPU_KINDS, empty_window, median_step_instance, step_window
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.launch import CPU_UNFUSED_CELL_OPS, JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
@@ -60,7 +60,7 @@ from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
 from tracekit.analyze.sample_loop import READ_OPS
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
-from tracekit.errors import EmptyWindowError, UsageError
+from tracekit.errors import UsageError
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 from tracekit.ingest.step_inference import OPTIMIZER_STEP
 from tracekit.schema import source_of
@@ -237,8 +237,7 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     host = frame.rows(*HOST_KINDS)
     host = host[(frame.start[host] >= start) & (frame.end[host] <= end) & (frame.dur[host] > 0)]
     if not host.size:
-        raise EmptyWindowError(f"{window['name']}: no host events inside it to replay",
-                               whole_trace=window["name"] == WHOLE_TRACE)
+        raise empty_window(f"{window['name']}: no host events inside it to replay", window)
     # The driving thread: the one that launches the most GPU work, else the one that marks the steps,
     # else the busiest. Not simply the busiest: gloo's worker thread holds one long range per
     # all-reduce, longer in sum than the training thread's ops while that thread waits for it.

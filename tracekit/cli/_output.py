@@ -56,9 +56,7 @@ def chosen_window_or_input_error(args: argparse.Namespace) -> Iterator[None]:
         yield
     except EmptyWindowError as e:
         if args.range_name is None and args.instance is None:
-            hint = "tracekit report says what the trace holds" if e.whole_trace else \
-                "--range and --instance pick another window"
-            raise InputError(args.trace, f"{e} ({hint})") from None
+            raise InputError(args.trace, str(e)) from None
         raise
 
 
