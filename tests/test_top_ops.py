@@ -175,13 +175,14 @@ def test_top_ops_reads_the_args_of_the_top_names_only_and_ranks_as_if_it_read_al
             assert got.ops.equals(want.ops), path.name
             assert got.waiting.equals(want.waiting) and got.remedies == want.remedies, path.name
             assert got.shapes_recorded == want.shapes_recorded, path.name
+            assert got.by_name.equals(want.by_name), path.name
             with_shapes += want.shapes_recorded
     assert with_shapes >= 8  # both kinds of trace were checked
 
 
 def test_the_verdicts_top_ops_read_apart_when_their_short_names_collide(tmp_path):
-    """One op at two shapes (tanh over two activations) is named with its shapes in the verdict's
-    evidence, so the sentence does not list the same name twice."""
+    """One op at two shapes (tanh over two activations) is named once in the verdict's evidence, its
+    time summed over both shapes, with the shape that holds most of it."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     torch.manual_seed(0)
@@ -242,3 +243,42 @@ def test_a_skinny_gemm_in_a_recurrent_layer_or_cell_says_what_can_be_batched():
     assert "across timesteps, or several" not in layer[0]
     cell = tracekit.report(DATA / "gru_cell_loop.pt.trace.json.gz").launch.top_ops.remedies
     assert len(cell) == 1 and "inside aten::gru_cell: the recurrent layer (nn.GRU)" in cell[0], cell
+
+
+def test_an_op_whose_shapes_vary_is_ranked_by_its_total(tmp_path):
+    """A mixture of experts routes a different number of tokens to each expert in each step, so each
+    expert's linear layers run at shapes of their own: no single (op, shapes) row is large, and the
+    verdict's evidence once named an indexing op first. Summed by name, the GEMM op leads, told as
+    spread over many shapes; its total equals the sum of its rows over all shapes."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    experts = [torch.nn.Sequential(torch.nn.Linear(128, 512), torch.nn.ReLU(), torch.nn.Linear(512, 128))
+               for _ in range(8)]
+    gate, batches = torch.nn.Linear(128, 8), [torch.randn(1024, 128) for _ in range(4)]  # another routing each step
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                                  schedule=schedule(wait=0, warmup=1, active=3, repeat=1)) as prof:
+        for x in batches:
+            chosen = gate(x).argmax(-1)
+            out = torch.zeros_like(x)
+            for e, expert in enumerate(experts):
+                rows = (chosen == e).nonzero(as_tuple=True)[0]
+                out.index_add_(0, rows, expert(x[rows]))
+            prof.step()
+    prof.export_chrome_trace(str(tmp_path / "moe.json"))
+    r = tracekit.launch(tmp_path / "moe.json", keep_all_steps=True).result
+    by_name = r.top_ops.by_name
+    assert by_name.name.iloc[0] == "aten::addmm" and by_name.shapes.iloc[0] > 8, by_name.head(3)
+    assert by_name.self_ns.iloc[0] > 2 * r.top_ops.ops.self_ns.max()  # no one shape row comes near it
+    line = next(e for e in r.evidence if e.startswith("top ops by self time: "))
+    assert line.startswith(f"top ops by self time: aten::addmm {by_name.share.iloc[0]:.0%} (over "), line
+
+    from tracekit.analyze.classify import classify_rows
+    from tracekit.analyze.frame import frame_of
+    from tracekit.analyze.top_ops import top_ops
+
+    frame = frame_of(tracekit.load(tmp_path / "moe.json"))
+    every = top_ops(frame, classify_rows(frame), r.steps.used_step_numbers(), top=10_000)
+    addmm = every.ops[every.ops.name == "aten::addmm"]
+    assert len(addmm) == by_name.shapes.iloc[0]
+    assert int(addmm.self_ns.sum()) == int(by_name.self_ns.iloc[0]) and int(addmm.calls.sum()) == by_name.calls.iloc[0]

@@ -61,7 +61,7 @@ from tracekit.analyze.sample_loop import SampleLoop, sample_loop
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
-from tracekit.analyze.top_ops import TopOps, sentence_labels, top_ops
+from tracekit.analyze.top_ops import TopOps, compact_shapes, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
 from tracekit.analyze.unclassified import UNCLASSIFIED_WORK_NS, step_work_rows, unclassified_work, untyped_copies
 from tracekit.analyze.unused_grads import UnusedGradients, unused_gradients
@@ -619,9 +619,13 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if cast_says:
         ev.append(cast_says)
     if not r.has_gpu and e.has_ops and r.top_ops is not None and len(r.top_ops.ops):
-        top = r.top_ops.ops.head(3)
-        named = [f"{label} {share:.0%}" for label, share in
-                 zip(sentence_labels(top.name.tolist(), top.shapes.tolist(), top.op_class.tolist()), top.share.tolist(), strict=True)]
+        # By name, all shapes summed: an op whose calls vary in shape (a mixture of experts' per-expert
+        # GEMMs) is one op taking the time, not many small ones.
+        top = r.top_ops.by_name.head(3)
+        labels = sentence_labels(top.name.tolist(), [""] * len(top), top.op_class.tolist())
+        named = [f"{label} {share:.0%}" + _over_shapes(r.top_ops, name, op_class, shapes, share)
+                 for label, name, op_class, share, shapes in zip(labels, top.name.tolist(), top.op_class.tolist(),
+                                                                 top.share.tolist(), top.shapes.tolist(), strict=True)]
         ev.append("top ops by self time: " + ", ".join(named))
         # Spread over many per-layer TF op names, the time is told by op type too.
         types = r.top_ops.op_types
@@ -909,6 +913,18 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
         e.stall_step_share = int(judged.stall_ns.sum()) / span
         if e.stall_step_share >= STALL_NOTE_SHARE:
             r.evidence.append(judged.describe(frame, span))
+
+
+def _over_shapes(ops: TopOps, name: str, op_class: str, shapes: int, share: float) -> str:
+    """How an op's time, ranked by name, splits over its input shapes: nothing for one shape; its
+    largest shape where that holds most of the op's time (``aten::tanh 94% (2 input shapes; 64x1024:
+    76%)``); else how many shapes (a mixture of experts' GEMMs, a different token count per expert)."""
+    if shapes <= 1:
+        return ""
+    same = ops.ops[(ops.ops.name == name) & (ops.ops.op_class == op_class)]
+    if len(same) and float(same.share.iloc[0]) >= share / 2:
+        return f" ({shapes} input shapes; {compact_shapes(str(same.shapes.iloc[0]))}: {float(same.share.iloc[0]):.0%})"
+    return f" (over {shapes} input shapes)"
 
 
 SPREAD_TOP_SHARE = 0.3  # the top three ops holding less than this: the time is spread over many ops

@@ -2,7 +2,10 @@
 
 Self time (an op's duration minus its child ops') per (op name, class, input shapes) over the steps used
 (``tracekit.analyze.steps``; the whole trace when no step is marked). Shapes come from Kineto's
-``Input Dims`` (``record_shapes=True``); without them ops group by name alone.
+``Input Dims`` (``record_shapes=True``); without them ops group by name alone. The same time per (op
+name, class), all shapes summed, is ``by_name``: where shapes vary from call to call (a mixture of
+experts routing a different number of tokens to each expert, sequences padded per batch) one op's time
+is spread over many (name, shapes) rows, each small, and only the sum says that op takes the time.
 
 An op on the driving thread (the one holding the steps) that is not a compute op and that runs, for
 at least ``WAITING_SHARE`` of its duration, while other threads of its process are busy with ops or
@@ -68,6 +71,9 @@ class TopOps:
     waiting: ops left out of ``ops`` because they wait for compute ops on other threads: name,
         calls, self_ns, covered (share of their duration with other threads busy with ops, or blocked on
         a TF function they run).
+    by_name: the ranked ops per (name, class), all their shapes summed, largest self time first: name,
+        op_class, calls, self_ns, mean_ns, share, shapes (how many distinct input dims its calls had; 0
+        when none were recorded).
     """
 
     ops: pd.DataFrame
@@ -79,6 +85,13 @@ class TopOps:
     # TF ops are named per layer (``…/block_1_expand/Conv2D:_MklNativeConv2D``): their self time per op
     # type (``tf_base_op``), largest first, as (type, share); empty where names are already types (torch).
     op_types: list[tuple[str, float]] = field(default_factory=list)
+    by_name: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["name", "op_class", "calls", "self_ns", "mean_ns", "share", "shapes"]))
+
+    def shapes_vary(self, rows: int = TOP) -> bool:
+        """Whether one of the first ``rows`` ops by name ran at several input shapes (its time split
+        over several rows of ``ops``)."""
+        return bool((self.by_name.shapes.head(rows) > 1).any())
 
     def describe_waiting(self) -> list[str]:
         return [f"{short_name(w.name)} ({w.self_ns / 1e6:,.1f} ms self time) runs {w.covered:.0%} of its time while "
@@ -147,7 +160,32 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
 
     result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None, recurrent_op_around)
     result.op_types = _op_types(frame, code[by_name.first[~waiting]], name_self[~waiting], window)
+    result.by_name = _by_name(frame, code, cls, by_name, name_self, ~waiting, shape_code, shape_texts, window, top)
     return result
+
+
+def _by_name(frame: Frame, code: np.ndarray, cls: np.ndarray, by_name: _Groups, name_self: np.ndarray,
+             ranked: np.ndarray, shape_code: np.ndarray, shape_texts: list[str], window: int,
+             top: int) -> pd.DataFrame:
+    """The ``top`` ranked (name, class) groups by self time summed over shapes, with how many input
+    dims each ran at (the top names' args are always read: ``_top_input_dims`` reads names in order of
+    this same sum)."""
+    groups = np.flatnonzero(ranked)
+    chosen = groups[np.lexsort((by_name.first[groups], -name_self[groups]))][:top]
+    recorded = np.array([bool(text) for text in shape_texts] or [False])[shape_code]
+    pairs = distinct(by_name.index[recorded].astype(np.int64) * len(shape_texts) + shape_code[recorded])
+    shapes = np.bincount(pairs // max(len(shape_texts), 1), minlength=by_name.keys.size)
+    first = by_name.first[chosen]
+    out = pd.DataFrame({
+        "name": [frame.names[code[r]] if code[r] >= 0 else "" for r in first],
+        "op_class": [OP_CLASSES[cls[r]] if cls[r] >= 0 else "other" for r in first],
+        "calls": by_name.counts[chosen].astype(np.int64),
+        "self_ns": name_self[chosen].astype(np.int64),
+    })
+    out["mean_ns"] = out.self_ns / out.calls
+    out["share"] = out.self_ns / window if window else 0.0
+    out["shapes"] = shapes[chosen].astype(np.int64)
+    return out
 
 
 def _op_types(frame: Frame, codes: np.ndarray, self_ns: np.ndarray, window: int) -> list[tuple[str, float]]:

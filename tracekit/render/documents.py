@@ -290,6 +290,12 @@ def top_ops_section(t: TopOps, source: str = "") -> Section:
     s.tables.append(Table("", cols, [[short_name(r["name"], 100), *([r["shapes"]] if shapes else []), r["op_class"],
                                       r["calls"], r["self_ns"], r["mean_ns"], r["share"],
                                       *([r["gflops"]] if rated else [])] for r in records(t.ops)]))
+    if t.shapes_vary():  # one op's time split over many shape rows above: its total, by name
+        s.tables.append(Table("By op name, all input shapes summed", [
+            Column("op"), Column("class"), Column("input shapes", "count"), Column("calls", "count"),
+            Column("self time", "ns"), Column("mean", "ns"), Column("share", "pct")],
+            [[short_name(r["name"], 100), r["op_class"], r["shapes"] or None, r["calls"], r["self_ns"], r["mean_ns"],
+              r["share"]] for r in records(t.by_name)]))
     s.sentences.extend(f"{w}." for w in t.describe_waiting())
     if t.op_types:  # TF names each layer's op apart: the same time summed per op type
         s.tables.append(Table("By op type", [Column("op type"), Column("share", "pct")],
@@ -315,6 +321,7 @@ def report_document(name: str, facts: list[tuple[str, str]], bd: Breakdown, lr: 
             data["steps"] = steps_data(lr.steps)
         if lr.top_ops is not None:
             data["top_ops"] = records(lr.top_ops.ops)
+            data["top_ops_by_name"] = records(lr.top_ops.by_name)
             if lr.top_ops.op_types:
                 data["top_op_types"] = [{"op_type": t, "share": share} for t, share in lr.top_ops.op_types]
             data["waiting_ops"] = records(lr.top_ops.waiting)
