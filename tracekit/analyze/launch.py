@@ -28,7 +28,14 @@ from tracekit.analyze import intervals, verdicts
 from tracekit.analyze.anomaly import AnomalyDetection, anomaly_detection
 from tracekit.analyze.attention import UnfusedAttention, unfused_attention
 from tracekit.analyze.blocking import host_waits
-from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, Breakdown, breakdown, framework_kinds, step_index
+from tracekit.analyze.breakdown import (
+    COMPUTE_OP_CLASSES,
+    Breakdown,
+    breakdown,
+    framework_kinds,
+    op_self_time,
+    step_index,
+)
 from tracekit.analyze.classify import (
     API_CLASSES,
     KERNEL_CLASSES,
@@ -63,7 +70,14 @@ from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
 from tracekit.analyze.top_ops import TopOps, compact_shapes, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
-from tracekit.analyze.unclassified import UNCLASSIFIED_WORK_NS, step_work_rows, unclassified_work, untyped_copies
+from tracekit.analyze.unclassified import (
+    TORCHSCRIPT_CALLS,
+    UNCLASSIFIED_WORK_NS,
+    step_work_rows,
+    unclassified_work,
+    unrecorded_script_work,
+    untyped_copies,
+)
 from tracekit.analyze.unused_grads import UnusedGradients, unused_gradients
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
@@ -864,6 +878,15 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     if span and len(cpu):  # op self time by class (summed over threads)
         e.cast_share, e.cast_gemm_share = int(cpu.cast_ns.sum()) / span, int(cpu.gemm_ns.sum()) / span
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
+    # Time counted as dispatch may be work the class rules do not know (an FFT, a custom op): check.
+    work_rows = step_work_rows(frame, used)
+    # TorchScript calls whose own time is ops the interpreter ran unrecorded: compute, not dispatch.
+    script_rows, frozen = unrecorded_script_work(frame, work_rows)
+    script_ns = min(int(op_self_time(frame, script_rows).sum()), int(e.dispatch_share * span)) if span else 0
+    if script_ns:
+        e.dispatch_share -= script_ns / span
+        e.compute_step_share = (e.compute_step_share or 0.0) + script_ns / span
+        work_rows = work_rows[~member_mask(work_rows, script_rows)]
     r.python_work = _python_work(frame, used) if e.source in ("torch", "jax") and span else None
     in_python = min(r.python_work.share, e.dispatch_share) if r.python_work is not None else 0.0
     parts = [f"{e.dispatch_share - in_python:.0%} framework dispatch"]
@@ -875,20 +898,25 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
                      "not split by the trace)")
     if stalled_outside:
         parts.append(f"{stalled_outside / span:.0%} stalled copies")
+    if script_ns:
+        parts.append(f"{script_ns / span:.0%} TorchScript calls' own time (counted as compute: below)")
     if fetching:
         building = ", building tf.data pipelines" if e.pipeline_builds else ""
         parts.append(f"{e.fetch_step_share:.0%} batch fetching (DataLoader __next__ / IteratorGetNext{building}, not "
                      "dispatch)")
     if e.ops_per_step and len(parts) > 1:
-        r.evidence.append(f"{(dispatch + fetching) / span:.0%} of step time is outside any compute op: "
+        recorded = "recorded " if script_ns else ""
+        r.evidence.append(f"{(dispatch + fetching) / span:.0%} of step time is outside any {recorded}compute op: "
                           + ", ".join(parts[:-1]) + f" and {parts[-1]}")
     elif e.ops_per_step:
         r.evidence.append(f"{verdicts.share_below(e.dispatch_share, verdicts.DISPATCH_SHARE)} of step time is outside "
                           "any compute op (framework dispatch)")
     if r.python_work is not None:
         r.evidence.append(r.python_work.evidence())
-    # Time counted as dispatch may be work the class rules do not know (an FFT, a custom op): check.
-    work_rows = step_work_rows(frame, used)
+    if script_ns:
+        r.evidence.append(_unrecorded_script_says(frame, script_rows, frozen))
+        r.remedies.append("to see the ops TorchScript runs unrecorded, with their shapes and times, profile the model "
+                          "before freezing (torch.jit.script or eager); the frozen model runs the same arithmetic")
     work_ns, work_ops = unclassified_work(frame, used, work_rows)
     work = min(work_ns, int(e.dispatch_share * span))
     e.unclassified_work_share = work / span if span else 0.0
@@ -1209,13 +1237,21 @@ _TORCH_COMPILED_NOT_CALLS = ("CompiledFunctionBackward",)
 # TorchScript records each call of a scripted or traced module's method as an op named for the method
 # ("forward"; an eager module's forward records no op), and a differentiable graph's halves as
 # "<forward op>" / "<backward op>" (torch/csrc/jit/runtime/graph_executor.cpp, DifferentiableGraphOp).
-_TORCHSCRIPT_CALLS = re.compile(r"^(forward|<forward op>|<backward op>)$")
+def _unrecorded_script_says(frame: Frame, rows: np.ndarray, frozen: bool) -> str:
+    calls = ", ".join(sorted({frame.name(int(r)) for r in rows.tolist()}))
+    per_call = float(op_self_time(frame, rows).mean())
+    which = ("with aten::to_mkldnn among their ops: a model frozen for inference (torch.jit.optimize_for_inference), "
+             "whose convolutions run as prim::mkldnn_convolution" if frozen else
+             "such as a frozen model's oneDNN convolutions or fusion groups")
+    return (f"the TorchScript calls ({calls}) take {per_call / 1e6:,.3f} ms of their own a call, "
+            f"{UNCLASSIFIED_WORK_NS / 1e3:.0f} µs or more for each op they record, where the interpreter costs about a "
+            f"µs: their own time is ops TorchScript runs itself, which the profiler does not record ({which})")
 
 
 def _torchscript_share(frame: Frame, used: list[int] | None) -> float:
     """Share of the step windows (the steps used; the ops' extent without steps) inside TorchScript calls."""
     ops = frame.rows("cpu_op")
-    calls = ops[frame.named(ops, _TORCHSCRIPT_CALLS)]
+    calls = ops[frame.named(ops, TORCHSCRIPT_CALLS)]
     if not calls.size:
         return 0.0
     w_start, w_end = _step_windows(frame, used)

@@ -12,9 +12,19 @@ under the threshold), nearly all of it self time (not a wrapper around other ops
 thread is busy on its behalf (not a TF function call waiting for its executor). Views and metadata
 ops (``aten::t``, ``aten::view``, ...) are never such work, however long a call. The verdict says when these ops decide it; whatif does
 not count them as dispatch.
+
+One op of no class is known: a TorchScript call (``forward``). Its interpreter runs some ops itself,
+not through the dispatcher, and the profiler does not record them: a frozen model's oneDNN
+convolutions (``prim::mkldnn_convolution`` after ``torch.jit.optimize_for_inference``), fusion
+groups. Their time is the call's self time. The interpreter's own cost is about a µs per
+instruction, so a call whose self time is ``UNCLASSIFIED_WORK_NS`` or more for each op it records
+(a frozen CNN: 11.7 ms a call around 7 recorded ops; a scripted LSTM cell loop: 0.2 µs per op) spends
+it in unrecorded ops: ``unrecorded_script_work`` names such calls, and the verdict counts them as compute.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -34,6 +44,9 @@ from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 
 UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata ops cost a few µs
+TORCHSCRIPT_CALLS = re.compile(r"^(forward|<forward op>|<backward op>)$")
+# Converting to and from oneDNN's layout: a model frozen with torch.jit.optimize_for_inference.
+_ONEDNN_LAYOUT_OPS = ("aten::to_mkldnn", "aten::to_dense", "aten::_to_dense")
 # Views and metadata: no arithmetic however long a call takes (autograd's anomaly mode stores a Python
 # traceback inside each forward op's own time, aten::t's included).
 VIEW_OPS = frozenset(f"aten::{n}" for n in (
@@ -57,14 +70,16 @@ def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     views = [c for c in distinct(codes).tolist() if c >= 0 and frame.names[c] in VIEW_OPS]
     unknown = unknown[~member_mask(codes, fetching + views)]
     self_ns = op_self_time(frame, unknown)
+    # A TorchScript call with unrecorded ops in it is work however much of it its recorded ops take.
+    script = member_mask(unknown, _script_calls_with_unrecorded_ops(frame, unknown))
     steady = _steady_long_calls(frame, unknown, self_ns)
-    own = self_ns * 2 >= frame.dur[unknown]
-    unknown, self_ns, steady = unknown[own], self_ns[own], steady[own]
+    own = (self_ns * 2 >= frame.dur[unknown]) | script
+    unknown, self_ns, steady, script = unknown[own], self_ns[own], steady[own], script[own]
     if unknown.size == 0:
         return unknown
     _, index = np.unique(op_name_codes(frame)[unknown], return_inverse=True)
     mean = np.bincount(index, weights=self_ns) / np.bincount(index)
-    unknown = unknown[(mean[index] >= UNCLASSIFIED_WORK_NS) | steady]
+    unknown = unknown[(mean[index] >= UNCLASSIFIED_WORK_NS) | steady | script]
     if unknown.size == 0:
         return unknown
     return unknown[covered_by_other_threads(frame, unknown, among=rows) * 2 < frame.dur[unknown]]
@@ -112,6 +127,31 @@ def unclassified_work(frame: Frame, used: list[int] | None,
     per_name = np.bincount(index, weights=self_ns, minlength=codes.size).astype(np.int64)
     order = np.argsort(-per_name, kind="stable")
     return int(per_name.sum()), [(frame.names[codes[i]] if codes[i] >= 0 else "", int(per_name[i])) for i in order]
+
+
+def _script_calls_with_unrecorded_ops(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """The TorchScript calls among ``rows`` (sorted op rows) whose self time is ``UNCLASSIFIED_WORK_NS``
+    or more per op recorded directly inside them (see the module doc)."""
+    calls = rows[frame.named(rows, TORCHSCRIPT_CALLS)] if rows.size else rows
+    if not calls.size:
+        return calls
+    ops = frame.rows("cpu_op")
+    inside = ops[member_mask(frame.parent[ops], calls)]
+    children = np.bincount(np.searchsorted(calls, frame.parent[inside]), minlength=calls.size)
+    return calls[op_self_time(frame, calls) >= UNCLASSIFIED_WORK_NS * (children + 1)]
+
+
+def unrecorded_script_work(frame: Frame, work: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The rows among ``work`` (``step_work_rows``) that are TorchScript calls spending their own time
+    in ops the profiler does not record, and whether those calls convert tensors to oneDNN's layout (a
+    model frozen for inference, whose convolutions then run as unrecorded ``prim::mkldnn_convolution``)."""
+    found = _script_calls_with_unrecorded_ops(frame, work)
+    layout = [c for c, n in enumerate(frame.names) if n in _ONEDNN_LAYOUT_OPS]
+    if not found.size or not layout:
+        return found, False
+    ops = frame.rows("cpu_op")
+    inside = ops[member_mask(frame.parent[ops], found)]
+    return found, bool(member_mask(frame.name_code[inside], layout).any())
 
 
 # PyTorch converts a tensor as aten::to -> aten::_to_copy -> aten::copy_: a cast when the input dtypes
