@@ -271,7 +271,7 @@ def test_an_op_whose_shapes_vary_is_ranked_by_its_total(tmp_path):
     assert by_name.name.iloc[0] == "aten::addmm" and by_name.shapes.iloc[0] > 8, by_name.head(3)
     assert by_name.self_ns.iloc[0] > 2 * r.top_ops.ops.self_ns.max()  # no one shape row comes near it
     line = next(e for e in r.evidence if e.startswith("top ops by self time: "))
-    assert line.startswith(f"top ops by self time: aten::addmm {by_name.share.iloc[0]:.0%} (over "), line
+    assert line.startswith(f"top ops by self time: aten::addmm {by_name.share.iloc[0]:.0%} ({by_name.shapes.iloc[0]} input shapes)"), line
 
     from tracekit.analyze.classify import classify_rows
     from tracekit.analyze.frame import frame_of

@@ -952,7 +952,7 @@ def _over_shapes(ops: TopOps, name: str, op_class: str, shapes: int, share: floa
     same = ops.ops[(ops.ops.name == name) & (ops.ops.op_class == op_class)]
     if len(same) and float(same.share.iloc[0]) >= share / 2:
         return f" ({shapes} input shapes; {compact_shapes(str(same.shapes.iloc[0]))}: {float(same.share.iloc[0]):.0%})"
-    return f" (over {shapes} input shapes)"
+    return f" ({shapes} input shapes)"
 
 
 SPREAD_TOP_SHARE = 0.3  # the top three ops holding less than this: the time is spread over many ops
