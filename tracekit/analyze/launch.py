@@ -1234,9 +1234,6 @@ _TORCH_COMPILED_CALLS = ("Torch-Compiled Region", "CompiledFunction")
 _TORCH_COMPILED_NOT_CALLS = ("CompiledFunctionBackward",)
 
 
-# TorchScript records each call of a scripted or traced module's method as an op named for the method
-# ("forward"; an eager module's forward records no op), and a differentiable graph's halves as
-# "<forward op>" / "<backward op>" (torch/csrc/jit/runtime/graph_executor.cpp, DifferentiableGraphOp).
 def _unrecorded_script_says(frame: Frame, rows: np.ndarray, frozen: bool) -> str:
     calls = ", ".join(sorted({frame.name(int(r)) for r in rows.tolist()}))
     per_call = float(op_self_time(frame, rows).mean())

@@ -44,6 +44,9 @@ from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 
 UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata ops cost a few µs
+# TorchScript records each call of a scripted or traced module's method as an op named for the method
+# ("forward"; an eager module's forward records no op), and a differentiable graph's halves as
+# "<forward op>" / "<backward op>" (torch/csrc/jit/runtime/graph_executor.cpp, DifferentiableGraphOp).
 TORCHSCRIPT_CALLS = re.compile(r"^(forward|<forward op>|<backward op>)$")
 # Converting to and from oneDNN's layout: a model frozen with torch.jit.optimize_for_inference.
 _ONEDNN_LAYOUT_OPS = ("aten::to_mkldnn", "aten::to_dense", "aten::_to_dense")
@@ -130,9 +133,9 @@ def unclassified_work(frame: Frame, used: list[int] | None,
 
 
 def _script_calls_with_unrecorded_ops(frame: Frame, rows: np.ndarray) -> np.ndarray:
-    """The TorchScript calls among ``rows`` (sorted op rows) whose self time is ``UNCLASSIFIED_WORK_NS``
+    """The TorchScript calls among ``rows`` (op rows), in row order, whose self time is ``UNCLASSIFIED_WORK_NS``
     or more per op recorded directly inside them (see the module doc)."""
-    calls = rows[frame.named(rows, TORCHSCRIPT_CALLS)] if rows.size else rows
+    calls = np.sort(rows[frame.named(rows, TORCHSCRIPT_CALLS)]) if rows.size else rows
     if not calls.size:
         return calls
     ops = frame.rows("cpu_op")
