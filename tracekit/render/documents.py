@@ -286,16 +286,19 @@ def top_ops_section(t: TopOps, source: str = "") -> Section:
                            "over its self time.")
     cols = [Column("op"), *shapes, Column("class"), Column("calls", "count"), Column("self time", "ns"),
             Column("mean", "ns"), Column("share", "pct"), *([Column("GFLOP/s", "float")] if rated else [])]
-    # Names as in sentences (TF scopes cut to the last three); JSON keeps them whole.
-    s.tables.append(Table("", cols, [[short_name(r["name"], 100), *([r["shapes"]] if shapes else []), r["op_class"],
-                                      r["calls"], r["self_ns"], r["mean_ns"], r["share"],
-                                      *([r["gflops"]] if rated else [])] for r in records(t.ops)]))
-    if t.shapes_vary():  # one op's time split over many shape rows above: its total, by name
+    # Where an op ran at several shapes, its time is split over the per-shape rows: its total by name
+    # comes first (what the verdict names), the per-shape rows (with GEMM rates) after.
+    vary = t.shapes_vary()
+    if vary:
         s.tables.append(Table("By op name, all input shapes summed", [
             Column("op"), Column("class"), Column("input shapes", "count"), Column("calls", "count"),
             Column("self time", "ns"), Column("mean", "ns"), Column("share", "pct")],
             [[short_name(r["name"], 100), r["op_class"], r["shapes"] or None, r["calls"], r["self_ns"], r["mean_ns"],
               r["share"]] for r in records(t.by_name)]))
+    # Names as in sentences (TF scopes cut to the last three); JSON keeps them whole.
+    s.tables.append(Table("By op and input shapes" if vary else "", cols, [
+        [short_name(r["name"], 100), *([r["shapes"]] if shapes else []), r["op_class"], r["calls"], r["self_ns"],
+         r["mean_ns"], r["share"], *([r["gflops"]] if rated else [])] for r in records(t.ops)]))
     s.sentences.extend(f"{w}." for w in t.describe_waiting())
     if t.op_types:  # TF names each layer's op apart: the same time summed per op type
         s.tables.append(Table("By op type", [Column("op type"), Column("share", "pct")],
