@@ -281,4 +281,28 @@ def test_an_op_whose_shapes_vary_is_ranked_by_its_total(tmp_path):
     every = top_ops(frame, classify_rows(frame), r.steps.used_step_numbers(), top=10_000)
     addmm = every.ops[every.ops.name == "aten::addmm"]
     assert len(addmm) == by_name.shapes.iloc[0]
+    assert not any("skinny" in x for x in r.remedies)  # many shapes, none skinny (M is each expert's tokens)
     assert int(addmm.self_ns.sum()) == int(by_name.self_ns.iloc[0]) and int(addmm.calls.sum()) == by_name.calls.iloc[0]
+
+
+def test_skinny_gemms_spread_over_many_shapes_get_the_remedy_together(tmp_path):
+    """A server's dynamic batches (1 to 16 requests a call) run each Linear at another M every call:
+    no one shape holds 10% of the time, so the per-shape rule is silent; summed, the skinny GEMMs hold
+    most of it and get one remedy with the span of M."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512)).eval()
+    sizes = [1, 3, 2, 5, 4, 7, 6, 8, 9, 12, 10, 11, 16, 13, 15, 14]
+    inputs = [torch.randn(n, 512) for n in sizes]
+    with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                                         schedule=schedule(wait=0, warmup=1, active=3, repeat=1)) as prof:
+        for _ in range(4):
+            for i in range(64):
+                model(inputs[i % len(inputs)])
+            prof.step()
+    prof.export_chrome_trace(str(tmp_path / "serve.json"))
+    r = tracekit.launch(tmp_path / "serve.json", keep_all_steps=True).result
+    assert r.top_ops.ops[r.top_ops.ops.name == "aten::addmm"].share.max() < 0.10  # no shape alone
+    spread = [x for x in r.remedies if x.startswith("aten::addmm at 16 shapes, each a skinny GEMM (M from 1 to 16)")]
+    assert len(spread) == 1 and "batch them" in spread[0], r.remedies

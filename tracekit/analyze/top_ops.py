@@ -26,6 +26,8 @@ Remedies are rules over this table, each checking its own evidence:
   a CPU) M is the batch and the hidden-state GEMM cannot be batched across timesteps, so only more
   sequences at once widen it; inside a cell called per timestep (``aten::gru_cell``) the recurrent
   layer makes the input GEMMs of all timesteps one.
+* the same for a GEMM op whose skinny calls are spread over several shapes, none ``REMEDY_SHARE``
+  alone but together at least that (a server's dynamic batches: M from 1 to 16), one remedy for them.
 """
 
 from __future__ import annotations
@@ -159,6 +161,14 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
         return _recurrent_op_around(frame, classes, rows[mine], self_ns[mine])
 
     result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None, recurrent_op_around)
+    gemm_codes = [c for c in distinct(code[first]).tolist() if c >= 0 and _is_gemm_op(frame.names[c])]
+    has_text = np.array([bool(text) for text in shape_texts] or [False])
+    gemm = np.flatnonzero(member_mask(code[first], gemm_codes) & has_text[shape_code[first]])
+    result.remedies += _spread_skinny_gemm_remedies(pd.DataFrame({
+        "name": [frame.names[code[first[g]]] for g in gemm.tolist()],
+        "shapes": [shape_texts[shape_code[first[g]]] for g in gemm.tolist()],
+        "calls": op_calls[gemm].astype(np.int64), "self_ns": op_self[gemm].astype(np.int64)}),
+        window, used_steps is not None)
     result.op_types = _op_types(frame, code[by_name.first[~waiting]], name_self[~waiting], window)
     result.by_name = _by_name(frame, code, cls, by_name, name_self, ~waiting, shape_code, shape_texts, window, top)
     return result
@@ -414,6 +424,45 @@ def _recurrent_op_around(frame: Frame, classes: RowClasses, rows: np.ndarray, se
     return name if 2 * t >= int(self_ns.sum()) else ""
 
 
+def _is_gemm_op(name: str) -> bool:
+    return name in GEMM_OPS or name.endswith(("MatMul", ":_MklMatMul"))
+
+
+# Shapes parsed per op name for the spread-out skinny GEMMs, largest self time first.
+SPREAD_SHAPES_READ = 2_000
+
+
+def _spread_skinny_gemm_remedies(groups: pd.DataFrame, window: int, per_step: bool) -> list[str]:
+    """The skinny-GEMM remedy for an op whose skinny calls are spread over several shapes, none of
+    them ``REMEDY_SHARE`` of the time alone but together at least that (dynamic batching at M of 1 to
+    16, a batch that shrinks at the end of each sequence): ``_skinny_gemm_remedies`` reads one shape
+    at a time. ``groups``: one row per (GEMM op, shapes): name, shapes, calls, self_ns."""
+    out: list[str] = []
+    if not window or groups.empty:
+        return out
+    where = "of the steps" if per_step else "of the trace"
+    for name, g in groups.groupby("name", sort=False):
+        g = g.sort_values("self_ns", ascending=False, kind="stable").head(SPREAD_SHAPES_READ)
+        dims = [_gemm_dims(str(name), text) for text in g.shapes]
+        skinny = np.array([d is not None and min(d[0], d[1]) <= SKINNY_DIM for d in dims], bool)
+        self_ns = g.self_ns.to_numpy()[skinny]
+        if skinny.sum() < 2 or self_ns.sum() < REMEDY_SHARE * window or self_ns.max() >= REMEDY_SHARE * window:
+            continue  # one shape of REMEDY_SHARE or more gets the remedy of its own
+        m = [d[0] for d, s in zip(dims, skinny, strict=True) if s and d is not None]
+        k = [d[1] for d, s in zip(dims, skinny, strict=True) if s and d is not None]
+        which = (_span("M", m) if max(m) <= SKINNY_DIM else _span("K", k) if max(k) <= SKINNY_DIM else
+                 f"M or K of {SKINNY_DIM} or less")
+        out.append(f"{name} at {int(skinny.sum())} shapes, each a skinny GEMM ({which}), "
+                   f"{int(g.calls.to_numpy()[skinny].sum()):,} calls, {self_ns.sum() / window:.0%} {where} in all "
+                   f"though no one shape holds {REMEDY_SHARE:.0%}: skinny GEMMs run far below GEMM throughput; batch "
+                   "them (more rows a call: several requests or sequences at once, or a fixed larger batch)")
+    return out
+
+
+def _span(dim: str, values: list[int]) -> str:
+    return f"{dim}={values[0]}" if min(values) == max(values) else f"{dim} from {min(values)} to {max(values)}"
+
+
 def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool,
                           recurrent_op_around: Callable[[int], str] = lambda i: "") -> list[str]:
     """The skinny-GEMM remedy of each qualifying row; ``recurrent_op_around(i)`` names the recurrent op
@@ -421,7 +470,7 @@ def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool,
     out = []
     where = "of the steps" if per_step else "of the trace"
     for i, r in enumerate(ops.itertuples()):
-        if r.share < REMEDY_SHARE or not (r.name in GEMM_OPS or r.name.endswith(("MatMul", ":_MklMatMul"))):
+        if r.share < REMEDY_SHARE or not _is_gemm_op(r.name):
             continue
         dims = _gemm_dims(r.name, r.shapes)
         if dims is None:
