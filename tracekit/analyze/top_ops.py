@@ -161,30 +161,31 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
         return _recurrent_op_around(frame, classes, rows[mine], self_ns[mine])
 
     result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None, recurrent_op_around)
+    # Per row: whether its input dims were recorded (code 0 is "" here, not always in a test's reference).
+    has_dims = np.array([bool(text) for text in shape_texts] or [False])[shape_code]
     gemm_codes = [c for c in distinct(code[first]).tolist() if c >= 0 and _is_gemm_op(frame.names[c])]
-    has_text = np.array([bool(text) for text in shape_texts] or [False])
-    gemm = np.flatnonzero(member_mask(code[first], gemm_codes) & has_text[shape_code[first]])
+    gemm = np.flatnonzero(member_mask(code[first], gemm_codes) & has_dims[first])
     result.remedies += _spread_skinny_gemm_remedies(pd.DataFrame({
         "name": [frame.names[code[first[g]]] for g in gemm.tolist()],
         "shapes": [shape_texts[shape_code[first[g]]] for g in gemm.tolist()],
         "calls": op_calls[gemm].astype(np.int64), "self_ns": op_self[gemm].astype(np.int64)}),
         window, used_steps is not None)
     result.op_types = _op_types(frame, code[by_name.first[~waiting]], name_self[~waiting], window)
-    result.by_name = _by_name(frame, code, cls, by_name, name_self, ~waiting, shape_code, shape_texts, window, top)
+    result.by_name = _by_name(frame, code, cls, by_name, name_self, ~waiting, shape_code, has_dims, window, top)
     return result
 
 
 def _by_name(frame: Frame, code: np.ndarray, cls: np.ndarray, by_name: _Groups, name_self: np.ndarray,
-             ranked: np.ndarray, shape_code: np.ndarray, shape_texts: list[str], window: int,
+             ranked: np.ndarray, shape_code: np.ndarray, has_dims: np.ndarray, window: int,
              top: int) -> pd.DataFrame:
     """The ``top`` ranked (name, class) groups by self time summed over shapes, with how many input
     dims each ran at (the top names' args are always read: ``_top_input_dims`` reads names in order of
     this same sum)."""
     groups = np.flatnonzero(ranked)
     chosen = groups[np.lexsort((by_name.first[groups], -name_self[groups]))][:top]
-    recorded = np.array([bool(text) for text in shape_texts] or [False])[shape_code]
-    pairs = distinct(by_name.index[recorded].astype(np.int64) * len(shape_texts) + shape_code[recorded])
-    shapes = np.bincount(pairs // max(len(shape_texts), 1), minlength=by_name.keys.size)
+    codes = int(shape_code.max(initial=0)) + 1
+    pairs = distinct(by_name.index[has_dims].astype(np.int64) * codes + shape_code[has_dims])
+    shapes = np.bincount(pairs // codes, minlength=by_name.keys.size)
     first = by_name.first[chosen]
     out = pd.DataFrame({
         "name": [frame.names[code[r]] if code[r] >= 0 else "" for r in first],
