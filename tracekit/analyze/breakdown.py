@@ -25,7 +25,8 @@ classified op at or above it; and dispatch overhead, the part of each step not i
 innermost compute op (a compute op with no compute op below it: composite ops such as
 ``aten::lstm_cell`` count only through the ops they dispatch). Part of that dispatch time can be
 compiled graphs' own code (``compiled_code_self``): generated kernels and their wrapper, which the
-trace does not tell apart.
+trace does not tell apart. A TorchScript call's own time that is ops its interpreter ran unrecorded
+(``unrecorded_script_calls``: a frozen model's convolutions) is compute, not dispatch.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
 from tracekit.analyze.cpu_partition import cpu_partition
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.frame import GPU_BUSY_KINDS, LAUNCH_SIDE_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.waiting import waiting_calls
 from tracekit.errors import TracekitError
@@ -84,7 +85,8 @@ class Breakdown:
     host: one row per step plus a whole-trace row (step = -1): ``<class>_ns`` for each of
         ``HOST_CLASSES``, busy_ns, ops (framework op count), launches.
     cpu_ops: CPU-only view, per step plus whole trace: span_ns, ``<class>_ns`` self time per op
-        class, compute_ns (union of compute ops), dispatch_ns (span not in a compute op, waiting nor fetching),
+        class, compute_ns (union of compute ops, ``unrecorded_ops_ns`` included), unrecorded_ops_ns (TorchScript
+        calls' own time that is ops the profiler did not record: ``unrecorded_script_calls``), dispatch_ns (span not in a compute op, waiting nor fetching),
         waiting_ns (the loop's thread blocked in a Python wait, no compute op running: a sleep, a
         lock, a poll; seen only with Python stacks recorded), fetching_ns (the loop's thread inside a
         batch fetch, DataLoader __next__ or IteratorGetNext, no compute op running and not waiting:
@@ -138,7 +140,8 @@ def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: 
     waiting = None
     if not gpu_rows.size:
         waiting = waiting_calls(frame, op_rows, ~byte_mask(classes.op[op_rows], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES]))
-    partition = cpu_partition(frame, op_class, op_rows, steps, waiting)
+    partition = cpu_partition(frame, op_class, op_rows, steps, waiting,
+                              member_mask(op_rows, unrecorded_script_calls(frame)) if not gpu_rows.size else None)
     return Breakdown(
         gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, op_class, steps),
         has_gpu=gpu_rows.size > 0, steps=steps, timesteps=timesteps if timesteps is not None else _meta_timesteps(table),
@@ -372,6 +375,59 @@ def _compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     return bodies, np.maximum(frame.dur[bodies] - child_total[bodies], 0)
 
 
+UNRECORDED_OPS_PER_OP_NS = 50_000  # a TorchScript call's own time per op it records, beyond its interpreter's µs
+# TorchScript records each call of a scripted or traced module's method as an op named for the method
+# ("forward"; an eager module's forward records no op), and a differentiable graph's halves as
+# "<forward op>" / "<backward op>" (torch/csrc/jit/runtime/graph_executor.cpp, DifferentiableGraphOp).
+TORCHSCRIPT_CALLS = re.compile(r"^(forward|<forward op>|<backward op>)$")
+
+
+def unrecorded_script_calls(frame: Frame) -> np.ndarray:
+    """TorchScript calls (ops of no class named as ``TORCHSCRIPT_CALLS``) whose self time is
+    ``UNRECORDED_OPS_PER_OP_NS`` or more per op recorded directly inside them, ascending.
+
+    TorchScript's interpreter runs some ops itself, not through the dispatcher, and the profiler
+    does not record them: a frozen model's oneDNN convolutions (``prim::mkldnn_convolution`` after
+    ``torch.jit.optimize_for_inference``), fusion groups. Their time is the call's self time. The
+    interpreter's own cost is about a µs an instruction (a scripted loop of 2,400 small ops spends
+    0.36 µs of its own for each of the 400 it records directly), so such a call's own time is
+    arithmetic: the breakdown counts it as compute (``unrecorded_ops_ns``), not dispatch. None in a
+    trace of a program that ran on a GPU. Cached."""
+    return frame.memo("unrecorded_script_calls", lambda: _unrecorded_script_calls(frame))
+
+
+def _unrecorded_script_calls(frame: Frame) -> np.ndarray:
+    ops = frame.rows("cpu_op")
+    # A program that ran on a GPU: a call's own time is its launches (recorded or not), not arithmetic.
+    if frame.rows(*GPU_BUSY_KINDS, *LAUNCH_SIDE_KINDS).size or unrecorded_gpu_work(frame):
+        return ops[:0]
+    calls = ops[frame.named(ops, TORCHSCRIPT_CALLS)] if ops.size else ops
+    if calls.size:
+        calls = calls[classify_rows(frame).op[calls] == OP_CLASSES.index("other")]
+    if not calls.size:
+        return calls
+    children = np.bincount(np.searchsorted(calls, frame.op_parent[ops[member_mask(frame.op_parent[ops], calls)]]),
+                           minlength=calls.size)
+    return calls[op_self_time(frame, calls) >= UNRECORDED_OPS_PER_OP_NS * (children + 1)]
+
+
+def _unrecorded_ops_pieces(frame: Frame, covered_s: np.ndarray, covered_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where ``unrecorded_script_calls`` run on their own (no op of theirs open inside them) and no
+    interval of ``covered`` (compute, waiting, fetching) runs: disjoint sorted intervals."""
+    calls = unrecorded_script_calls(frame)
+    none = np.zeros(0, np.int64)
+    if not calls.size:
+        return none, none
+    ops = frame.rows("cpu_op")
+    inside = ops[member_mask(frame.op_parent[ops], calls)]
+    inside = inside[~member_mask(inside, calls)]  # a call inside another: its own time is counted too
+    s, e, c = intervals.priority_timeline(
+        np.concatenate([covered_s, frame.start[inside], frame.start[calls]]),
+        np.concatenate([covered_e, frame.end[inside], frame.end[calls]]),
+        np.concatenate([np.zeros(covered_s.size + inside.size, np.int8), np.ones(calls.size, np.int8)]), 2)
+    return intervals.union(s[c == 1], e[c == 1])
+
+
 def op_self_time(frame: Frame, op_rows: np.ndarray) -> np.ndarray:
     """Self time of each op row: its duration minus the durations of the ops it calls, ranges
     between them skipped (``Frame.op_parent``), never negative."""
@@ -393,8 +449,8 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     """CPU op time per step; ``view``: each op row's effective class (``_effective_op_class``)."""
     op_rows = frame.rows("cpu_op")
     if op_rows.size == 0:
-        return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns", "dispatch_ns",
-                                     "waiting_ns", "fetching_ns", "compiled_code_ns", "ops"])
+        return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns",
+                                     "unrecorded_ops_ns", "dispatch_ns", "waiting_ns", "fetching_ns", "compiled_code_ns", "ops"])
     self_ns = op_self_time(frame, op_rows)
     compute_rows = innermost_compute_ops(frame, classes, op_rows)
     step_rows = frame.rows("step")
@@ -412,12 +468,18 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     fetch_s, fetch_e = _fetches_outside_compute(frame, op_rows, compute_rows, wait_s, wait_e)
     fetching = intervals.clip_total(fetch_s, fetch_e, lo, hi)
     per_class = np.bincount(view[sel], weights=self_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
+    c_s, c_e = intervals.union(frame.start[compute_rows], frame.end[compute_rows])
+    unrec_s, unrec_e = _unrecorded_ops_pieces(frame, np.concatenate([c_s, wait_s, fetch_s]),
+                                              np.concatenate([c_e, wait_e, fetch_e]))
+    unrecorded = intervals.clip_total(unrec_s, unrec_e, lo, hi)
+    compute += unrecorded
     dispatch = (hi - lo) - compute - waiting - fetching
     bodies, body_self = compiled_code_self(frame)
     in_loop = frame.step[bodies] >= 0 if step_rows.size else np.ones(bodies.size, bool)
     records.append({"step": ALL_STEPS, "span_ns": hi - lo, **{f"{c}_ns": int(per_class[i]) for i, c in enumerate(OP_CLASSES)},
-                    "compute_ns": compute, "dispatch_ns": dispatch, "waiting_ns": waiting, "fetching_ns": fetching,
-                    "compiled_code_ns": min(int(body_self[in_loop].sum()), max(dispatch, 0)), "ops": int(sel.sum())})
+                    "compute_ns": compute, "unrecorded_ops_ns": unrecorded, "dispatch_ns": dispatch, "waiting_ns": waiting,
+                    "fetching_ns": fetching, "compiled_code_ns": min(int(body_self[in_loop].sum()), max(dispatch, 0)),
+                    "ops": int(sel.sum())})
     if not steps:
         return pd.DataFrame.from_records(records)
     # Per step, all steps at once.
@@ -433,15 +495,18 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     ops = np.bincount(o_index[o_in], minlength=n)
     waiting_by_step = intervals.overlap_per_interval(w_lo, w_hi, wait_s, wait_e, merged=True)
     fetching_by_step = intervals.overlap_per_interval(w_lo, w_hi, fetch_s, fetch_e, merged=True)
+    unrecorded_by_step = intervals.overlap_per_interval(w_lo, w_hi, unrec_s, unrec_e, merged=True)
     b_index, b_in = step_index(frame.step[bodies], steps)
     compiled_by_step = np.bincount(b_index[b_in], weights=body_self[b_in], minlength=n).astype(np.int64)
     for j, st in enumerate(steps):
-        span, compute, waiting = int(w_hi[j] - w_lo[j]), int(compute_by_step[j]), int(waiting_by_step[j])
+        unrecorded = int(unrecorded_by_step[j])
+        span, compute, waiting = int(w_hi[j] - w_lo[j]), int(compute_by_step[j]) + unrecorded, int(waiting_by_step[j])
         fetching = int(fetching_by_step[j])
         dispatch = span - compute - waiting - fetching
         records.append({"step": st, "span_ns": span,
                         **{f"{c}_ns": int(by_class[j, i]) for i, c in enumerate(OP_CLASSES)},
-                        "compute_ns": compute, "dispatch_ns": dispatch, "waiting_ns": waiting, "fetching_ns": fetching,
+                        "compute_ns": compute, "unrecorded_ops_ns": unrecorded, "dispatch_ns": dispatch,
+                        "waiting_ns": waiting, "fetching_ns": fetching,
                         "compiled_code_ns": min(int(compiled_by_step[j]), max(dispatch, 0)), "ops": int(ops[j])})
     return pd.DataFrame.from_records(records)
 

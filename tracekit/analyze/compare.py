@@ -10,6 +10,8 @@ CPU-op classes, per-name totals, per-range totals, step times) before comparing.
               step_time | <class>_time (a GPU kernel class, e.g. gemm_time, cast_time) |
               op_<class>_time (framework-op self time by op class, e.g. op_gemm_time, op_cast_time) |
               ops_per_step | dispatch_time (step time outside any compute op, not waiting or fetching, CPU traces) |
+              unrecorded_ops_time (TorchScript calls' own time that is ops they ran unrecorded, counted as
+              compute: a frozen model's convolutions, CPU traces) |
               waiting_time (step time the loop's thread waits: blocked in Python, or for another
               thread's collective, CPU traces; a rank held up by a straggler waits, the straggler not) |
               fetching_time (step time in a batch fetch, DataLoader __next__ / IteratorGetNext, with no
@@ -189,6 +191,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
             metrics[f"op_{c}_time"] = float(ops[f"{c}_ns"])
         metrics["ops_per_step"] = float(ops["ops"]) / max(1, len(bd.steps))
         metrics["dispatch_time"] = float(ops["dispatch_ns"])
+        metrics["unrecorded_ops_time"] = float(ops["unrecorded_ops_ns"])
         metrics["waiting_time"] = float(ops["waiting_ns"])
         metrics["fetching_time"] = float(ops["fetching_ns"])
     if host is not None:
@@ -280,6 +283,7 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
         out.update({f"op_{c}_time": median(bd.cpu_ops, f"{c}_ns") for c in OP_CLASSES})
         out["ops_per_step"] = out["op_count"]
         out["dispatch_time"] = median(bd.cpu_ops, "dispatch_ns")
+        out["unrecorded_ops_time"] = median(bd.cpu_ops, "unrecorded_ops_ns")
         out["waiting_time"] = median(bd.cpu_ops, "waiting_ns")
         out["fetching_time"] = median(bd.cpu_ops, "fetching_ns")
     if len(bd.host):

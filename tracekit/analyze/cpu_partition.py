@@ -7,6 +7,9 @@ TraceMe / NVTX step range), belongs to exactly one part:
   that class (its self time, clipped to the step);
 * ``framework_ns``: the innermost op is a wrapper, copy or other non-compute op (dispatcher and
   framework overhead inside ops);
+* ``unrecorded_ops_ns``: the innermost op is a TorchScript call whose own time is ops its interpreter
+  ran without recording them (``breakdown.unrecorded_script_calls``), given only where the caller
+  passes them;
 * ``waiting_ns``: the innermost op is a non-compute op that waits for other threads (a TF function
   call on the Python thread while the inter-op pool runs its ops: ``tracekit.analyze.waiting``),
   given only where the caller passes them (CPU-only traces);
@@ -31,12 +34,12 @@ from tracekit.ingest.columns import stable_order
 
 PARTITION_CLASSES = ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction", "fft", "linalg",
                      "communication", "compiled")
-PARTS = (*[f"{c}_ns" for c in PARTITION_CLASSES], "framework_ns", "waiting_ns", "outside_ops_ns")
+PARTS = (*[f"{c}_ns" for c in PARTITION_CLASSES], "framework_ns", "unrecorded_ops_ns", "waiting_ns", "outside_ops_ns")
 COLUMNS = ["step", "thread", "span_ns", *PARTS, "other_threads_ns"]
 
 
 def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: list[int],
-                  waiting: np.ndarray | None = None) -> pd.DataFrame:
+                  waiting: np.ndarray | None = None, unrecorded: np.ndarray | None = None) -> pd.DataFrame:
     """Per step (and a whole row, step -1, summing them): span_ns and the ``PARTS`` that add up to it.
 
     Args:
@@ -46,6 +49,8 @@ def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: li
         steps: the marked step numbers.
         waiting: for each row of ``op_rows``, whether it is a non-compute op waiting for other
             threads (its self time goes to ``waiting_ns``); None: none is.
+        unrecorded: for each row of ``op_rows``, whether its self time is ops run unrecorded (goes to
+            ``unrecorded_ops_ns``); None: none is.
     """
     if op_rows.size == 0:
         return pd.DataFrame(columns=COLUMNS)
@@ -54,6 +59,8 @@ def cpu_partition(frame: Frame, view: np.ndarray, op_rows: np.ndarray, steps: li
     parts = part_of_class[view]  # index into PARTS (framework_ns for non-compute classes)
     if waiting is not None:
         parts[waiting & (parts == PARTS.index("framework_ns"))] = PARTS.index("waiting_ns")
+    if unrecorded is not None:
+        parts[unrecorded] = PARTS.index("unrecorded_ops_ns")
     op_parent = frame.op_parent[op_rows]
     records = _all_windows(frame, op_rows, parts, op_parent, _windows(frame, op_rows, steps))
     df = pd.DataFrame.from_records(records, columns=COLUMNS)

@@ -30,6 +30,8 @@ from tracekit.analyze.attention import UnfusedAttention, unfused_attention
 from tracekit.analyze.blocking import host_waits
 from tracekit.analyze.breakdown import (
     COMPUTE_OP_CLASSES,
+    TORCHSCRIPT_CALLS,
+    UNRECORDED_OPS_PER_OP_NS,
     Breakdown,
     breakdown,
     framework_kinds,
@@ -71,7 +73,6 @@ from tracekit.analyze.subnormals import SlowingProducts, slowing_products
 from tracekit.analyze.top_ops import TopOps, compact_shapes, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
 from tracekit.analyze.unclassified import (
-    TORCHSCRIPT_CALLS,
     UNCLASSIFIED_WORK_NS,
     step_work_rows,
     unclassified_work,
@@ -880,13 +881,11 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
     # Time counted as dispatch may be work the class rules do not know (an FFT, a custom op): check.
     work_rows = step_work_rows(frame, used)
-    # TorchScript calls whose own time is ops the interpreter ran unrecorded: compute, not dispatch.
+    # TorchScript calls whose own time is ops the interpreter ran unrecorded: the breakdown counts it as
+    # compute, not dispatch (``unrecorded_ops_ns``); said here with what the calls are.
+    script_ns = int(cpu.unrecorded_ops_ns.sum()) if len(cpu) else 0
     script_rows, frozen = unrecorded_script_work(frame, work_rows)
-    script_ns = min(int(op_self_time(frame, script_rows).sum()), int(e.dispatch_share * span)) if span else 0
-    if script_ns:
-        e.dispatch_share -= script_ns / span
-        e.compute_step_share = (e.compute_step_share or 0.0) + script_ns / span
-        work_rows = work_rows[~member_mask(work_rows, script_rows)]
+    work_rows = work_rows[~member_mask(work_rows, script_rows)]
     r.python_work = _python_work(frame, used) if e.source in ("torch", "jax") and span else None
     in_python = min(r.python_work.share, e.dispatch_share) if r.python_work is not None else 0.0
     parts = [f"{e.dispatch_share - in_python:.0%} framework dispatch"]
@@ -906,14 +905,14 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
                      "dispatch)")
     if e.ops_per_step and len(parts) > 1:
         recorded = "recorded " if script_ns else ""
-        r.evidence.append(f"{(dispatch + fetching) / span:.0%} of step time is outside any {recorded}compute op: "
+        r.evidence.append(f"{(dispatch + script_ns + fetching) / span:.0%} of step time is outside any {recorded}compute op: "
                           + ", ".join(parts[:-1]) + f" and {parts[-1]}")
     elif e.ops_per_step:
         r.evidence.append(f"{verdicts.share_below(e.dispatch_share, verdicts.DISPATCH_SHARE)} of step time is outside "
                           "any compute op (framework dispatch)")
     if r.python_work is not None:
         r.evidence.append(r.python_work.evidence())
-    if script_ns:
+    if script_ns and script_rows.size:
         r.evidence.append(_unrecorded_script_says(frame, script_rows, frozen))
         r.remedies.append("to see the ops TorchScript runs unrecorded, with their shapes and times, profile the model "
                           "before freezing (torch.jit.script or eager); the frozen model runs the same arithmetic")
@@ -1241,7 +1240,7 @@ def _unrecorded_script_says(frame: Frame, rows: np.ndarray, frozen: bool) -> str
              "whose convolutions run as prim::mkldnn_convolution" if frozen else
              "such as a frozen model's oneDNN convolutions or fusion groups")
     return (f"the TorchScript calls ({calls}) take {per_call / 1e6:,.3f} ms of their own a call, "
-            f"{UNCLASSIFIED_WORK_NS / 1e3:.0f} µs or more for each op they record, where the interpreter costs about a "
+            f"{UNRECORDED_OPS_PER_OP_NS / 1e3:.0f} µs or more for each op they record, where the interpreter costs about a "
             f"µs: their own time is ops TorchScript runs itself, which the profiler does not record ({which})")
 
 

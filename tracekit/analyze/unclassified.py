@@ -13,23 +13,17 @@ thread is busy on its behalf (not a TF function call waiting for its executor). 
 ops (``aten::t``, ``aten::view``, ...) are never such work, however long a call. The verdict says when these ops decide it; whatif does
 not count them as dispatch.
 
-One op of no class is known: a TorchScript call (``forward``). Its interpreter runs some ops itself,
-not through the dispatcher, and the profiler does not record them: a frozen model's oneDNN
-convolutions (``prim::mkldnn_convolution`` after ``torch.jit.optimize_for_inference``), fusion
-groups. Their time is the call's self time. The interpreter's own cost is about a µs per
-instruction, so a call whose self time is ``UNCLASSIFIED_WORK_NS`` or more for each op it records
-(a frozen CNN: 20 ms a call around 10 recorded ops; a scripted loop of 2,400 small ops: 0.36 µs for
-each of the 400 it records directly) spends it in unrecorded ops: ``unrecorded_script_work`` names
-such calls, and the verdict counts them as compute.
+One op of no class is known: a TorchScript call (``forward``) whose own time is ops its interpreter
+ran unrecorded (``breakdown.unrecorded_script_calls``: a frozen CNN, 20 ms a call around 10 recorded
+ops). The breakdown already counts that time as compute; ``unrecorded_script_work`` names such calls
+for the verdict.
 """
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from tracekit.analyze.breakdown import compiled_code_self, op_self_time
+from tracekit.analyze.breakdown import compiled_code_self, op_self_time, unrecorded_script_calls
 from tracekit.analyze.classify import (
     DATA_LOADER,
     OP_CLASSES,
@@ -45,10 +39,6 @@ from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 
 UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata ops cost a few µs
-# TorchScript records each call of a scripted or traced module's method as an op named for the method
-# ("forward"; an eager module's forward records no op), and a differentiable graph's halves as
-# "<forward op>" / "<backward op>" (torch/csrc/jit/runtime/graph_executor.cpp, DifferentiableGraphOp).
-TORCHSCRIPT_CALLS = re.compile(r"^(forward|<forward op>|<backward op>)$")
 # Converting to and from oneDNN's layout: a model frozen with torch.jit.optimize_for_inference.
 _ONEDNN_LAYOUT_OPS = ("aten::to_mkldnn", "aten::to_dense", "aten::_to_dense")
 # Views and metadata: no arithmetic however long a call takes (autograd's anomaly mode stores a Python
@@ -134,15 +124,8 @@ def unclassified_work(frame: Frame, used: list[int] | None,
 
 
 def _script_calls_with_unrecorded_ops(frame: Frame, rows: np.ndarray) -> np.ndarray:
-    """The TorchScript calls among ``rows`` (op rows), in row order, whose self time is ``UNCLASSIFIED_WORK_NS``
-    or more per op recorded directly inside them (see the module doc)."""
-    calls = np.sort(rows[frame.named(rows, TORCHSCRIPT_CALLS)]) if rows.size else rows
-    if not calls.size:
-        return calls
-    ops = frame.rows("cpu_op")
-    inside = ops[member_mask(frame.parent[ops], calls)]
-    children = np.bincount(np.searchsorted(calls, frame.parent[inside]), minlength=calls.size)
-    return calls[op_self_time(frame, calls) >= UNCLASSIFIED_WORK_NS * (children + 1)]
+    """The ``breakdown.unrecorded_script_calls`` among ``rows`` (op rows), in row order."""
+    return np.sort(rows[member_mask(rows, unrecorded_script_calls(frame))]) if rows.size else rows
 
 
 def unrecorded_script_work(frame: Frame, work: np.ndarray) -> tuple[np.ndarray, bool]:

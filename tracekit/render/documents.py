@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.analyze.breakdown import HOST_CLASSES, Breakdown
+from tracekit.analyze.breakdown import HOST_CLASSES, UNRECORDED_OPS_PER_OP_NS, Breakdown
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, short_name
 from tracekit.analyze.compare import Comparison
 from tracekit.analyze.cpu_partition import PARTS
@@ -174,6 +174,12 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
             s.sentences.append(f"{compiled:.0%} of step time, counted in that dispatch, runs in compiled graphs' own "
                                "code: their generated kernels and wrapper, which the trace does not split (the "
                                "compiled code column).")
+        unrecorded = rows.unrecorded_ops_ns.sum() / max(rows.span_ns.sum(), 1)
+        if unrecorded:
+            s.sentences.append(f"{unrecorded:.0%} of step time, counted as compute and not in that dispatch, is TorchScript "
+                               f"calls' own time, {UNRECORDED_OPS_PER_OP_NS / 1e3:.0f} µs or more for each op they record "
+                               "where the interpreter costs about a µs: ops TorchScript runs itself, which the profiler does not record (a frozen model's "
+                               "convolutions; the unrecorded ops column; op self time lists it as other).")
         waiting = rows.waiting_ns.sum() / max(rows.span_ns.sum(), 1)
         if waiting:
             s.sentences.append(f"{waiting:.0%} of step time the loop's thread waits, with no compute op running: "
@@ -185,7 +191,8 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
                                "IteratorGetNext) with no compute op running: the loader's own work or its wait for "
                                "worker processes. Not dispatch.")
         used = [c for c in OP_CLASSES if bd.cpu_ops[f"{c}_ns"].sum() > 0]
-        extra = ["dispatch", *(["compiled_code"] if bd.cpu_ops.compiled_code_ns.sum() > 0 else []),
+        extra = [*(["unrecorded_ops"] if bd.cpu_ops.unrecorded_ops_ns.sum() > 0 else []), "dispatch",
+                 *(["compiled_code"] if bd.cpu_ops.compiled_code_ns.sum() > 0 else []),
                  *(["waiting"] if bd.cpu_ops.waiting_ns.sum() > 0 else []),
                  *(["fetching"] if bd.cpu_ops.fetching_ns.sum() > 0 else [])]
         cols = [Column("step"), Column("span", "ns"), *[Column(c.replace("_", " "), "ns") for c in [*used, *extra]],
@@ -206,11 +213,13 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
 def _partition_section(bd: Breakdown, used_steps: list[int] | None) -> Section:
     p = bd.cpu_partition
     s = Section("Exclusive CPU split on the step's thread (the parts add up to the span)")
+    parts = [c for c in PARTS if p[c].sum() > 0]
+    unrecorded = (", to unrecorded ops (a TorchScript call's own time that is ops it ran unrecorded)"
+                  if "unrecorded_ops_ns" in parts else "")
     s.sentences.append("Each instant of a step, on the thread that ran it, goes to the class of the innermost op running "
-                       "then, to framework (a wrapper or non-compute op), to waiting (inside a call whose ops other "
+                       f"then, to framework (a wrapper or non-compute op){unrecorded}, to waiting (inside a call whose ops other "
                        "threads run, such as a TF function call), or to outside ops (Python, data loading, waiting "
                        "with no op open). Op time on other threads is listed apart, not in the split.")
-    parts = [c for c in PARTS if p[c].sum() > 0]
     cols = [Column("step"), Column("span", "ns"), *[Column(c[:-3].replace("_", " "), "ns") for c in parts],
             Column("other threads", "ns")]
     listed, more = _per_step_rows(p, used_steps)
