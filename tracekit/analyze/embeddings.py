@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, launched_kernel_time
 from tracekit.analyze.top_ops import args_text
-from tracekit.ingest.links import member_mask, nearest_ancestor
+from tracekit.ingest.links import member_mask
 
 REMEDY_SHARE = 0.10  # of the steps' time in the dense backward calls
 DENSE_BACKWARD = re.compile(r"^aten::(embedding_dense_backward|_embedding_bag_dense_backward)$")
@@ -88,24 +88,13 @@ def dense_embedding_gradients(frame: Frame, used_steps: list[int] | None) -> Den
         return None
     gpu = frame.rows(*GPU_BUSY_KINDS)
     if gpu.size:
-        time_ns = _kernel_time(frame, calls, gpu)
+        time_ns = launched_kernel_time(frame, calls, gpu)
     else:
         time_ns = int(frame.dur[calls].sum())
     names = sorted({frame.name(int(r)) for r in calls.tolist()})
     rows, dim, lookups = _table_size(frame, calls[:CALLS_READ])
     return DenseEmbeddingGradients(op=" and ".join(names), calls=int(calls.size), share=time_ns / step_ns, rows=rows,
                                    dim=dim, lookups=lookups, on_gpu=bool(gpu.size))
-
-
-def _kernel_time(frame: Frame, calls: np.ndarray, gpu: np.ndarray) -> int:
-    """GPU time of the kernels the calls (or ops inside them) launched."""
-    launcher = frame.op_row[gpu]
-    linked = launcher >= 0
-    wanted = np.zeros(len(frame), bool)
-    wanted[calls] = True
-    ops = launcher[linked]
-    mine = wanted[ops] | (nearest_ancestor(frame.parent, ops, wanted) >= 0)
-    return int(frame.dur[gpu[linked][mine]].sum())
 
 
 def _table_size(frame: Frame, calls: np.ndarray) -> tuple[int, int, int]:

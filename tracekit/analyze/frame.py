@@ -229,6 +229,18 @@ def calls_in_steps(frame: Frame, names: Collection[str], used: list[int] | None)
     return calls, step_rows(frame, used)
 
 
+def launched_kernel_time(frame: Frame, calls: np.ndarray, gpu: np.ndarray) -> int:
+    """GPU time of the activities among ``gpu`` (rows) that the op rows ``calls``, or ops inside them,
+    launched: what those calls cost on a GPU trace, where their host time is launching."""
+    launcher = frame.op_row[gpu]
+    linked = launcher >= 0
+    wanted = np.zeros(len(frame), bool)
+    wanted[calls] = True
+    ops = launcher[linked]
+    mine = wanted[ops] | (nearest_ancestor(frame.parent, ops, wanted) >= 0)
+    return int(frame.dur[gpu[linked][mine]].sum())
+
+
 def step_rows(frame: Frame, used: list[int] | None) -> np.ndarray:
     """The step rows of the steps ``used`` (every step row when None): the time a rule's share is of."""
     steps = frame.rows("step")

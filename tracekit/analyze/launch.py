@@ -62,6 +62,7 @@ from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
 from tracekit.analyze.graph_breaks import GraphBreaks, graph_breaks
 from tracekit.analyze.growing_cat import GrowingCat, growing_cat
+from tracekit.analyze.indexed_gradients import IndexedGradients, indexed_gradients
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
 from tracekit.analyze.recompute import Recompute, recompute
@@ -169,6 +170,7 @@ class LaunchReport:
     inference_with_grad: InferenceWithGrad | None = None  # forward-only with grad mode on (tracekit.analyze.grad_mode)
     nchw_convolutions: NchwConvolutions | None = None  # CPU convolutions on NCHW tensors (tracekit.analyze.conv_layout)
     growing_cat: GrowingCat | None = None  # a tensor grown by cat a piece at a time (tracekit.analyze.growing_cat)
+    indexed_gradients: IndexedGradients | None = None  # x[t] in a loop, each backward a whole-size gradient
     float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
     unfused_attention: UnfusedAttention | None = None  # attention computed op by op (tracekit.analyze.attention)
     graph_breaks: GraphBreaks | None = None  # a compiled function split by graph breaks (tracekit.analyze.graph_breaks)
@@ -194,7 +196,7 @@ class LaunchReport:
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
             "emulated_products": self.emulated_products, "sample_loop": self.sample_loop,
             "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
-            "growing_cat": self.growing_cat, "float64_products": self.float64_products,
+            "growing_cat": self.growing_cat, "indexed_gradients": self.indexed_gradients, "float64_products": self.float64_products,
             "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks, "recompute": self.recompute,
             "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients}
         return {key: f for key, f in found.items() if f is not None}
@@ -669,6 +671,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.nchw_convolutions = _told(r, nchw_convolutions(frame, steps_used))
         r.emulated_products = _told(r, emulated_products(frame, steps_used))
         r.growing_cat = _told(r, growing_cat(frame, steps_used))
+        r.indexed_gradients = _told(r, indexed_gradients(frame, steps_used))
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used))
@@ -703,6 +706,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                      ("the dropout masks' time", masks_in_step),
                      ("the backward after the last gradient the optimizer reads", r.unused_gradients))
                     if found is not None}
+        if r.indexed_gradients is not None:  # one unbind still does one whole-size pass
+            measured[r.indexed_gradients.remedy()] = ("the indexing backward calls but one",
+                                                      r.indexed_gradients.saving)
         if r.sample_loop is not None:  # batched, the loop's work on the samples' data stays
             measured[r.sample_loop.remedy()] = (r.sample_loop.measured, r.sample_loop.saving)
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time

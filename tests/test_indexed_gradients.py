@@ -1,0 +1,92 @@
+"""A tensor indexed one piece at a time in a loop, each index's backward a whole-size zero gradient
+(tracekit/analyze/indexed_gradients.py).
+
+Real captures: Keras 3 on the torch backend training an LSTM on a CPU (tests/data/cpu/make_keras_torch_lstm.py),
+PyTorch's own multi-head attention (tests/data/cpu/make_attention.py), and loops made here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+import tracekit
+import tracekit.analyze.indexed_gradients as indexed
+from tracekit.analyze.frame import frame_of
+from tracekit.ingest import load
+
+DATA = Path(__file__).parent / "data" / "cpu"
+
+
+def test_keras_on_torch_lstm_indexes_its_inputs_a_timestep_at_a_time():
+    r = tracekit.launch(DATA / "keras_torch_lstm.pt.trace.json.gz").result
+    found = r.indexed_gradients
+    assert found is not None and found.op == "aten::select_backward"
+    assert (found.whole, found.dim, found.pieces, found.calls_per_step) == ("20x64x256", 0, 20.0, 20.0)
+    assert 0.3 < found.share < 0.6  # 46% in this capture: the zero fills are the top op (aten::fill_ 39%)
+    assert found.saving == pytest.approx(found.share * 19 / 20)
+    assert any(e.startswith("the backward of indexing one tensor a piece at a time (aten::select_backward, 20 calls")
+               for e in r.evidence)
+    # Ranked by the saving the trace shows: first, before the pointer to the op tables.
+    assert r.remedies[0].startswith("index the tensor once, pieces = x.unbind(dim)")
+
+
+def test_without_shapes_the_pieces_are_estimated_from_the_fill_and_the_copy():
+    frame = frame_of(load(DATA / "keras_torch_lstm_no_shapes.pt.trace.json.gz"))
+    calls, _ = indexed.calls_in_steps(frame, indexed.BACKWARD_OPS, None)
+    gpu = frame.rows(*indexed.GPU_BUSY_KINDS)
+    # 20 pieces: the zero fill takes 9x the piece's copy here (103x where the fills page-faulted).
+    assert indexed._pieces_by_time(frame, calls, gpu) >= indexed.MIN_CALLS
+
+
+def test_attention_taking_q_k_v_from_one_projection_is_not_such_a_loop(monkeypatch):
+    """nn.MultiheadAttention's proj[0], proj[1], proj[2]: three pieces, 9% of this small training step."""
+    monkeypatch.setattr(indexed, "MIN_SHARE", 0.0)
+    frame = frame_of(load(DATA / "attention_mha_short.pt.trace.json.gz"))
+    assert indexed.indexed_gradients(frame, None) is None
+    monkeypatch.setattr(indexed, "MIN_CALLS", 3)
+    found = indexed.indexed_gradients(frame, None)
+    assert found is not None and found.pieces == 3 and found.whole.startswith("3x")
+
+
+def _loop_capture(path: Path, index: str, record_shapes: bool) -> Path:
+    torch.manual_seed(0)
+    timesteps, batch, hidden = 40, 32, 128
+    cell, proj = torch.nn.LSTMCell(hidden, hidden), torch.nn.Linear(hidden, hidden)
+    x = torch.randn(timesteps, batch, hidden)
+
+    def step() -> None:
+        seq = proj(x)  # needs a gradient: its pieces' backward runs
+        pieces = seq.unbind(0) if index == "unbind" else None
+        h = c = torch.zeros(batch, hidden)
+        outs = []
+        for t in range(timesteps):
+            inp = pieces[t] if pieces is not None else (seq[t] if index == "select" else seq[t:t + 1].squeeze(0))
+            h, c = cell(inp, (h, c))
+            outs.append(h)
+        torch.stack(outs).sum().backward()
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes,
+                 schedule=schedule(wait=0, warmup=1, active=3),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(4):
+            step()
+            prof.step()
+    return path
+
+
+@pytest.mark.parametrize("index,op", [("select", "aten::select_backward"), ("slice", "aten::slice_backward")])
+def test_a_loop_indexing_a_sequence_that_needs_a_gradient(tmp_path, monkeypatch, index, op):
+    """The loop's indexing backward is found at its 40 pieces, whatever its share (which depends on the
+    allocator: fresh pages make the fills slow); indexed once with unbind, there is nothing to find."""
+    monkeypatch.setattr(indexed, "MIN_SHARE", 0.0)
+    found = indexed.indexed_gradients(frame_of(load(_loop_capture(tmp_path / "loop.json", index, True))), None)
+    assert found is not None and found.op == op
+    assert (found.whole, found.dim, found.pieces, found.calls_per_step) == ("40x32x128", 0, 40.0, 40.0)
+    # Without shapes: the pieces estimated from the calls' own fills and copies.
+    found = indexed.indexed_gradients(frame_of(load(_loop_capture(tmp_path / "bare.json", index, False))), None)
+    assert found is not None and found.op == op and found.whole == "" and found.pieces >= indexed.MIN_CALLS
+    unbound = frame_of(load(_loop_capture(tmp_path / "unbind.json", "unbind", True)))
+    assert indexed.indexed_gradients(unbound, None) is None

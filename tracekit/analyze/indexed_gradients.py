@@ -1,0 +1,165 @@
+"""Gradients of a tensor indexed one piece at a time.
+
+``x[t]`` (``aten::select``) or ``x[:, i:j]`` (``aten::slice``) in a loop over a tensor that needs a
+gradient: each indexing op's backward (``aten::select_backward`` / ``aten::slice_backward``) builds a
+zero tensor the size of the whole ``x`` and writes its piece's gradient into it, and autograd adds
+those whole-size gradients together. k pieces cost k whole-size fills and adds a step, where indexing
+once with ``torch.unbind(x, dim)`` (its backward stacks the k gradients once) costs one. PyTorch 2.13,
+2-core AMD EPYC, one thread, an ``LSTMCell`` loop of 100 timesteps over a projected 100x64x256
+sequence, training: 560 ms a step indexing ``seq[t]``, 322 ms with ``seq.unbind(0)``; the 100
+``SelectBackward0`` nodes took 230 ms a step, the one ``UnbindBackward0`` node 4.5 ms. Keras 3's
+``keras.layers.LSTM`` on the torch backend, on a CPU, indexes its projected inputs so (38% of a step
+at 20 timesteps, hidden 64).
+
+The evidence: in the steps used, the autograd nodes that run such backward calls
+(``autograd::engine::evaluate_function: SelectBackward0``, with the accumulation of their gradients;
+the backward call itself where no node is recorded), ``MIN_CALLS`` or more a step of one op on one
+whole input (its ``input_sizes``, a concrete input where shapes are recorded), taking ``MIN_SHARE``
+of the steps' time or more: the nodes' wall time on a CPU trace, their kernels' time on a GPU trace
+(the host time there is launching). The whole tensor must hold ``MIN_CALLS`` pieces or more along the
+dim indexed: ``nn.MultiheadAttention`` takes q, k and v from one packed projection as ``proj[0]``,
+``proj[1]``, ``proj[2]`` (three calls a layer, 36 a step in 12 layers, each on a tensor of 3 pieces, 9% of
+a small CPU training step: not a loop the user wrote, and unbind would save little). Where shapes were
+not recorded the pieces are estimated from the calls' own work: the time of the whole-size zero fill
+over that of the piece's copy (20 pieces of 64x256: 113x; the attention's 3: 0.7-2.8x). One unbind
+would still do one whole-size pass: the saving is that time but one piece's share of it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from tracekit.analyze.breakdown import op_self_time
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps, launched_kernel_time
+from tracekit.analyze.top_ops import args_text
+from tracekit.ingest.links import nearest_ancestor
+
+BACKWARD_OPS = ("aten::select_backward", "aten::slice_backward")
+MIN_CALLS = 4  # a step: a loop over the pieces, not one x[0]
+MIN_SHARE = 0.1
+# The autograd node that runs a backward call and accumulates its output into the next node's input.
+_NODE = re.compile(r"^autograd::engine::evaluate_function: (Select|Slice)Backward\d*$")
+# Both ops take (grad, input_sizes, dim, ...): input_sizes is the whole tensor's shape.
+_FILL = re.compile(r"^aten::(fill_|zero_)$")
+_COPY = re.compile(r"^aten::copy_$")
+_WHOLE = r'"Concrete Inputs":\["[^"]*","\[(?P<sizes>[0-9, ]*)\]","(?P<dim>-?\d+)"'
+
+
+@dataclass(frozen=True)
+class IndexedGradients:
+    """The steps' backward calls of one indexing op on one whole tensor (module doc): the op, the
+    tensor's shape and the dim indexed ("" / -1 when shapes were not recorded), calls a step, and their
+    time's share of the steps'."""
+
+    op: str
+    whole: str
+    dim: int
+    pieces: float  # along the dim indexed: its size, or the fill-over-copy estimate where shapes were not recorded
+    calls_per_step: float
+    share: float
+    on_gpu: bool
+
+    @property
+    def saving(self) -> float:
+        """The share one unbind would save: all but one piece's."""
+        return self.share * (1 - 1 / self.pieces) if self.pieces > 1 else 0.0
+
+    def _indexing(self) -> str:
+        return "x[t]" if self.op == "aten::select_backward" else "x[..., i:j]"
+
+    def evidence(self) -> str:
+        whole = (f"{self.whole} ({self.pieces:.0f} pieces along dim {self.dim})" if self.whole else
+                 f"the whole indexed tensor (shapes not recorded: its zero fill takes {self.pieces:.0f}x the copy of "
+                 "the piece)")
+        what = "their kernels take" if self.on_gpu else "they take"
+        return (f"the backward of indexing one tensor a piece at a time ({self.op}, {self.calls_per_step:.0f} calls a "
+                f"step: {self._indexing()} in a loop over a tensor that needs a gradient): each call zero-fills a "
+                f"gradient of {whole} for its piece and autograd adds them up whole; {what} {self.share:.0%} of the "
+                "step time")
+
+    def remedy(self) -> str:
+        return (f"index the tensor once, pieces = x.unbind(dim) (or split) before the loop, instead of {self._indexing()} "
+                "in it: unbind's backward stacks the pieces' gradients once, where each indexing op's builds a "
+                "whole-size zero tensor (100 timesteps of a 100x64x256 sequence: 560 ms a step against 322 ms); a "
+                "library's recurrent layer that loops in Python (Keras 3 on the torch backend): a fused layer such as "
+                "torch.nn.LSTM")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"op": self.op, "whole": self.whole, "dim": self.dim, "pieces": self.pieces,
+                "calls_per_step": self.calls_per_step,
+                "share": self.share, "saving": self.saving, "on_gpu": self.on_gpu}
+
+
+def indexed_gradients(frame: Frame, used: list[int] | None) -> IndexedGradients | None:
+    """The costliest group of indexing backward calls in the steps used (every step when None) that
+    the module doc's evidence holds for, or None."""
+    calls, steps = calls_in_steps(frame, BACKWARD_OPS, used)
+    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
+    n_steps = int(np.unique(frame.step[steps]).size)
+    if not step_ns or calls.size < MIN_CALLS * n_steps:
+        return None
+    is_node = np.zeros(len(frame), bool)
+    ops = frame.rows("cpu_op")
+    is_node[ops[frame.named(ops, _NODE)]] = True
+    node = nearest_ancestor(frame.parent, calls, is_node)
+    node = np.where(node >= 0, node, calls)
+    sizes, dims = _whole_inputs(frame, calls)
+    gpu = frame.rows(*GPU_BUSY_KINDS)
+    best: IndexedGradients | None = None
+    keys = np.char.add(np.char.add(np.array([frame.name(int(r)) for r in calls]), "|"), np.char.add(sizes, "|" + dims))
+    for key in np.unique(keys).tolist():
+        group = calls[keys == key]
+        per_step = group.size / n_steps
+        op, whole, dim = key.split("|")
+        pieces = _pieces(whole, dim) if whole else _pieces_by_time(frame, group, gpu)
+        if per_step < MIN_CALLS or pieces < MIN_CALLS:
+            continue
+        mine = np.unique(node[keys == key])
+        time_ns = launched_kernel_time(frame, mine, gpu) if gpu.size else int(frame.dur[mine].sum())
+        found = IndexedGradients(op=op, whole=whole.replace(", ", "x"), dim=int(dim) if whole else -1, pieces=pieces,
+                                 calls_per_step=float(per_step), share=time_ns / step_ns, on_gpu=bool(gpu.size))
+        if found.share >= MIN_SHARE and (best is None or found.saving > best.saving):
+            best = found
+    return best
+
+
+def _pieces(whole: str, dim: str) -> float:
+    """The size of the whole tensor ("20, 64, 256") along ``dim``; 0 where it does not parse."""
+    try:
+        sizes = [int(v) for v in whole.split(",")]
+        return float(sizes[int(dim)])
+    except (ValueError, IndexError):
+        return 0.0
+
+
+def _pieces_by_time(frame: Frame, calls: np.ndarray, gpu: np.ndarray) -> float:
+    """How many pieces the calls' whole tensors hold, estimated from their own work: the time of their
+    whole-size zero fill over that of their piece's copy (kernel time on a GPU trace); 0 when either is
+    not recorded."""
+    ops = frame.rows("cpu_op")
+    is_call = np.zeros(len(frame), bool)
+    is_call[calls] = True
+    inside = ops[nearest_ancestor(frame.parent, ops, is_call) >= 0]
+    fills = inside[frame.named(inside, _FILL)]
+    copies = inside[frame.named(inside, _COPY)]
+    if gpu.size:
+        fill_ns, copy_ns = launched_kernel_time(frame, fills, gpu), launched_kernel_time(frame, copies, gpu)
+    else:
+        fill_ns, copy_ns = int(op_self_time(frame, fills).sum()), int(op_self_time(frame, copies).sum())
+    return fill_ns / copy_ns if fill_ns and copy_ns else 0.0
+
+
+def _whole_inputs(frame: Frame, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per call, its whole input's sizes ("20, 64, 256") and the dim indexed, as text; "" where shapes
+    were not recorded."""
+    empty = np.full(calls.size, "", dtype=object)
+    if "args" not in frame.table.column_names:
+        return empty.astype(str), empty.astype(str)
+    found = pc.extract_regex(args_text(frame.table, calls), _WHOLE)
+    sizes = np.asarray(pc.fill_null(pc.struct_field(found, "sizes"), "").to_pylist(), dtype=str)
+    dims = np.asarray(pc.fill_null(pc.struct_field(found, "dim"), "").to_pylist(), dtype=str)
+    return sizes, dims
