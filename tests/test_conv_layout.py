@@ -23,6 +23,7 @@ def test_a_cpu_cnn_in_nchw_is_told_channels_last() -> None:
     r = api.report(DATA / "conv_nchw.pt.trace.json.gz").launch
     assert any(e.startswith("convolutions take") for e in r.evidence), r.evidence
     assert r.remedies[0].startswith("keep the model and its input in channels_last on this CPU"), r.remedies
+    assert "data_format='channels_last'" in r.remedies[0]  # a Keras 3 model on the torch backend: its layers' setting
     doc = json.loads(api.render(api.report(DATA / "conv_nchw.pt.trace.json.gz"), "json"))
     assert doc["nchw_convolutions"]["nchw_share"] == 1.0
 
