@@ -85,8 +85,9 @@ class Breakdown:
     host: one row per step plus a whole-trace row (step = -1): ``<class>_ns`` for each of
         ``HOST_CLASSES``, busy_ns, ops (framework op count), launches.
     cpu_ops: CPU-only view, per step plus whole trace: span_ns, ``<class>_ns`` self time per op
-        class, compute_ns (union of compute ops, ``unrecorded_ops_ns`` included), unrecorded_ops_ns (TorchScript
-        calls' own time that is ops the profiler did not record: ``unrecorded_script_calls``), dispatch_ns (span not in a compute op, waiting nor fetching),
+        class, compute_ns (union of compute ops, ``unrecorded_ops_ns`` included), unrecorded_ops_ns
+        (TorchScript calls' own time that is ops the profiler did not record: ``unrecorded_script_calls``),
+        dispatch_ns (span not in a compute op, waiting nor fetching),
         waiting_ns (the loop's thread blocked in a Python wait, no compute op running: a sleep, a
         lock, a poll; seen only with Python stacks recorded), fetching_ns (the loop's thread inside a
         batch fetch, DataLoader __next__ or IteratorGetNext, no compute op running and not waiting:
@@ -411,13 +412,16 @@ def _unrecorded_script_calls(frame: Frame) -> np.ndarray:
     return calls[op_self_time(frame, calls) >= UNRECORDED_OPS_PER_OP_NS * (children + 1)]
 
 
-def _unrecorded_ops_pieces(frame: Frame, covered_s: np.ndarray, covered_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where ``unrecorded_script_calls`` run on their own (no op of theirs open inside them) and no
-    interval of ``covered`` (compute, waiting, fetching) runs: disjoint sorted intervals."""
+def _unrecorded_ops_pieces(frame: Frame, compute_rows: np.ndarray, *covered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where ``unrecorded_script_calls`` run on their own (no op of theirs open inside them) while no
+    compute op runs and no interval of ``covered`` (starts, ends, ...: waiting, fetching) does: disjoint
+    sorted intervals."""
     calls = unrecorded_script_calls(frame)
     none = np.zeros(0, np.int64)
     if not calls.size:
         return none, none
+    covered_s = np.concatenate([frame.start[compute_rows], *covered[0::2]])
+    covered_e = np.concatenate([frame.end[compute_rows], *covered[1::2]])
     ops = frame.rows("cpu_op")
     inside = ops[member_mask(frame.op_parent[ops], calls)]
     inside = inside[~member_mask(inside, calls)]  # a call inside another: its own time is counted too
@@ -468,9 +472,7 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     fetch_s, fetch_e = _fetches_outside_compute(frame, op_rows, compute_rows, wait_s, wait_e)
     fetching = intervals.clip_total(fetch_s, fetch_e, lo, hi)
     per_class = np.bincount(view[sel], weights=self_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
-    c_s, c_e = intervals.union(frame.start[compute_rows], frame.end[compute_rows])
-    unrec_s, unrec_e = _unrecorded_ops_pieces(frame, np.concatenate([c_s, wait_s, fetch_s]),
-                                              np.concatenate([c_e, wait_e, fetch_e]))
+    unrec_s, unrec_e = _unrecorded_ops_pieces(frame, compute_rows, wait_s, wait_e, fetch_s, fetch_e)
     unrecorded = intervals.clip_total(unrec_s, unrec_e, lo, hi)
     compute += unrecorded
     dispatch = (hi - lo) - compute - waiting - fetching
