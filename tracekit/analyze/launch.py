@@ -671,7 +671,6 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.nchw_convolutions = _told(r, nchw_convolutions(frame, steps_used))
         r.emulated_products = _told(r, emulated_products(frame, steps_used))
         r.growing_cat = _told(r, growing_cat(frame, steps_used))
-        r.indexed_gradients = _told(r, indexed_gradients(frame, steps_used))
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used))
@@ -684,6 +683,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         if r.anomaly_detection is not None:
             ev.append(r.anomaly_detection.evidence())
             r.remedies.insert(0, r.anomaly_detection.remedy())
+    if e.source in ("torch", "tf"):  # autograd's select/slice backward, TF's StridedSliceGrad
+        indexed_steps = r.steps.used_step_numbers() if r.steps is not None and len(r.steps.steps) else None
+        r.indexed_gradients = _told(r, indexed_gradients(frame, indexed_steps))
     if r.python_work is not None:
         r.remedies.append(r.python_work.remedy())
     if verdicts.CPU_COMPUTE_REMEDY in r.remedies:  # a pointer to the tables: after every remedy that names a fix
