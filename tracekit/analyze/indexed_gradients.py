@@ -23,6 +23,12 @@ a small CPU training step: not a loop the user wrote, and unbind would save litt
 not recorded the pieces are estimated from the calls' own work: the time of the whole-size zero fill
 over that of the piece's copy (20 pieces of 64x256: 113x; the attention's 3: 0.7-2.8x). One unbind
 would still do one whole-size pass: the saving is that time but one piece's share of it.
+
+TensorFlow has the same: ``seq[:, t]`` in a loop under ``tf.GradientTape`` runs a ``StridedSliceGrad``
+a slice, each a zero gradient of the whole sequence, summed by ``AddN``; ``tf.unstack`` once is the
+fix (a tf.function step over a projected 32x50x128 sequence: 9.2 ms a step sliced, 4.2 ms unstacked).
+TF traces record no shapes: ``_tensorflow_slices`` groups those ops by the slice op they are the
+gradient of and takes the pieces as a group's calls a step.
 """
 
 from __future__ import annotations
