@@ -49,12 +49,12 @@ MIN_CALLS = 4  # a step: a loop over the pieces, not one x[0]
 MIN_SHARE = 0.1
 # The autograd node that runs a backward call and accumulates its output into the next node's input.
 _NODE = re.compile(r"^autograd::engine::evaluate_function: (Select|Slice)Backward\d*$")
-# Both ops take (grad, input_sizes, dim, ...): input_sizes is the whole tensor's shape.
 # TF: a slice's gradient op, by its op type after the name's colon ("scope/strided_slice_3/StridedSliceGrad:StridedSliceGrad").
 _TF_SLICE_GRAD = re.compile(r"(^|[/:])StridedSliceGrad$")
 _NUMBERED_SLICE = re.compile(r"(strided_slice)_\d+(?=/)")
 _FILL = re.compile(r"^aten::(fill_|zero_)$")
 _COPY = re.compile(r"^aten::copy_$")
+# Both ops take (grad, input_sizes, dim, ...): input_sizes is the whole tensor's shape.
 _WHOLE = r'"Concrete Inputs":\["[^"]*","\[(?P<sizes>[0-9, ]*)\]","(?P<dim>-?\d+)"'
 
 
