@@ -115,3 +115,34 @@ def test_slices_in_scopes_of_their_own_are_not_one_tensor(monkeypatch):
     numbered = [f"gradient_tape/strided_slice_{k}/StridedSliceGrad" if k else "gradient_tape/strided_slice/StridedSliceGrad"
                 for k in range(50)]
     assert {indexed._NUMBERED_SLICE.sub(r"\1", n) for n in numbered} == {"gradient_tape/strided_slice/StridedSliceGrad"}
+
+
+def test_one_place_of_many_tensors_and_halves_are_not_a_loop(tmp_path, monkeypatch):
+    """Tensors of one shape each indexed at the same place (a CLS token taken in every layer), and each
+    cut in two halves (rotary embeddings' rotate_half in every layer): many calls a step on one whole
+    shape, but no tensor holds more than two of the pieces taken, which unbind would not make cheaper."""
+    monkeypatch.setattr(indexed, "MIN_SHARE", 0.0)
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(64, 64) for _ in range(8)]
+    x = torch.randn(16, 32, 64)
+
+    def step() -> None:
+        h, total = x, 0
+        for layer in layers:
+            h = torch.tanh(layer(h))
+            half = h.size(-1) // 2
+            rotated = torch.cat([-h[..., half:], h[..., :half]], dim=-1)
+            total = total + h[:, 0].sum() + rotated.sum()
+        total.backward()
+
+    path = tmp_path / "layers.json"
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=3),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(4):
+            step()
+            prof.step()
+    frame = frame_of(load(path))
+    calls, _ = indexed.calls_in_steps(frame, indexed.BACKWARD_OPS, None)
+    names = {frame.name(int(r)) for r in calls}
+    assert names == set(indexed.BACKWARD_OPS) and calls.size >= 3 * 8 * 3  # 8 selects and 16 slices a step
+    assert indexed.indexed_gradients(frame, None) is None

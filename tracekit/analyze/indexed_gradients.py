@@ -17,9 +17,12 @@ the backward call itself where no node is recorded), ``MIN_CALLS`` or more a ste
 whole input (its ``input_sizes``, a concrete input where shapes are recorded), taking ``MIN_SHARE``
 of the steps' time or more: the nodes' wall time on a CPU trace, their kernels' time on a GPU trace
 (the host time there is launching). The whole tensor must hold ``MIN_CALLS`` pieces or more along the
-dim indexed: ``nn.MultiheadAttention`` takes q, k and v from one packed projection as ``proj[0]``,
-``proj[1]``, ``proj[2]`` (three calls a layer, 36 a step in 12 layers, each on a tensor of 3 pieces, 9% of
-a small CPU training step: not a loop the user wrote, and unbind would save little). Where shapes were
+dim indexed, counting what the calls took: its size there over the widest slice, and no more pieces
+than the calls took places (a CLS token ``h[:, 0]`` taken in each of 12 layers is 12 calls on one shape
+at one place; rotary embeddings' ``rotate_half`` cuts each tensor in two halves), and
+``nn.MultiheadAttention``'s q, k and v taken from one packed projection as ``proj[0]``, ``proj[1]``,
+``proj[2]`` (three calls a layer, 36 a step in 12 layers, each on a tensor of 3 pieces, 9% of a small CPU
+training step: not a loop the user wrote, and unbind would save little). Where shapes were
 not recorded the pieces are estimated from the calls' own work: the time of the whole-size zero fill
 over that of the piece's copy (20 pieces of 64x256: 113x; the attention's 3: 0.7-2.8x). One unbind
 would still do one whole-size pass: the saving is that time but one piece's share of it.
@@ -55,7 +58,9 @@ _NUMBERED_SLICE = re.compile(r"(strided_slice)_\d+(?=/)")
 _FILL = re.compile(r"^aten::(fill_|zero_)$")
 _COPY = re.compile(r"^aten::copy_$")
 # Both ops take (grad, input_sizes, dim, ...): input_sizes is the whole tensor's shape.
-_WHOLE = r'"Concrete Inputs":\["[^"]*","\[(?P<sizes>[0-9, ]*)\]","(?P<dim>-?\d+)"'
+# Then select's index, or slice's start and end.
+_WHOLE = (r'"Concrete Inputs":\["[^"]*","\[(?P<sizes>[0-9, ]*)\]","(?P<dim>-?\d+)","(?P<start>-?\d+)"'
+          r'(?:,"(?P<end>-?\d+)")?')
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,7 @@ def indexed_gradients(frame: Frame, used: list[int] | None) -> IndexedGradients 
     is_node[ops[frame.named(ops, _NODE)]] = True
     node = nearest_ancestor(frame.parent, calls, is_node)
     node = np.where(node >= 0, node, calls)
-    sizes, dims = _whole_inputs(frame, calls)
+    sizes, dims, starts, ends = _whole_inputs(frame, calls)
     gpu = frame.rows(*GPU_BUSY_KINDS)
     best: IndexedGradients | None = None
     keys = np.char.add(np.char.add(np.array([frame.name(int(r)) for r in calls]), "|"), np.char.add(sizes, "|" + dims))
@@ -139,7 +144,13 @@ def indexed_gradients(frame: Frame, used: list[int] | None) -> IndexedGradients 
         group = calls[keys == key]
         per_step = group.size / n_steps
         op, whole, dim = key.split("|")
-        pieces = _pieces(whole, dim) if whole else _pieces_by_time(frame, group, gpu)
+        if whole:
+            # Pieces of one tensor sit at different places: the same place in every call is each of
+            # several tensors of one shape indexed once (a CLS token taken in every layer), not a loop.
+            places = np.unique(starts[keys == key]).size
+            pieces = min(_pieces(whole, dim, ends[keys == key], starts[keys == key]), float(places))
+        else:
+            pieces = _pieces_by_time(frame, group, gpu)
         if per_step < MIN_CALLS or pieces < MIN_CALLS:
             continue
         mine = np.unique(node[keys == key])
@@ -179,13 +190,16 @@ def _tensorflow_slices(frame: Frame, used: list[int] | None, n_steps: int, step_
     return best
 
 
-def _pieces(whole: str, dim: str) -> float:
-    """The size of the whole tensor ("20, 64, 256") along ``dim``; 0 where it does not parse."""
+def _pieces(whole: str, dim: str, ends: np.ndarray, starts: np.ndarray) -> float:
+    """How many pieces of the calls' width the whole tensor ("20, 64, 256") holds along ``dim``: its
+    size there (select: one index a piece), over the widest slice's width (slice: start and end, an
+    open end clipped to the size); 0 where it does not parse."""
     try:
-        sizes = [int(v) for v in whole.split(",")]
-        return float(sizes[int(dim)])
+        size = [int(v) for v in whole.split(",")][int(dim)]
+        widths = [min(int(e), size) - max(int(b), 0) for b, e in zip(starts.tolist(), ends.tolist(), strict=True) if e]
     except (ValueError, IndexError):
         return 0.0
+    return size / max(max(widths, default=1), 1)
 
 
 def _pieces_by_time(frame: Frame, calls: np.ndarray, gpu: np.ndarray) -> float:
@@ -205,13 +219,12 @@ def _pieces_by_time(frame: Frame, calls: np.ndarray, gpu: np.ndarray) -> float:
     return fill_ns / copy_ns if fill_ns and copy_ns else 0.0
 
 
-def _whole_inputs(frame: Frame, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per call, its whole input's sizes ("20, 64, 256") and the dim indexed, as text; "" where shapes
-    were not recorded."""
-    empty = np.full(calls.size, "", dtype=object)
+def _whole_inputs(frame: Frame, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per call, as text: its whole input's sizes ("20, 64, 256"), the dim indexed, select's index or
+    slice's start, and slice's end ("" for select); "" where shapes were not recorded."""
     if "args" not in frame.table.column_names:
-        return empty.astype(str), empty.astype(str)
+        empty = np.full(calls.size, "", dtype=str)
+        return empty, empty, empty, empty
     found = pc.extract_regex(args_text(frame.table, calls), _WHOLE)
-    sizes = np.asarray(pc.fill_null(pc.struct_field(found, "sizes"), "").to_pylist(), dtype=str)
-    dims = np.asarray(pc.fill_null(pc.struct_field(found, "dim"), "").to_pylist(), dtype=str)
-    return sizes, dims
+    return tuple(np.asarray(pc.fill_null(pc.struct_field(found, f), "").to_pylist(), dtype=str)  # type: ignore[return-value]
+                 for f in ("sizes", "dim", "start", "end"))
