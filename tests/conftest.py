@@ -57,3 +57,17 @@ def assert_written_encodings(path: Path) -> None:
             assert not {"RLE_DICTIONARY", "PLAIN_DICTIONARY"} & set(column.encodings), field.name
         if pa.types.is_integer(field.type):
             assert "DELTA_BINARY_PACKED" in column.encodings, field.name
+
+
+def capture_steps(path: Path, step: Callable[[], object], active: int = 3, record_shapes: bool = True) -> Path:
+    """``step()`` under torch.profiler (CPU): one warm-up step, then ``active`` marked ones, exported to ``path``
+    when the schedule's cycle ends (an export after it would be empty)."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes,
+                 schedule=schedule(wait=0, warmup=1, active=active),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(active + 1):
+            step()
+            prof.step()
+    return path

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from conftest import capture_steps
 
 import tracekit
 import tracekit.analyze.indexed_gradients as indexed
@@ -70,13 +70,7 @@ def _loop_capture(path: Path, index: str, record_shapes: bool) -> Path:
             outs.append(h)
         torch.stack(outs).sum().backward()
 
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes,
-                 schedule=schedule(wait=0, warmup=1, active=3),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
-        for _ in range(4):
-            step()
-            prof.step()
-    return path
+    return capture_steps(path, step, record_shapes=record_shapes)
 
 
 @pytest.mark.parametrize("index,op", [("select", "aten::select_backward"), ("slice", "aten::slice_backward")])
@@ -135,13 +129,7 @@ def test_one_place_of_many_tensors_and_halves_are_not_a_loop(tmp_path, monkeypat
             total = total + h[:, 0].sum() + rotated.sum()
         total.backward()
 
-    path = tmp_path / "layers.json"
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=3),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
-        for _ in range(4):
-            step()
-            prof.step()
-    frame = frame_of(load(path))
+    frame = frame_of(load(capture_steps(tmp_path / "layers.json", step)))
     calls, _ = indexed.calls_in_steps(frame, indexed.BACKWARD_OPS, None)
     names = {frame.name(int(r)) for r in calls}
     assert names == set(indexed.BACKWARD_OPS) and calls.size >= 3 * 8 * 3  # 8 selects and 16 slices a step

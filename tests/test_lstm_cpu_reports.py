@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import capture_steps
 
 from tracekit import api
 
@@ -20,16 +21,7 @@ TIMESTEPS, BATCH, HIDDEN = 20, 4, 32
 
 
 def _profile(tmp: Path, name: str, forward) -> Path:
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    out = tmp / f"{name}.json"
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                 schedule=schedule(wait=0, warmup=1, active=2),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(out))) as prof:
-        for _ in range(3):
-            forward()
-            prof.step()
-    return out
+    return capture_steps(tmp / f"{name}.json", forward, active=2)
 
 
 @pytest.fixture(scope="module")
