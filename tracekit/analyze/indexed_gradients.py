@@ -141,19 +141,20 @@ def indexed_gradients(frame: Frame, used: list[int] | None) -> IndexedGradients 
     best: IndexedGradients | None = None
     keys = np.char.add(np.char.add(np.array([frame.name(int(r)) for r in calls]), "|"), np.char.add(sizes, "|" + dims))
     for key in np.unique(keys).tolist():
-        group = calls[keys == key]
+        in_group = keys == key
+        group = calls[in_group]
         per_step = group.size / n_steps
         op, whole, dim = key.split("|")
         if whole:
             # Pieces of one tensor sit at different places: the same place in every call is each of
             # several tensors of one shape indexed once (a CLS token taken in every layer), not a loop.
-            places = np.unique(starts[keys == key]).size
-            pieces = min(_pieces(whole, dim, ends[keys == key], starts[keys == key]), float(places))
+            places = np.unique(starts[in_group]).size
+            pieces = min(_pieces(whole, dim, ends[in_group], starts[in_group]), float(places))
         else:
             pieces = _pieces_by_time(frame, group, gpu)
         if per_step < MIN_CALLS or pieces < MIN_CALLS:
             continue
-        mine = np.unique(node[keys == key])
+        mine = np.unique(node[in_group])
         time_ns = launched_kernel_time(frame, mine, gpu) if gpu.size else int(frame.dur[mine].sum())
         found = IndexedGradients(op=op, whole=whole.replace(", ", "x"), dim=int(dim) if whole else -1, pieces=pieces,
                                  calls_per_step=float(per_step), share=time_ns / step_ns, on_gpu=bool(gpu.size))
