@@ -89,7 +89,9 @@ class IndexedGradients:
     def evidence(self) -> str:
         what = "their kernels take" if self.on_gpu else "they take"
         if self.tensorflow:
-            return (f"the gradient of slicing one tensor a piece at a time ({self.op}, {self.calls_per_step:.0f} calls a "
+            scopes = self.op.split("/")  # the last three, as top ops names TF ops (the whole name is in JSON)
+            op = "…/" + "/".join(scopes[-3:]) if len(scopes) > 3 else self.op
+            return (f"the gradient of slicing one tensor a piece at a time ({op}, {self.calls_per_step:.0f} calls a "
                     "step: x[:, t] in a loop under tf.GradientTape, a slice op a piece): each StridedSliceGrad builds a "
                     "zero gradient of the whole tensor for its slice and the gradients are summed whole (AddN); "
                     f"{what} {self.share:.0%} of the step time")
