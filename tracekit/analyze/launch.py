@@ -57,7 +57,7 @@ from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
 from tracekit.analyze.float64 import Float64Products, float64_products
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
 from tracekit.analyze.graph_breaks import GraphBreaks, graph_breaks
@@ -896,10 +896,18 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     work_rows = work_rows[~member_mask(work_rows, script_rows)]
     r.python_work = _python_work(frame, used) if e.source in ("torch", "jax") and span else None
     in_python = min(r.python_work.share, e.dispatch_share) if r.python_work is not None else 0.0
-    parts = [f"{e.dispatch_share - in_python:.0%} framework dispatch"]
+    guards, guard_calls = _guard_checks(frame, used) if e.source == "torch" and span else (0, 0)
+    e.guard_share = min(guards / span, e.dispatch_share - in_python) if span else 0.0
+    if e.guard_share < GUARD_NOTE_SHARE:  # a few µs a call: left in dispatch, unsaid
+        e.guard_share = 0.0
+    parts = [f"{e.dispatch_share - in_python - e.guard_share:.0%} framework dispatch"]
     if in_python:
         parts.append(f"{in_python:.0%} Python work of the step's own (stretches of "
                      f"{LONG_STRETCH_NS / 1e3:.0f} µs or more with no op running)")
+    if e.guard_share:
+        steps = max(len(used), 1) if used is not None else max(int(frame.rows("step").size), 1)
+        parts.append(f"{e.guard_share:.0%} Dynamo's guard checks before each compiled call (TorchDynamo Cache Lookup, "
+                     f"{guard_calls / steps:.0f} a step, {guards / guard_calls / 1e3:.0f} µs each)")
     if compiled:
         parts.append(f"{e.compiled_code_share:.0%} compiled graphs' own code (their generated kernels and wrapper, "
                      "not split by the trace)")
@@ -1239,6 +1247,19 @@ def _jit_calls_per_step(frame: Frame) -> tuple[float, bool]:
 # by autograd, not a second call.
 _TORCH_COMPILED_CALLS = ("Torch-Compiled Region", "CompiledFunction")
 _TORCH_COMPILED_NOT_CALLS = ("CompiledFunctionBackward",)
+
+
+def _guard_checks(frame: Frame, used: list[int] | None) -> tuple[int, int]:
+    """Own time and count of torch.compile's guard checks (``TorchDynamo Cache Lookup``, which Dynamo
+    records before each call into a compiled function: its guards on the inputs and the Python state the
+    graph read) in the steps used: framework overhead of the compiled calls themselves, which compiling
+    more of the step in more graphs adds to."""
+    calls, _ = calls_in_steps(frame, (_DYNAMO_GUARDS,), used)
+    return int(op_self_time(frame, calls).sum()), int(calls.size)
+
+
+_DYNAMO_GUARDS = "TorchDynamo Cache Lookup"
+GUARD_NOTE_SHARE = 0.05  # guard checks taking this much of the step are said apart from dispatch
 
 
 def _unrecorded_script_says(frame: Frame, rows: np.ndarray, frozen: bool) -> str:

@@ -21,6 +21,7 @@ DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above 
 CAST_NOTE_SHARE = 0.15    # casts this large a share of the step (CPU) or of GPU busy time are stated with a remedy
 TORCHSCRIPT_MOSTLY = 0.5  # PyTorch: a step this much inside TorchScript functions runs in TorchScript already
 DISPATCH_CLOSE_SHARE = 0.4  # CPU compute-bound with this much dispatch: framework time is close behind, said so
+GUARD_SHARE = 0.1  # Dynamo's guard checks taking this much of a compiled step get a remedy of their own
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
 COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
 WAIT_SHARE = 0.5          # CPU-only: the loop's thread waits (Python sleep, lock, poll; a collective) this much of the step
@@ -63,6 +64,7 @@ class Evidence:
     # CPU-only traces
     dispatch_share: float = 0.0  # step time outside any compute op, compiled graphs' own code left out
     compiled_code_share: float = 0.0  # step time in compiled graphs' own code (generated kernels or wrapper)
+    guard_share: float = 0.0  # CPU traces: step time in Dynamo's guard checks (TorchDynamo Cache Lookup), part of dispatch
     load_step_share: float = 0.0  # step time with a batch fetch running
     between_step_share: float = 0.0  # of the loop (steps and the time between consecutive ones): between them
     load_loop_share: float = 0.0  # of the loop: a batch fetch running, in the steps or between them
@@ -406,11 +408,18 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
         if e.has_gpu:
             return ["the step already runs as a torch.compile graph: mode=\"reduce-overhead\" replays it as a CUDA graph"]
         # Part of the step compiled (its optimizer step, one module), the rest dispatched op by op.
-        return ([f"the step runs a torch.compile graph, but {e.dispatch_share:.0%} of it is still framework dispatch "
+        guarded = [] if e.guard_share < GUARD_SHARE else [
+            f"Dynamo's guard checks before each compiled call take {e.guard_share:.0%} of the step: fewer compiled calls "
+            "check fewer guards (compile the step as one function, without graph breaks), and once it is warm "
+            "torch.compiler.set_stance(skip_guard_eval_unsafe=True) runs only the guards that tell its graphs apart "
+            "(unsafe where an input changes in a way only a skipped guard would catch; Keras 3's jit_compile=True "
+            "train step of a 3-layer MLP on the torch backend, 18 compiled calls a step: 4.1 -> 3.2 ms)"]
+        outside = e.dispatch_share - e.guard_share
+        return ([f"the step runs a torch.compile graph, but {outside:.0%} of it is still framework dispatch "
                  "outside it: compile the rest of the step too (the model's forward and backward and the loss, or the "
                  "whole training step in one function); each compiled call has a fixed cost on the CPU (tens of µs: "
                  "Dynamo's guards, the AOT wrapper), which a step of small ops may not win back, so time it"]
-                if e.dispatch_share >= DISPATCH_CLOSE_SHARE else [])
+                if outside >= DISPATCH_CLOSE_SHARE else []) + guarded
     if launch_bound:
         return [f"capture the step in {_graph(e)}: {_graph_apis(e)}{_capture_caveat(e)}",
                 _torch_compiler_remedy(e, "fuse elementwise ops")]
