@@ -2,7 +2,7 @@
 (tracekit/analyze/launch.py, _guard_checks; the remedy in tracekit/analyze/verdicts.py).
 
 Real capture: Keras 3 on the torch backend training an MLP with jit_compile=True
-(tests/data/cpu/make_keras_torch_jit.py): its train step runs 18 compiled calls a step, each after a
+(tests/data/cpu/make_keras_torch.py): its train step runs 18 compiled calls a step, each after a
 guard check of 60-80 µs, a quarter of the step."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A tensor indexed one piece at a time in a loop, each index's backward a whole-size zero gradient
 (tracekit/analyze/indexed_gradients.py).
 
-Real captures: Keras 3 on the torch backend training an LSTM on a CPU (tests/data/cpu/make_keras_torch_lstm.py),
+Real captures: Keras 3 on the torch backend training an LSTM on a CPU (tests/data/cpu/make_keras_torch.py),
 PyTorch's own multi-head attention (tests/data/cpu/make_attention.py), a TF tf.function step slicing its
 sequence per timestep under tf.GradientTape (tests/data/tf/make_sliced_sequence.py), and loops made here."""
 
