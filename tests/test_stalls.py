@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -86,9 +87,23 @@ def stopped(tmp_path_factory: pytest.TempPathFactory) -> Path:
         frame = frame_of(load(path))
         ops = frame.rows("cpu_op")
         in_step = ops[frame.step[ops] == 4]
-        if in_step.size and int(frame.dur[in_step].max()) >= 250_000_000:
+        if in_step.size and int(frame.dur[in_step].max()) >= 250_000_000 and _quiet_elsewhere(frame, ops):
             break
     return path
+
+
+def _quiet_elsewhere(frame, ops) -> bool:
+    """Whether no op call outside the stopped step took 3x its name's median and a ms more: the machine stalled
+    none of the steps the default verdict reads (a busy CI machine did, once in four runs, and that verdict
+    read CPU-contended, rightly). Judged by the ops' durations, not by the rule under test."""
+    others = ops[(frame.step[ops] >= 0) & (frame.step[ops] != 4)]
+    codes = frame.name_code[others]
+    for code in np.unique(codes).tolist():
+        dur = frame.dur[others[codes == code]]
+        median = float(np.median(dur))
+        if dur.max() >= 3 * median and dur.max() - median >= 1_000_000:  # a ms or more lost: a real stall
+            return False
+    return True
 
 
 def _worst(frame, stalls) -> tuple[int, float, float]:
