@@ -334,6 +334,13 @@ COMPILED_CODE_OPS = re.compile(r"(^|:)_XlaRun$|(^|:)XlaLaunch$|^prim::(TensorExp
                                + XLA_PROGRAM.pattern)
 COMPILED_CODE_OPS_BEFORE_CALL_RANGES = re.compile(r"^CompiledFunction(Backward)?$")
 GENERATED_KERNEL = re.compile(r"^(graph_\d+_)?cpp_fused_")
+# Inductor's mark around a compiled graph's wrapper (torch._inductor.config.profiler_mark_wrapper_call).
+WRAPPER_CALL = "inductor_wrapper_call"
+# An AOTInductor package runs as one native call from Python that records no op of its own
+# (``<built-in method boxed_run of ...>`` called by torch/export/pt2_archive/_package.py): seen only with
+# Python stacks recorded, by the Python frame that calls it.
+AOTI_CALLER = re.compile(r"(^|/)torch/(export/pt2_archive|_inductor/package)/[\w/]+\.py\(\d+\): \w+$")
+NATIVE_CALL = re.compile(r"^<built-in (method|function) ")
 
 
 def compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
@@ -345,7 +352,7 @@ def compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
-    calls = [i for i, n in enumerate(frame.names) if n.startswith(COMPILED_GRAPH_CALL)]
+    calls = [i for i, n in enumerate(frame.names) if n.startswith(COMPILED_GRAPH_CALL) or n == WRAPPER_CALL]
     before_call_ranges = not calls
     if any(GENERATED_KERNEL.search(n) for n in frame.names):
         # Kernel profiling was on: the kernels are ops, and Inductor's own time around them is wrapper.
@@ -353,10 +360,12 @@ def _compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     codes = calls + [i for i, n in enumerate(frame.names) if COMPILED_CODE_OPS.search(n) or
                      (before_call_ranges and COMPILED_CODE_OPS_BEFORE_CALL_RANGES.search(n))]
     none = np.zeros(0, np.int64)
-    if not codes:
+    native = aoti_native_calls(frame)
+    if not codes and not native.size:
         return none, none
     is_op = frame.mask("cpu_op")
     bodies = np.flatnonzero(member_mask(frame.name_code, codes) & (is_op | frame.mask("user_range")))
+    bodies = np.union1d(bodies, native)
     if not bodies.size:
         return none, none
     inside = is_op.copy()
@@ -374,6 +383,23 @@ def _compiled_code_self(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
         with_children[holder[direct]] = True
         bodies = bodies[with_children[bodies] | ~member_mask(frame.name_code[bodies], programs)]
     return bodies, np.maximum(frame.dur[bodies] - child_total[bodies], 0)
+
+
+def aoti_native_calls(frame: Frame) -> np.ndarray:
+    """The Python stack frames of the native calls that run an AOTInductor package (the longest native call
+    of each ``AOTI_CALLER`` frame), where Python stacks are recorded and no op inside says what its code
+    is (kernel profiling off)."""
+    callers = [i for i, n in enumerate(frame.names) if AOTI_CALLER.search(n)]
+    if not callers or any(n == WRAPPER_CALL or GENERATED_KERNEL.search(n) for n in frame.names):
+        return np.zeros(0, np.int64)
+    py = frame.rows("python_function")
+    native = py[frame.named(py, NATIVE_CALL)]
+    parents = frame.parent[native]
+    native = native[(parents >= 0) & member_mask(frame.name_code[np.maximum(parents, 0)], callers)]
+    # The runner's call is the longest native call of each caller frame (it also asks for the call spec).
+    native = native[np.lexsort((frame.dur[native], frame.parent[native]))]
+    last = np.append(frame.parent[native][1:] != frame.parent[native][:-1], True)
+    return np.sort(native[last])
 
 
 UNRECORDED_OPS_PER_OP_NS = 50_000  # a TorchScript call's own time per op it records, beyond its interpreter's µs

@@ -256,6 +256,7 @@ OP_RULES: list[tuple[str, str]] = [
                   r"logsumexp|cumsum|max_pool2d_with_indices|avg_pool2d|nll_loss\w*)_"),
     ("elementwise", r"^(graph_\d+_)?cpp_fused_"),
     ("compiled", r"^Torch-Compiled Region|^TorchDynamo Cache Lookup|^## Call CompiledFxGraph|^CompiledFunction|"
+                 r"^inductor_wrapper_call$|"
                  r"AOTDispatcher|^Pregraph bytecode|^prim::(TensorExprGroup|CudaFusionGroup|"
                  r"FusionGroup|DifferentiableGraph)$|^_XlaRun$|^XlaLaunch$"),
     ("reduction", r"^aten::(sum|mean|max|min|amax|amin|argmax|argmin|softmax|_softmax|log_softmax|_log_softmax|"
@@ -568,10 +569,21 @@ def _by_name(frame: Frame, rows: np.ndarray, rules: Sequence[tuple[str, ...]], c
     return lookup[codes]
 
 
+# An AOTInductor model calls ATen ops it does not generate code for through a C shim, recorded as ops
+# (aoti_torch_cpu_addmm_out) where the package was compiled with cpp.enable_kernel_profile.
+_AOTI_SHIM = re.compile(r"^aoti_torch_(?:cpu|cuda|xpu|mps)_(\w+)$")
+
+
 def classify_op_name(name: str) -> str:
     """An op's class by ``OP_RULES``: the name as recorded (``aten::mm``, ``gloo:all_reduce``), else the
     TF op type it ran (``tf_base_op``: ``…/Conv2D:_MklNativeConv2D`` -> ``Conv2D``)."""
     cls = classify_name(name, OP_RULES)
+    shim = _AOTI_SHIM.match(name) if cls == "other" else None
+    if shim:  # aoti_torch_cpu_addmm_out runs aten::addmm's out= form
+        op = shim.group(1)
+        cls = classify_name(f"aten::{op}", OP_RULES)
+        if cls == "other" and op.endswith("_out"):
+            cls = classify_name(f"aten::{op[:-4]}", OP_RULES)
     if cls == "other":
         op_type = tf_base_op(name)
         if op_type != name:

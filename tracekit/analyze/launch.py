@@ -30,9 +30,11 @@ from tracekit.analyze.attention import UnfusedAttention, unfused_attention
 from tracekit.analyze.blocking import host_waits
 from tracekit.analyze.breakdown import (
     COMPUTE_OP_CLASSES,
+    NATIVE_CALL,
     TORCHSCRIPT_CALLS,
     UNRECORDED_OPS_PER_OP_NS,
     Breakdown,
+    aoti_native_calls,
     breakdown,
     framework_kinds,
     op_self_time,
@@ -879,6 +881,11 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     stalled_outside = judged.outside_compute_ns(classify_rows(frame)) if judged is not None else 0
     e.dispatch_share = max(dispatch - compiled - stalled_outside, 0) / span if span else 0.0
     e.compiled_code_share = compiled / span if span else 0.0
+    aoti = aoti_native_calls(frame) if e.source == "torch" else np.zeros(0, np.int64)
+    steps = len(used) if used is not None else int(frame.rows("step").size)
+    if steps:
+        aoti = aoti[member_mask(frame.step[aoti], used)] if used is not None else aoti[frame.step[aoti] >= 0]
+    e.aoti_calls_per_step = aoti.size / max(steps, 1)
     waiting = int(cpu.waiting_ns.sum()) if len(cpu) else 0
     e.wait_step_share = waiting / span if span else 0.0
     fetching = int(cpu.fetching_ns.sum()) if len(cpu) else 0
@@ -909,8 +916,10 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
         parts.append(f"{e.guard_share:.0%} Dynamo's guard checks before each compiled call (TorchDynamo Cache Lookup, "
                      f"{guard_calls / steps:.0f} a step, {guards / guard_calls / 1e3:.0f} µs each)")
     if compiled:
+        aoti_says = (f"; an AOTInductor package's native call from Python, {e.aoti_calls_per_step:.0f} a step, whose "
+                     "kernels record no op" if e.aoti_calls_per_step else "")
         parts.append(f"{e.compiled_code_share:.0%} compiled graphs' own code (their generated kernels and wrapper, "
-                     "not split by the trace)")
+                     f"not split by the trace{aoti_says})")
     if stalled_outside:
         parts.append(f"{stalled_outside / span:.0%} stalled copies")
     if script_ns:
@@ -1531,7 +1540,8 @@ def _python_between(frame: Frame, on_loop: np.ndarray, g_start: np.ndarray, g_en
     held.sort()
     outer, inner = held[0], held[-1]
     names = outer[2] if outer is inner else f"{outer[2]}, in {inner[2]}"
-    return f"in Python {outer[1] / between:.0%} ({names})", names
+    where = "in native code called from Python" if NATIVE_CALL.search(inner[2]) else "in Python"
+    return f"{where} {outer[1] / between:.0%} ({names})", names
 
 
 def _communication(frame: Frame) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analyze import intervals
-from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self
 from tracekit.analyze.classify import OP_CLASSES, classify_rows, collective_rows, data_loading_rows, python_wait_rows
 from tracekit.analyze.frame import Frame
 from tracekit.ingest.links import byte_mask, member_mask
@@ -57,10 +57,14 @@ class PythonWork:
         where += f", before {self.before}" if self.before else ""
         frames = f"; {self.python}" if self.python else (
             " (torch.profiler(with_stack=True) names the Python running in them)")
+        # Without Python stacks the trace cannot tell the step's Python from native code that records no
+        # op: an AOTInductor package's kernels leave the same stretches.
+        native = "" if self.python else (", or native code that records no op (NumPy, a C++ extension, an "
+                                         "AOTInductor package)")
         return (f"{self.share:.0%} of step time is in stretches of {LONG_STRETCH_NS / 1e3:.0f} µs or more with no op running "
                 f"({self.stretches:.1f} a step, {self.per_step_ns / 1e6:,.2f} ms; the longest {self.longest_ns / 1e6:,.2f} ms, "
-                f"{where}){frames}: Python doing work of its own between the ops, not per-op dispatch, which costs "
-                "µs an op")
+                f"{where}){frames}: Python doing work of its own between the ops{native}, not per-op dispatch, which "
+                "costs µs an op")
 
     def remedy(self) -> str:
         return ("take the Python work out of the step: the stretches with no op running are the step's own Python "
@@ -93,9 +97,9 @@ def _loop_work(frame: Frame, steps: np.ndarray) -> np.ndarray:
 
 def long_stretches(frame: Frame, w_start: np.ndarray, w_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stretches of ``LONG_STRETCH_NS`` or more inside the windows (disjoint, sorted: the steps)
-    with none of the framework's work (``_loop_work``), batch fetch or blocking Python frame on the
-    threads that mark the steps, and no collective or compute op on any other thread (the loop waits
-    for those: gloo's all-reduce under DDP's reducer)."""
+    with none of the framework's work (``_loop_work``), compiled graph's code, batch fetch or blocking
+    Python frame on the threads that mark the steps, and no collective or compute op on any other
+    thread (the loop waits for those: gloo's all-reduce under DDP's reducer)."""
     steps = frame.rows("step")
     if not steps.size or not w_start.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -103,8 +107,10 @@ def long_stretches(frame: Frame, w_start: np.ndarray, w_end: np.ndarray) -> tupl
     ops = frame.rows("cpu_op")
     compute = byte_mask(classify_rows(frame).op[ops], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
     waits = np.concatenate([data_loading_rows(frame), python_wait_rows(frame)])
+    # A compiled graph's own code is judged apart (an AOTInductor package's native call, seen in the
+    # Python stacks, runs its kernels with no op recorded: not the step's Python).
     busy = np.concatenate([_loop_work(frame, steps), waits[on_loop[waits]], ops[compute & ~on_loop[ops]],
-                           collective_rows(frame)])
+                           collective_rows(frame), compiled_code_self(frame)[0]])
     b_start, b_end = intervals.union(frame.start[busy], frame.end[busy])
     # The windows' time outside the busy intervals: the idle time around and between them, cut to the windows.
     idle_start = np.concatenate([[min(int(w_start[0]), int(b_start[0]) if b_start.size else int(w_start[0]))], b_end])

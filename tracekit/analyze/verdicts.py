@@ -132,6 +132,7 @@ class Evidence:
     python_callback_share: float = 0.0  # of the step time, in Python called from the compiled program (TF's PyFunc, JAX's callbacks)
     blocking_calls_per_step: float = 0.0  # GPU: synchronizing calls per step used (.item(), .cpu(), synchronize)
     compiled_calls_per_step: float = 0.0  # PyTorch: torch.compile graph calls (Torch-Compiled Region) per step
+    aoti_calls_per_step: float = 0.0  # PyTorch: AOTInductor package runs per step, seen in Python stacks
     calls_per_step_known: bool = True  # False: no step marked, the calls counted are the whole trace's
 
 
@@ -225,6 +226,11 @@ BATCH_REMEDY = "use larger batches so each launch and op does more work"
 KERNEL_PROFILE_REMEDY = ("profile again with torch._inductor.config.cpp.enable_kernel_profile = True: Inductor's C++ "
                          "kernels then appear as graph_N_cpp_fused_* ops, and the compiled code splits into kernels "
                          "and wrapper")
+AOTI_KERNEL_PROFILE_REMEDY = ("compile the AOTInductor package again with inductor_configs={'cpp.enable_kernel_profile': "
+                              "True, 'profiler_mark_wrapper_call': True} (torch._inductor.aoti_compile_and_package): its "
+                              "C++ kernels and the ATen calls it makes then appear as ops (graph_N_cpp_fused_*, "
+                              "aoti_torch_cpu_*), inside an inductor_wrapper_call range, and its code splits into kernels "
+                              "and wrapper")
 WAIT_REMEDY = ("the loop waits on something outside its own work: another thread or process (a queue, data loading), "
                "I/O or a sleep; the waiting frames' callers (Python stacks) say what it waits for: profile that")
 CONTENTION_REMEDY = ("give the loop's thread a core: keep the threads that run at once at or below the cores "
@@ -381,6 +387,11 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
         # The kernels come from inside one library call: nothing to fuse or dispatch less at the framework level.
         return [f"capture the step in {_graph(e)} ({_graph_apis(e)}): replay skips {e.launch_loop_op}'s per-kernel host "
                 f"work{_capture_caveat(e)}"]
+    if e.aoti_calls_per_step:
+        # An exported model already runs as compiled code: what dispatch is left is the Python around it.
+        return ([f"the step runs an AOTInductor package, but {e.dispatch_share:.0%} of it is framework dispatch and "
+                 "Python outside it: export more of the step into the package"]
+                if e.dispatch_share >= DISPATCH_CLOSE_SHARE else [])
     if e.compiled_calls_per_step > 1 and not e.calls_per_step_known:
         # A trace of five training iterations with no step marked calls its graph five times, once a step.
         return [f"the trace calls a torch.compile graph {e.compiled_calls_per_step:.0f} times and marks no steps "
@@ -782,7 +793,8 @@ RULES: tuple[Rule, ...] = (
          lambda e: f"how the compiled graphs' own code ({e.compiled_code_share:.0%} of step time) splits into generated "
                    f"kernels (compute) and wrapper (overhead) decides between CPU/framework-bound and CPU "
                    "compute-bound, and this trace does not record it",
-         lambda e: [*([KERNEL_PROFILE_REMEDY] if e.source in ("torch", "") else []), *_compile_remedies(e, False)],
+         lambda e: [*([AOTI_KERNEL_PROFILE_REMEDY] if e.aoti_calls_per_step else
+                      [KERNEL_PROFILE_REMEDY] if e.source in ("torch", "") else []), *_compile_remedies(e, False)],
          "CPU-only: compiled graphs' own code (kernels or wrapper, not split) holds the balance between "
          "dispatch and compute"),
     Rule("CPU compute-bound", lambda e: not e.has_gpu, _close_to_framework_bound, _cpu_compute_remedies,
