@@ -56,6 +56,7 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.conv_layout import NchwConvolutions, nchw_convolutions
 from tracekit.analyze.copies import pageable_share
+from tracekit.analyze.decoding import Decoding, uncached_generation
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
 from tracekit.analyze.float64 import Float64Products, float64_products
@@ -176,6 +177,7 @@ class LaunchReport:
     float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
     unfused_attention: UnfusedAttention | None = None  # attention computed op by op (tracekit.analyze.attention)
     graph_breaks: GraphBreaks | None = None  # a compiled function split by graph breaks (tracekit.analyze.graph_breaks)
+    uncached_generation: Decoding | None = None  # tokens generated with no key/value cache (tracekit.analyze.decoding)
     recompute: Recompute | None = None  # activation checkpointing's second forward in backward (tracekit.analyze.recompute)
     train_mode_inference: TrainModeInference | None = None  # inference with dropout drawing masks (tracekit.analyze.train_mode)
     unused_gradients: UnusedGradients | None = None  # gradients no optimizer reads (tracekit.analyze.unused_grads)
@@ -192,7 +194,7 @@ class LaunchReport:
         grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64,
         attention computed op by op, a compiled function split by graph breaks, a forward recomputed in
         backward (activation checkpointing), inference with the model in training mode, gradients no
-        optimizer reads."""
+        optimizer reads, tokens generated with no key/value cache."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -200,7 +202,8 @@ class LaunchReport:
             "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
             "growing_cat": self.growing_cat, "indexed_gradients": self.indexed_gradients, "float64_products": self.float64_products,
             "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks, "recompute": self.recompute,
-            "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients}
+            "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients,
+            "uncached_generation": self.uncached_generation}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -676,6 +679,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used))
+        r.uncached_generation = _told(r, uncached_generation(frame, steps_used))
         evaluating = r.steps.steps.step[r.steps.steps.status == "evaluation"].tolist() if r.steps is not None else []
         r.train_mode_inference = _told(r, train_mode_inference(frame, steps_used, evaluating))
         r.unused_gradients = _told(r, unused_gradients(frame, steps_used))
@@ -718,6 +722,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time
             measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
         _rank_by_predicted_saving(r, frame, loop_share, measured)
+    if r.uncached_generation is not None:  # the cache removes most of the work the other remedies weigh
+        r.remedies.remove(fix := r.uncached_generation.remedy())
+        r.remedies.insert(0, fix)
     if r.anomaly_detection is not None:  # a debugging setting left on: first whatever the others save
         r.remedies.remove(fix := r.anomaly_detection.remedy())
         r.remedies.insert(0, fix)

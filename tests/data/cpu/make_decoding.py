@@ -1,0 +1,40 @@
+"""Writes tests/data/cpu/decode_{sdpa,eager,no_cache}.pt.trace.json.gz: real torch.profiler captures (CPU, one
+thread, 2 steps marked, shapes recorded) of Hugging Face transformers' generate() on a small GPT-2 made from
+its config (2 layers, 256 wide, 4 heads, vocabulary 8,000; random weights, nothing downloaded): 4 prompts
+of 8 tokens, 12 new tokens by greedy search, each step one generate() call.
+
+- decode_sdpa: attention by torch's scaled_dot_product_attention, the key/value cache on (the default):
+  each new token's attention has one query position over a cache one position longer than the last.
+- decode_eager: the same with attn_implementation="eager" (q @ k^T by aten::matmul).
+- decode_no_cache: use_cache=False: every token runs the whole sequence again (queries of 8 to 19
+  positions), not a decode loop of one position a token.
+
+    python tests/data/cpu/make_decoding.py   # needs transformers (made with 5.24.0), not a tracekit dependency
+Made with torch 2.13.0 (CPU build) on a 2-core AMD EPYC (Zen 4: AVX-512 with BF16, no AMX).
+"""
+
+import torch
+from profiled import unprofiled_ms, write_capture
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def capture(name: str, attention: str, use_cache: bool) -> None:
+    torch.manual_seed(0)
+    config = GPT2Config(n_embd=256, n_layer=2, n_head=4, vocab_size=8000, n_positions=64,
+                        attn_implementation=attention)
+    model = GPT2LMHeadModel(config).eval()
+    prompts = torch.randint(0, 8000, (4, 8))
+
+    def step(_: int) -> None:
+        with torch.inference_mode():
+            model.generate(prompts, max_new_tokens=12, do_sample=False, pad_token_id=0, use_cache=use_cache)
+
+    print(f"{name}: {unprofiled_ms(step, 5):.1f} ms a step unprofiled")
+    write_capture(name, step, active=2, record_shapes=True)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    capture("decode_sdpa", "sdpa", True)
+    capture("decode_eager", "eager", True)
+    capture("decode_no_cache", "sdpa", False)

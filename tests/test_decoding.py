@@ -1,0 +1,54 @@
+"""Autoregressive decoding (tracekit/analyze/decoding.py): a skinny GEMM run once per generated token is
+not told to batch across timesteps, and generation with no key/value cache is named. Real captures of
+transformers' generate() on a small GPT-2 (tests/data/cpu/make_decoding.py), beside attention captures
+that are not decoding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit.analyze.decoding import Decoding, decoding, uncached_generation
+from tracekit.analyze.frame import frame_of
+from tracekit.ingest import load
+
+DATA = Path(__file__).parent / "data" / "cpu"
+
+
+def _frame(name: str):
+    return frame_of(load(DATA / f"{name}.pt.trace.json.gz"))
+
+
+@pytest.mark.parametrize("name", ["decode_sdpa", "decode_eager"])
+def test_a_decode_loop_is_found_by_its_attention_dims(name: str) -> None:
+    """12 new tokens: the prompt's pass, then 11 of one query position over 9 to 19 cached positions
+    (scaled_dot_product_attention, or eager attention's q @ k^T beside its weights @ v)."""
+    frame = _frame(name)
+    assert decoding(frame, None) == Decoding(positions=11, first=9, last=19, cached=True)
+    assert uncached_generation(frame, None) is None
+    launch = tracekit.report(frame.table).launch
+    head = next(x for x in launch.remedies if x.startswith("aten::mm [[4,256],[256,8000]]"))
+    # Before: "batch it (across timesteps, or several small GEMMs into one)": a token needs the last one.
+    assert "once per generated token (11 a step" in head and "across timesteps" not in head, head
+    assert "decode more sequences at once" in head
+    assert launch.uncached_generation is None
+
+
+def test_generation_without_a_cache_is_named_and_its_remedy_comes_first() -> None:
+    frame = _frame("decode_no_cache")
+    found = uncached_generation(frame, None)
+    assert found == Decoding(positions=12, first=8, last=19, cached=False)
+    launch = tracekit.report(frame.table).launch
+    assert launch.remedies[0] == found.remedy()
+    said = next(e for e in launch.evidence if e.startswith("each generated token runs the model over the whole"))
+    assert "162 positions run where a cache runs 19" in said, said
+    assert not any("once per generated token" in x for x in launch.remedies)
+
+
+@pytest.mark.parametrize("name", ["attention_mha_weights", "attention_unfused", "attention_mha_short",
+                                  "keras_torch_lstm", "python_in_step"])
+def test_attention_that_is_not_decoding_is_not_called_so(name: str) -> None:
+    """Self-attention over one sequence length a step (and no attention at all)."""
+    assert decoding(_frame(name), None) is None
