@@ -48,7 +48,7 @@ from tracekit import schema
 from tracekit.analyze.breakdown import Breakdown, breakdown, op_self_time, step_index
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, op_name_codes, short_name, tf_base_op
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
-from tracekit.analyze.optimizer import optimizer_calls, outermost
+from tracekit.analyze.optimizer import optimizer_calls, outermost, own_time
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
 from tracekit.errors import UsageError
@@ -198,7 +198,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
         for c in ("launch", "sync", "framework", "python"):
             metrics[f"host_{c}_time"] = float(host[f"{c}_ns"])
     optimizer = _outer_optimizer_calls(frame)
-    metrics["optimizer_time"] = float(frame.dur[optimizer].sum())
+    metrics["optimizer_time"] = float(own_time(frame, optimizer).sum())
     rows = frame.rows("cpu_op", *GPU_BUSY_KINDS)
     # TF op names carry per-process layer scopes (lstm_5_1/while/...): compare TF ops by op type,
     # eager ops by the op their EagerExecute ran, oneDNN's rewrites by the op they replace.
@@ -304,7 +304,7 @@ def _optimizer_time(frame: Frame, outer: np.ndarray, steps_used: list[int],
     if not outer.size or not steps_used:
         return 0.0
     of_step, known = step_index(frame.step[outer], steps_used)
-    return float(center(np.bincount(of_step[known], weights=frame.dur[outer][known], minlength=len(steps_used))))
+    return float(center(np.bincount(of_step[known], weights=own_time(frame, outer)[known], minlength=len(steps_used))))
 
 
 

@@ -1182,7 +1182,9 @@ def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
     stays."""
     f = step.frame
     calls = optimizer_calls(f)
-    calls = calls[member_mask(f.thread_key[calls], step.thread_keys.tolist()) & (f.start[calls] >= step.start)
+    # A call given a closure can start a step before its own update runs (Lightning marks its steps
+    # inside the closure): the calls overlapping the window, then those whose update does.
+    calls = calls[member_mask(f.thread_key[calls], step.thread_keys.tolist()) & (f.end[calls] > step.start)
                   & (f.start[calls] < step.end)]
     if not calls.size:
         return None
@@ -1191,7 +1193,7 @@ def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
         return None
     outer, inside = update.outer, update.inside
     order = np.argsort(f.start[outer])
-    call_start, call_end = f.start[outer][order], f.end[outer][order]
+    call_start, call_end = update.own_start[order], f.end[outer][order]  # a closure's forward and backward stay
 
     def in_update(seg: Segment) -> bool:
         i = int(np.searchsorted(call_start, seg.start, side="right")) - 1
