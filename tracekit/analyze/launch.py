@@ -616,6 +616,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         e.torchscript_share = _torchscript_share(frame, used)
     if e.source in ("tf", "jax"):
         e.python_callback_share = _python_callback_share(frame, used)
+    if e.source == "tf":
+        e.no_xla_ops, e.no_xla_share = _ops_xla_cannot_compile(frame, used)
     if not r.has_gpu:
         e.unrecorded_gpu_work = unrecorded_gpu_work(frame, classify_rows(frame))
     stalls = _stalls(r, frame) if not r.has_gpu and e.has_ops and not e.unrecorded_gpu_work else None
@@ -1030,6 +1032,38 @@ def _python_callback_share(frame: Frame, used: list[int] | None) -> float:
         return 0.0
     c_start, c_end = intervals.union(frame.start[calls], frame.end[calls])
     return intervals.overlap_total(c_start, c_end, w_start, w_end) / span
+
+
+# TF ops XLA has no kernel for, which Keras's preprocessing layers (TextVectorization, StringLookup,
+# Hashing...) run inside a model: string ops and lookup tables (StringLookup's, IntegerLookup's too).
+TF_NO_XLA_OP = re.compile(r"^(StringSplit(V2)?|StaticRegexReplace|RegexReplace|StaticRegexFullMatch|RegexFullMatch|"
+                          r"StringLower|StringUpper|StringStrip|StringToHashBucket(Fast|Strong)?|StringJoin|StringFormat|"
+                          r"StringLength|Substr|Unicode(Decode\w*|Encode|Transcode|Script)|StringNGrams|AsString|"
+                          r"StringToNumber|ReduceJoin|LookupTable(Find|Size|Import|Insert|Export|Remove)(V2)?)$")
+
+
+def _ops_xla_cannot_compile(frame: Frame, used: list[int] | None, most: int = 3) -> tuple[str, float]:
+    """The string and lookup-table op types (``TF_NO_XLA_OP``) a TF step runs off tf.data's threads, the
+    most time first (at most ``most``), and their share of the steps' time (wall, the steps used)."""
+    ops = frame.rows("cpu_op")
+    codes = [c for c in distinct(frame.name_code[ops]).tolist() if c >= 0 and TF_NO_XLA_OP.match(tf_base_op(frame.names[c]))]
+    if not codes:
+        return "", 0.0
+    calls = ops[member_mask(frame.name_code[ops], codes)]
+    calls = calls[~input_pipeline_mask(frame)[calls]]
+    w_start, w_end = _step_windows(frame, used)
+    span = int((w_end - w_start).sum())
+    at = np.searchsorted(w_start, frame.start[calls], side="right") - 1
+    calls = calls[(at >= 0) & (frame.start[calls] < w_end[np.maximum(at, 0)])]
+    if not calls.size or not span:
+        return "", 0.0
+    by_type: dict[str, int] = {}
+    for row in calls.tolist():
+        op = tf_base_op(frame.name(row))
+        by_type[op] = by_type.get(op, 0) + int(frame.dur[row])
+    c_start, c_end = intervals.union(frame.start[calls], frame.end[calls])
+    names = ", ".join(sorted(by_type, key=lambda n: -by_type[n])[:most])
+    return names, intervals.overlap_total(c_start, c_end, w_start, w_end) / span
 
 
 def _python_callback_calls(frame: Frame) -> np.ndarray:
