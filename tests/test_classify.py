@@ -70,6 +70,8 @@ OPS = {
     "aten::_conv_depthwise2d": "convolution", "aten::miopen_convolution": "convolution",
     "mkldnn::_convolution_pointwise": "convolution", "mkldnn::_reorder_convolution_weight": "other",
     "aten::mkldnn_reorder_conv2d_weight": "other", "_quantized::conv2d_relu": "convolution",
+    "aten::_to_dense": "copy", "aten::to_mkldnn": "copy", "aten::mkldnn_adaptive_avg_pool2d": "reduction",
+    "aten::mkldnn_max_pool2d": "reduction",
     "_quantized::conv2d_prepack": "other", "_quantized::linear_dynamic": "gemm", "aten::_sparse_addmm": "gemm",
     "quantized::linear_dynamic_fp16_unpacked_weight": "gemm", "quantized::linear_unpack": "other",
     "aten::_foreach_mm": "gemm", "inductor::_mm_plus_mm": "gemm", "sparse::qlinear_prepack": "other",
@@ -256,3 +258,31 @@ def test_torchrec_collectives_are_communication():
     assert classify.classify_op_name("ReduceScatterV_Req") == "communication"
     # The engine's node around one is named after it but is the autograd engine's call, not the collective.
     assert classify.classify_op_name("autograd::engine::evaluate_function: All2All_Pooled_ReqBackward") != "communication"
+
+
+def test_onednn_layout_conversions_are_copies_without_recorded_dtypes(tmp_path):
+    """torch.jit.optimize_for_inference runs a CNN in oneDNN's blocked layout: aten::to_mkldnn in,
+    aten::_to_dense out (19% of this step), data movement whose args record no dtype to tell a cast
+    by. As ops of no class they were dispatch: 22% of the step, 2% now."""
+    torch = pytest.importorskip("torch")
+    from conftest import capture_steps
+
+    import tracekit
+    from tracekit.analyze.classify import OP_CLASSES, classify_rows
+    from tracekit.analyze.frame import frame_of
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+                                torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten(), torch.nn.Linear(64, 10)).eval()
+    x = torch.randn(8, 3, 64, 64)
+    with torch.no_grad():
+        frozen = torch.jit.optimize_for_inference(torch.jit.script(model))
+        frozen(x)
+        frame = frame_of(load(capture_steps(tmp_path / "ofi.json", lambda: frozen(x))))
+    ops = frame.rows("cpu_op")
+    dense = ops[frame.name_code[ops] == frame.names.index("aten::_to_dense")]
+    assert dense.size and (classify_rows(frame).op[dense] == OP_CLASSES.index("copy")).all()
+    cpu = tracekit.report(frame.table).launch.breakdown.cpu_ops
+    whole = cpu[cpu.step == -1].iloc[0]
+    assert whole.copy_ns > 0.05 * whole.span_ns and whole.dispatch_ns < 0.15 * whole.span_ns, whole

@@ -219,7 +219,11 @@ OP_RULES: list[tuple[str, str]] = [
              # Quantization's conversions: quantize / dequantize (eager, PT2E), fake-quantization in QAT
              r"^aten::(quantize_per_tensor\w*|quantize_per_channel|dequantize|fake_quantize_per_\w+|_fake_quantize\w*)$|"
              r"^quantized_decomposed::(quantize|dequantize)_per_\w+$"),
-    ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone)$"),
+    # ... and oneDNN's layout conversions of activations (torch.jit.optimize_for_inference / to_mkldnn
+    # models: into its blocked layout and back, 19% of a small frozen CNN's step; weight reorders, a
+    # preparation like prepacking, stay other).
+    ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone|to_dense|_to_dense|to_mkldnn|"
+             r"_mkldnn_reshape|_mkldnn_transpose_?)$"),
     # FFTs: PyTorch's (torch.fft.*, stft/istft call _fft_r2c / _fft_c2r / _fft_c2c), TF's FFT ops,
     # XLA's fft HLO instruction.
     ("fft", r"^aten::(_fft_r2c|_fft_c2r|_fft_c2c|fft_\w+|stft|istft|_fft_r2c_backward|_fft_c2r_backward)$|"
@@ -273,6 +277,8 @@ OP_RULES: list[tuple[str, str]] = [
                   r"mse_loss_backward|binary_cross_entropy_backward|smooth_l1_loss_backward|embedding_dense_backward|"
                   r"_embedding_bag|_embedding_bag_forward_only|_embedding_bag_backward|_embedding_bag_dense_backward|"
                   r"_embedding_bag_per_sample_weights_backward|"
+                  # oneDNN-layout pooling (optimize_for_inference)
+                  r"mkldnn_adaptive_avg_pool2d(_backward)?|mkldnn_max_pool[23]d(_backward)?|"
                   # batch norm's newer entry points, group and RMS norm
                   r"_batch_norm_no_update|_batch_norm_with_update\w*|_native_batch_norm_legit\w*|batch_norm_backward|"
                   r"miopen_batch_norm_backward|group_norm|native_group_norm(_backward)?|rms_norm|_fused_rms_norm(_backward)?|"
@@ -811,7 +817,14 @@ def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
     remaining = copy_rows[op[copy_rows] == copy]
     wanted = (op != copy) & (op != other) & (op != NO_CLASS)
     ancestor = nearest_ancestor(frame.parent, remaining, wanted)
-    op[remaining] = np.where(ancestor >= 0, op[np.maximum(ancestor, 0)], np.where(one_dtype[remaining], copy, other))
+    # oneDNN's layout conversions move data without a dtype to change: copies whatever is recorded.
+    layout = member_mask(frame.name_code[remaining], [_code_of(frame, n) for n in LAYOUT_CONVERSIONS])
+    op[remaining] = np.where(ancestor >= 0, op[np.maximum(ancestor, 0)],
+                             np.where(one_dtype[remaining] | layout, copy, other))
+
+
+LAYOUT_CONVERSIONS = ("aten::to_dense", "aten::_to_dense", "aten::to_mkldnn", "aten::_mkldnn_reshape",
+                      "aten::_mkldnn_transpose", "aten::_mkldnn_transpose_")
 
 
 def _code_of(frame: Frame, name: str) -> int:
