@@ -72,7 +72,12 @@ class Decoding:
 
 
 def decoding(frame: Frame, used: list[int] | None) -> Decoding | None:
-    """The steps' decode loop (module doc), or None where the attention calls' dims do not show one."""
+    """The steps' decode loop (module doc), or None where the attention calls' dims do not show one.
+    Read once per frame and steps (the skinny-GEMM remedy and the verdict both ask)."""
+    return frame.memo(f"decoding {used}", lambda: _decoding(frame, used))
+
+
+def _decoding(frame: Frame, used: list[int] | None) -> Decoding | None:
     if "args" not in frame.table.column_names:
         return None
     from tracekit.analyze.top_ops import args_text  # top_ops reads this module's result

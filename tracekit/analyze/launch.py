@@ -1057,10 +1057,11 @@ def _ops_xla_cannot_compile(frame: Frame, used: list[int] | None, most: int = 3)
     calls = calls[(at >= 0) & (frame.start[calls] < w_end[np.maximum(at, 0)])]
     if not calls.size or not span:
         return "", 0.0
+    found, index = np.unique(frame.name_code[calls], return_inverse=True)
     by_type: dict[str, int] = {}
-    for row in calls.tolist():
-        op = tf_base_op(frame.name(row))
-        by_type[op] = by_type.get(op, 0) + int(frame.dur[row])
+    for code, ns in zip(found.tolist(), np.bincount(index, weights=frame.dur[calls]).tolist(), strict=True):
+        op = tf_base_op(frame.names[code])  # one op type under many scoped names
+        by_type[op] = by_type.get(op, 0) + int(ns)
     c_start, c_end = intervals.union(frame.start[calls], frame.end[calls])
     names = ", ".join(sorted(by_type, key=lambda n: -by_type[n])[:most])
     return names, intervals.overlap_total(c_start, c_end, w_start, w_end) / span

@@ -1183,7 +1183,7 @@ def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
     f = step.frame
     calls = optimizer_calls(f)
     # A call given a closure can start a step before its own update runs (Lightning marks its steps
-    # inside the closure): the calls overlapping the window, then those whose update does.
+    # inside the closure): every call overlapping the window; in_update reads only its own part.
     calls = calls[member_mask(f.thread_key[calls], step.thread_keys.tolist()) & (f.end[calls] > step.start)
                   & (f.start[calls] < step.end)]
     if not calls.size:
