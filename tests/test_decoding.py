@@ -52,3 +52,23 @@ def test_generation_without_a_cache_is_named_and_its_remedy_comes_first() -> Non
 def test_attention_that_is_not_decoding_is_not_called_so(name: str) -> None:
     """Self-attention over one sequence length a step (and no attention at all)."""
     assert decoding(_frame(name), None) is None
+
+
+def test_a_training_loop_over_samples_of_growing_length_is_not_generation(tmp_path: Path) -> None:
+    """Self-attention over 10, 11, ... 15 positions, one sample after another, each once per layer: the
+    dims alone read like generation without a cache; the backward pass says it is training."""
+    torch = pytest.importorskip("torch")
+    from conftest import capture_steps
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    samples = [torch.randn(1, n, 32) for n in range(10, 16)]
+
+    def step() -> None:
+        loss = sum(layer(x).sum() for x in samples)
+        loss.backward()
+
+    frame = frame_of(load(capture_steps(tmp_path / "sorted.json", step)))
+    found = decoding(frame, None)
+    assert found is not None and not found.cached and found.positions == 6  # what the dims alone say
+    assert uncached_generation(frame, None) is None

@@ -7,7 +7,8 @@ a batch of 4), which the skinny-GEMM remedy would tell to "batch across timestep
 cannot, as each token needs the one before it. What widens M is more sequences at once; what shrinks
 the cost of a token is fewer weight bytes read per token. A loop that runs the whole sequence again
 for each token, with no key/value cache (``use_cache=False``, or a hand-written loop calling
-``model(ids)`` on the grown ids), does work that grows with the length: that is told as such.
+``model(ids)`` on the grown ids), does work that grows with the length: that is told as such, where
+the steps run no backward pass (a training loop over samples sorted by length is not generation).
 
 The trace shows it by the attention calls' input dims (``record_shapes=True``): the query with one
 position (dim -2 of ``[batch, heads, 1, head_dim]``) against keys whose position count (dim -2 of
@@ -28,6 +29,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from tracekit.analyze.frame import Frame, calls_in_steps
+from tracekit.analyze.optimizer import BACKWARD_NODE
 
 SDPA_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
             "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
@@ -129,9 +131,14 @@ def _longest_run(calls: dict[int, int]) -> tuple[int, int, int]:
 
 
 def uncached_generation(frame: Frame, used: list[int] | None) -> Decoding | None:
-    """The steps' decode loop where it runs without a key/value cache (module doc), else None."""
+    """The steps' decode loop where it runs without a key/value cache (module doc), else None. Steps that
+    run a backward pass are training, not generation: sequences of growing lengths there (a loop over
+    samples sorted by length) are not one sequence run again."""
     found = decoding(frame, used)
-    return found if found is not None and not found.cached else None
+    if found is None or found.cached:
+        return None
+    backward, _ = calls_in_steps(frame, [n for n in frame.names if n.startswith(BACKWARD_NODE)], used)
+    return None if backward.size else found
 
 
 def _dims(text: str) -> tuple[int, ...]:
