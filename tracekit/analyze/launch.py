@@ -596,6 +596,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                           intel_gpu=_launches_through(frame, _INTEL_LAUNCH),
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
     e.pipeline_builds = pipeline_builds(frame)
+    e.chrome_trace = source == "chrome"
     if e.recurrent == verdicts.FUSED and (reasons := lstm_per_timestep_reasons(frame)) is not None:
         e.recurrent, e.recurrent_reasons = verdicts.TORCH_LSTM_PER_TIMESTEP, reasons
     if e.source == "jax":

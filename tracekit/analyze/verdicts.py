@@ -55,6 +55,7 @@ class Evidence:
     """What ``launch()`` measured, as the rules read it. Shares in 0..1; times in ns."""
 
     source: str = ""           # the framework: torch, tf or jax; "" when the trace does not say (nsys)
+    chrome_trace: bool = False  # trace events another tool wrote (viztracer, ONNX Runtime): no framework's ops
     has_ops: bool = False      # framework ops recorded
     has_gpu: bool = False      # GPU activity recorded
     # No GPU activity recorded, but the host launched GPU work or ran ops that run only on a GPU (a
@@ -691,6 +692,9 @@ SHORT_CAPTURE_NS = 1_000_000
 
 def _nothing_recorded_says(e: Evidence) -> str:
     text = "no framework ops and no GPU activity recorded: nothing to judge"
+    if e.chrome_trace:  # viztracer's, ONNX Runtime's profile: trace events of no framework tracekit reads
+        return text + (" (a Chrome trace from another tool: tracekit reads framework ops from torch.profiler's, the TF "
+                       "and JAX profilers' and Nsight Systems' traces, and finds none here)")
     if e.source != "torch":
         return text + " (was the profiler attached to the work, with CPU/CUDA activities on?)"
     if e.capture_ns < SHORT_CAPTURE_NS:
