@@ -659,7 +659,7 @@ def _unprofiled(base: TraceSummary, other: TraceSummary, profiled_ratio: float) 
             out.append(f"{s.label}'s profiled steps run {s.ops_per_ms:,.0f} framework ops per ms with input shapes "
                        f"recorded: the profiler's own cost per op is part of its time, so profiled ratios overstate "
                        f"differences in fine-grained work; give unprofiled step times with --step-time "
-                       f"{s.label}=TIME (e.g. 111ms).")
+                       f"{s.label}=TIME (the step timed without the profiler, with a unit: 12ms, 0.2s).")
     return out
 
 
