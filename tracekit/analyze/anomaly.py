@@ -16,16 +16,14 @@ inside the engine), in at least half of those ranges and ``MIN_CHECKS`` a step. 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyze.frame import Frame
+from tracekit.analyze.frame import BACKWARD_NODE, Frame
 from tracekit.ingest.links import member_mask
 
 MIN_CHECKS = 3  # a step
-EVALUATE_FUNCTION = re.compile(r"^autograd::engine::evaluate_function: ")
 CHECK_OPS = ("aten::isnan", "aten::any", "aten::item")
 
 
@@ -61,7 +59,7 @@ def anomaly_detection(frame: Frame, used: list[int] | None) -> AnomalyDetection 
     isnan = ops[member_mask(frame.name_code[ops], codes)]
     parent = frame.parent[isnan]
     isnan, parent = isnan[parent >= 0], parent[parent >= 0]
-    engine = frame.named(parent, EVALUATE_FUNCTION)
+    engine = frame.named(parent, BACKWARD_NODE)
     isnan, parent = isnan[engine], parent[engine]
     steps = frame.rows("step")
     if used is not None:
@@ -72,7 +70,7 @@ def anomaly_detection(frame: Frame, used: list[int] | None) -> AnomalyDetection 
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
     if isnan.size < MIN_CHECKS * n_steps or not step_ns:
         return None
-    evaluated = ops[frame.named(ops, EVALUATE_FUNCTION)]
+    evaluated = ops[frame.named(ops, BACKWARD_NODE)]
     if used is not None:
         evaluated = evaluated[member_mask(frame.step[evaluated], used)]
     if 2 * np.unique(parent).size < evaluated.size:

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import Frame, calls_in_steps
-from tracekit.analyze.optimizer import BACKWARD_NODE
+from tracekit.analyze.frame import BACKWARD_NODE, Frame, calls_in_steps
 
 SDPA_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
             "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
@@ -137,7 +136,7 @@ def uncached_generation(frame: Frame, used: list[int] | None) -> Decoding | None
     found = decoding(frame, used)
     if found is None or found.cached:
         return None
-    backward, _ = calls_in_steps(frame, [n for n in frame.names if n.startswith(BACKWARD_NODE)], used)
+    backward, _ = calls_in_steps(frame, [n for n in frame.names if BACKWARD_NODE.match(n)], used)
     return None if backward.size else found
 
 

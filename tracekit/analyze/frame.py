@@ -20,6 +20,8 @@ from tracekit.ingest.columns import distinct, kind_codes, validity_mask, values_
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 
 KIND_INDEX = schema.KIND_CODES
+# autograd's range around each backward node it runs: "autograd::engine::evaluate_function: AddmmBackward0".
+BACKWARD_NODE = re.compile(r"^autograd::engine::evaluate_function: ")
 GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
 
 LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")

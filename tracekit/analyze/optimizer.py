@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.ingest.links import member_mask, nearest_ancestor
 from tracekit.ingest.step_inference import OPTIMIZER_STEP
@@ -121,10 +121,6 @@ class Update:
     inside: np.ndarray
     own_start: np.ndarray  # per outer call: where its own work starts, after a closure's (module doc)
 
-    def own_ns(self, frame: Frame) -> int:
-        """The outer calls' own time: each from its closure's end to its own end."""
-        return int((frame.end[self.outer] - self.own_start).sum())
-
 
 def outermost(frame: Frame, calls: np.ndarray) -> np.ndarray:
     """The calls no other of them holds (a wrapper's step, not the wrapped optimizer's inside it)."""
@@ -197,7 +193,6 @@ def _ops_inside(frame: Frame, calls: np.ndarray, ops: np.ndarray, own_start: np.
     return np.sort(np.concatenate(found)) if found else np.zeros(0, np.int64)
 
 
-BACKWARD_NODE = "autograd::engine::evaluate_function: "
 # Lightning's closure runs its hooks after the backward (on_after_backward, on_before_optimizer_step,
 # configure_gradient_clipping), each a range: "[pl][profile][LightningModule]M.on_after_backward"
 # (Lightning 2.6; "[LightningModule]M.on_after_backward" before).
@@ -214,7 +209,7 @@ def _closure_ends(frame: Frame, calls: np.ndarray) -> np.ndarray:
     of its process), where a closure it ran ends; the call's start where none is (module doc). A call
     cut off by the profile's end before its closure's backward gets its end (no own time known)."""
     own = frame.start[calls].copy()
-    backward = [i for i, n in enumerate(frame.names) if n.startswith(BACKWARD_NODE)]
+    backward = [i for i, n in enumerate(frame.names) if BACKWARD_NODE.match(n)]
     if not backward or not calls.size:
         return own
     hooks = [i for i, n in enumerate(frame.names) if LIGHTNING_HOOK.match(n)]

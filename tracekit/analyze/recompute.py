@@ -28,11 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, step_rows
+from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, step_rows
 from tracekit.analyze.top_ops import args_mention, args_text
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
-BACKWARD_NODE = "autograd::engine::evaluate_function: "
 REENTRANT_NODE = "CheckpointFunctionBackward"
 SEQUENCE = '"Sequence number"'
 # A module's forward ops: no backward formula calls them (they call mm, convolution_backward, ...).
@@ -74,7 +73,7 @@ class Recompute:
 def recompute(frame: Frame, used: list[int] | None) -> Recompute | None:
     """The steps' forward recomputed in backward (module doc), or None where the trace shows none."""
     forward_codes = [c for c, n in enumerate(frame.names) if n in FORWARD_OPS]
-    node_codes = [c for c, n in enumerate(frame.names) if n.startswith(BACKWARD_NODE)]
+    node_codes = [c for c, n in enumerate(frame.names) if BACKWARD_NODE.match(n)]
     if (not forward_codes or not node_codes or "args" not in frame.table.column_names or frame.rows(*GPU_BUSY_KINDS).size
             or not args_mention(frame.table, SEQUENCE.encode())):
         return None

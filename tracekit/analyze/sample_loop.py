@@ -39,13 +39,12 @@ curve, ``int((probs > t).sum())`` per threshold) is not.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import Frame, step_rows
+from tracekit.analyze.frame import BACKWARD_NODE, Frame, step_rows
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, gemm_shape, input_dims
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
@@ -64,7 +63,6 @@ MAX_WALK_CALLS = 100_000  # walk calls whose arguments are read; a trace with mo
 MAX_WALKS = 500  # walks judged (a few a step)
 TINY_ELEMENTS = 1_024  # an op whose inputs hold no more does no work beside its fixed cost
 MAX_ITERATION_OPS = 1_000  # ops (of every thread, in order of start) read an iteration after an unbind
-EVALUATE_FUNCTION = re.compile(r"^autograd::engine::evaluate_function: ")
 SAVING_BASIS = ("its dispatch and Python between ops, and all but one sample's share of each op's fixed cost, of "
                 "its matrix products, which read their weights per sample, and of its ops on a few elements; the "
                 "convolutions and other work on the samples' data stay")
@@ -440,7 +438,7 @@ def _elements(shape: str) -> int:
 def _evaluate_function_mask(frame: Frame) -> np.ndarray:
     """Per row, whether it is one of autograd's backward node ranges (``evaluate_function``)."""
     return frame.memo("evaluate_function_mask",
-                      lambda: member_mask(frame.name_code, [c for c, n in enumerate(frame.names) if EVALUATE_FUNCTION.match(n)]))
+                      lambda: member_mask(frame.name_code, [c for c, n in enumerate(frame.names) if BACKWARD_NODE.match(n)]))
 
 
 def _backward_per_sample(frame: Frame, after: np.ndarray, walk: _Walk, step_end: int) -> int:
@@ -450,7 +448,7 @@ def _backward_per_sample(frame: Frame, after: np.ndarray, walk: _Walk, step_end:
     dW = dY^T X, sums over the rows: its K)."""
     after = after[:np.searchsorted(frame.start[after], step_end)] if step_end else after
     in_step = after[frame.step[after] == frame.step[walk.rows[0]]]
-    nodes = in_step[frame.named(in_step, EVALUATE_FUNCTION)]
+    nodes = in_step[frame.named(in_step, BACKWARD_NODE)]
     products = in_step[np.isin(np.asarray(frame.names, object)[frame.name_code[in_step]], GEMM_FLOP_OPS)]
     if not nodes.size or products.size < walk.rows.size:
         return 0

@@ -22,18 +22,16 @@ time is not the step's cost where the GPU paces it, and no stored GPU trace trai
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, step_rows
+from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, step_rows
 from tracekit.analyze.optimizer import optimizer_calls, update_of
 from tracekit.analyze.top_ops import first_input_shape, input_dims
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
 ACCUMULATE = "torch::autograd::AccumulateGrad"
-BACKWARD_NODE = re.compile(r"^autograd::engine::evaluate_function: ")
 MIN_UNUSED = 2
 MIN_SHARE = 0.1
 
