@@ -66,6 +66,7 @@ from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
 from tracekit.analyze.graph_breaks import GraphBreaks, graph_breaks
 from tracekit.analyze.growing_cat import GrowingCat, growing_cat
 from tracekit.analyze.indexed_gradients import IndexedGradients, indexed_gradients
+from tracekit.analyze.message_passing import MessagePassing, message_passing
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
 from tracekit.analyze.recompute import Recompute, recompute
@@ -173,6 +174,7 @@ class LaunchReport:
     inference_with_grad: InferenceWithGrad | None = None  # forward-only with grad mode on (tracekit.analyze.grad_mode)
     nchw_convolutions: NchwConvolutions | None = None  # CPU convolutions on NCHW tensors (tracekit.analyze.conv_layout)
     growing_cat: GrowingCat | None = None  # a tensor grown by cat a piece at a time (tracekit.analyze.growing_cat)
+    message_passing: MessagePassing | None = None  # graph messages as per-edge tensors (tracekit.analyze.message_passing)
     indexed_gradients: IndexedGradients | None = None  # x[t] in a loop, each backward a whole-size gradient
     float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
     unfused_attention: UnfusedAttention | None = None  # attention computed op by op (tracekit.analyze.attention)
@@ -194,7 +196,7 @@ class LaunchReport:
         grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64,
         attention computed op by op, a compiled function split by graph breaks, a forward recomputed in
         backward (activation checkpointing), inference with the model in training mode, gradients no
-        optimizer reads, tokens generated with no key/value cache."""
+        optimizer reads, tokens generated with no key/value cache, graph messages passed as per-edge tensors."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -203,7 +205,7 @@ class LaunchReport:
             "growing_cat": self.growing_cat, "indexed_gradients": self.indexed_gradients, "float64_products": self.float64_products,
             "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks, "recompute": self.recompute,
             "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients,
-            "uncached_generation": self.uncached_generation}
+            "uncached_generation": self.uncached_generation, "message_passing": self.message_passing}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -679,6 +681,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.nchw_convolutions = _told(r, nchw_convolutions(frame, steps_used))
         r.emulated_products = _told(r, emulated_products(frame, steps_used))
         r.growing_cat = _told(r, growing_cat(frame, steps_used))
+        r.message_passing = _told(r, message_passing(frame, steps_used))
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used))
@@ -713,6 +716,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),
                      ("the concatenations beyond one final cat", r.growing_cat),
+                     ("the ops on the gathered rows", r.message_passing),
                      ("the forward recomputed in backward", r.recompute),
                      ("the dropout masks' time", masks_in_step),
                      ("the backward after the last gradient the optimizer reads", r.unused_gradients))
