@@ -33,3 +33,14 @@ def test_the_same_cnn_in_channels_last_is_not() -> None:
     assert nchw_convolutions(frame_of(load(DATA / "conv_channels_last.pt.trace.json.gz")), None) is None
     r = api.report(DATA / "conv_channels_last.pt.trace.json.gz").launch
     assert not any("channels_last" in x for x in r.remedies)
+
+
+def test_group_norm_between_the_convolutions_hedges_the_remedy() -> None:
+    """GroupNorm runs slower in channels_last on a CPU (a diffusers UNet gained nothing): the remedy says
+    so, with GroupNorm's share, and asks for the step to be timed both ways; batch norms do not."""
+    found = nchw_convolutions(frame_of(load(DATA / "conv_nchw_group_norm.pt.trace.json.gz")), None)
+    assert found is not None and 0.01 < found.group_norm_share < 0.3, found
+    assert f"this model also runs GroupNorm ({found.group_norm_share:.1%} of the step)" in found.remedy()
+    assert "time the step both ways" in found.remedy()
+    plain = nchw_convolutions(frame_of(load(DATA / "conv_nchw.pt.trace.json.gz")), None)
+    assert plain is not None and plain.group_norm_share == 0 and "GroupNorm" not in plain.remedy()
