@@ -61,6 +61,7 @@ from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
 from tracekit.analyze.float64 import Float64Products, float64_products
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps, frame_of
+from tracekit.analyze.fsdp import fsdp_collectives
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
 from tracekit.analyze.graph_breaks import GraphBreaks, graph_breaks
@@ -975,6 +976,7 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
         windows = _step_windows(frame, used)
         e.communication_step_share = intervals.overlap_total(*talking, *windows) / span
         e.communication_ops = _collective_names(frame, windows)
+        e.fsdp = fsdp_collectives(frame, used) if e.source == "torch" else None
     if judged is not None and judged.rows.size and span:
         e.stall_step_share = int(judged.stall_ns.sum()) / span
         if e.stall_step_share >= STALL_NOTE_SHARE:

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracekit.analyze.fsdp import FsdpCollectives
 
 # Thresholds (shares in 0..1).
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
@@ -72,6 +76,7 @@ class Evidence:
     communication_step_share: float = 0.0  # step time inside collective communication (gloo / NCCL / c10d, TF's
     # collective ops)
     communication_ops: str = ""  # the collectives by time, e.g. "gloo:all_reduce" or "CollectiveReduceV2"
+    fsdp: FsdpCollectives | None = None  # FSDP's units and collectives a step (tracekit.analyze.fsdp)
     wait_step_share: float = 0.0  # step time the loop's thread waits (blocked Python frames, or idle during
     # another thread's collective), no compute op running (breakdown's waiting_ns)
     stall_step_share: float = 0.0  # step time lost in stalled op calls: the excess over the same call's median
@@ -522,8 +527,9 @@ def _loading_says(e: Evidence) -> str:
 
 
 def _communication_says(e: Evidence) -> str:
+    fsdp = f" ({e.fsdp.says()})" if e.fsdp is not None else ""
     return (f"collective communication ({e.communication_ops or 'gloo / NCCL / c10d calls'}) runs during "
-            f"{share_below(e.communication_step_share, COMMUNICATION_SHARE)} of the step time")
+            f"{share_below(e.communication_step_share, COMMUNICATION_SHARE)} of the step time{fsdp}")
 
 
 def _communication_remedies(e: Evidence) -> list[str]:
@@ -531,6 +537,8 @@ def _communication_remedies(e: Evidence) -> list[str]:
     (``accumulation_cycle``) is not told to start accumulating."""
     if e.source in ("tf", "jax"):
         return [TF_COMMUNICATION_REMEDY if e.source == "tf" else JAX_COMMUNICATION_REMEDY]
+    if e.fsdp is not None:  # DDP's buckets and no_sync() are not FSDP's
+        return [e.fsdp.remedy()]
     if e.accumulation_cycle:
         return [_COMMUNICATION_REMEDY.format(less_often=f"the loop already all-reduces once every "
                                                         f"{e.accumulation_cycle} micro-batches: more of them under "
