@@ -72,6 +72,15 @@ OPS = {
     "aten::mkldnn_reorder_conv2d_weight": "other", "_quantized::conv2d_relu": "convolution",
     "aten::_to_dense": "copy", "aten::to_mkldnn": "copy", "aten::mkldnn_adaptive_avg_pool2d": "reduction",
     "aten::mkldnn_max_pool2d": "reduction",
+    # Other libraries' compute ops: torchvision's detection ops, PyG's torch_scatter / torch_sparse /
+    # pyg-lib, sparse layout conversions (a GNN given a CSR adjacency).
+    "torchvision::nms": "reduction", "torchvision::roi_align": "elementwise", "torchvision::_roi_align_backward": "elementwise",
+    "torchvision::ps_roi_pool": "elementwise", "torchvision::deform_conv2d": "convolution",
+    "torchvision::_deform_conv2d_backward": "convolution", "torch_scatter::scatter_sum": "reduction",
+    "torch_scatter::segment_max_csr": "reduction", "torch_scatter::gather_csr": "elementwise",
+    "torch_sparse::spmm_sum": "gemm", "pyg::segment_matmul": "gemm", "aten::_sparse_csr_mm": "gemm",
+    "aten::_to_sparse_csr": "copy", "aten::_coalesce": "copy", "aten::_segment_reduce_backward": "reduction",
+    "torchvision::_nms_kernel_impl": "other",
     "_quantized::conv2d_prepack": "other", "_quantized::linear_dynamic": "gemm", "aten::_sparse_addmm": "gemm",
     "quantized::linear_dynamic_fp16_unpacked_weight": "gemm", "quantized::linear_unpack": "other",
     "aten::_foreach_mm": "gemm", "inductor::_mm_plus_mm": "gemm", "sparse::qlinear_prepack": "other",

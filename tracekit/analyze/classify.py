@@ -191,7 +191,9 @@ OP_RULES: list[tuple[str, str]] = [
                     r"^mkldnn::_convolution(_transpose)?_pointwise_?$|^mkldnn_prepacked::conv2d_run$|^prim::mkldnn_convolution$|"
                     # PyTorch's quantized convolutions (eager quantized modules, PT2E on oneDNN); not
                     # their weight prepacking, which is set-up work
-                    r"^(_?quantized::conv|onednn::qconv)(?!\w*(prepack|unpack))\w*(\.new)?$"),
+                    r"^(_?quantized::conv|onednn::qconv)(?!\w*(prepack|unpack))\w*(\.new)?$|"
+                    # torchvision's deformable convolution (detection models)
+                    r"^torchvision::_?deform_conv2d(_backward)?$"),
     # CPU fused attention (two GEMMs around a softmax, in one op) is counted with the GEMMs.
     ("gemm", r"^aten::(mm|addmm_?|bmm|baddbmm_?|matmul|linear|addmv_?|mv|dot|vdot|addr|_addmm_activation|addbmm_?|"
              r"_grouped_mm|_scaled_grouped_mm|_scaled_mm_v2|_cslt_sparse_mm|_euclidean_dist|linear_backward|"
@@ -212,7 +214,9 @@ OP_RULES: list[tuple[str, str]] = [
              # sparse and structured-sparse products, grouped and mixed-dtype ones, Inductor's mm + mm
              r"^aten::(_sparse_mm|_sparse_addmm|hspmm|smm|sspaddmm|sparse_sampled_addmm|_sparse_sparse_matmul|"
              r"_sparse_semi_structured_(addmm|linear|mm)|_sparse_mm_reduce_impl(_backward)?|_mixed_dtypes_linear|"
-             r"_scaled_grouped_mm_v2|_foreach_mm|_wrapped_quantized_linear_prepacked)$|^inductor::_mm_plus_mm$|"
+             r"_scaled_grouped_mm_v2|_foreach_mm|_wrapped_quantized_linear_prepacked|_sparse_csr_mm)$|^inductor::_mm_plus_mm$|"
+             # graph libraries' sparse and grouped products (torch_sparse's SparseTensor matmul, pyg-lib)
+             r"^torch_sparse::(spmm|spspmm)_(sum|mean|min|max)$|^pyg::(segment_matmul|grouped_matmul)$|"
              # XLA:CPU HLO instructions (tf.function(jit_compile=True)): MatMul.8, MatMul_1.10, dot.3
              r"^(MatMul|BatchMatMul\w*|dot)(_\d+)?\.\d+$|^(wrapped_)?dot(\.\d+)?$"),
     ("cast", r"^aten::(_autocast_to_reduced_precision|_autocast_to_full_precision)$|^(Cast|QuantizeV2|Dequantize)$|"
@@ -223,7 +227,9 @@ OP_RULES: list[tuple[str, str]] = [
     # models: into its blocked layout and back, 19% of a small frozen CNN's step; weight reorders, a
     # preparation like prepacking, stay other).
     ("copy", r"^aten::(to|_to_copy|copy_|type_as|contiguous|clone|to_dense|_to_dense|to_mkldnn|"
-             r"_mkldnn_reshape|_mkldnn_transpose_?)$"),
+             r"_mkldnn_reshape|_mkldnn_transpose_?|"
+             # sparse layouts made from dense or COO tensors: a pass over the values
+             r"_to_sparse\w*|to_sparse\w*|_coalesce|coalesce)$"),
     # FFTs: PyTorch's (torch.fft.*, stft/istft call _fft_r2c / _fft_c2r / _fft_c2c), TF's FFT ops,
     # XLA's fft HLO instruction.
     ("fft", r"^aten::(_fft_r2c|_fft_c2r|_fft_c2c|fft_\w+|stft|istft|_fft_r2c_backward|_fft_c2r_backward)$|"
@@ -291,7 +297,11 @@ OP_RULES: list[tuple[str, str]] = [
                   r"max_unpool[23]d|fractional_max_pool[23]d|"
                   # more losses (the rest are above)
                   r"huber_loss(_backward)?|hinge_embedding_loss|margin_ranking_loss|soft_margin_loss(_backward)?|"
-                  r"multi_margin_loss\w*|multilabel_margin_loss\w*|kl_div|_ctc_loss(_backward)?|ctc_loss)$|"
+                  r"multi_margin_loss\w*|multilabel_margin_loss\w*|kl_div|_ctc_loss(_backward)?|ctc_loss|"
+                  r"_segment_reduce_backward|_sparse_sum|_sparse_sum_backward)$|"
+                  # detection's non-maximum suppression (a sort, then a sweep), torch_scatter's reductions
+                  r"^torchvision::nms$|^torch_scatter::(scatter|segment)_(sum|add|mean|min|max|mul|logsumexp|softmax|"
+                  r"log_softmax|std)\w*$|"
                   + TF_REDUCTION + "|"
                   # XLA:CPU HLO reductions: reduce, and pooling (reduce-window) with its gradient (select-and-scatter)
                   r"^(wrapped_)?(reduce|reduce-window|select-and-scatter)(\.\d+)?$"),
@@ -307,7 +317,10 @@ OP_RULES: list[tuple[str, str]] = [
                     r"isnan|isinf|isneginf|isposinf|isfinite|_transform_bias_rescale_qkv|constant_pad_nd|"
                     r"(reflection|replication)_pad[123]d(_backward)?)$|" + ELEMENTWISE_MORE + "|" + TF_ELEMENTWISE + "|"
                     # XLA:CPU loop fusions and wrapped pointwise HLOs: tanh_multiply_fusion, wrapped_add
-                    r"^[a-z_\-]+_fusion(\.\d+)?$|^wrapped_[a-z_]+(\.\d+)?$"),
+                    r"^[a-z_\-]+_fusion(\.\d+)?$|^wrapped_[a-z_]+(\.\d+)?$|"
+                    # gathers of other libraries: torchvision's RoI pooling (bilinear samples of feature
+                    # maps, detection heads), torch_scatter's gathers
+                    r"^torchvision::_?(ps_)?roi_(align|pool)(_backward)?$|^torch_scatter::gather_(csr|coo)$"),
 ]
 
 # Intel GPUs (PTI): SYCL's Unified Runtime (ur*, formerly pi*) over Level Zero (ze*).
