@@ -51,6 +51,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.optimizer import optimizer_calls, outermost, own_time
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
+from tracekit.analyze.top_ops import compact_shapes, main_input_dims
 from tracekit.errors import UsageError
 from tracekit.ingest.columns import trace_extra
 from tracekit.ingest.links import member_mask
@@ -378,7 +379,9 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     diagnoses = [_diagnosis(t, lab, skip_steps, keep_all_steps) for t, lab in zip(tables, labels, strict=True)]
     changes = [_remedy_change(diagnoses[0], d) for d in diagnoses[1:]]
     result = Comparison(labels, metrics.reset_index(), names, rng, steps,
-                        findings=(_findings(metrics, names, labels, sums, per_step) + _cover_findings(metrics, diagnoses)
+                        findings=(_findings(metrics, names, labels, sums, per_step,
+                                            lambda lab, name: main_input_dims(frame_of(tables[labels.index(lab)]), name))
+                                  + _cover_findings(metrics, diagnoses)
                                   + _verdict_findings(diagnoses, changes)),
                         per_step=per_step, diagnoses=diagnoses, remedy_changes=changes)
     for expr, (metric, op, sign, num, unit) in zip(fail_if or [], checks, strict=True):
@@ -469,9 +472,9 @@ def _clause(remedy: str) -> str:
 
 
 def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sums: list[TraceSummary],
-              per_step: bool) -> list[str]:
+              per_step: bool, dims_of: Callable[[str, str], str] | None = None) -> list[str]:
     """What changed, in sentences: step time (with its uncertainty), work per step, the class that moved
-    most, new names."""
+    most, new names. ``dims_of(label, op name)``: the input dims most of the op's time ran on there."""
     base = labels[0]
     out = [_spread(s) for s in sums if s.step_stats is not None and len(s.step_stats.steps)]
     stats = {s.label: s.step_stats for s in sums}
@@ -552,7 +555,8 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
                                  f"{ms(bcol[other])} to {ms(col[other])}: part of the work may have moved {moved} "
                                  "that class (a fused op doing what separate ops did)")
                 out.append(sentence + ".")
-        out += _largest_changes_by_name(names, lab, base, max(b, v), v / b if b and v else 1.0, per_step, ms)
+        out += _largest_changes_by_name(names, lab, base, max(b, v), v / b if b and v else 1.0, per_step, ms,
+                                        dims_of)
         out += _waiting_finding(col, bcol, lab, base, ms)
         added = names[(names[f"count_{base}"] == 0) & (names[f"count_{lab}"] > 0)]
         removed = names[(names[f"count_{base}"] > 0) & (names[f"count_{lab}"] == 0)]
@@ -579,7 +583,7 @@ WAITING_GAP_SHARE = 0.2
 
 
 def _largest_changes_by_name(names: pd.DataFrame, lab: str, base: str, step_ns: float, ratio: float,
-                             per_step: bool, ms) -> list[str]:
+                             per_step: bool, ms, dims_of: Callable[[str, str], str] | None = None) -> list[str]:
     """The op or kernel whose own time rose most against the baseline, and the one whose own time fell
     most, each where the change is at least ``CLASS_CHANGE_SHARE`` of the step and out of proportion
     to the step's own change (``RISE_APART`` times the step ratio): a regression a faster step (or
@@ -589,7 +593,9 @@ def _largest_changes_by_name(names: pd.DataFrame, lab: str, base: str, step_ns: 
     stands out, none is named. Only names both traces run: a name one trace lacks is work in place of
     other work (torch.compile's fused kernel for the eager ops), listed with the added and removed
     names. Own time, so that the op doing the work is named, not the wrappers around it (an autograd
-    node and its evaluate_function change by as much as the kernel call inside)."""
+    node and its evaluate_function change by as much as the kernel call inside). Where both traces
+    recorded shapes and the op's most time ran on other input dims in each (``dims_of(label, name)``), its
+    calls did other work, and are not said to be faster or slower."""
     if not len(names) or f"self_ns_{lab}" not in names.columns:
         return []
     new_ns, old_ns = names[f"self_ns_{lab}"].to_numpy(), names[f"self_ns_{base}"].to_numpy()
@@ -612,10 +618,17 @@ def _largest_changes_by_name(names: pd.DataFrame, lab: str, base: str, step_ns: 
         calls, base_calls = float(row[f"count_{lab}"]), float(row[f"count_{base}"])
         per_call = (new / calls) / (old / base_calls)
         each = f"{per_call:.1f}x as long" if per_call >= 1 else f"{1 / per_call:.1f}x faster"
+        new_dims, old_dims = ((dims_of(lab, str(row["name"])), dims_of(base, str(row["name"])))
+                              if dims_of is not None and row["kind"] == "cpu_op" else ("", ""))
         if abs(calls - base_calls) > 0.1 * base_calls:
             how = f"{_count(calls)} call{'' if calls == 1 else 's'}{unit} against {_count(base_calls)}, each {each}"
         else:
             how = f"its one call{unit} {each}" if calls == 1 else f"its {_count(calls)} calls{unit} each {each}"
+        if new_dims and old_dims and new_dims != old_dims:
+            # Another size of work per call (a GNN's per-edge products gone): not the same calls run slower or faster.
+            how += (f", on other input shapes (most of its time on {compact_shapes(new_dims)} in {lab}, on "
+                    f"{compact_shapes(old_dims)} in {base}): other work per call, not the same calls "
+                    f"{'slower' if per_call >= 1 else 'faster'}")
         moved = f"rose most by name: {ms(new)}" if rises else f"fell most by name: {ms(new)}"
         times = f"{new / old:.1f}x" if rises else f"{old / new:.1f}x less"
         out.append(f"{lead} {what} {short_name(str(row['name']))} {moved} of its own time{unit} in {lab} against "

@@ -367,6 +367,20 @@ def first_input_shape(dims_text: str) -> list[int] | None:
     return dims[0] if all(isinstance(d, int) for d in dims[0]) else None
 
 
+def main_input_dims(frame: Frame, name: str) -> str:
+    """The input dims (JSON text) the op rows named ``name`` spent most of their own time on; "" where
+    none were recorded (record_shapes=False) or no op has the name."""
+    codes = [c for c, n in enumerate(frame.names) if n == name]
+    if not codes or "args" not in frame.table.column_names:
+        return ""
+    ops = frame.rows("cpu_op")
+    calls = ops[member_mask(frame.name_code[ops], codes)]
+    dims_code, texts = input_dims(frame.table, calls)
+    spent = np.bincount(dims_code, weights=op_self_time(frame, calls), minlength=len(texts))
+    recorded = [i for i, t in enumerate(texts) if t]
+    return texts[max(recorded, key=lambda i: spent[i])] if recorded else ""
+
+
 def input_dims(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Each row's code into the distinct ``Input Dims`` JSON texts ("" when absent), and those texts,
     in one vectorized regex pass. Ops group by the integer code: far cheaper than by the text."""
