@@ -67,6 +67,7 @@ from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
 from tracekit.analyze.graph_breaks import GraphBreaks, graph_breaks
 from tracekit.analyze.growing_cat import GrowingCat, growing_cat
 from tracekit.analyze.indexed_gradients import IndexedGradients, indexed_gradients
+from tracekit.analyze.linear_inference import Float32Linears, float32_linears
 from tracekit.analyze.message_passing import MessagePassing, message_passing
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
@@ -176,6 +177,7 @@ class LaunchReport:
     nchw_convolutions: NchwConvolutions | None = None  # CPU convolutions on NCHW tensors (tracekit.analyze.conv_layout)
     growing_cat: GrowingCat | None = None  # a tensor grown by cat a piece at a time (tracekit.analyze.growing_cat)
     message_passing: MessagePassing | None = None  # graph messages as per-edge tensors (tracekit.analyze.message_passing)
+    float32_linears: Float32Linears | None = None  # CPU inference in float32 Linear layers (tracekit.analyze.linear_inference)
     indexed_gradients: IndexedGradients | None = None  # x[t] in a loop, each backward a whole-size gradient
     float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
     unfused_attention: UnfusedAttention | None = None  # attention computed op by op (tracekit.analyze.attention)
@@ -197,7 +199,8 @@ class LaunchReport:
         grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64,
         attention computed op by op, a compiled function split by graph breaks, a forward recomputed in
         backward (activation checkpointing), inference with the model in training mode, gradients no
-        optimizer reads, tokens generated with no key/value cache, graph messages passed as per-edge tensors."""
+        optimizer reads, tokens generated with no key/value cache, graph messages passed as per-edge tensors,
+        CPU inference spent in float32 Linear layers."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -206,7 +209,8 @@ class LaunchReport:
             "growing_cat": self.growing_cat, "indexed_gradients": self.indexed_gradients, "float64_products": self.float64_products,
             "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks, "recompute": self.recompute,
             "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients,
-            "uncached_generation": self.uncached_generation, "message_passing": self.message_passing}
+            "uncached_generation": self.uncached_generation, "message_passing": self.message_passing,
+            "float32_linears": self.float32_linears}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -683,6 +687,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.emulated_products = _told(r, emulated_products(frame, steps_used))
         r.growing_cat = _told(r, growing_cat(frame, steps_used))
         r.message_passing = _told(r, message_passing(frame, steps_used))
+        r.float32_linears = _told(r, float32_linears(frame, steps_used))
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used))
@@ -727,6 +732,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                                                       r.indexed_gradients.saving)
         if r.sample_loop is not None:  # batched, the loop's work on the samples' data stays
             measured[r.sample_loop.remedy()] = (r.sample_loop.measured, r.sample_loop.saving)
+        if r.float32_linears is not None:  # int8 Linear layers ran 1.8-1.9x the float32 rate (linear_inference)
+            measured[r.float32_linears.remedy()] = ("half the float32 Linear layers' time", r.float32_linears.share / 2)
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time
             measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
         _rank_by_predicted_saving(r, frame, loop_share, measured)

@@ -1,0 +1,42 @@
+"""CPU inference spent in float32 Linear layers (tracekit/analyze/linear_inference.py): told int8, on real
+captures of one MLP run under inference_mode (tests/data/cpu/make_linear_inference.py): in float32 (52-53 ms
+a step), after dynamic quantization (22-27 ms), and with products too small for int8 to pay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit.analyze.frame import frame_of
+from tracekit.analyze.linear_inference import Float32Linears, float32_linears
+from tracekit.ingest import load
+
+DATA = Path(__file__).parent / "data" / "cpu"
+
+
+def _found(name: str) -> Float32Linears | None:
+    return float32_linears(frame_of(load(DATA / f"{name}.pt.trace.json.gz")), None)
+
+
+def test_float32_linear_inference_is_told_int8() -> None:
+    found = _found("linear_inference_float32")
+    assert found is not None and found.calls == 24 and found.share > 0.8, found  # 3 Linear layers x 8 batches
+    launch = tracekit.report(DATA / "linear_inference_float32.pt.trace.json.gz").launch
+    # Before: only "the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count".
+    assert launch.remedies[0] == found.remedy() and "quantize_dynamic" in found.remedy()
+    assert "bf16" in found.remedy() and "native bf16 math" in found.remedy()  # emulated (slower) elsewhere
+    assert found.evidence() in launch.evidence
+    assert tracekit.render(tracekit.report(DATA / "linear_inference_float32.pt.trace.json.gz"), "json").count(
+        '"float32_linears"') == 1
+
+
+@pytest.mark.parametrize("name", [
+    "linear_inference_int8",   # quantized::linear_dynamic: already int8
+    "linear_inference_small",  # batches of 1 through 64-wide layers: int8 runs such products slower
+    "decode_sdpa",             # a decode loop of 4 rows a call (small products; its own remedy names weight bytes)
+    "unused_grads",            # training: a backward pass
+])
+def test_not_for_int8_small_products_decoding_or_training(name: str) -> None:
+    assert _found(name) is None

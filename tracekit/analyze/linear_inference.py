@@ -1,0 +1,121 @@
+"""Inference on a CPU spent in float32 Linear layers.
+
+A model served on a CPU (an encoder embedding sentences, a classifier) spends most of its time in its
+Linear layers' matrix products. Their weights in int8 halve the step: dynamic quantization
+(``torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)``; torchao's
+``Int8DynamicActivationInt8WeightConfig``) runs them with int8 weights and activations quantized per
+call, on AVX2 as on AVX-512 (fbgemm / oneDNN). bf16 gains as much only where the CPU has native bf16
+math (AVX-512 BF16, AMX); elsewhere it is emulated and slower (``tracekit.analyze.emulated_precision``).
+PyTorch 2.13, 2-core AMD EPYC (Zen 4, AVX-512 BF16), a 4-layer BERT encoder (256 wide, FFN 1024)
+embedding 256 sentences of 5-60 words in batches of 32 under ``inference_mode``, medians of 5 runs, 2
+runs each: 729-748 ms a pass in float32, 391-411 ms with the Linear layers int8, 407-410 ms under bf16
+autocast; restricted to AVX2 (``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2``) 672-750, 352-437
+and 3,240-3,305 ms.
+
+Small products lose: per call, quantizing the activations costs more than int8 saves below a few
+MFLOP (same machine, one Linear under ``inference_mode``: 1x256 by 256x256 11 us float32, 24 us int8;
+8x128 by 128x384 20 against 30 us; 8x512 by 512x512 68 against 35 us; 64x512 by 512x512 236 against
+103 us; 1x1024 by 1024x4096, its weights read from memory, 580 against 56 us).
+
+The evidence (CPU-only PyTorch traces with types recorded, ``record_shapes=True``): no backward in
+the trace, and the steps' ``aten::linear`` calls (the outermost: nn.Linear's own op) whose input and
+weight are ``float`` and whose product is ``MIN_FLOP`` or more (2 x rows x in x out, from the input
+dims) take ``MIN_SHARE`` of the steps' time. A decode loop is told its own remedy (more sequences
+at once, fewer weight bytes: ``tracekit.analyze.decoding``), so it is left to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow.compute as pc
+
+from tracekit.analyze.decoding import decoding
+from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, calls_in_steps
+from tracekit.analyze.stalls import INPUT_TYPES
+from tracekit.analyze.top_ops import INPUT_DIMS, args_mention, args_text
+
+LINEAR_OPS = ("aten::linear",)
+MIN_SHARE = 0.4  # of the steps' time in float32 Linear calls
+MIN_FLOP = 4e6  # a Linear call's product: smaller ones run slower in int8 (module doc)
+# A backward anywhere in the trace: autograd's engine ranges, its nodes, gradient accumulation.
+_BACKWARD = re.compile(BACKWARD_NODE.pattern + r"|Backward\d*$|^torch::autograd::AccumulateGrad$")
+
+
+@dataclass(frozen=True)
+class Float32Linears:
+    """The steps' float32 Linear calls in an inference trace. share: their time's part of the steps';
+    calls: how many a step (the median)."""
+
+    share: float
+    calls: int
+
+    def evidence(self) -> str:
+        return (f"inference (no backward pass) spends {self.share:.0%} of the step time in float32 Linear layers "
+                f"(aten::linear, {self.calls} calls a step)")
+
+    def remedy(self) -> str:
+        return ("run the Linear layers in int8 and check the outputs against float32's: "
+                "torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8), or torchao's "
+                "quantize_(model, Int8DynamicActivationInt8WeightConfig()) (a 4-layer BERT encoder, 256 wide, on 2 cores: "
+                "729-748 ms float32, 391-411 ms int8; restricted to AVX2 672-750 against 352-437 ms). bf16 "
+                "(torch.autocast('cpu', dtype=torch.bfloat16)) gains as much only on a CPU with native bf16 math "
+                "(AVX-512 BF16, AMX): restricted to AVX2 the same encoder took 3.2-3.3 s under bf16")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"share": self.share, "calls": self.calls}
+
+
+def float32_linears(frame: Frame, used: list[int] | None) -> Float32Linears | None:
+    """The float32 Linear calls of an inference trace's steps where they take ``MIN_SHARE`` of the
+    time (module doc), else None."""
+    if frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"Input type"'):
+        return None
+    if any(_BACKWARD.search(n) for n in frame.names):
+        return None
+    calls, steps = calls_in_steps(frame, LINEAR_OPS, used)
+    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
+    if not step_ns or not calls.size:
+        return None
+    # The outermost: a Linear inside another (a wrapper module calling F.linear) is its callee.
+    linear = np.zeros(len(frame), bool)
+    linear[calls] = True
+    parent = frame.op_parent[calls]
+    calls = calls[(parent < 0) | ~linear[np.maximum(parent, 0)]]
+    text = args_text(frame.table, calls)
+    types = pc.fill_null(pc.struct_field(pc.extract_regex(text, INPUT_TYPES), "types"), "").to_pylist()
+    dims = pc.fill_null(pc.struct_field(pc.extract_regex(text, INPUT_DIMS), "dims"), "").to_pylist()
+    kept = [_float_inputs(t) and _flop(d) >= MIN_FLOP for t, d in zip(types, dims, strict=True)]
+    float_calls = calls[np.array(kept, bool)] if calls.size else calls
+    share = int(frame.dur[float_calls].sum()) / step_ns
+    if share < MIN_SHARE or decoding(frame, used) is not None:
+        return None
+    per_step = np.bincount(np.unique(frame.step[float_calls], return_inverse=True)[1])
+    return Float32Linears(share=share, calls=int(np.median(per_step)))
+
+
+def _flop(dims_text: str) -> float:
+    """A Linear call's product, 2 x rows x in x out, from its input dims ([..., in] and [out, in]); 0 when
+    not recorded."""
+    try:
+        dims = json.loads(dims_text) if dims_text else []
+    except ValueError:
+        return 0.0
+    if not isinstance(dims, list) or len(dims) < 2 or not all(isinstance(d, list) and d for d in dims[:2]):
+        return 0.0
+    x, weight = dims[0], dims[1]
+    if len(weight) != 2 or not all(isinstance(d, int) for d in [*x, *weight]):
+        return 0.0
+    return 2.0 * float(np.prod(x)) * weight[0]
+
+
+def _float_inputs(types_text: str) -> bool:
+    """Whether a Linear's input and weight are float32 (``"float"``)."""
+    try:
+        types = json.loads(types_text) if types_text else []
+    except ValueError:
+        return False
+    return isinstance(types, list) and len(types) >= 2 and types[0] == "float" and types[1] == "float"
