@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from tracekit.analyze.decoding import decoding
 from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, calls_in_steps
 from tracekit.analyze.stalls import INPUT_TYPES
-from tracekit.analyze.top_ops import INPUT_DIMS, args_mention, args_text
+from tracekit.analyze.top_ops import args_mention, args_text, input_dims
 
 LINEAR_OPS = ("aten::linear",)
 MIN_SHARE = 0.4  # of the steps' time in float32 Linear calls
@@ -85,11 +85,13 @@ def float32_linears(frame: Frame, used: list[int] | None) -> Float32Linears | No
     linear[calls] = True
     parent = frame.op_parent[calls]
     calls = calls[(parent < 0) | ~linear[np.maximum(parent, 0)]]
+    # Each distinct types and dims text judged once (a long trace repeats a few shapes).
     text = args_text(frame.table, calls)
-    types = pc.fill_null(pc.struct_field(pc.extract_regex(text, INPUT_TYPES), "types"), "").to_pylist()
-    dims = pc.fill_null(pc.struct_field(pc.extract_regex(text, INPUT_DIMS), "dims"), "").to_pylist()
-    kept = [_float_inputs(t) and _flop(d) >= MIN_FLOP for t, d in zip(types, dims, strict=True)]
-    float_calls = calls[np.array(kept, bool)] if calls.size else calls
+    types = pc.fill_null(pc.struct_field(pc.extract_regex(text, INPUT_TYPES), "types"), "").dictionary_encode()
+    dims_code, dims = input_dims(frame.table, calls)
+    float_type = np.array([_float_inputs(t) for t in types.dictionary.to_pylist()], bool)
+    big = np.array([_flop(d) >= MIN_FLOP for d in dims], bool)
+    float_calls = calls[float_type[types.indices.to_numpy(zero_copy_only=False)] & big[dims_code]]
     share = int(frame.dur[float_calls].sum()) / step_ns
     if share < MIN_SHARE or decoding(frame, used) is not None:
         return None

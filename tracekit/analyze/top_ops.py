@@ -58,7 +58,7 @@ GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matm
 # Input Dims is a list of per-input dims lists, [[1000, 8], [8, 512], []], a tensor-list input one more
 # level deep: aten::cat's [[[1592, 512], [8, 512]], []].
 _INPUT_DIMS_KEY = b'"Input Dims":'
-INPUT_DIMS = r'"Input Dims":(?P<dims>\[(?:\[(?:\[[^\[\]]*\]|[^\[\]])*\]|[^\[\]])*\])'
+_INPUT_DIMS = r'"Input Dims":(?P<dims>\[(?:\[(?:\[[^\[\]]*\]|[^\[\]])*\]|[^\[\]])*\])'
 
 
 @dataclass
@@ -352,7 +352,7 @@ def _any_input_dims(table: pa.Table, rows: np.ndarray) -> bool:
     storage = args_text(table, rows)
     if not pc.any(pc.match_substring(storage, '"Input Dims":')).as_py():
         return False
-    return pc.any(pc.is_valid(pc.extract_regex(storage, INPUT_DIMS))).as_py()
+    return pc.any(pc.is_valid(pc.extract_regex(storage, _INPUT_DIMS))).as_py()
 
 
 def first_input_shape(dims_text: str) -> list[int] | None:
@@ -384,7 +384,7 @@ def main_input_dims(frame: Frame, name: str) -> str:
 def input_dims(table: pa.Table, rows: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Each row's code into the distinct ``Input Dims`` JSON texts ("" when absent), and those texts,
     in one vectorized regex pass. Ops group by the integer code: far cheaper than by the text."""
-    found = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(table, rows), INPUT_DIMS), "dims"), "")
+    found = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(table, rows), _INPUT_DIMS), "dims"), "")
     encoded = found.dictionary_encode()
     return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
 
