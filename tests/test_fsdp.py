@@ -31,6 +31,13 @@ def test_fsdp_units_and_their_collectives_are_counted_and_told_fsdps_remedy() ->
     assert fix.startswith("the step waits on FSDP's collectives") and "reshard_after_forward=False" in fix, fix
 
 
+def test_fsdp1_units_are_counted_by_its_own_names() -> None:
+    """FSDP1 (FullyShardedDataParallel, FULL_SHARD) names its units' hooks FullyShardedDataParallel._pre_forward
+    and runs c10d's allgather_ / _reduce_scatter_base_: the same 7 units and collectives."""
+    path = DATA / "fsdp_fsdp1_units_rank0.pt.trace.json.gz"
+    assert fsdp_collectives(frame_of(load(path)), None) == FsdpCollectives(units=7, gathers=13, reduce_scatters=7)
+
+
 def test_no_regathering_means_no_reshard_advice() -> None:
     assert "reshard_after_forward" not in FsdpCollectives(units=3, gathers=3, reduce_scatters=3).remedy()
 

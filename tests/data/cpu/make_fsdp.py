@@ -1,8 +1,10 @@
-"""Writes tests/data/cpu/fsdp_{units,ddp}_rank0.pt.trace.json.gz: real torch.profiler captures (CPU, shapes
+"""Writes tests/data/cpu/fsdp_{units,fsdp1_units,ddp}_rank0.pt.trace.json.gz: real torch.profiler captures (CPU, shapes
 recorded, 2 steps marked) of rank 0 of two processes training one 7-layer MLP (512 wide, batch 64, Adam)
 over gloo, one thread each:
 - fsdp_units: FSDP2, each hidden layer and the whole model fully_shard-ed (7 units): 13 all-gathers a
   step (7 for the forward, 6 again for the backward) and 7 reduce-scatters.
+- fsdp_fsdp1_units: FSDP1 (FullyShardedDataParallel, its default FULL_SHARD) wrapping each Sequential:
+  the same 7 units and collectives, under FSDP1's names.
 - fsdp_ddp: the same model under DDP (gradient buckets all-reduced): no FSDP unit.
 
     python tests/data/cpu/make_fsdp.py
@@ -19,7 +21,8 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 from torch.profiler import ProfilerActivity, profile, schedule
 
 HERE = Path(__file__).parent
@@ -36,6 +39,9 @@ def run(rank: int, name: str) -> None:
         for layer in layers:
             fully_shard(layer)
         fully_shard(model)
+    elif name == "fsdp_fsdp1_units":
+        model = FullyShardedDataParallel(model, auto_wrap_policy=ModuleWrapPolicy({torch.nn.Sequential}),
+                                         device_id=torch.device("cpu"))
     else:
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(model.parameters(), 1e-3)
@@ -63,7 +69,7 @@ def run(rank: int, name: str) -> None:
 
 if __name__ == "__main__":
     ctx = torch.multiprocessing.get_context("spawn")
-    for name in ("fsdp_units", "fsdp_ddp"):
+    for name in ("fsdp_units", "fsdp_fsdp1_units", "fsdp_ddp"):
         procs = [ctx.Process(target=run, args=(r, name)) for r in range(2)]
         for p in procs:
             p.start()
