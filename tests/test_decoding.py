@@ -34,6 +34,9 @@ def test_a_decode_loop_is_found_by_its_attention_dims(name: str) -> None:
     assert "once per generated token (11 a step" in head and "across timesteps" not in head, head
     assert "decode more sequences at once" in head
     assert launch.uncached_generation is None
+    # The projections' addmm calls, M=4 at 4 shapes, none 10% alone: before, "batch them (more rows a call ...)".
+    spread = next(x for x in launch.remedies if x.startswith("aten::addmm at 4 shapes, each a skinny GEMM (M=4)"))
+    assert "once per generated token (11 a step" in spread and "batch them" not in spread, spread
 
 
 def test_generation_without_a_cache_is_named_and_its_remedy_comes_first() -> None:

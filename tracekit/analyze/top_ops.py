@@ -171,7 +171,7 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
         "name": [frame.names[code[first[g]]] for g in gemm.tolist()],
         "shapes": [shape_texts[shape_code[first[g]]] for g in gemm.tolist()],
         "calls": op_calls[gemm].astype(np.int64), "self_ns": op_self[gemm].astype(np.int64)}),
-        window, used_steps is not None)
+        window, used_steps is not None, lambda: decoding(frame, used_steps))
     result.op_types = _op_types(frame, code[by_name.first[~waiting]], name_self[~waiting], window)
     result.by_name = _by_name(frame, code, cls, by_name, name_self, ~waiting, shape_code, has_dims, window, top)
     return result
@@ -449,11 +449,21 @@ def _is_gemm_op(name: str) -> bool:
 SPREAD_SHAPES_READ = 2_000
 
 
-def _spread_skinny_gemm_remedies(groups: pd.DataFrame, window: int, per_step: bool) -> list[str]:
+# What widens a decode loop's GEMMs (tracekit.analyze.decoding), and what shrinks them.
+DECODE_BATCHING = ("M is the sequences decoded at once, and one sequence's tokens cannot be batched (each needs the "
+                   "last); decode more sequences at once (a larger batch, or continuous batching in a server), and as "
+                   "each token reads every weight, weights in fewer bytes cut its time (int8 weight-only quantization, "
+                   "torchao; bf16 where the CPU has native bf16 math). A 4-layer GPT-2 on 2 CPU cores: 16 prompts at "
+                   "once gave 3.1x the tokens/s of 4, its LM head in int8 1.3x")
+
+
+def _spread_skinny_gemm_remedies(groups: pd.DataFrame, window: int, per_step: bool,
+                                 decode_loop: Callable[[], Decoding | None] = lambda: None) -> list[str]:
     """The skinny-GEMM remedy for an op whose skinny calls are spread over several shapes, none of
     them ``REMEDY_SHARE`` of the time alone but together at least that (dynamic batching at M of 1 to
     16, a batch that shrinks at the end of each sequence): ``_skinny_gemm_remedies`` reads one shape
-    at a time. ``groups``: one row per (GEMM op, shapes): name, shapes, calls, self_ns."""
+    at a time. ``groups``: one row per (GEMM op, shapes): name, shapes, calls, self_ns; ``decode_loop()``
+    the steps' decoding, where M is the sequences decoded at once (a beam search's projections at 4 shapes)."""
     out: list[str] = []
     if not window or groups.empty:
         return out
@@ -469,10 +479,15 @@ def _spread_skinny_gemm_remedies(groups: pd.DataFrame, window: int, per_step: bo
         k = [d[1] for d, s in zip(dims, skinny, strict=True) if s and d is not None]
         which = (_span("M", m) if max(m) <= SKINNY_DIM else _span("K", k) if max(k) <= SKINNY_DIM else
                  f"M or K of {SKINNY_DIM} or less")
-        out.append(f"{name} at {int(skinny.sum())} shapes, each a skinny GEMM ({which}), "
-                   f"{int(g.calls.to_numpy()[skinny].sum()):,} calls, {self_ns.sum() / window:.0%} {where} in all "
-                   f"though no one shape holds {REMEDY_SHARE:.0%}: skinny GEMMs run far below GEMM throughput; batch "
-                   "them (more rows a call: several requests or sequences at once, or a fixed larger batch)")
+        said = (f"{name} at {int(skinny.sum())} shapes, each a skinny GEMM ({which}), "
+                f"{int(g.calls.to_numpy()[skinny].sum()):,} calls, {self_ns.sum() / window:.0%} {where} in all "
+                f"though no one shape holds {REMEDY_SHARE:.0%}")
+        decode = decode_loop() if max(m) <= SKINNY_DIM else None
+        if decode is not None and decode.cached:
+            out.append(f"{said}: skinny GEMMs run far below GEMM throughput, {decode.phrase()}: {DECODE_BATCHING}")
+        else:
+            out.append(f"{said}: skinny GEMMs run far below GEMM throughput; batch them (more rows a call: several "
+                       "requests or sequences at once, or a fixed larger batch)")
     return out
 
 
@@ -516,12 +531,7 @@ def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool,
                 decode.append(decode_loop())
             if m <= SKINNY_DIM and decode[0] is not None and decode[0].cached:
                 # Tokens of one sequence cannot be batched: each needs the one before.
-                out.append(f"{said}, {decode[0].phrase()}: M is the sequences decoded at once, and one "
-                           "sequence's tokens cannot be batched (each needs the last); decode more sequences at once "
-                           "(a larger batch, or continuous batching in a server), and as each token reads every weight, "
-                           "weights in fewer bytes cut its time (int8 weight-only quantization, torchao; bf16 where the "
-                           "CPU has native bf16 math). A 4-layer GPT-2 on 2 CPU cores: 16 prompts at once gave 3.1x the "
-                           "tokens/s of 4, its LM head in int8 1.3x")
+                out.append(f"{said}, {decode[0].phrase()}: {DECODE_BATCHING}")
             else:
                 out.append(f"{said}; batch it (across timesteps, or several small GEMMs into one)")
     return out
