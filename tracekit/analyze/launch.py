@@ -46,6 +46,7 @@ from tracekit.analyze.classify import (
     OP_CLASSES,
     PIPELINE_BUILD,
     PYTHON_CALLBACK,
+    classify_op_name,
     classify_rows,
     collective_rows,
     data_loading_rows,
@@ -655,6 +656,11 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         # GEMMs) is one op taking the time, not many small ones.
         top = r.top_ops.by_name.head(3)
         labels = sentence_labels(top.name.tolist(), [""] * len(top), top.op_class.tolist())
+        # A copy inside a GEMM or convolution op takes that op's class (addmm writing its bias into the
+        # output before the product): said, so that it is not read as a dtype conversion or a layout copy.
+        labels = [f"{label} (inside {op_class} ops)" if op_class in ENCLOSING_CLASSES and name.startswith("aten::")
+                  and classify_op_name(name) != op_class else label
+                  for label, name, op_class in zip(labels, top.name.tolist(), top.op_class.tolist(), strict=True)]
         named = [f"{label} {share:.0%}" + _over_shapes(r.top_ops, name, op_class, shapes, share)
                  for label, name, op_class, share, shapes in zip(labels, top.name.tolist(), top.op_class.tolist(),
                                                                  top.share.tolist(), top.shapes.tolist(), strict=True)]
@@ -1003,6 +1009,7 @@ def _over_shapes(ops: TopOps, name: str, op_class: str, shapes: int, share: floa
 
 
 SPREAD_TOP_SHARE = 0.3  # the top three ops holding less than this: the time is spread over many ops
+ENCLOSING_CLASSES = ("gemm", "convolution", "rnn")  # op classes an op's callees take in the op view
 STALL_NOTE_SHARE = 0.05  # stalls losing this much of the step time are stated as evidence
 UNCLASSIFIED_WORK_NOTE_SHARE = 0.05  # ops of no class doing long work: this much of the step time is stated
 
