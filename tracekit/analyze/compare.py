@@ -47,7 +47,7 @@ import pyarrow as pa
 from tracekit import schema
 from tracekit.analyze.breakdown import Breakdown, breakdown, op_self_time, step_index
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, op_name_codes, short_name, tf_base_op
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, frame_of
+from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.optimizer import optimizer_calls, outermost, own_time
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
@@ -624,6 +624,11 @@ def _largest_changes_by_name(names: pd.DataFrame, lab: str, base: str, step_ns: 
             how = f"{_count(calls)} call{'' if calls == 1 else 's'}{unit} against {_count(base_calls)}, each {each}"
         else:
             how = f"its one call{unit} {each}" if calls == 1 else f"its {_count(calls)} calls{unit} each {each}"
+        if BACKWARD_NODE.match(str(row["name"])):
+            # Autograd's range around a node: its own time is what runs there outside the node's ops.
+            how = how.replace(each, f"with {per_call:.1f}x the own time" if per_call >= 1 else f"with {1 / per_call:.1f}x less own time")
+            how += ("; a backward node's own time is not its arithmetic (that is in the ops it runs) but the hooks "
+                    "and waits at it: FSDP's gathers for the backward, DDP's reducer, gradient hooks")
         if new_dims and old_dims and new_dims != old_dims:
             # Another size of work per call (a GNN's per-edge products gone): not the same calls run slower or faster.
             how += (f", on other input shapes (most of its time on {compact_shapes(new_dims)} in {lab}, on "
