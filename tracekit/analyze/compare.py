@@ -378,9 +378,15 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
     steps = pd.concat([s.steps.add_suffix(f"_{s.label}") for s in sums], axis=1).rename_axis("index").reset_index()
     diagnoses = [_diagnosis(t, lab, skip_steps, keep_all_steps) for t, lab in zip(tables, labels, strict=True)]
     changes = [_remedy_change(diagnoses[0], d) for d in diagnoses[1:]]
+    frames: dict[str, Frame] = {}  # frame_of keeps one table's frame: asked of both traces in turn, each kept here
+
+    def dims_of(lab: str, name: str) -> str:
+        if lab not in frames:
+            frames[lab] = frame_of(tables[labels.index(lab)])
+        return main_input_dims(frames[lab], name)
+
     result = Comparison(labels, metrics.reset_index(), names, rng, steps,
-                        findings=(_findings(metrics, names, labels, sums, per_step,
-                                            lambda lab, name: main_input_dims(frame_of(tables[labels.index(lab)]), name))
+                        findings=(_findings(metrics, names, labels, sums, per_step, dims_of)
                                   + _cover_findings(metrics, diagnoses)
                                   + _verdict_findings(diagnoses, changes)),
                         per_step=per_step, diagnoses=diagnoses, remedy_changes=changes)
