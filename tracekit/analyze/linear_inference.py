@@ -27,22 +27,20 @@ at once, fewer weight bytes: ``tracekit.analyze.decoding``), so it is left to it
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.compute as pc
 
 from tracekit.analyze.decoding import decoding
-from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, calls_in_steps
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps
+from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.stalls import INPUT_TYPES
 from tracekit.analyze.top_ops import args_mention, args_text, input_dims
 
 LINEAR_OPS = ("aten::linear",)
 MIN_SHARE = 0.4  # of the steps' time in float32 Linear calls
 MIN_FLOP = 4e6  # a Linear call's product: smaller ones run slower in int8 (module doc)
-# A backward anywhere in the trace: autograd's engine ranges, its nodes, gradient accumulation.
-_BACKWARD = re.compile(BACKWARD_NODE.pattern + r"|Backward\d*$|^torch::autograd::AccumulateGrad$")
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,7 @@ def float32_linears(frame: Frame, used: list[int] | None) -> Float32Linears | No
     time (module doc), else None."""
     if frame.rows(*GPU_BUSY_KINDS).size or not args_mention(frame.table, b'"Input type"'):
         return None
-    if any(_BACKWARD.search(n) for n in frame.names):
+    if any(BACKWARD.search(n) for n in frame.names):  # a backward anywhere: not an inference trace
         return None
     calls, steps = calls_in_steps(frame, LINEAR_OPS, used)
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
