@@ -63,6 +63,8 @@ from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_produ
 from tracekit.analyze.float64 import Float64Products, float64_products
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps, frame_of
 from tracekit.analyze.fsdp import fsdp_collectives
+from tracekit.analyze.gpu_communication import NOTE_SHARE as GPU_COMMUNICATION_NOTE_SHARE
+from tracekit.analyze.gpu_communication import GpuCommunication, gpu_communication
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
 from tracekit.analyze.graph_breaks import GraphBreaks, graph_breaks
@@ -187,11 +189,14 @@ class LaunchReport:
     recompute: Recompute | None = None  # activation checkpointing's second forward in backward (tracekit.analyze.recompute)
     train_mode_inference: TrainModeInference | None = None  # inference with dropout drawing masks (tracekit.analyze.train_mode)
     unused_gradients: UnusedGradients | None = None  # gradients no optimizer reads (tracekit.analyze.unused_grads)
+    gpu_communication: GpuCommunication | None = None  # collective kernels against compute (analyze.gpu_communication)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
     # The share of the loop (the steps and the time between consecutive ones) its steps cover; CPU traces
     # with marked steps only (None: not measured). TF's function calls leave Keras's Python out, ProfilerStep not.
     step_cover: float | None = None
+    # Per device, the time judged (the steps used; None: the whole trace), from _used_step_windows.
+    judged_windows: dict[int, tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
 
     def findings(self) -> dict[str, Finding]:
         """The verdict's own findings that were found, by the report JSON's key: optimizer steps, dense
@@ -201,7 +206,7 @@ class LaunchReport:
         attention computed op by op, a compiled function split by graph breaks, a forward recomputed in
         backward (activation checkpointing), inference with the model in training mode, gradients no
         optimizer reads, tokens generated with no key/value cache, graph messages passed as per-edge tensors,
-        CPU inference spent in float32 Linear layers."""
+        CPU inference spent in float32 Linear layers, GPU collective kernels and the compute beside them."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -211,7 +216,7 @@ class LaunchReport:
             "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks, "recompute": self.recompute,
             "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients,
             "uncached_generation": self.uncached_generation, "message_passing": self.message_passing,
-            "float32_linears": self.float32_linears}
+            "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -272,6 +277,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         origin_ns=int(frame.start.min()) if len(frame) else 0,
     )
     _judge_on_used_steps(report, windows, on_host)
+    report.judged_windows = windows if report.judged_steps else None
     report.top_ops = ops
     if low is not None:
         report.low_utilization = low
@@ -642,6 +648,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if e.has_ops or e.has_gpu:
         if r.has_gpu:
             _measure_gpu(r, frame, e)
+            _measure_gpu_communication(r, frame, e, used)
             e.blocking_calls_per_step = _blocking_calls_per_step(r, frame)
         elif not e.unrecorded_gpu_work:  # else its ops' host time is launching, not CPU work
             _measure_cpu(r, frame, e, used, stalls)
@@ -672,6 +679,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)
     r.remedies.extend(remedies)
+    if (talking := verdicts.gpu_communication_note(e, r.verdict)) is not None:
+        r.remedies.append(talking)
     if e.source == "torch":
         steps_used = r.steps.used_step_numbers() if r.steps is not None and len(r.steps.steps) else None
         r.optimizer = optimizer_steps(frame, steps_used)
@@ -1132,6 +1141,18 @@ def _blocking_calls_per_step(r: LaunchReport, frame: Frame) -> float:
     used = r.steps.used_step_numbers()
     calls = host_waits(frame)
     return float(np.isin(frame.step[calls], used).sum() / len(used)) if used else 0.0
+
+
+def _measure_gpu_communication(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None) -> None:
+    """Collective kernels against the compute beside them in the time judged, stated where they run
+    a twentieth of it; FSDP's units where a PyTorch trace shards its model."""
+    r.gpu_communication = e.gpu_communication = gpu_communication(frame, r.judged_windows)
+    if e.gpu_communication is None:
+        return
+    if e.gpu_communication.share >= GPU_COMMUNICATION_NOTE_SHARE:
+        r.evidence.append(e.gpu_communication.evidence())
+    if e.source == "torch":
+        e.fsdp = fsdp_collectives(frame, used)
 
 
 def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:

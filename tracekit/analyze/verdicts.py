@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tracekit.analyze.fsdp import FsdpCollectives
+    from tracekit.analyze.gpu_communication import GpuCommunication
 
 # Thresholds (shares in 0..1).
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
@@ -28,6 +29,8 @@ DISPATCH_CLOSE_SHARE = 0.4  # CPU compute-bound with this much dispatch: framewo
 GUARD_SHARE = 0.1  # Dynamo's guard checks taking this much of a compiled step get a remedy of their own
 DATA_LOADING_SHARE = 0.5  # batch fetching covers this much of the step (CPU) or of the GPU idle time
 COMMUNICATION_SHARE = 0.5  # CPU-only: collective communication covers this much of the step
+GPU_EXPOSED_SHARE = 0.25   # GPU: collective kernels with no compute beside them this much of the span (and the most)
+GPU_EXPOSED_NOTE_SHARE = 0.1  # ... this much gets the communication remedy whatever the verdict
 WAIT_SHARE = 0.5          # CPU-only: the loop's thread waits (Python sleep, lock, poll; a collective) this much of the step
 RETRACE_SHARE = 0.1       # graph building (tf.function tracing) this much of the step time, in most steps: retracing
 SIDE_NOTE_SHARE = 0.1     # CPU-only: data loading, communication or waiting this large is stated whatever the verdict
@@ -77,6 +80,7 @@ class Evidence:
     # collective ops)
     communication_ops: str = ""  # the collectives by time, e.g. "gloo:all_reduce" or "CollectiveReduceV2"
     fsdp: FsdpCollectives | None = None  # FSDP's units and collectives a step (tracekit.analyze.fsdp)
+    gpu_communication: GpuCommunication | None = None  # GPU collective kernels (tracekit.analyze.gpu_communication)
     wait_step_share: float = 0.0  # step time the loop's thread waits (blocked Python frames, or idle during
     # another thread's collective), no compute op running (breakdown's waiting_ns)
     stall_step_share: float = 0.0  # step time lost in stalled op calls: the excess over the same call's median
@@ -259,6 +263,27 @@ _COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it
                          "for the slowest rank: if other ranks' traces spend less time in it, one rank holds the others "
                          "up (uneven work or data per rank; `tracekit compare` the ranks' traces)")
 COMMUNICATION_REMEDY = _COMMUNICATION_REMEDY.format(less_often="gradient accumulation under no_sync()")
+_GPU_COMMUNICATION_REMEDY = ("collective kernels run on the GPU with no compute beside them: overlap them with compute "
+                             "({overlap}), communicate less often (gradient accumulation: {less_often}), or send less "
+                             "({send_less}). A collective kernel's time includes waiting for the slowest rank: if the "
+                             "same collectives run shorter on other ranks, this one waits for a slower one (uneven work "
+                             "or data per rank; `tracekit compare` the ranks' traces)")
+TORCH_GPU_COMMUNICATION_REMEDY = _GPU_COMMUNICATION_REMEDY.format(
+    overlap="DDP all-reduces gradient buckets during the backward pass on NCCL's stream: a smaller bucket_cap_mb "
+            "starts the first sooner and leaves less for the last bucket, which runs after the backward",
+    less_often="several micro-batches under no_sync()",
+    send_less="a DDP communication hook: bf16_compress_hook / fp16_compress_hook")
+GPU_COMMUNICATION_REMEDY = _GPU_COMMUNICATION_REMEDY.format(
+    overlap="gradients reduced in buckets as the backward pass produces them; tf.distribute: "
+            "CommunicationOptions(bytes_per_pack=...); XLA: its collective combiner thresholds",
+    less_often="fewer reductions per sample, a larger batch per replica",
+    send_less="gradients reduced in bf16")
+POINT_TO_POINT_REMEDY = ("send/recv kernels (pipeline stages passing activations and gradients, or an all-to-all of "
+                         "sharded embeddings) run with no compute beside them: overlap them with other micro-batches' "
+                         "compute (more micro-batches per step, an interleaved pipeline schedule; TorchRec's "
+                         "TrainPipelineSparseDist runs the next batch's embedding all-to-all during this batch's "
+                         "compute) and balance the stages: a send/recv kernel runs until its peer joins, so its time "
+                         "includes the peer's lateness (`tracekit compare` the ranks' traces)")
 TF_RETRACE_REMEDY = ("stop the retracing: call the tf.function with tensors of a fixed dtype and shape, not Python "
                      "numbers, strings or new objects (each distinct Python value is a new trace and a new graph); "
                      "give it an input_signature, or reduce_retracing=True where shapes vary. TF's log warns about "
@@ -546,6 +571,49 @@ def _communication_remedies(e: Evidence) -> list[str]:
     return [COMMUNICATION_REMEDY]
 
 
+def gpu_communication_remedy(e: Evidence) -> str:
+    """The remedy for collective kernels a GPU runs alone: FSDP's, send/recv's, or the framework's."""
+    found = e.gpu_communication
+    if e.fsdp is not None:
+        return e.fsdp.remedy()
+    if found is not None and found.point_to_point:
+        return POINT_TO_POINT_REMEDY
+    if e.source == "torch":
+        return (TORCH_GPU_COMMUNICATION_REMEDY if not e.accumulation_cycle else TORCH_GPU_COMMUNICATION_REMEDY.replace(
+            "several micro-batches under no_sync()", f"the loop already reduces once every {e.accumulation_cycle} "
+                                                     "micro-batches: more of them under no_sync()"))
+    return GPU_COMMUNICATION_REMEDY
+
+
+def gpu_communication_note(e: Evidence, verdict: str) -> str | None:
+    """The communication remedy for a GPU trace whose collectives run alone 10% of the span or more
+    where another verdict (idle gaps, launches) was given; None where the verdict's remedies have it."""
+    if verdict in ("communication-bound", "GPU-bound") or _gpu_exposed(e) < GPU_EXPOSED_NOTE_SHARE:
+        return None
+    return gpu_communication_remedy(e)
+
+
+def _gpu_exposed(e: Evidence) -> float:
+    return e.gpu_communication.exposed_share if e.gpu_communication is not None else 0.0
+
+
+def _gpu_communication_bound(e: Evidence) -> bool:
+    """Collective kernels alone on the GPU (no compute kernel beside them) are the largest part of the
+    span: more than compute alone and than idle time."""
+    found = e.gpu_communication
+    return (e.has_gpu and found is not None and found.exposed_share >= GPU_EXPOSED_SHARE
+            and found.exposed_share >= max(found.compute_only_share, e.idle_share))
+
+
+def _gpu_communication_says(e: Evidence) -> str:
+    found = e.gpu_communication
+    assert found is not None
+    fsdp = f" ({e.fsdp.says()})" if e.fsdp is not None else ""
+    return (f"collective kernels ({found.names()}) run with no compute kernel beside them during "
+            f"{found.exposed_share:.0%} of the GPU span, more than compute alone ({found.compute_only_share:.0%}) or "
+            f"idle time ({e.idle_share:.0%}){fsdp}")
+
+
 def _wait_says(e: Evidence) -> str:
     return (f"the loop's thread waits (blocked in Python: a sleep, lock, poll or join; or idle while another thread "
             f"runs a collective) during {share_below(e.wait_step_share, WAIT_SHARE)} of the step time, with no compute op "
@@ -687,9 +755,12 @@ def _framework_says(e: Evidence) -> str | None:
 def _gpu_bound_remedies(e: Evidence) -> list[str]:
     if e.top_gpu_class == "memcpy":  # a GPU busy copying: kernel work is not what to optimize
         return [GPU_COPY_REMEDY_PAGEABLE if e.pageable_copy_share >= PAGEABLE_MOSTLY else GPU_COPY_REMEDY]
+    # Collectives left alone on the GPU: their remedy before the generic one (first where they lead the
+    # busy time: no kernel remedy comes before it then).
+    talking = [gpu_communication_remedy(e)] if _gpu_exposed(e) >= GPU_EXPOSED_NOTE_SHARE else []
     return ([MIXED_PRECISION_REMEDY] if e.top_gpu_class in MATH_CLASSES
             and e.low_precision_share < LOW_PRECISION_MOSTLY else []) + \
-        ([CHANNELS_LAST_REMEDY] if e.layout_share >= LAYOUT_SHARE else []) + [GPU_BOUND_REMEDY]
+        ([CHANNELS_LAST_REMEDY] if e.layout_share >= LAYOUT_SHARE else []) + talking + [GPU_BOUND_REMEDY]
 
 
 # A torch.profiler capture that recorded for less than this and holds no op recorded nothing that ran:
@@ -821,6 +892,11 @@ RULES: tuple[Rule, ...] = (
     Rule("CPU compute-bound", lambda e: not e.has_gpu, _close_to_framework_bound, _cpu_compute_remedies,
          "CPU-only: most step time is inside compute ops (with 40% or more outside them, framework dispatch is "
          "said to be close behind and its remedies follow the compute one)"),
+    # Collective kernels alone on the GPU: it is busy, but waiting on the exchange (or a slower rank).
+    Rule("communication-bound", _gpu_communication_bound, _gpu_communication_says,
+         lambda e: [gpu_communication_remedy(e)],
+         "GPU: collective kernels with no compute kernel beside them cover at least 25% of the GPU span, more than "
+         "compute alone and than idle time"),
     Rule("GPU-bound", lambda e: not _gap(e),
          lambda e: f"largest GPU class: {e.top_gpu_class or 'other'} ({e.top_gpu_class_share:.0%} of busy time)",
          _gpu_bound_remedies,
@@ -857,4 +933,5 @@ def judge(e: Evidence) -> tuple[str, list[str], list[str]]:
     raise AssertionError("the last rule always holds")
 
 
-__all__ = ["Evidence", "RULES", "Rule", "VERDICTS", "judge", "recurrent_remedies", "share_below", "side_notes"]
+__all__ = ["Evidence", "RULES", "Rule", "VERDICTS", "gpu_communication_note", "gpu_communication_remedy", "judge",
+           "recurrent_remedies", "share_below", "side_notes"]
