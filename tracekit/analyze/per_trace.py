@@ -15,6 +15,7 @@ from tracekit.analyze.compare import summarize
 
 # Columns shown first; every other metric follows.
 KEY_METRICS = ("step_time", "total_time", "gpu_busy", "idle_time", "kernel_count", "op_count")
+PER_STEP_METRICS = ("collective_time",)  # already per step in every trace (compare.summarize)
 
 
 def trace_metrics(table: pa.Table) -> dict[str, float]:
@@ -34,11 +35,14 @@ class Slowest:
 
 
 def group(traces: pd.DataFrame, by: str) -> pd.DataFrame:
-    """Per group: trace count, mean and max step time, and the sum of every other metric."""
+    """Per group: trace count, mean and max step time, the mean of the per-step metrics and the sum of
+    every other metric."""
     metrics = [c for c in traces.columns if c not in ("trace_id", "source", "run", "rank", "source_file", "rows")]
     agg = traces.groupby(by, sort=True).agg(
         traces=("trace_id", "size"), events=("rows", "sum"), mean_step_time=("step_time", "mean"),
-        max_step_time=("step_time", "max"), **{m: (m, "sum") for m in metrics if m != "step_time"})
+        max_step_time=("step_time", "max"),
+        # Per-step figures average over a group's traces; totals add up.
+        **{m: (m, "mean" if m in PER_STEP_METRICS else "sum") for m in metrics if m != "step_time"})
     return agg.reset_index()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tracekit.analyze.per_trace import KEY_METRICS, group, slowest
+from tracekit.analyze.rank_balance import rank_balance
 from tracekit.render.document import Column, Document, Section, Table
 
 
@@ -16,6 +17,7 @@ def dataset_document(directory: str, traces: pd.DataFrame, by: str) -> Document:
     facts = [("dataset", directory), ("traces", f"{len(traces):,}"), ("events", f"{int(traces['rows'].sum()):,}"),
              ("grouped by", by)]
     sections = []
+    balances = []
     if by != "trace" and len(traces):
         g = group(traces, by)
         s = Section(f"Per {by}")
@@ -23,10 +25,15 @@ def dataset_document(directory: str, traces: pd.DataFrame, by: str) -> Document:
         if worst is not None and len(g) > 1:
             s.sentences.append(f"Slowest {by}: {worst.value} with a mean step time of {worst.step_time / 1e6:,.3f} ms, "
                                f"{worst.excess:+.1%} against the median {by} ({worst.median_step_time / 1e6:,.3f} ms).")
+        balances = rank_balance(traces) if by == "rank" else []
+        s.sentences.extend(b.says(name_run=len(balances) > 1 or traces.run.nunique() > 1) for b in balances)
+        talked = "collective_time" in traces.columns and bool((traces.collective_time > 0).any())
+        shown = [m for m in KEY_METRICS if m != "step_time"] + (["collective_time"] if talked else [])
         cols = [Column(by), Column("traces", "count"), Column("events", "count"), Column("mean step", "ns"),
-                Column("max step", "ns"), *[Column(m, _fmt(m)) for m in KEY_METRICS if m != "step_time"]]
+                Column("max step", "ns"), *[Column("collectives / step" if m == "collective_time" else m, _fmt(m))
+                                            for m in shown]]
         s.tables.append(Table("", cols, [[r[by], r["traces"], r["events"], r["mean_step_time"], r["max_step_time"],
-                                          *[r[m] for m in KEY_METRICS if m != "step_time"]]
+                                          *[r[m] for m in shown]]
                                          for r in g.to_dict(orient="records")]))
         sections.append(s)
     t = Section("Per trace")
@@ -35,5 +42,8 @@ def dataset_document(directory: str, traces: pd.DataFrame, by: str) -> Document:
     t.tables.append(Table("", cols, [[r["run"], r["rank"], r["source"], r["source_file"], r["rows"],
                                       *[r.get(m, 0) for m in KEY_METRICS]] for r in traces.to_dict(orient="records")]))
     sections.append(t)
-    data = {"traces": traces.to_dict(orient="records")}
+    data: dict[str, object] = {"traces": traces.to_dict(orient="records")}
+    if balances:
+        data["rank_balance"] = [{"run": b.run, "least_rank": b.least, "least_ns": b.least_ns, "median_ns": b.median_ns,
+                                 "most_ns": b.most_ns, "ranks": b.ranks, "straggler": b.straggler} for b in balances]
     return Document(f"tracekit report: dataset {directory}", "dataset", facts, sections, data)

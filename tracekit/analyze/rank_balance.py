@@ -1,0 +1,115 @@
+"""Which rank holds the others up: collective time per step, compared across the ranks of a job.
+
+In synchronous data-parallel training every rank's step ends at the same collective, so the ranks'
+step times come out nearly equal whichever rank is slow: a step-time ranking does not find it. A
+collective runs until every rank has joined it, so the rank that joins last (the straggler: more
+data, a slower device or host, another job on its cores) spends the least time in it, and the
+others wait there for it. HTA leaves this to the user (per-rank breakdowns side by side); here the
+dataset report names the rank, per run (the ranks of one job; traces given one run label whose step
+times disagree are not judged).
+
+Collective time per step: on a GPU trace, the time with a collective kernel (NCCL/RCCL) running,
+per device; on a CPU-only trace, the time inside the host's collective ops and ranges (gloo's
+``gloo:all_reduce``, ``c10d::allreduce_``, TF's collective ops), as the communication verdict reads
+it; each in the steps used, averaged over them (the whole capture where no step is marked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analyze import intervals
+from tracekit.analyze.classify import KERNEL_CLASSES, classify_rows, collective_rows
+from tracekit.analyze.frame import Frame, step_rows
+from tracekit.ingest.columns import distinct
+
+# The least collective time must be this far below the median rank's to name a straggler: ranks of
+# one job differ by a few percent from run-to-run noise alone (the two HTA trace_filter ranks: 4%).
+STRAGGLER_GAP = 0.2
+
+
+def collective_time_per_step(frame: Frame, used: list[int] | None) -> float:
+    """Mean time a step with a collective running (module doc), in ns; 0 where the trace runs none."""
+    steps = step_rows(frame, used)
+    kernels = frame.rows("gpu_kernel")
+    talking = kernels[classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")]
+    if talking.size:
+        per_device = []
+        for dev in distinct(frame.device[talking]).tolist():
+            mine = talking[frame.device[talking] == dev]
+            if steps.size:  # a step's kernels run after its host window: read them by the step they belong to
+                mine = mine[np.isin(frame.step[mine], frame.step[steps])]
+            per_device.append(intervals.total(frame.start[mine], frame.end[mine]))
+        total = float(np.mean(per_device))
+    else:
+        rows = collective_rows(frame)
+        if not rows.size:
+            return 0.0
+        lo, hi = intervals.union(frame.start[rows], frame.end[rows])
+        if steps.size:
+            total = float(intervals.overlap_total(lo, hi, *intervals.union(frame.start[steps], frame.end[steps])))
+        else:
+            total = float(intervals.total(lo, hi))
+    return total / steps.size if steps.size else total
+
+
+@dataclass(frozen=True)
+class RankBalance:
+    """Collective time per step across the ranks of one run (``least`` the rank with the least)."""
+
+    run: str
+    least: object
+    least_ns: float
+    median_ns: float
+    most_ns: float
+    ranks: int
+
+    @property
+    def straggler(self) -> bool:
+        return self.median_ns > 0 and self.least_ns <= (1 - STRAGGLER_GAP) * self.median_ns
+
+    def says(self, name_run: bool = False) -> str:
+        """The finding in a sentence, prefixed by the run where the dataset holds several."""
+        text = self._says()
+        return f"Run {self.run}: {text}" if name_run else text[:1].upper() + text[1:]
+
+    def _says(self) -> str:
+        if self.straggler:
+            against = (f"{self.most_ns / 1e6:,.3f} ms on the other rank" if self.ranks == 2 else
+                       f"a median of {self.median_ns / 1e6:,.3f} ms over {self.ranks} ranks")
+            return (f"rank {self.least} spends the least time in collectives, {self.least_ns / 1e6:,.3f} ms a step "
+                    f"against {against}: it joins them last, and the other ranks wait there for it (a straggler: more "
+                    "data or work per step, a slower device or host, or another job on its cores). Look at its own "
+                    "step: `tracekit compare` its trace with another rank's.")
+        return (f"collective time per step is even across the {self.ranks} ranks ({self.least_ns / 1e6:,.3f}-"
+                f"{self.most_ns / 1e6:,.3f} ms): no rank holds the others up by joining late.")
+
+
+# Ranks of one synchronous job end their steps at the same collectives: their step times agree within
+# this ratio (the uneven-batch DDP captures: 28.9 and 30.9 ms). Ranks further apart are not one job's
+# steps (unrelated traces given one run label), and their collective times say nothing of each other.
+SAME_JOB_STEP_RATIO = 1.25
+
+
+def rank_balance(traces: pd.DataFrame) -> list[RankBalance]:
+    """From a dataset's per-trace metrics (``collective_time`` per step, ``step_time``, ``rank``,
+    ``run``): per run whose ranks run collectives (two or more) and agree on their step time, the
+    ranks' mean collective time per step and which rank spends the least."""
+    if not {"collective_time", "step_time", "rank", "run"} <= set(traces.columns):
+        return []
+    found = []
+    for run, of_run in traces[traces.collective_time > 0].groupby("run", sort=True):
+        per_rank = of_run.groupby("rank")[["collective_time", "step_time"]].mean()
+        steps = per_rank.step_time
+        if len(per_rank) < 2 or steps.min() <= 0 or steps.max() > SAME_JOB_STEP_RATIO * steps.min():
+            continue
+        talk = per_rank.collective_time
+        found.append(RankBalance(run=str(run), least=talk.idxmin(), least_ns=float(talk.min()),
+                                 median_ns=float(talk.median()), most_ns=float(talk.max()), ranks=len(per_rank)))
+    return found
+
+
+__all__ = ["RankBalance", "collective_time_per_step", "rank_balance"]
