@@ -23,7 +23,14 @@ H100 = Path(__file__).parent / "data" / "h100"
 
 
 def _hta_case_id(case: dict) -> str:
-    return f"{case['trace'].split('/')[0]}-{case['annotation'] or 'whole'}-{case['instance']}"
+    return f"{case['trace'].lstrip('./').split('/')[0]}-{case['annotation'] or 'whole'}-{case['instance']}"
+
+
+# Where HTA's path is not the step's: on trace_diff/test (a GPU-bound rank, the GPU idle 3.7% of the
+# steps) HTA 0.6.1's path holds only host events (100% CPU-bound) though 1,274 of the step's kernels
+# start inside its window and the GPU runs 57 ms past its end; tracekit's runs through the step's
+# kernels (GPU compute 90%), as the report's GPU-bound verdict reads the same step.
+HTA_HOST_ONLY = {"../trace_diff/test/test.json.gz"}
 
 
 @needs_shared
@@ -34,6 +41,9 @@ def test_critical_path_shares_agree_with_hta_within_one_point(case: dict) -> Non
     name = case["annotation"] if case["annotation"] not in ("", "ProfilerStep") else None
     cp = critical_path(table, name, case["instance"])
     hta = case["shares_pct"]
+    if case["trace"] in HTA_HOST_ONLY:
+        assert hta["cpu_bound"] == 100.0 and cp.shares["gpu_compute_bound"] > 80, (cp.shares, hta)
+        return
     for category in CATEGORIES:
         assert abs(cp.shares[category] - hta.get(category, 0.0)) <= 1.0, (category, cp.shares, hta)
     assert abs(sum(cp.shares.values()) - 100) < 1e-6

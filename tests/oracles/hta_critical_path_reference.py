@@ -30,16 +30,21 @@ CASES = [
     ("simple_add/benchmark_result_493459_1694039959_trace.json.gz", ALEXNET_FORWARD, 0),
     ("cuda_event_sync/event_sync_trace.json.gz", "ProfilerStep", 0),
     ("cuda_event_sync_multi_stream/event_sync_trace.json.gz", "", 0),
+    # Ranks of multi-GPU jobs with NCCL kernels on a stream of their own (HTA reads the trace's rank).
+    ("../trace_diff/control/control.json.gz", "ProfilerStep", 0, 3),
+    ("../trace_diff/test/test.json.gz", "ProfilerStep", 0, 1),
+    ("../trace_filter/sampled_rank-0.json.gz", "ProfilerStep", 0, 0),
+    ("../df_index_resolver/df_index_resolver.json.gz", "ProfilerStep", 0, 1),
 ]
 
 
-def measure(rel: str, annotation: str, instance: int) -> dict:
+def measure(rel: str, annotation: str, instance: int, rank: int = 0) -> dict:
     with tempfile.TemporaryDirectory() as d:
         shutil.copy(SHARED / rel, Path(d) / Path(rel).name)
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 ta = TraceAnalysis(trace_dir=d)
-                cp, ok = ta.critical_path_analysis(rank=0, annotation=annotation, instance_id=instance)
+                cp, ok = ta.critical_path_analysis(rank=rank, annotation=annotation, instance_id=instance)
             if not ok:
                 return {"error": "critical_path_analysis returned failure"}
             with contextlib.redirect_stdout(sys.stderr):  # summary() prints a heading
@@ -52,7 +57,7 @@ def measure(rel: str, annotation: str, instance: int) -> dict:
 def main() -> int:
     logging.disable(logging.WARNING)
     out = {"hta_version": version("traceinsight"),
-           "cases": [{"trace": rel, "annotation": a, "instance": i, **measure(rel, a, i)} for rel, a, i in CASES]}
+           "cases": [{"trace": case[0], "annotation": case[1], "instance": case[2], **measure(*case)} for case in CASES]}
     json.dump(out, sys.stdout, indent=1, sort_keys=True)
     print()
     return 0
