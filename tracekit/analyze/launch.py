@@ -58,6 +58,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.conv_layout import NchwConvolutions, nchw_convolutions
 from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.decoding import Decoding, uncached_generation
+from tracekit.analyze.dropout import DropoutMasks, dropout_masks
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
 from tracekit.analyze.float64 import Float64Products, float64_products
@@ -190,6 +191,7 @@ class LaunchReport:
     train_mode_inference: TrainModeInference | None = None  # inference with dropout drawing masks (tracekit.analyze.train_mode)
     unused_gradients: UnusedGradients | None = None  # gradients no optimizer reads (tracekit.analyze.unused_grads)
     gpu_communication: GpuCommunication | None = None  # collective kernels against compute (analyze.gpu_communication)
+    dropout_masks: DropoutMasks | None = None  # CPU training drawing dropout masks (tracekit.analyze.dropout)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
     # The share of the loop (the steps and the time between consecutive ones) its steps cover; CPU traces
@@ -206,7 +208,8 @@ class LaunchReport:
         attention computed op by op, a compiled function split by graph breaks, a forward recomputed in
         backward (activation checkpointing), inference with the model in training mode, gradients no
         optimizer reads, tokens generated with no key/value cache, graph messages passed as per-edge tensors,
-        CPU inference spent in float32 Linear layers, GPU collective kernels and the compute beside them."""
+        CPU inference spent in float32 Linear layers, GPU collective kernels and the compute beside them, CPU
+        training spent drawing dropout masks."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -216,7 +219,8 @@ class LaunchReport:
             "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks, "recompute": self.recompute,
             "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients,
             "uncached_generation": self.uncached_generation, "message_passing": self.message_passing,
-            "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication}
+            "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
+            "dropout_masks": self.dropout_masks}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -703,6 +707,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.growing_cat = _told(r, growing_cat(frame, steps_used))
         r.message_passing = _told(r, message_passing(frame, steps_used))
         r.float32_linears = _told(r, float32_linears(frame, steps_used))
+        r.dropout_masks = _told(r, dropout_masks(frame, steps_used))
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used))
@@ -749,9 +754,14 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             measured[r.sample_loop.remedy()] = (r.sample_loop.measured, r.sample_loop.saving)
         if r.float32_linears is not None:  # int8 Linear layers ran 1.8-1.9x the float32 rate (linear_inference)
             measured[r.float32_linears.remedy()] = ("half the float32 Linear layers' time", r.float32_linears.share / 2)
+        if r.dropout_masks is not None:  # dropout at 0 draws no mask and scales nothing
+            measured[r.dropout_masks.remedy()] = ("the dropout calls' time", r.dropout_masks.share)
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time
             measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
         _rank_by_predicted_saving(r, frame, loop_share, measured)
+    if r.train_mode_inference is not None and r.train_mode_inference.evaluation_steps:  # the scores vary: first
+        r.remedies.remove(fix := r.train_mode_inference.remedy())
+        r.remedies.insert(0, fix)
     if r.uncached_generation is not None:  # the cache removes most of the work the other remedies weigh
         r.remedies.remove(fix := r.uncached_generation.remedy())
         r.remedies.insert(0, fix)

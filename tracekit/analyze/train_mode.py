@@ -117,17 +117,7 @@ def _training_mode_calls(frame: Frame, used: list[int] | None, dropout_codes: li
     if steps.size and used is not None:
         steps = steps[member_mask(frame.step[steps], used)]
         ops = ops[member_mask(frame.step[ops], used)]
-    dropout = member_mask(frame.name_code, dropout_codes)
-    # The outermost dropout call around each mask drawn (native_dropout is one itself).
-    masks = ops[member_mask(frame.name_code[ops], mask_codes)]
-    around = nearest_ancestor(frame.parent, masks, dropout)
-    drawing = np.where(around >= 0, around, np.where(dropout[masks], masks, -1))
-    drawing = np.unique(drawing[drawing >= 0])
-    while drawing.size:  # climb to the outermost dropout (aten::dropout around aten::native_dropout)
-        up = nearest_ancestor(frame.parent, drawing, dropout)
-        if not (up >= 0).any():
-            break
-        drawing = np.unique(np.where(up >= 0, up, drawing))
+    drawing = dropouts_drawing(frame, ops, dropout_codes, mask_codes)
     if steps.size:
         whole, per = int(frame.dur[steps].sum()), max(int(np.unique(frame.step[steps]).size), 1)
     else:  # no step marked: the ops' busy time
@@ -139,6 +129,22 @@ def _training_mode_calls(frame: Frame, used: list[int] | None, dropout_codes: li
         return None
     return TrainModeInference(calls=int(round(drawing.size / per)) if share >= MIN_SHARE else 0, per_step=bool(steps.size),
                               share=share if share >= MIN_SHARE else 0.0, batch_norms=int(round(normalizing.size / per)))
+
+
+def dropouts_drawing(frame: Frame, ops: np.ndarray, dropout_codes: list[int], mask_codes: list[int]) -> np.ndarray:
+    """The outermost dropout call (``DROPOUT_OPS``) around each mask drawn (``MASK_OPS``) among ``ops``;
+    ``aten::native_dropout`` is one itself. Sorted rows."""
+    dropout = member_mask(frame.name_code, dropout_codes)
+    masks = ops[member_mask(frame.name_code[ops], mask_codes)]
+    around = nearest_ancestor(frame.parent, masks, dropout)
+    drawing = np.where(around >= 0, around, np.where(dropout[masks], masks, -1))
+    drawing = np.unique(drawing[drawing >= 0])
+    while drawing.size:  # climb to the outermost dropout (aten::dropout around aten::native_dropout)
+        up = nearest_ancestor(frame.parent, drawing, dropout)
+        if not (up >= 0).any():
+            break
+        drawing = np.unique(np.where(up >= 0, up, drawing))
+    return drawing
 
 
 def _batch_norms_in_training(frame: Frame, ops: np.ndarray) -> np.ndarray:
