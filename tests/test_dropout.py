@@ -47,3 +47,22 @@ def test_evaluation_in_training_mode_stays_the_first_remedy() -> None:
     remedies = tracekit.report(DATA / "train_mode_validation.pt.trace.json.gz").launch.remedies
     assert remedies[0].startswith("call model.eval() before the evaluation batches")
     assert remedies[1].startswith("dropout's masks cost")
+
+
+TF = Path(__file__).parent / "data" / "tf"
+
+
+def test_keras_dropout_layers_are_told_with_their_cost() -> None:
+    """tests/data/tf/make_keras_dropout.py: a 1-layer Keras encoder trained with dropout 0.1 (three
+    dropout layers: attention's and two Dropout) and 0. Before: "CPU compute-bound" with
+    StatelessRandomUniformV2 the third op type (9%) and nothing said of dropout."""
+    path = TF / "keras_dropout_p01.xplane.pb"
+    found = dropout_masks(frame_of(load(path)), None, "tf")
+    assert found is not None and found.framework == "tf"
+    assert found.calls == 3 and 0.1 <= found.share <= 0.3 and 0 < found.draw_share < found.share, found
+    launch = tracekit.report(path).launch
+    assert any(e.startswith("training spends") and "3 dropout layers a step" in e for e in launch.evidence)
+    fix = next(r for r in launch.remedies if r.startswith("dropout's masks cost"))
+    assert "keras.layers.Dropout(0.0)" in fix and "Intel" not in fix, fix
+    assert dropout_masks(frame_of(load(TF / "keras_dropout_p0.xplane.pb")), None, "tf") is None
+    assert "dropout_masks" not in tracekit.report(TF / "keras_dropout_p0.xplane.pb").launch.findings()
