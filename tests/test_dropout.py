@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from conftest import TRACES
+
 import tracekit
 from tracekit.analyze.dropout import dropout_masks
 from tracekit.analyze.frame import frame_of
@@ -66,3 +69,28 @@ def test_keras_dropout_layers_are_told_with_their_cost() -> None:
     assert "keras.layers.Dropout(0.0)" in fix and "Intel" not in fix, fix
     assert dropout_masks(frame_of(load(TF / "keras_dropout_p0.xplane.pb")), None, "tf") is None
     assert "dropout_masks" not in tracekit.report(TF / "keras_dropout_p0.xplane.pb").launch.findings()
+
+
+def test_tf_dropout_kernels_on_a_gpu_are_told_xla() -> None:
+    """The xprof BERT sample (8 V100s, TF): dropout's Philox draws, compares, selects and scalings run as
+    kernels of their own, 74% of the kernels' time in the two steps; the GPU-bound verdict's top kernels
+    line names the draw first."""
+    path = TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb"
+    if not path.exists():
+        pytest.skip(f"real traces not found: {path} is absent")
+    launch = tracekit.report(path).launch
+    found = launch.dropout_masks
+    assert found is not None and found.on_gpu and found.framework == "tf"
+    assert 0.7 <= found.share <= 0.8 and 0.2 <= found.draw_share <= 0.35, found
+    assert any(e.startswith("top kernels by GPU time: tensorflow::functor::FillPhiloxRandomKernelLaunch") for e in
+               launch.evidence), launch.evidence
+    fix = next(r for r in launch.remedies if r.startswith("dropout's kernels take 74%"))
+    assert "jit_compile=True" in fix and "not measured on a GPU here" in fix, fix
+
+
+def test_a_gpu_bound_step_names_its_top_kernels_and_their_ops() -> None:
+    """An H200 bf16 MLP: the GEMM's kernel and aten::mm that launched it; elementwise kernels by their op."""
+    launch = tracekit.report(Path(__file__).parent / "data" / "h200" / "fp8_mlp_bf16.pt.trace.json.gz").launch
+    assert launch.verdict == "GPU-bound"
+    said = next(e for e in launch.evidence if e.startswith("top kernels by GPU time"))
+    assert "(aten::mm) 88%" in said and "at::native::vectorized_elementwise_kernel (aten::clamp_min)" in said, said

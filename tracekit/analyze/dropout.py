@@ -35,7 +35,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, step_rows
 from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.top_ops import input_dims
 from tracekit.analyze.train_mode import DROPOUT_OPS, MASK_OPS, dropouts_drawing
-from tracekit.ingest.links import member_mask
+from tracekit.ingest.links import member_mask, nearest_ancestor
 
 MIN_SHARE = 0.1  # of the steps' time in dropout calls that draw a mask
 # Drawn one element at a time (the non-MKL path) costs several ns an element; MKL's vectorized
@@ -60,12 +60,17 @@ class DropoutMasks:
     elements: int
     ns_per_element: float
     framework: str = "torch"
+    on_gpu: bool = False  # share and draw_share are of the GPU's kernel time in the steps; calls: kernels a step
 
     @property
     def serial(self) -> bool:
         return self.ns_per_element >= SERIAL_NS_PER_ELEMENT
 
     def evidence(self) -> str:
+        if self.on_gpu:
+            return (f"dropout's kernels (the random draws, and where they run apart the compare, select and scaling) "
+                    f"take {self.share:.0%} of the GPU's kernel time in the steps ({self.calls} kernels a step; the "
+                    f"draws {self.draw_share:.0%})")
         if self.framework == "tf":
             return (f"training spends {self.share:.0%} of the step time in dropout ({self.calls} dropout layers a step "
                     "drawing a random mask: the draws, compare, select and scaling, forward and backward; the draws "
@@ -76,6 +81,15 @@ class DropoutMasks:
                 f"mask; the draws, aten::bernoulli_, {self.draw_share:.0%}{sized})")
 
     def remedy(self) -> str:
+        if self.on_gpu and self.framework == "tf":
+            return (f"dropout's kernels take {self.share:.0%} of the GPU's kernel time: TF runs each dropout as separate "
+                    "kernels (the Philox draw, the compare, the select, the scaling), each a pass over memory; XLA "
+                    "(model.compile(jit_compile=True), tf.function(jit_compile=True)) fuses them into the kernels "
+                    "around them; where the recipe allows, lower the rate (not measured on a GPU here)")
+        if self.on_gpu:
+            return (f"dropout's kernels take {self.share:.0%} of the GPU's kernel time: PyTorch's CUDA dropout is one "
+                    "kernel per call, a pass over memory; torch.compile draws the mask inside the kernel that uses "
+                    "it; where the recipe allows, lower the rate (not measured on a GPU here)")
         if self.framework == "tf":
             return (f"dropout's masks cost {self.share:.0%} of the step: each Keras Dropout (and MultiHeadAttention's "
                     "dropout) draws a random number per element, compares, selects and scales, and again in the "
@@ -101,6 +115,8 @@ class DropoutMasks:
 def dropout_masks(frame: Frame, used: list[int] | None, framework: str = "torch") -> DropoutMasks | None:
     """The steps' dropout masks in a CPU training trace of ``framework`` (torch or tf; module doc), or
     None below ``MIN_SHARE``."""
+    if frame.rows(*GPU_BUSY_KINDS).size:
+        return _gpu_dropout(frame, used, framework)
     if framework == "tf":
         return _tf_dropout(frame, used)
     dropout_codes = [c for c, n in enumerate(frame.names) if n in DROPOUT_OPS]
@@ -154,6 +170,40 @@ def _tf_dropout(frame: Frame, used: list[int] | None) -> DropoutMasks | None:
     inside = (i >= 0) & (frame.start[draws] < w_hi[np.maximum(i, 0)])
     return DropoutMasks(share=share, draw_share=drawn / whole, calls=int(round(int(inside.sum()) / steps.size)),
                         elements=0, ns_per_element=0.0, framework="tf")
+
+
+def _gpu_dropout(frame: Frame, used: list[int] | None, framework: str) -> DropoutMasks | None:
+    """On a GPU trace: the kernels launched by dropout (PyTorch: by a dropout call or an op inside
+    one; TF: by an op of a dropout scope), as a share of the kernels' time in the steps."""
+    steps = step_rows(frame, used)
+    if not steps.size or not _training(frame, framework):
+        return None
+    kernels = frame.rows("gpu_kernel")
+    kernels = kernels[member_mask(frame.step[kernels], np.unique(frame.step[steps]).tolist())]
+    total = int(frame.dur[kernels].sum())
+    launcher = frame.op_row[kernels]
+    if not total or not (launcher >= 0).any():
+        return None
+    if framework == "tf":
+        mine = (launcher >= 0) & frame.named(np.maximum(launcher, 0), _TF_DROPOUT_SCOPE)
+        draws = mine & (launcher >= 0) & frame.named(np.maximum(launcher, 0), _TF_DRAWS)
+    else:
+        dropout = member_mask(frame.name_code, [c for c, n in enumerate(frame.names) if n in DROPOUT_OPS])
+        mine = (launcher >= 0) & (dropout[np.maximum(launcher, 0)] |
+                                  (nearest_ancestor(frame.parent, np.maximum(launcher, 0), dropout) >= 0))
+        draws = mine
+    share = int(frame.dur[kernels[mine]].sum()) / total
+    if share < MIN_SHARE:
+        return None
+    return DropoutMasks(share=share, draw_share=int(frame.dur[kernels[draws]].sum()) / total,
+                        calls=int(round(int(mine.sum()) / max(int(np.unique(frame.step[steps]).size), 1))),
+                        elements=0, ns_per_element=0.0, framework=framework, on_gpu=True)
+
+
+def _training(frame: Frame, framework: str) -> bool:
+    """Whether the trace runs a backward pass: TF's ops under gradient_tape/, PyTorch's autograd."""
+    pattern = _TF_BACKWARD if framework == "tf" else BACKWARD
+    return any(pattern.search(n) for n in frame.names)
 
 
 def _self_ns(frame: Frame, rows: np.ndarray) -> int:

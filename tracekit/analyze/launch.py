@@ -658,6 +658,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             _measure_cpu(r, frame, e, used, stalls)
     r.verdict, says, remedies = verdicts.judge(e)
     ev.extend(says)
+    if r.verdict == "GPU-bound" and (top := _top_kernels(frame, used)):
+        ev.append(top)
     ev.extend(verdicts.side_notes(e, r.verdict))
     cast_says, cast_remedy = verdicts.cast_note(e)
     if cast_says:
@@ -756,7 +758,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             measured[r.sample_loop.remedy()] = (r.sample_loop.measured, r.sample_loop.saving)
         if r.float32_linears is not None:  # int8 Linear layers ran 1.8-1.9x the float32 rate (linear_inference)
             measured[r.float32_linears.remedy()] = ("half the float32 Linear layers' time", r.float32_linears.share / 2)
-        if r.dropout_masks is not None:  # dropout at 0 draws no mask and scales nothing
+        if r.dropout_masks is not None and not r.dropout_masks.on_gpu:  # dropout at 0 draws no mask, scales nothing
             measured[r.dropout_masks.remedy()] = ("the dropout calls' time", r.dropout_masks.share)
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time
             measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
@@ -1015,6 +1017,31 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
         e.stall_step_share = int(judged.stall_ns.sum()) / span
         if e.stall_step_share >= STALL_NOTE_SHARE:
             r.evidence.append(judged.describe(frame, span))
+
+
+def _top_kernels(frame: Frame, used: list[int] | None, most: int = 3) -> str:
+    """On a GPU-bound trace, the kernels that take the most GPU time in the steps used, by their base
+    name and the op that launched them (``at::native::vectorized_elementwise_kernel`` is every
+    elementwise op's: the op says which), with their share of the kernels' time; "" without kernels."""
+    kernels = frame.rows("gpu_kernel")
+    if used is not None:
+        kernels = kernels[member_mask(frame.step[kernels], used)]
+    total = int(frame.dur[kernels].sum())
+    if not total:
+        return ""
+    codes = distinct(frame.name_code[kernels])
+    base = {int(c): short_name(frame.names[c], 60) if c >= 0 else "" for c in codes.tolist()}
+    launcher = frame.op_row[kernels]
+    per: dict[tuple[str, str], int] = {}
+    for code, op, dur in zip(frame.name_code[kernels].tolist(), launcher.tolist(), frame.dur[kernels].tolist(),
+                             strict=True):
+        launched_by = frame.name(op) if op >= 0 else ""
+        # Inductor's Triton launches record an op named as the kernel: no second name then.
+        key = (base[code], short_name(launched_by, 40) if launched_by and launched_by != frame.names[code] else "")
+        per[key] = per.get(key, 0) + dur
+    ranked = sorted(per.items(), key=lambda kv: -kv[1])[:most]
+    return "top kernels by GPU time: " + ", ".join(
+        f"{name}{f' ({op})' if op else ''} {ns / total:.0%}" for (name, op), ns in ranked)
 
 
 def _over_shapes(ops: TopOps, name: str, op_class: str, shapes: int, share: float) -> str:
