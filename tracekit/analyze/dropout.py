@@ -35,7 +35,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, step_rows
 from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.top_ops import input_dims
 from tracekit.analyze.train_mode import DROPOUT_OPS, MASK_OPS, dropouts_drawing
-from tracekit.ingest.links import member_mask, nearest_ancestor
+from tracekit.ingest.links import member_mask
 
 MIN_SHARE = 0.1  # of the steps' time in dropout calls that draw a mask
 # Drawn one element at a time (the non-MKL path) costs several ns an element; MKL's vectorized
@@ -81,15 +81,11 @@ class DropoutMasks:
                 f"mask; the draws, aten::bernoulli_, {self.draw_share:.0%}{sized})")
 
     def remedy(self) -> str:
-        if self.on_gpu and self.framework == "tf":
+        if self.on_gpu:  # TF only (_gpu_dropout)
             return (f"dropout's kernels take {self.share:.0%} of the GPU's kernel time: TF runs each dropout as separate "
                     "kernels (the Philox draw, the compare, the select, the scaling), each a pass over memory; XLA "
                     "(model.compile(jit_compile=True), tf.function(jit_compile=True)) fuses them into the kernels "
                     "around them; where the recipe allows, lower the rate (not measured on a GPU here)")
-        if self.on_gpu:
-            return (f"dropout's kernels take {self.share:.0%} of the GPU's kernel time: PyTorch's CUDA dropout is one "
-                    "kernel per call, a pass over memory; torch.compile draws the mask inside the kernel that uses "
-                    "it; where the recipe allows, lower the rate (not measured on a GPU here)")
         if self.framework == "tf":
             return (f"dropout's masks cost {self.share:.0%} of the step: each Keras Dropout (and MultiHeadAttention's "
                     "dropout) draws a random number per element, compares, selects and scales, and again in the "
@@ -173,10 +169,11 @@ def _tf_dropout(frame: Frame, used: list[int] | None) -> DropoutMasks | None:
 
 
 def _gpu_dropout(frame: Frame, used: list[int] | None, framework: str) -> DropoutMasks | None:
-    """On a GPU trace: the kernels launched by dropout (PyTorch: by a dropout call or an op inside
-    one; TF: by an op of a dropout scope), as a share of the kernels' time in the steps."""
+    """On a TF GPU trace: the kernels launched by ops of dropout scopes, as a share of the kernels'
+    time in the steps. PyTorch's CUDA dropout is one fused kernel a call, and no GPU trace at hand
+    trains with it: not read."""
     steps = step_rows(frame, used)
-    if not steps.size or not _training(frame, framework):
+    if framework != "tf" or not steps.size or not _training(frame, framework):
         return None
     kernels = frame.rows("gpu_kernel")
     kernels = kernels[member_mask(frame.step[kernels], np.unique(frame.step[steps]).tolist())]
@@ -184,14 +181,9 @@ def _gpu_dropout(frame: Frame, used: list[int] | None, framework: str) -> Dropou
     launcher = frame.op_row[kernels]
     if not total or not (launcher >= 0).any():
         return None
-    if framework == "tf":
-        mine = (launcher >= 0) & frame.named(np.maximum(launcher, 0), _TF_DROPOUT_SCOPE)
-        draws = mine & (launcher >= 0) & frame.named(np.maximum(launcher, 0), _TF_DRAWS)
-    else:
-        dropout = member_mask(frame.name_code, [c for c, n in enumerate(frame.names) if n in DROPOUT_OPS])
-        mine = (launcher >= 0) & (dropout[np.maximum(launcher, 0)] |
-                                  (nearest_ancestor(frame.parent, np.maximum(launcher, 0), dropout) >= 0))
-        draws = mine
+    launched = launcher >= 0
+    mine = launched & frame.named(np.maximum(launcher, 0), _TF_DROPOUT_SCOPE)
+    draws = mine & frame.named(np.maximum(launcher, 0), _TF_DRAWS)
     share = int(frame.dur[kernels[mine]].sum()) / total
     if share < MIN_SHARE:
         return None
