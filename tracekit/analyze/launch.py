@@ -1029,19 +1029,30 @@ def _top_kernels(frame: Frame, used: list[int] | None, most: int = 3) -> str:
     total = int(frame.dur[kernels].sum())
     if not total:
         return ""
-    codes = distinct(frame.name_code[kernels])
-    base = {int(c): short_name(frame.names[c], 60) if c >= 0 else "" for c in codes.tolist()}
+    # Group by (base name, launching op's short name) in numpy: a trace can hold a million kernels,
+    # and TF names an op per replica (replica_1/..., replica_6/...): the short name is the op.
+    codes = frame.name_code[kernels]
     launcher = frame.op_row[kernels]
-    per: dict[tuple[str, str], int] = {}
-    for code, op, dur in zip(frame.name_code[kernels].tolist(), launcher.tolist(), frame.dur[kernels].tolist(),
-                             strict=True):
-        launched_by = frame.name(op) if op >= 0 else ""
-        # Inductor's Triton launches record an op named as the kernel: no second name then.
-        key = (base[code], short_name(launched_by, 40) if launched_by and launched_by != frame.names[code] else "")
-        per[key] = per.get(key, 0) + dur
-    ranked = sorted(per.items(), key=lambda kv: -kv[1])[:most]
-    return "top kernels by GPU time: " + ", ".join(
-        f"{name}{f' ({op})' if op else ''} {ns / total:.0%}" for (name, op), ns in ranked)
+    op_codes = np.where(launcher >= 0, frame.name_code[np.maximum(launcher, 0)], -1)
+    # Inductor's Triton launches record an op named as the kernel: no second name then.
+    op_codes = np.where(op_codes == codes, -1, op_codes)
+    labels: list[str] = [""]
+    label_of = np.zeros(len(frame.names) + 1, np.int64)  # by name code + 1 (no name: code -1, label "")
+    for c in distinct(np.concatenate([codes, op_codes])).tolist():
+        if c >= 0:
+            text = short_name(frame.names[c], 60)
+            if text not in labels:
+                labels.append(text)
+            label_of[c + 1] = labels.index(text)
+    key = label_of[codes + 1] * len(labels) + label_of[op_codes + 1]
+    keys, index = np.unique(key, return_inverse=True)
+    time = np.bincount(index.ravel(), weights=frame.dur[kernels])
+    named = []
+    for i in np.argsort(-time, kind="stable")[:most].tolist():
+        kernel, op = divmod(int(keys[i]), len(labels))
+        launched = f" ({labels[op]})" if op else ""
+        named.append(f"{labels[kernel]}{launched} {time[i] / total:.0%}")
+    return "top kernels by GPU time: " + ", ".join(named)
 
 
 def _over_shapes(ops: TopOps, name: str, op_class: str, shapes: int, share: float) -> str:
