@@ -127,9 +127,10 @@ def gpu_communication(frame: Frame, windows: dict[int, tuple[np.ndarray, np.ndar
         span_ns += int((hi - lo).sum())
         # Each kernel's time inside the windows, by collective.
         inside = intervals.overlap_per_interval(frame.start[talk], frame.end[talk], lo, hi, merged=True)
-        for code, ns in zip(frame.name_code[talk].tolist(), inside.tolist(), strict=True):
+        codes, index = np.unique(frame.name_code[talk], return_inverse=True)
+        for code, ns in zip(codes.tolist(), np.bincount(index.ravel(), weights=inside).tolist(), strict=True):
             if ns > 0:
-                name = collective_name(frame.names[code])
+                name = collective_name(frame.names[code]) if code >= 0 else ""
                 per_name[name] = per_name.get(name, 0) + int(ns)
     if not comm_ns:
         return None
