@@ -121,3 +121,19 @@ def test_collectives_alone_most_of_the_span_are_communication_bound() -> None:
     assert verdicts.judge(_evidence(exposed=0.3, compute_only=0.1, idle=0.5))[0] != "communication-bound"
     assert verdicts.judge(_evidence(exposed=0.2, compute_only=0.1, idle=0.1))[0] == "GPU-bound"
 
+
+
+@needs_shared
+def test_compare_states_the_collective_time_each_step_runs_alone() -> None:
+    """control and test (two ranks' traces of one job, a change between them): the collectives a step,
+    and the part with no compute beside them, which overlapping would save."""
+    from tracekit.analyze.rank_balance import collective_times_per_step
+
+    control, test = (HTA / "trace_diff" / d / f"{d}.json.gz" for d in ("control", "test"))
+    talk, alone = collective_times_per_step(frame_of(load(control)), None)
+    assert 0 < alone < talk and 14e6 < alone < 15.5e6, (talk, alone)
+    doc = json.loads(tracekit.render(tracekit.compare([control, test]), "json"))
+    rows = {m["metric"]: m for m in doc["metrics"]}
+    assert rows["collective_alone_time"]["A"] == pytest.approx(alone)
+    assert rows["collective_alone_time"]["A"] > rows["collective_alone_time"]["B"] > 0
+    assert rows["collective_time"]["A"] == pytest.approx(talk)

@@ -50,7 +50,7 @@ from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, op_name_codes,
 from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.optimizer import optimizer_calls, outermost, own_time
 from tracekit.analyze.ranges import ranges
-from tracekit.analyze.rank_balance import collective_time_per_step
+from tracekit.analyze.rank_balance import collective_times_per_step
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
 from tracekit.analyze.top_ops import compact_shapes, main_input_dims
 from tracekit.errors import UsageError
@@ -187,7 +187,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     }
     used = stats.used_step_numbers() if len(stats.steps) else []
     # Per step whatever the view (a mean over the steps used): ranks compare by it (analyze.rank_balance).
-    metrics["collective_time"] = collective_time_per_step(frame, used or None)
+    metrics["collective_time"], metrics["collective_alone_time"] = collective_times_per_step(frame, used or None)
     for c in KERNEL_CLASSES:
         metrics[f"{c}_time"] = float(whole_gpu.get(f"{c}_ns", 0))
     if len(bd.cpu_ops):
@@ -293,7 +293,7 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
     if len(bd.host):
         out.update({f"host_{c}_time": median(bd.host, f"{c}_ns") for c in ("launch", "sync", "framework", "python")})
     out["optimizer_time"] = _optimizer_time(frame, optimizer, steps_used, center)
-    out["collective_time"] = whole["collective_time"]
+    out["collective_time"], out["collective_alone_time"] = whole["collective_time"], whole["collective_alone_time"]
     return out
 
 

@@ -15,7 +15,7 @@ from tracekit.analyze.compare import summarize
 
 # Columns shown first; every other metric follows.
 KEY_METRICS = ("step_time", "total_time", "gpu_busy", "idle_time", "kernel_count", "op_count")
-PER_STEP_METRICS = ("collective_time",)  # already per step in every trace (compare.summarize)
+PER_STEP_METRICS = ("collective_time", "collective_alone_time")  # already per step in every trace (compare.summarize)
 
 
 def trace_metrics(table: pa.Table) -> dict[str, float]:

@@ -33,27 +33,37 @@ STRAGGLER_GAP = 0.2
 
 def collective_time_per_step(frame: Frame, used: list[int] | None) -> float:
     """Mean time a step with a collective running (module doc), in ns; 0 where the trace runs none."""
+    return collective_times_per_step(frame, used)[0]
+
+
+def collective_times_per_step(frame: Frame, used: list[int] | None) -> tuple[float, float]:
+    """Per step (mean over the steps used), ns: the time with a collective running, and on a GPU trace
+    the part of it with no compute kernel beside it on the device (``tracekit.analyze.gpu_communication``'s
+    communication alone: what overlap would save); (0, 0) where the trace runs no collective."""
     steps = step_rows(frame, used)
+    count = steps.size or 1
     kernels = frame.rows("gpu_kernel")
-    talking = kernels[classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")]
-    if talking.size:
-        per_device = []
-        for dev in distinct(frame.device[talking]).tolist():
-            mine = talking[frame.device[talking] == dev]
-            if steps.size:  # a step's kernels run after its host window: read them by the step they belong to
-                mine = mine[np.isin(frame.step[mine], frame.step[steps])]
-            per_device.append(intervals.total(frame.start[mine], frame.end[mine]))
-        total = float(np.mean(per_device))
+    is_comm = classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")
+    if is_comm.any():
+        if steps.size:  # a step's kernels run after its host window: read them by the step they belong to
+            kernels, is_comm = (a[np.isin(frame.step[kernels], frame.step[steps])] for a in (kernels, is_comm))
+        talk_ns, alone_ns = [], []
+        for dev in distinct(frame.device[kernels[is_comm]]).tolist():
+            here = frame.device[kernels] == dev
+            talk, work = kernels[here & is_comm], kernels[here & ~is_comm]
+            t_lo, t_hi = intervals.union(frame.start[talk], frame.end[talk])
+            talk_ns.append(intervals.total(t_lo, t_hi))
+            alone_ns.append(talk_ns[-1] - intervals.overlap_total(t_lo, t_hi, frame.start[work], frame.end[work]))
+        return float(np.mean(talk_ns)) / count, float(np.mean(alone_ns)) / count
+    rows = collective_rows(frame)
+    if not rows.size:
+        return 0.0, 0.0
+    lo, hi = intervals.union(frame.start[rows], frame.end[rows])
+    if steps.size:
+        total = float(intervals.overlap_total(lo, hi, *intervals.union(frame.start[steps], frame.end[steps])))
     else:
-        rows = collective_rows(frame)
-        if not rows.size:
-            return 0.0
-        lo, hi = intervals.union(frame.start[rows], frame.end[rows])
-        if steps.size:
-            total = float(intervals.overlap_total(lo, hi, *intervals.union(frame.start[steps], frame.end[steps])))
-        else:
-            total = float(intervals.total(lo, hi))
-    return total / steps.size if steps.size else total
+        total = float(intervals.total(lo, hi))
+    return total / count, 0.0
 
 
 @dataclass(frozen=True)
@@ -112,4 +122,4 @@ def rank_balance(traces: pd.DataFrame) -> list[RankBalance]:
     return found
 
 
-__all__ = ["RankBalance", "collective_time_per_step", "rank_balance"]
+__all__ = ["RankBalance", "collective_time_per_step", "collective_times_per_step", "rank_balance"]
