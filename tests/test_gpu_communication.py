@@ -137,3 +137,16 @@ def test_compare_states_the_collective_time_each_step_runs_alone() -> None:
     assert rows["collective_alone_time"]["A"] == pytest.approx(alone)
     assert rows["collective_alone_time"]["A"] > rows["collective_alone_time"]["B"] > 0
     assert rows["collective_time"]["A"] == pytest.approx(talk)
+
+
+def test_communication_remedies_are_not_costed_as_dispatch() -> None:
+    """The remedies name XLA's collective combiner and torch.compile for other reasons than dispatch:
+    whatif's no-dispatch saving must not rank them."""
+    from tracekit.analyze.launch import _REMEDY_SCENARIOS
+
+    def scenario(remedy: str) -> str | None:
+        return next((sc for key, sc in _REMEDY_SCENARIOS if key in remedy), None)
+
+    for remedy in (verdicts.GPU_COMMUNICATION_REMEDY, verdicts.TORCH_GPU_COMMUNICATION_REMEDY,
+                   verdicts.POINT_TO_POINT_REMEDY):
+        assert scenario(remedy) is None, remedy

@@ -797,6 +797,10 @@ def _told(r: LaunchReport, found: _T | None) -> _T | None:
 # None: advice no scenario costs (a step already in one XLA program: what is left is TF's per-call work,
 # which steps_per_execution divides, not dispatch that goes to 0).
 _REMEDY_SCENARIOS: tuple[tuple[str, str | None], ...] = (("already runs as one XLA program", None),
+                     # Remedies whose text names a compiler for another reason than dispatch: dropout on a
+                     # GPU is separate elementwise kernels XLA fuses; collectives' XLA combiner is no replay.
+                     ("dropout's kernels take", "fuse-elementwise"), ("dropout's masks cost", None),
+                     ("collective kernels run on the GPU", None),
                      ("use the fused optimizer", "fused-optimizer"), ("foreach=True", "fused-optimizer"),
                      ("cut the dtype casts", "fuse-elementwise"), ("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
                      ("fuse elementwise", "fuse-elementwise"),

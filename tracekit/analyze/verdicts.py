@@ -268,11 +268,11 @@ _GPU_COMMUNICATION_REMEDY = ("collective kernels run on the GPU with no compute 
                              "({send_less}). A collective kernel's time includes waiting for the slowest rank: if the "
                              "same collectives run shorter on other ranks, this one waits for a slower one (uneven work "
                              "or data per rank; `tracekit compare` the ranks' traces)")
+_TORCH_GPU_OVERLAP = ("DDP all-reduces gradient buckets during the backward pass on NCCL's stream: a smaller bucket_cap_mb "
+                      "starts the first sooner and leaves less for the last bucket, which runs after the backward")
+_TORCH_GPU_SEND_LESS = "a DDP communication hook: bf16_compress_hook / fp16_compress_hook"
 TORCH_GPU_COMMUNICATION_REMEDY = _GPU_COMMUNICATION_REMEDY.format(
-    overlap="DDP all-reduces gradient buckets during the backward pass on NCCL's stream: a smaller bucket_cap_mb "
-            "starts the first sooner and leaves less for the last bucket, which runs after the backward",
-    less_often="several micro-batches under no_sync()",
-    send_less="a DDP communication hook: bf16_compress_hook / fp16_compress_hook")
+    overlap=_TORCH_GPU_OVERLAP, less_often="several micro-batches under no_sync()", send_less=_TORCH_GPU_SEND_LESS)
 GPU_COMMUNICATION_REMEDY = _GPU_COMMUNICATION_REMEDY.format(
     overlap="gradients reduced in buckets as the backward pass produces them; tf.distribute: "
             "CommunicationOptions(bytes_per_pack=...); XLA: its collective combiner thresholds",
@@ -578,11 +578,12 @@ def gpu_communication_remedy(e: Evidence) -> str:
         return e.fsdp.remedy()
     if found is not None and found.point_to_point:
         return POINT_TO_POINT_REMEDY
-    if e.source == "torch":
-        return (TORCH_GPU_COMMUNICATION_REMEDY if not e.accumulation_cycle else TORCH_GPU_COMMUNICATION_REMEDY.replace(
-            "several micro-batches under no_sync()", f"the loop already reduces once every {e.accumulation_cycle} "
-                                                     "micro-batches: more of them under no_sync()"))
-    return GPU_COMMUNICATION_REMEDY
+    if e.source == "torch" and e.accumulation_cycle:  # already accumulating: not told to start
+        return _GPU_COMMUNICATION_REMEDY.format(
+            overlap=_TORCH_GPU_OVERLAP, send_less=_TORCH_GPU_SEND_LESS,
+            less_often=f"the loop already reduces once every {e.accumulation_cycle} micro-batches: more of them under "
+                       "no_sync()")
+    return TORCH_GPU_COMMUNICATION_REMEDY if e.source == "torch" else GPU_COMMUNICATION_REMEDY
 
 
 def gpu_communication_note(e: Evidence, verdict: str) -> str | None:
