@@ -35,7 +35,7 @@ from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, step_rows
 from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.top_ops import input_dims
 from tracekit.analyze.train_mode import DROPOUT_OPS, MASK_OPS, dropouts_drawing
-from tracekit.ingest.links import member_mask
+from tracekit.ingest.links import member_mask, nearest_ancestor
 
 MIN_SHARE = 0.1  # of the steps' time in dropout calls that draw a mask
 # Drawn one element at a time (the non-MKL path) costs several ns an element; MKL's vectorized
@@ -117,10 +117,8 @@ def dropout_masks(frame: Frame, used: list[int] | None, framework: str = "torch"
         return _tf_dropout(frame, used)
     dropout_codes = [c for c, n in enumerate(frame.names) if n in DROPOUT_OPS]
     mask_codes = [c for c, n in enumerate(frame.names) if n in MASK_OPS]
-    if not (dropout_codes and mask_codes) or frame.rows(*GPU_BUSY_KINDS).size:
-        return None
-    if not any(BACKWARD.search(n) for n in frame.names):
-        return None  # inference in training mode: train_mode's finding
+    if not (dropout_codes and mask_codes) or not _training(frame, framework):
+        return None  # no dropout drawing; or inference in training mode: train_mode's finding
     steps = step_rows(frame, used)
     if not steps.size:
         return None
@@ -132,8 +130,10 @@ def dropout_masks(frame: Frame, used: list[int] | None, framework: str = "torch"
     if share < MIN_SHARE:
         return None
     per = max(int(np.unique(frame.step[steps]).size), 1)
+    # The masks drawn inside the dropout calls (a bernoulli_ of the model's own is not dropout's).
     draws = ops[frame.name_code[ops] == frame.names.index("aten::bernoulli_")] if "aten::bernoulli_" in frame.names \
         else ops[:0]
+    draws = draws[nearest_ancestor(frame.parent, draws, member_mask(frame.name_code, dropout_codes)) >= 0]
     draw_ns = _self_ns(frame, draws)
     elements = _elements(frame, draws)
     return DropoutMasks(share=share, draw_share=draw_ns / whole, calls=int(round(drawing.size / per)),
