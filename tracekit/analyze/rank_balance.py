@@ -81,6 +81,11 @@ class RankBalance:
     def straggler(self) -> bool:
         return self.median_ns > 0 and self.least_ns <= (1 - STRAGGLER_GAP) * self.median_ns
 
+    def as_dict(self) -> dict[str, object]:
+        least = self.least.item() if hasattr(self.least, "item") else self.least  # a numpy scalar from pandas
+        return {"run": self.run, "least_rank": least, "least_ns": self.least_ns, "median_ns": self.median_ns,
+                "most_ns": self.most_ns, "ranks": self.ranks, "straggler": self.straggler}
+
     def says(self, name_run: bool = False) -> str:
         """The finding in a sentence, prefixed by the run where the dataset holds several."""
         text = self._says()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tracekit.analyze.per_trace import KEY_METRICS, group, slowest
-from tracekit.analyze.rank_balance import rank_balance
+from tracekit.analyze.rank_balance import RankBalance, rank_balance
 from tracekit.render.document import Column, Document, Section, Table
 
 
@@ -17,7 +17,7 @@ def dataset_document(directory: str, traces: pd.DataFrame, by: str) -> Document:
     facts = [("dataset", directory), ("traces", f"{len(traces):,}"), ("events", f"{int(traces['rows'].sum()):,}"),
              ("grouped by", by)]
     sections = []
-    balances = []
+    balances: list[RankBalance] = []
     if by != "trace" and len(traces):
         g = group(traces, by)
         s = Section(f"Per {by}")
@@ -44,6 +44,5 @@ def dataset_document(directory: str, traces: pd.DataFrame, by: str) -> Document:
     sections.append(t)
     data: dict[str, object] = {"traces": traces.to_dict(orient="records")}
     if balances:
-        data["rank_balance"] = [{"run": b.run, "least_rank": b.least, "least_ns": b.least_ns, "median_ns": b.median_ns,
-                                 "most_ns": b.most_ns, "ranks": b.ranks, "straggler": b.straggler} for b in balances]
+        data["rank_balance"] = [b.as_dict() for b in balances]
     return Document(f"tracekit report: dataset {directory}", "dataset", facts, sections, data)
