@@ -57,7 +57,8 @@ class FsdpCollectives:
                 "train with DDP (a few bucketed all-reduces overlapped with the backward) (a 7-layer 512-wide MLP on 2 "
                 "CPU ranks over gloo: 64-74 ms a step with each layer a unit, 65-66 ms without resharding after the "
                 "forward, 33-38 ms as one unit, 21-24 ms under DDP). A collective also waits for the slowest rank: "
-                "`tracekit compare` the ranks' traces")
+                "`tracekit ingest` the ranks' traces into a dataset: its report names the rank that joins "
+                "last")
 
 
 def fsdp_collectives(frame: Frame, used: list[int] | None) -> FsdpCollectives | None:

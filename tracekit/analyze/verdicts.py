@@ -261,13 +261,15 @@ _COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it
                          "buckets during the backward pass; tune bucket_cap_mb), communicate less often ({less_often}), "
                          "or send less (a DDP communication hook that compresses gradients). A collective also waits "
                          "for the slowest rank: if other ranks' traces spend less time in it, one rank holds the others "
-                         "up (uneven work or data per rank; `tracekit compare` the ranks' traces)")
+                         "up (uneven work or data per rank; `tracekit ingest` the ranks' traces into a dataset: its "
+                         "report names the rank that joins last)")
 COMMUNICATION_REMEDY = _COMMUNICATION_REMEDY.format(less_often="gradient accumulation under no_sync()")
 _GPU_COMMUNICATION_REMEDY = ("collective kernels run on the GPU with no compute beside them: overlap them with compute "
                              "({overlap}), communicate less often (gradient accumulation: {less_often}), or send less "
                              "({send_less}). A collective kernel's time includes waiting for the slowest rank: if the "
                              "same collectives run shorter on other ranks, this one waits for a slower one (uneven work "
-                             "or data per rank; `tracekit compare` the ranks' traces)")
+                             "or data per rank; `tracekit ingest` the ranks' traces into a dataset: its report names "
+                             "the rank that joins last)")
 _TORCH_GPU_OVERLAP = ("DDP all-reduces gradient buckets during the backward pass on NCCL's stream: a smaller bucket_cap_mb "
                       "starts the first sooner and leaves less for the last bucket, which runs after the backward")
 _TORCH_GPU_SEND_LESS = "a DDP communication hook: bf16_compress_hook / fp16_compress_hook"
@@ -283,7 +285,8 @@ POINT_TO_POINT_REMEDY = ("send/recv kernels (pipeline stages passing activations
                          "compute (more micro-batches per step, an interleaved pipeline schedule; TorchRec's "
                          "TrainPipelineSparseDist runs the next batch's embedding all-to-all during this batch's "
                          "compute) and balance the stages: a send/recv kernel runs until its peer joins, so its time "
-                         "includes the peer's lateness (`tracekit compare` the ranks' traces)")
+                         "includes the peer's lateness (`tracekit ingest` the ranks' traces into a dataset: its "
+                         "report names the rank that joins last)")
 TF_RETRACE_REMEDY = ("stop the retracing: call the tf.function with tensors of a fixed dtype and shape, not Python "
                      "numbers, strings or new objects (each distinct Python value is a new trace and a new graph); "
                      "give it an input_signature, or reduce_retracing=True where shapes vary. TF's log warns about "
