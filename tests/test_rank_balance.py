@@ -44,11 +44,14 @@ def test_the_rank_with_more_data_is_named_the_straggler(tmp_path: Path) -> None:
     text = out.read_text()
     assert f"Rank 1 spends the least time in collectives, {talk[1] / 1e6:,.3f} ms a step against " \
            f"{talk[0] / 1e6:,.3f} ms on the other rank: it joins them last" in text, text
+    # Rank 1's compute ops take ~3x rank 0's (4x the batch): said, with both readings of it.
+    assert "Its compute takes 2.9x the other rank's (as a share of its capture): more work per step" in text, text
     assert "collectives / step" in text
     doc = tmp_path / "r.json"
     assert main(["report", str(ds), "-o", str(doc)]) == 0
     (found,) = json.loads(doc.read_text())["rank_balance"]
     assert found["least_rank"] == 1 and found["straggler"] is True and found["ranks"] == 2
+    assert 2.5 <= found["work_ratio"] <= 3.5
 
 
 @needs_shared
@@ -80,7 +83,11 @@ def test_traces_that_are_not_one_job_are_not_judged() -> None:
     assert rank_balance(traces) == []
     same = traces.assign(step_time=[1e7, 1.1e7])
     (found,) = rank_balance(same)
-    assert found.least == 1 and found.straggler
+    assert found.least == 1 and found.straggler and found.work_ratio == 0.0  # no compute metrics: not said
+    assert "Look at its own step" in found.says()
+    # Compute as long as the other rank's: the straggler's time is elsewhere.
+    (found,) = rank_balance(same.assign(op_gemm_time=[5e6, 5.2e6], total_time=[1e8, 1e8]))
+    assert 1.0 < found.work_ratio < 1.2 and "its time goes outside compute" in found.says()
 
 
 def test_a_cpu_trace_without_collectives_has_none() -> None:

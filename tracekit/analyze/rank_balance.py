@@ -76,6 +76,9 @@ class RankBalance:
     median_ns: float
     most_ns: float
     ranks: int
+    # The least rank's own work (compute kernels, or compute ops on a CPU trace, as a share of its
+    # capture) over the median of the other ranks'; 0 where the traces record none.
+    work_ratio: float = 0.0
 
     @property
     def straggler(self) -> bool:
@@ -84,7 +87,8 @@ class RankBalance:
     def as_dict(self) -> dict[str, object]:
         least = self.least.item() if hasattr(self.least, "item") else self.least  # a numpy scalar from pandas
         return {"run": self.run, "least_rank": least, "least_ns": self.least_ns, "median_ns": self.median_ns,
-                "most_ns": self.most_ns, "ranks": self.ranks, "straggler": self.straggler}
+                "most_ns": self.most_ns, "ranks": self.ranks, "straggler": self.straggler,
+                "work_ratio": round(self.work_ratio, 3)}
 
     def says(self, name_run: bool = False) -> str:
         """The finding in a sentence, prefixed by the run where the dataset holds several."""
@@ -95,10 +99,21 @@ class RankBalance:
         if self.straggler:
             against = (f"{self.most_ns / 1e6:,.3f} ms on the other rank" if self.ranks == 2 else
                        f"a median of {self.median_ns / 1e6:,.3f} ms over {self.ranks} ranks")
+            others = "the other rank's" if self.ranks == 2 else "the other ranks' median"
+            if self.work_ratio >= MORE_WORK:
+                # Time cannot tell more work from the same work run slower: both are said.
+                why = (f" Its compute takes {self.work_ratio:.1f}x {others} (as a share of its capture): more work "
+                       "per step (uneven data or layers per rank) or the same work run slower (a slower device or "
+                       "host, another job on its cores); `tracekit compare` its trace with another rank's: the same "
+                       "ops on larger inputs are the former.")
+            elif self.work_ratio > 0:
+                why = (f" Its compute takes about as long as {others} ({self.work_ratio:.2f}x): its time goes outside "
+                       "compute (data loading, the host, waits of its own); `tracekit compare` its trace with another "
+                       "rank's.")
+            else:
+                why = " Look at its own step: `tracekit compare` its trace with another rank's."
             return (f"rank {self.least} spends the least time in collectives, {self.least_ns / 1e6:,.3f} ms a step "
-                    f"against {against}: it joins them last, and the other ranks wait there for it (a straggler: more "
-                    "data or work per step, a slower device or host, or another job on its cores). Look at its own "
-                    "step: `tracekit compare` its trace with another rank's.")
+                    f"against {against}: it joins them last, and the other ranks wait there for it.{why}")
         return (f"collective time per step is even across the {self.ranks} ranks ({self.least_ns / 1e6:,.3f}-"
                 f"{self.most_ns / 1e6:,.3f} ms): no rank holds the others up by joining late.")
 
@@ -107,6 +122,23 @@ class RankBalance:
 # this ratio (the uneven-batch DDP captures: 28.9 and 30.9 ms). Ranks further apart are not one job's
 # steps (unrelated traces given one run label), and their collective times say nothing of each other.
 SAME_JOB_STEP_RATIO = 1.25
+# A straggler whose compute takes this many times the others' is slow in its compute; below it, elsewhere.
+MORE_WORK = 1.2
+# What a rank computes, read from its metrics: compute kernels on a GPU trace, compute ops on a CPU one.
+_CPU_WORK = tuple(f"op_{c}_time" for c in ("rnn", "convolution", "gemm", "cast", "copy", "elementwise", "reduction",
+                                            "fft", "linalg"))
+
+
+def own_work_share(metrics: pd.DataFrame) -> pd.Series:
+    """Per trace (row of per-trace metrics): its own work as a share of its capture (``total_time``):
+    GPU busy time less collective kernels' on a GPU trace, compute ops' time on a CPU trace."""
+    gpu = metrics.get("gpu_busy", pd.Series(0.0, index=metrics.index)).fillna(0)
+    talk = metrics.get("communication_time", pd.Series(0.0, index=metrics.index)).fillna(0)
+    cpu = sum((metrics[c].fillna(0) for c in _CPU_WORK if c in metrics.columns),
+              start=pd.Series(0.0, index=metrics.index))
+    work = gpu.where(gpu > 0, cpu).where(gpu <= 0, gpu - talk)
+    total = metrics.get("total_time", pd.Series(0.0, index=metrics.index)).replace(0, float("nan"))
+    return (work / total).fillna(0.0)
 
 
 def rank_balance(traces: pd.DataFrame) -> list[RankBalance]:
@@ -122,8 +154,12 @@ def rank_balance(traces: pd.DataFrame) -> list[RankBalance]:
         if len(per_rank) < 2 or steps.min() <= 0 or steps.max() > SAME_JOB_STEP_RATIO * steps.min():
             continue
         talk = per_rank.collective_time
-        found.append(RankBalance(run=str(run), least=talk.idxmin(), least_ns=float(talk.min()),
-                                 median_ns=float(talk.median()), most_ns=float(talk.max()), ranks=len(per_rank)))
+        least = talk.idxmin()
+        work = of_run.assign(work=own_work_share(of_run)).groupby("rank")["work"].mean()
+        others = float(work.drop(index=least).median())
+        ratio = float(work[least]) / others if others > 0 and work[least] > 0 else 0.0
+        found.append(RankBalance(run=str(run), least=least, least_ns=float(talk.min()), median_ns=float(talk.median()),
+                                 most_ns=float(talk.max()), ranks=len(per_rank), work_ratio=ratio))
     return found
 
 
