@@ -92,6 +92,8 @@ def test_a_trace_without_collective_kernels_has_no_finding() -> None:
 def test_collective_names() -> None:
     assert collective_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)") == "AllReduce"
     assert collective_name("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == "AllGather"
+    assert collective_name("ncclAllReduceRingLLKernel_sum_f32(CollectiveArgs)") == "AllReduce"  # NCCL <= 2.7
+    assert collective_name("ncclBroadcastTreeLLKernel_copy_i8(CollectiveArgs)") == "Broadcast"
     assert collective_name("cross_device_reduce_1stage<float, 8>(RankData*, RankSignals, Signal*)") == \
         "cross_device_reduce_1stage"
 

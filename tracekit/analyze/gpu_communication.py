@@ -27,8 +27,10 @@ from tracekit.analyze.classify import KERNEL_CLASSES, classify_rows
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.ingest.columns import distinct
 
-# ncclKernel_AllReduce_RING_LL_Sum_float(...), ncclDevKernel_AllGather_RING_LL(...): the collective.
-_NCCL_COLLECTIVE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)")
+# ncclKernel_AllReduce_RING_LL_Sum_float(...), ncclDevKernel_AllGather_RING_LL(...) (NCCL 2.8 and
+# later), ncclAllReduceRingLLKernel_sum_f32(...) (NCCL 2.7 and earlier): the collective.
+_NCCL_COLLECTIVE = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)|"
+                              r"^nccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv)(?:Ring|Tree|CollNet)")
 POINT_TO_POINT = ("SendRecv", "Send", "Recv")
 MOST_NAMED = 3
 NOTE_SHARE = 0.05  # collectives running this much of the span are said, whatever the verdict
@@ -94,7 +96,9 @@ def collective_name(kernel: str) -> str:
     """``ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)`` -> ``AllReduce``; other collective
     kernels (vLLM's ``cross_device_reduce_1stage<...>``) by their name without arguments."""
     found = _NCCL_COLLECTIVE.match(kernel)
-    return found.group(1) if found else kernel.split("(", 1)[0].split("<", 1)[0]
+    if found:
+        return found.group(1) or found.group(2)
+    return kernel.split("(", 1)[0].split("<", 1)[0]
 
 
 def gpu_communication(frame: Frame, windows: dict[int, tuple[np.ndarray, np.ndarray]] | None) -> GpuCommunication | None:
