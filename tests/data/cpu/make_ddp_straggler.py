@@ -7,17 +7,13 @@ the gradient all-reduce for rank 1.
 Made with torch 2.13.0 (CPU build) on a 2-core AMD EPYC.
 """
 
-import gzip
 import os
-import shutil
 import sys
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from torch.profiler import ProfilerActivity, profile, schedule
+from profiled import write_capture
 
-HERE = Path(__file__).parent
 BATCH = {0: 64, 1: 256}
 
 
@@ -31,23 +27,15 @@ def run(rank: int) -> None:
     opt = torch.optim.SGD(model.parameters(), 1e-3)
     x, y = torch.randn(BATCH[rank], 512), torch.randint(0, 10, (BATCH[rank],))
 
-    def step() -> None:
+    def step(_: int) -> None:
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
 
-    for _ in range(3):
-        step()
-    raw = HERE / f"ddp_straggler_rank{rank}.pt.trace.json"
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=3),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
-        for _ in range(4):
-            step()
-            prof.step()
+    for i in range(3):
+        step(i)
+    write_capture(f"ddp_straggler_rank{rank}", step, active=3)
     dist.destroy_process_group()
-    with raw.open("rb") as src, gzip.open(raw.with_suffix(".json.gz"), "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    raw.unlink()
 
 
 if __name__ == "__main__":

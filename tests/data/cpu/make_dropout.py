@@ -9,14 +9,8 @@ at a time on one thread (MKL's generator only on Intel CPUs). Unprofiled, median
 runs: 412-436 ms a step with dropout 0.1, 301-315 ms with 0.
 """
 
-import gzip
-import shutil
-from pathlib import Path
-
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
-
-HERE = Path(__file__).parent
+from profiled import write_capture
 
 
 def capture(name: str, p: float) -> None:
@@ -27,22 +21,14 @@ def capture(name: str, p: float) -> None:
     opt = torch.optim.AdamW(model.parameters(), 1e-4)
     x, y = torch.randn(16, 128, 256), torch.randint(0, 2, (16,))
 
-    def step() -> None:
+    def step(_: int) -> None:
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x)[:, 0], y).backward()
         opt.step()
 
-    for _ in range(2):
-        step()
-    raw = HERE / f"{name}.pt.trace.json"
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=2),
-                 on_trace_ready=lambda prof: prof.export_chrome_trace(str(raw))) as prof:
-        for _ in range(3):
-            step()
-            prof.step()
-    with raw.open("rb") as src, gzip.open(raw.with_suffix(".json.gz"), "wb", compresslevel=9) as dst:
-        shutil.copyfileobj(src, dst)
-    raw.unlink()
+    for i in range(2):
+        step(i)
+    write_capture(name, step, active=2, record_shapes=True)
 
 
 if __name__ == "__main__":
