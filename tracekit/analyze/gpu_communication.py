@@ -50,6 +50,7 @@ class GpuCommunication:
     compute_ns: int
     span_ns: int
     collectives: tuple[tuple[str, int], ...]
+    devices: int = 1  # devices with collective kernels: the times above are summed over them
 
     @property
     def share(self) -> float:
@@ -101,15 +102,17 @@ def collective_name(kernel: str) -> str:
     return kernel.split("(", 1)[0].split("<", 1)[0]
 
 
-def gpu_communication(frame: Frame, windows: dict[int, tuple[np.ndarray, np.ndarray]] | None) -> GpuCommunication | None:
+def gpu_communication(frame: Frame, windows: dict[int, tuple[np.ndarray, np.ndarray]] | None,
+                      kernels: np.ndarray | None = None) -> GpuCommunication | None:
     """Collective kernels against compute kernels, per device, inside ``windows`` (per device,
-    disjoint sorted intervals: the steps used); each device's whole GPU span where None. None where
+    disjoint sorted intervals: the steps used); each device's whole GPU span where None. ``kernels``:
+    the kernel rows to read (every one by default; a step's, by the step they belong to). None where
     the trace has no collective kernel in that time."""
-    kernels = frame.rows("gpu_kernel")
+    kernels = frame.rows("gpu_kernel") if kernels is None else kernels
     is_comm = classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")
     if not is_comm.any():
         return None
-    comm_ns = overlap_ns = compute_ns = span_ns = 0
+    comm_ns = overlap_ns = compute_ns = span_ns = devices = 0
     per_name: dict[str, int] = {}
     busy = frame.rows(*GPU_BUSY_KINDS)
     for dev in distinct(frame.device[kernels[is_comm]]).tolist():
@@ -120,9 +123,9 @@ def gpu_communication(frame: Frame, windows: dict[int, tuple[np.ndarray, np.ndar
         else:
             mine = busy[frame.device[busy] == dev]
             lo, hi = np.array([frame.start[mine].min()]), np.array([frame.end[mine].max()])
-        on_dev = kernels[frame.device[kernels] == dev]
-        talk = on_dev[is_comm[frame.device[kernels] == dev]]
-        work = on_dev[~is_comm[frame.device[kernels] == dev]]
+        here = frame.device[kernels] == dev
+        talk, work = kernels[here & is_comm], kernels[here & ~is_comm]
+        devices += 1
         c_lo, c_hi, _, _ = intervals.intersect(*intervals.union(frame.start[talk], frame.end[talk]), lo, hi)
         w_lo, w_hi, _, _ = intervals.intersect(*intervals.union(frame.start[work], frame.end[work]), lo, hi)
         comm_ns += intervals.total(c_lo, c_hi)
@@ -139,7 +142,7 @@ def gpu_communication(frame: Frame, windows: dict[int, tuple[np.ndarray, np.ndar
     if not comm_ns:
         return None
     ranked = tuple(sorted(per_name.items(), key=lambda kv: -kv[1]))
-    return GpuCommunication(comm_ns, overlap_ns, compute_ns, span_ns, ranked)
+    return GpuCommunication(comm_ns, overlap_ns, compute_ns, span_ns, ranked, devices)
 
 
 __all__ = ["GpuCommunication", "collective_name", "gpu_communication"]

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analyze import intervals
-from tracekit.analyze.classify import KERNEL_CLASSES, classify_rows, collective_rows
+from tracekit.analyze.classify import collective_rows
 from tracekit.analyze.frame import Frame, step_rows
-from tracekit.ingest.columns import distinct
+from tracekit.analyze.gpu_communication import gpu_communication
 
 # The least collective time must be this far below the median rank's to name a straggler: ranks of
 # one job differ by a few percent from run-to-run noise alone (the two HTA trace_filter ranks: 4%).
@@ -43,18 +43,11 @@ def collective_times_per_step(frame: Frame, used: list[int] | None) -> tuple[flo
     steps = step_rows(frame, used)
     count = steps.size or 1
     kernels = frame.rows("gpu_kernel")
-    is_comm = classify_rows(frame).kernel[kernels] == KERNEL_CLASSES.index("communication")
-    if is_comm.any():
-        if steps.size:  # a step's kernels run after its host window: read them by the step they belong to
-            kernels, is_comm = (a[np.isin(frame.step[kernels], frame.step[steps])] for a in (kernels, is_comm))
-        talk_ns, alone_ns = [], []
-        for dev in distinct(frame.device[kernels[is_comm]]).tolist():
-            here = frame.device[kernels] == dev
-            talk, work = kernels[here & is_comm], kernels[here & ~is_comm]
-            t_lo, t_hi = intervals.union(frame.start[talk], frame.end[talk])
-            talk_ns.append(intervals.total(t_lo, t_hi))
-            alone_ns.append(talk_ns[-1] - intervals.overlap_total(t_lo, t_hi, frame.start[work], frame.end[work]))
-        return float(np.mean(talk_ns)) / count, float(np.mean(alone_ns)) / count
+    if steps.size:  # a step's kernels run after its host window: read them by the step they belong to
+        kernels = kernels[np.isin(frame.step[kernels], frame.step[steps])]
+    found = gpu_communication(frame, None, kernels)
+    if found is not None:  # per device: the mean over the devices that run collectives
+        return found.comm_ns / found.devices / count, (found.comm_ns - found.overlap_ns) / found.devices / count
     rows = collective_rows(frame)
     if not rows.size:
         return 0.0, 0.0
