@@ -23,7 +23,8 @@ SCHEMA_VERSION: Final = "1.0"
 
 # "chrome": a Chrome trace-event JSON that no framework's profiler wrote (viztracer, a hand-instrumented
 # program): read as Kineto JSON, with no framework assumed.
-SOURCES: Final = ("torch", "tf", "jax", "nsys", "chrome")
+# "onnxruntime": ONNX Runtime's profile JSON (SessionOptions.enable_profiling).
+SOURCES: Final = ("torch", "tf", "jax", "nsys", "chrome", "onnxruntime")
 
 # GPU activities that occupy a device (its busy time), and everything a launch call can produce.
 GPU_BUSY_KINDS: Final = ("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph")
@@ -31,11 +32,11 @@ GPU_ACTIVITY_KINDS: Final = (*GPU_BUSY_KINDS, "gpu_sync")
 
 # Event kinds, in a fixed order (the dictionary of the ``kind`` column uses these values).
 KINDS: Final = {
-    "cpu_op": "framework operator on the host (aten op, TF op, XLA HLO op, eager dispatch)",
+    "cpu_op": "framework operator on the host (aten op, TF op, XLA HLO op, eager dispatch, ONNX Runtime node run)",
     "user_range": "user range on the host: record_function, NVTX push/pop or start/end, TraceMe",
     "gpu_user_range": "a user range mirrored on the GPU timeline (Kineto gpu_user_annotation)",
     "python_function": "Python function call recorded by a Python tracer",
-    "step": "step marker range (ProfilerStep#N, TraceMe with step_num, NVTX range step#N or ProfilerStep#N; TF 2.3/2.4: one per device Steps-line step, from the first launch to its end; a Keras fit with no step marker: each call of its per-batch function; a torch.profiler, nsys, TF or JAX trace with no step marker: each call of the record_function, NVTX range, TraceMe or tf.function that wraps the loop's iterations, where the evidence says they are iterations)",
+    "step": "step marker range (ProfilerStep#N, TraceMe with step_num, NVTX range step#N or ProfilerStep#N; TF 2.3/2.4: one per device Steps-line step, from the first launch to its end; a Keras fit with no step marker: each call of its per-batch function; a torch.profiler, nsys, TF, JAX or ONNX Runtime trace with no step marker: each call of the record_function, NVTX range, TraceMe, tf.function or ORT model_run that wraps the loop's iterations, where the evidence says they are iterations)",
     "gpu_kernel": "GPU kernel execution",
     "gpu_memcpy": "GPU memory copy",
     "gpu_memset": "GPU memory set",
@@ -166,11 +167,12 @@ META_TRACEKIT_VERSION: Final = "tracekit.version"
 
 METADATA_KEYS: Final = {
     META_SCHEMA_VERSION: "schema version of the table (this document's version)",
-    META_SOURCE: "torch, tf, jax, nsys or chrome",
+    META_SOURCE: "torch, tf, jax, nsys, chrome or onnxruntime",
     META_TRACE_ID: "same value as the trace_id column",
     META_SOURCE_FILE: "base name of the ingested file or directory",
     META_SOURCE_SHA256: "sha256 of the ingested file's bytes (compressed bytes for .gz)",
-    META_SOURCE_FORMAT: "kineto-json, kineto-json-gz, xspace-pb, xspace-dir, xprof-json, xprof-json-gz, nsys-sqlite",
+    META_SOURCE_FORMAT: "kineto-json, kineto-json-gz, xspace-pb, xspace-dir, xprof-json, xprof-json-gz, onnxruntime-json, "
+                        "onnxruntime-json-gz, nsys-sqlite",
     META_CAPTURE_START_NS: "capture start as Unix epoch ns when the source records it, else empty",
     META_PROFILER_VERSION: "profiler version (Kineto schemaVersion + CUPTI, XSpace n/a, nsys EXPORT_PRODUCT_VERSION)",
     META_FRAMEWORK_VERSION: "framework version when the trace records it",
@@ -180,13 +182,14 @@ METADATA_KEYS: Final = {
                            "modules on the `/host:metadata` plane, for the instructions that ran as events "
                            "(`tracekit/ingest/hlo.py`); tracekit's own notes: `steps_from` (where the steps of a "
                            "trace that marks none came from, `tracekit/ingest/step_inference.py`) and "
-                           "`steps_not_inferred` (why a windowed ingest did not look for them: memory)"),
+                           "`steps_not_inferred` (why a windowed ingest did not look for them: memory); for ONNX Runtime "
+                           "`onnxruntime_providers`: node runs per execution provider (`tracekit/ingest/onnxruntime.py`)"),
     META_TRACEKIT_VERSION: "tracekit version that wrote the table",
 }
 
 
 def source_of(table: pa.Table) -> str:
-    """The profiler that wrote a table's trace (``META_SOURCE``: torch, tf, jax, nsys, chrome), or ""."""
+    """The profiler that wrote a table's trace (``META_SOURCE``: torch, tf, jax, nsys, chrome, onnxruntime), or ""."""
     return (table.schema.metadata or {}).get(META_SOURCE.encode(), b"").decode()
 
 

@@ -105,6 +105,32 @@ XLA_COLLECTIVE = (r"^(wrapped_)?(all-reduce|all-gather|reduce-scatter|all-to-all
                   r"^(psum|pmax|pmin|all_gather|psum_scatter|reduce_scatter|ppermute|all_to_all|ragged_all_to_all|"
                   r"pbroadcast)(\.\d+)?$")
 TF_GEMM = r"^_?(Fused|Quantized)?(Batch)?MatMul\w*$|^(Einsum|SparseMatMul|SparseTensorDenseMatMul)$"
+# ONNX operator types as ONNX Runtime's profile names its nodes' runs (``tracekit/ingest/onnxruntime.py``),
+# standard and ORT's contrib ops, where the TF rules do not already give them their class. ORT's fused
+# attention ops (two GEMMs around a softmax) count with the GEMMs, as PyTorch's CPU SDPA does. Min,
+# Max, Sum, Mean and Where are left to the TF rules (reductions there, elementwise in ONNX).
+ONNX_RNN = r"^(LSTM|GRU|RNN|DynamicQuantizeLSTM|AttnLSTM)$"
+ONNX_CONV = (r"^(Conv|FusedConv|NhwcConv|NhwcFusedConv|QLinearConv|ConvInteger|ConvTranspose|QLinearConvTranspose|"
+             r"ConvTransposeWithDynamicPads|DeformConv)$")
+ONNX_GEMM = (r"^(Gemm|FusedGemm|QGemm|QLinearMatMul|DynamicQuantizeMatMul|GemmFloat8|Attention|QAttention|"
+             r"MultiHeadAttention|GroupQueryAttention|PackedAttention|PackedMultiHeadAttention|SparseAttention|"
+             r"DecoderAttention|DecoderMaskedMultiHeadAttention|DecoderMaskedSelfAttention|LongformerAttention)$")
+ONNX_CAST = r"^(CastLike|QuantizeLinear|DequantizeLinear|DynamicQuantizeLinear)$"
+ONNX_COPY = r"^(MemcpyToHost|MemcpyFromHost)$"
+ONNX_REDUCTION = (r"^(Reduce(Sum|Mean|Max|Min|Prod|L1|L2|LogSum|LogSumExp|SumSquare)|ArgMax|ArgMin|TopK|CumSum|"
+                  r"Softmax|LogSoftmax|Hardmax|LayerNormalization|SimplifiedLayerNormalization|SkipLayerNormalization|"
+                  r"SkipSimplifiedLayerNormalization|EmbedLayerNormalization|GroupNorm|GroupNormalization|SkipGroupNorm|"
+                  r"RMSNormalization|InstanceNormalization|BatchNormalization|MaxPool|AveragePool|GlobalAveragePool|"
+                  r"GlobalMaxPool|LpPool|GlobalLpPool|QLinearAveragePool|QLinearGlobalAveragePool|NonMaxSuppression|"
+                  r"NonZero|Unique)$")
+ONNX_ELEMENTWISE = (r"^(Add|Sub|Mul|Div|Pow|Sqrt|Reciprocal|Abs|Neg|Exp|Log|Floor|Ceil|Round|Sign|Mod|Not|And|Or|"
+                    r"Xor|Equal|Greater|GreaterOrEqual|Less|LessOrEqual|IsNaN|IsInf|Sin|Cos|Erf|Tanh|Sigmoid|Relu|"
+                    r"LeakyRelu|PRelu|Elu|Selu|Celu|ThresholdedRelu|HardSigmoid|HardSwish|Mish|Softplus|Softsign|"
+                    r"Shrink|Clip|Gelu|BiasGelu|FastGelu|QuickGelu|BiasSplitGelu|BiasAdd|BiasSoftmax|BiasDropout|"
+                    r"BitmaskDropout|Dropout|QLinearAdd|QLinearMul|QLinearSigmoid|QLinearLeakyRelu|QLinearConcat|"
+                    r"Expand|Tile|Pad|Resize|Upsample|Slice|Split|Concat|Gather|GatherElements|GatherND|"
+                    r"ScatterElements|ScatterND|Trilu|RotaryEmbedding|DepthToSpace|SpaceToDepth|OneHot|Range|"
+                    r"ConstantOfShape|Compress|ReverseSequence|GridSample|Transpose)$")
 TF_REDUCTION = (r"^(Sum|Mean|Max|Min|Prod|All|Any|ArgMax|ArgMin|EuclideanNorm|Softmax|LogSoftmax|"
                 r"SoftmaxCrossEntropyWithLogits|SparseSoftmaxCrossEntropyWithLogits|L2Loss|BiasAddGrad|Cumsum|Cumprod|"
                 r"TopKV2|LRN|LRNGrad|Segment\w+|UnsortedSegment\w+|"
@@ -172,6 +198,9 @@ ELEMENTWISE_MORE = (
     r"_?upsample_\w+|grid_sampler(_[23]d)?(_backward)?|affine_grid_generator\w*|_amp_foreach_non_finite_check_and_unscale_)$")
 
 OP_RULES: list[tuple[str, str]] = [
+    # ONNX Runtime's op types first: exact names, which no aten op or TF scope path has.
+    ("rnn", ONNX_RNN), ("convolution", ONNX_CONV), ("gemm", ONNX_GEMM), ("cast", ONNX_CAST), ("copy", ONNX_COPY),
+    ("reduction", ONNX_REDUCTION), ("elementwise", ONNX_ELEMENTWISE),
     ("rnn", r"^aten::(lstm|gru|rnn_tanh|rnn_relu|quantized_lstm|quantized_gru)$|_cudnn_rnn|mkldnn_rnn|miopen_rnn|_thnn_fused_lstm_cell|"
             r"_thnn_fused_gru_cell|^aten::(lstm_cell|gru_cell|rnn_tanh_cell|rnn_relu_cell)$|"
             r"^(BlockLSTM|BlockLSTMV2|BlockLSTMGrad|BlockLSTMGradV2|LSTMBlockCell|LSTMBlockCellGrad|GRUBlockCell|"

@@ -5,7 +5,9 @@ calls (its callbacks run whatever activities are on), but no kernel; a CUPTI-pro
 (counters, not activities) records launches and no kernel either. Read as CPU-only, such a trace's
 op times are launching and waiting, not compute, and the GPU's time is missing: every CPU-only
 verdict, replay and critical path would be wrong. Where no launch call was recorded (older
-profilers), ops that only a GPU runs (cuDNN's, MIOpen's) show it.
+profilers), ops that only a GPU runs (cuDNN's, MIOpen's) show it. ONNX Runtime's profile records
+its nodes' host calls and no GPU activity at all: nodes of a device's execution provider (CUDA,
+TensorRT, ...) show it.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pyarrow as pa
 
 from tracekit.analyze.classify import API_CLASSES, RowClasses, classify_rows, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.verdicts import GPU_ACTIVITY_REMEDY
 from tracekit.errors import UsageError
+from tracekit.ingest.columns import trace_extra
 
 # Ops that run only on a GPU: cuDNN's and MIOpen's (PyTorch names them; TF's CudnnRNN ops too), not
 # the predicate ``aten::cudnn_is_acceptable``: every nn.LSTM/GRU/RNN call asks it, on a CPU too.
@@ -38,12 +42,32 @@ def _unrecorded_gpu_work(frame: Frame, classes: RowClasses) -> str:
     launches = int(np.count_nonzero(classes.api == API_CLASSES.index("launch")))
     if launches:
         return f"{launches:,} kernel launch call{'s' if launches > 1 else ''}"
+    on_devices = onnxruntime_device_providers(frame.table)
+    if on_devices:
+        runs = ", ".join(f"{n:,} on {p}" for p, n in on_devices.items())
+        return (f"node runs of ONNX Runtime's device providers, {runs}: its profile times the host's call that enqueues "
+                "each node's kernels")
     ops = frame.rows("cpu_op")
     gpu_only = ops[frame.named(ops, GPU_ONLY_OPS)] if ops.size else ops
     if gpu_only.size:
         names = sorted({short_name(frame.name(int(r))) for r in gpu_only[:1000].tolist()})
         return f"ops that run only on a GPU: {', '.join(names[:3])}{' and more' if len(names) > 3 else ''}"
     return ""
+
+
+# ONNX Runtime's execution providers whose nodes run on the host; a node of any other provider (CUDA,
+# TensorRT, ROCm, MIGraphX, DirectML, CoreML, QNN, ...) enqueues work for a device.
+ORT_HOST_PROVIDERS = frozenset({"CPUExecutionProvider", "DnnlExecutionProvider", "OpenVINOExecutionProvider",
+                                "XnnpackExecutionProvider", "ACLExecutionProvider", "ArmNNExecutionProvider"})
+
+
+def onnxruntime_device_providers(table: pa.Table) -> dict[str, int]:
+    """Node runs per ONNX Runtime execution provider that enqueues work for a device, from the facts
+    the ORT reader keeps (``onnxruntime_providers``); {} for host-only runs and other traces."""
+    given = trace_extra(table).get("onnxruntime_providers")
+    if not isinstance(given, dict):
+        return {}
+    return {str(p): n for p, n in given.items() if p not in ORT_HOST_PROVIDERS and isinstance(n, int) and n > 0}
 
 
 def refuse_without_gpu_activity(frame: Frame, what: str, classes: RowClasses | None = None) -> None:

@@ -73,6 +73,7 @@ from tracekit.analyze.growing_cat import GrowingCat, growing_cat
 from tracekit.analyze.indexed_gradients import IndexedGradients, indexed_gradients
 from tracekit.analyze.linear_inference import Float32Linears, float32_linears
 from tracekit.analyze.message_passing import MessagePassing, message_passing
+from tracekit.analyze.onnxruntime_nodes import NodeFloor, node_floor
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
 from tracekit.analyze.recompute import Recompute, recompute
@@ -192,6 +193,7 @@ class LaunchReport:
     unused_gradients: UnusedGradients | None = None  # gradients no optimizer reads (tracekit.analyze.unused_grads)
     gpu_communication: GpuCommunication | None = None  # collective kernels against compute (analyze.gpu_communication)
     dropout_masks: DropoutMasks | None = None  # CPU training drawing dropout masks (tracekit.analyze.dropout)
+    node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
     # The share of the loop (the steps and the time between consecutive ones) its steps cover; CPU traces
@@ -209,7 +211,7 @@ class LaunchReport:
         backward (activation checkpointing), inference with the model in training mode, gradients no
         optimizer reads, tokens generated with no key/value cache, graph messages passed as per-edge tensors,
         CPU inference spent in float32 Linear layers, GPU collective kernels and the compute beside them, CPU
-        training spent drawing dropout masks."""
+        training spent drawing dropout masks, the fixed cost of each node run in an ONNX Runtime profile."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -220,7 +222,7 @@ class LaunchReport:
             "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients,
             "uncached_generation": self.uncached_generation, "message_passing": self.message_passing,
             "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
-            "dropout_masks": self.dropout_masks}
+            "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -615,6 +617,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
     e.pipeline_builds = pipeline_builds(frame)
     e.chrome_trace = source == "chrome"
+    e.onnxruntime = source == "onnxruntime"
     if e.recurrent == verdicts.FUSED and (reasons := lstm_per_timestep_reasons(frame)) is not None:
         e.recurrent, e.recurrent_reasons = verdicts.TORCH_LSTM_PER_TIMESTEP, reasons
     if e.source == "jax":
@@ -949,6 +952,11 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     if span and len(cpu):  # op self time by class (summed over threads)
         e.cast_share, e.cast_gemm_share = int(cpu.cast_ns.sum()) / span, int(cpu.gemm_ns.sum()) / span
     e.ops_per_step = float(cpu.ops.mean()) if len(cpu) else 0.0
+    if e.onnxruntime and (floor := node_floor(frame, used)) is not None:
+        r.node_floor = floor
+        e.node_floor_share, e.node_floor_ns, e.node_runs_per_step = floor.share, floor.floor_ns, floor.nodes_per_step
+        if note := verdicts.node_floor_note(e):
+            r.evidence.append(note)
     # Time counted as dispatch may be work the class rules do not know (an FFT, a custom op): check.
     work_rows = step_work_rows(frame, used)
     # TorchScript calls whose own time is ops the interpreter ran unrecorded: the breakdown counts it as
@@ -962,7 +970,9 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     e.guard_share = min(guards / span, e.dispatch_share - in_python) if span else 0.0
     if e.guard_share < GUARD_NOTE_SHARE:  # a few µs a call: left in dispatch, unsaid
         e.guard_share = 0.0
-    parts = [f"{e.dispatch_share - in_python - e.guard_share:.0%} framework dispatch"]
+    # ORT records no Python: what runs between its node runs is its executor, and its profiler's recording.
+    dispatch_words = "between node runs, in ONNX Runtime's executor and profiler" if e.onnxruntime else "framework dispatch"
+    parts = [f"{e.dispatch_share - in_python - e.guard_share:.0%} {dispatch_words}"]
     if in_python:
         parts.append(f"{in_python:.0%} Python work of the step's own (stretches of "
                      f"{LONG_STRETCH_NS / 1e3:.0f} µs or more with no op running)")
@@ -989,7 +999,7 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
                           + ", ".join(parts[:-1]) + f" and {parts[-1]}")
     elif e.ops_per_step:
         r.evidence.append(f"{verdicts.share_below(e.dispatch_share, verdicts.DISPATCH_SHARE)} of step time is outside "
-                          "any compute op (framework dispatch)")
+                          f"any compute op ({dispatch_words})")
     if r.python_work is not None:
         r.evidence.append(r.python_work.evidence())
     if script_ns and script_rows.size:

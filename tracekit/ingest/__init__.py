@@ -1,7 +1,8 @@
 """Read any supported trace into the event table, choosing the reader by content, not extension.
 
 Supported: Kineto/torch.profiler JSON (plain or gzip), TensorFlow/JAX XSpace (``.xplane.pb`` or a
-``plugins/profile/<run>/`` directory) and xprof's trace-viewer JSON converted from it, Nsight Systems SQLite exports (``.nsys-rep``/``.qdrep``
+``plugins/profile/<run>/`` directory) and xprof's trace-viewer JSON converted from it, ONNX Runtime's
+profile JSON, Nsight Systems SQLite exports (``.nsys-rep``/``.qdrep``
 through ``nsys export`` when it is on PATH), and tracekit's own Parquet files.
 """
 
@@ -30,7 +31,7 @@ HEAD_BYTES = 1 << 16
 
 def detect(path: Path) -> str:
     """The format of a file or directory: kineto-json, kineto-json-gz, xprof-json, xprof-json-gz,
-    xspace-pb, xspace-dir, nsys-sqlite, nsys-report or tracekit-parquet. Raises InputError with the reason otherwise."""
+    onnxruntime-json, onnxruntime-json-gz, xspace-pb, xspace-dir, nsys-sqlite, nsys-report or tracekit-parquet. Raises InputError with the reason otherwise."""
     if path.is_dir():
         return "xspace-dir"
     regular_file(path)
@@ -51,11 +52,11 @@ def detect(path: Path) -> str:
         inner = _gzip_head(path)
         if _looks_like_json(inner):
             _refuse_array_of_values(path, inner)
-            return "xprof-json-gz" if _is_trace_viewer(inner) else "kineto-json-gz"
+            return _json_format(inner) + "-gz"
         raise InputError(path, "gzip file that does not contain a JSON trace")
     if _looks_like_json(head):
         _refuse_array_of_values(path, head)
-        return "xprof-json" if _is_trace_viewer(head) else "kineto-json"
+        return _json_format(head)
     stripped = head.lstrip()[:200].lower()
     if stripped.startswith((b"<!doctype html", b"<html")):
         raise InputError(path, "this is an HTML page (a report?), not a trace")
@@ -79,6 +80,16 @@ def _refuse_array_of_values(path: Path, head: bytes) -> None:
     if body[:1] == b"[" and body[1:].lstrip()[:1] not in (b"{", b"]", b""):
         raise InputError(path, "a JSON array of values, not of trace events (torch.profiler's export_memory_timeline "
                                "writes such files): give the Chrome trace the profiler exports (export_chrome_trace)")
+
+
+def _json_format(head: bytes) -> str:
+    """Which profiler's JSON a document's head reads like: xprof's trace viewer, ONNX Runtime's, or
+    Kineto's (any other Chrome trace too)."""
+    from tracekit.ingest import onnxruntime
+
+    if _is_trace_viewer(head):
+        return "xprof-json"
+    return "onnxruntime-json" if onnxruntime.sniff(head) else "kineto-json"
 
 
 def _is_trace_viewer(head: bytes) -> bool:
@@ -180,6 +191,11 @@ def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: 
         from tracekit.ingest.step_inference import infer_steps
 
         return infer_steps(reader.read(p, gz=fmt == "kineto-json-gz", file_sha256=file_sha256))
+    if fmt in ("onnxruntime-json", "onnxruntime-json-gz"):
+        # ORT marks no steps: its model_run range around each InferenceSession.run can be them.
+        from tracekit.ingest.step_inference import infer_steps
+
+        return infer_steps(reader.read(p, gz=fmt == "onnxruntime-json-gz", file_sha256=file_sha256))
     if fmt in ("nsys-report", "nsys-sqlite"):
         # nsys has no step marker of its own: an NVTX range around each iteration can be one.
         from tracekit.ingest.step_inference import COLUMNS_NEEDED, infer_steps
@@ -198,6 +214,7 @@ def _reader(fmt: str) -> ModuleType:
     """The reader module of a format, imported on first use (each pulls in its own dependencies)."""
     module = {"tracekit-parquet": "parquet", "kineto-json": "kineto", "kineto-json-gz": "kineto", "xspace-pb": "xplane",
               "xspace-dir": "xplane", "xprof-json": "trace_viewer", "xprof-json-gz": "trace_viewer",
+              "onnxruntime-json": "onnxruntime", "onnxruntime-json-gz": "onnxruntime",
               "nsys-sqlite": "nsys", "nsys-report": "nsys"}.get(fmt)
     if module is None:  # pragma: no cover - detect() covers all
         raise ValueError(f"unsupported format {fmt}")
