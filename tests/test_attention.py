@@ -42,3 +42,37 @@ def test_without_shapes_nothing_is_claimed() -> None:
     """A product, a softmax and a product with no shapes could be a classifier's head: not claimed."""
     table = load(DATA / "attention_unfused.pt.trace.json.gz")
     assert unfused_attention(frame_of(table.drop_columns(["args"])), None) is None
+
+
+def test_sdpa_on_its_math_path_for_dropout_is_told() -> None:
+    """tests/data/cpu/make_dropout.py: nn.TransformerEncoder trained with dropout 0.1 calls
+    scaled_dot_product_attention with dropout_p=0.1, which on a CPU runs the math path
+    (aten::_scaled_dot_product_attention_math: the scores, _safe_softmax, a dropout over them, two
+    products) in each of its 4 layers; with dropout 0 the fused flash kernel. Before: only the masks'
+    cost was said (the dropout finding), nothing of the attention left op by op."""
+    from tracekit.analyze.attention import sdpa_math_path
+
+    path = DATA / "dropout_train_p01.pt.trace.json.gz"
+    found = sdpa_math_path(frame_of(load(path)), None)
+    assert found is not None and found.per_step == 4 and found.query == "16x4x128x64", found
+    assert 0.05 <= found.share < 0.3, found
+    r = api.report(path).launch
+    assert any(e.startswith("scaled_dot_product_attention runs its math path 4 times a step") for e in r.evidence)
+    assert any(fix.startswith("attention's dropout keeps scaled_dot_product_attention off its fused kernel")
+               for fix in r.remedies), r.remedies
+    doc = json.loads(api.render(api.report(path), "json"))
+    assert doc["sdpa_math_path"]["per_step"] == 4
+    fused = DATA / "dropout_train_p0.pt.trace.json.gz"
+    assert sdpa_math_path(frame_of(load(fused)), None) is None
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in set(load(fused).column("name").to_pylist())
+
+
+def test_sdpa_math_path_in_inference_in_training_mode_is_left_to_model_eval() -> None:
+    """train_mode_encoder: the same encoder run for inference left in training mode; model.eval() turns
+    the dropout off and SDPA takes its fused kernel: that finding's remedy, not attention dropout's."""
+    from tracekit.analyze.attention import sdpa_math_path
+
+    path = DATA / "train_mode_encoder.pt.trace.json.gz"
+    assert "aten::_scaled_dot_product_attention_math" in set(load(path).column("name").to_pylist())
+    assert sdpa_math_path(frame_of(load(path)), None) is None
+    assert api.report(path).launch.remedies[0].startswith("call model.eval() before inference")

@@ -11,6 +11,18 @@ Only long sequences gain: nn.MultiheadAttention (E256, 8 heads, batch 8) trained
 172 ms a step asking for the weights, 101 ms with ``need_weights=False``, at T128 12.8 ms either
 way (the scores of a head fit in cache).
 
+``scaled_dot_product_attention`` itself leaves its fused kernel on a CPU when asked for dropout: with
+``dropout_p > 0`` (attention dropout in training: Hugging Face's ``attention_probs_dropout_prob``,
+0.1 in BERT's config) it runs ``aten::_scaled_dot_product_attention_math``, the same op-by-op
+attention (the scores written out, ``_safe_softmax``, a dropout mask drawn over them, two products)
+and its backward op by op. PyTorch 2.13, 2-core AMD EPYC, B8 H8 D64, forward and backward: T128
+17.7 ms with dropout 0.1 against 8.3 ms with 0, T512 355 against 105 ms (the mask's draw, 5.8 ns an
+element on this CPU, is 65% of the difference at T128 and 39% at T512; ``tracekit.analyze.dropout``). Evidence (CPU-only
+PyTorch training traces: inference in training mode is ``tracekit.analyze.train_mode``'s, whose
+``model.eval()`` removes the dropout): the steps' math-path calls that draw a dropout mask inside take
+``MIN_MATH_SHARE`` of the steps' time in their forward alone; a math-path call for another reason is not said (no capture
+of one to check it on).
+
 The evidence (CPU-only PyTorch traces with shapes recorded): a top-level ``softmax`` with a matrix
 product among the ``NEIGHBOURS`` top-level ops before it and among those after it on its thread, in
 its step (the scores' product, then the values'), over an input of 3 or more dims whose last,
@@ -26,10 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.top_ops import first_input_shape, input_dims
-from tracekit.ingest.links import member_mask
+from tracekit.analyze.train_mode import DROPOUT_OPS
+from tracekit.ingest.links import member_mask, nearest_ancestor
 
 SOFTMAX_OPS = ("aten::softmax", "aten::_softmax", "aten::_safe_softmax")
+SDPA_MATH = "aten::_scaled_dot_product_attention_math"
+MIN_MATH_SHARE = 0.05  # forward alone: the backward, op by op too, is not counted
 PRODUCT_OPS = ("aten::matmul", "aten::bmm", "aten::baddbmm", "aten::einsum")
 NEIGHBOURS = 6  # top-level ops looked at on either side: scaling, masking, dropout, transposes between
 MIN_KEYS = 256  # the scores' last dim: shorter, they stay in cache and fusing gains little (module doc)
@@ -106,6 +122,66 @@ def unfused_attention(frame: Frame, used: list[int] | None) -> UnfusedAttention 
     shape = scores[int(dims_code[np.flatnonzero(keep)[0]])]
     return UnfusedAttention(per_step=int(keep.sum()) / max(int(steps.size), 1), share=share,
                             scores="x".join(map(str, shape or ())))
+
+
+@dataclass(frozen=True)
+class SdpaMathPath:
+    """scaled_dot_product_attention run on its math path because of dropout, in the steps used:
+    calls a step (mean), their forward's share of the steps' time, the query's shape where recorded."""
+
+    per_step: float
+    share: float
+    query: str
+
+    def evidence(self) -> str:
+        shape = f" (query {self.query})" if self.query else ""
+        return (f"scaled_dot_product_attention runs its math path {self.per_step:.0f} times a step{shape}, "
+                f"{self.share:.0%} of the step time in the forward alone: with dropout_p > 0 a CPU computes attention "
+                "op by op (the scores written out, softmax, the dropout mask drawn over them, two products), and its "
+                "backward op by op, instead of the fused flash kernel")
+
+    def remedy(self) -> str:
+        return ("attention's dropout keeps scaled_dot_product_attention off its fused kernel on a CPU: where the recipe "
+                "allows, set it to 0 (dropout_p=0.0; Hugging Face: attention_probs_dropout_prob or attention_dropout; "
+                "nn.MultiheadAttention(dropout=0.0)) and keep the other dropout layers; forward and backward, B8 H8 "
+                "D64 on a 2-core AMD EPYC: T128 17.7 ms with dropout 0.1, 8.3 ms with 0; T512 355 against 105 ms")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"per_step": self.per_step, "share": self.share, "query": self.query}
+
+
+def sdpa_math_path(frame: Frame, used: list[int] | None) -> SdpaMathPath | None:
+    """The steps' scaled_dot_product_attention calls on the math path with a dropout inside (module
+    doc), or None below ``MIN_MATH_SHARE`` or on a GPU trace."""
+    if SDPA_MATH not in frame.names or frame.rows(*GPU_BUSY_KINDS).size:
+        return None
+    if not any(BACKWARD.search(n) for n in frame.names):
+        return None  # inference in training mode: model.eval() is the fix (tracekit.analyze.train_mode)
+    dropout_codes = [c for c, n in enumerate(frame.names) if n in DROPOUT_OPS]
+    if not dropout_codes:
+        return None
+    steps = frame.rows("step")
+    ops = frame.rows("cpu_op")
+    if used is not None:
+        steps = steps[member_mask(frame.step[steps], used)]
+    ops = ops[member_mask(frame.step[ops], np.unique(frame.step[steps]).tolist())] if steps.size else ops[:0]
+    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
+    if not step_ns:
+        return None
+    is_math = frame.name_code == frame.names.index(SDPA_MATH)
+    dropouts = ops[member_mask(frame.name_code[ops], dropout_codes)]
+    holding = np.unique(nearest_ancestor(frame.parent, dropouts, is_math))
+    calls = holding[holding >= 0]
+    calls = calls[nearest_ancestor(frame.parent, calls, is_math) < 0]  # outermost: not one inside another
+    share = int(frame.dur[calls].sum()) / step_ns
+    if share < MIN_MATH_SHARE:
+        return None
+    query = ""
+    if "args" in frame.table.column_names:
+        _, dims = input_dims(frame.table, calls[:1])
+        first = first_input_shape(dims[0]) if dims else None
+        query = "x".join(map(str, first)) if first else ""
+    return SdpaMathPath(per_step=calls.size / max(int(steps.size), 1), share=share, query=query)
 
 
 def _scores(dims_text: str) -> list[int] | None:

@@ -26,7 +26,7 @@ import pyarrow as pa
 from tracekit import threads
 from tracekit.analyze import intervals, verdicts
 from tracekit.analyze.anomaly import AnomalyDetection, anomaly_detection
-from tracekit.analyze.attention import UnfusedAttention, unfused_attention
+from tracekit.analyze.attention import SdpaMathPath, UnfusedAttention, sdpa_math_path, unfused_attention
 from tracekit.analyze.blocking import host_waits
 from tracekit.analyze.breakdown import (
     COMPUTE_OP_CLASSES,
@@ -186,6 +186,7 @@ class LaunchReport:
     indexed_gradients: IndexedGradients | None = None  # x[t] in a loop, each backward a whole-size gradient
     float64_products: Float64Products | None = None  # products run in float64 (tracekit.analyze.float64)
     unfused_attention: UnfusedAttention | None = None  # attention computed op by op (tracekit.analyze.attention)
+    sdpa_math_path: SdpaMathPath | None = None  # CPU SDPA on its math path for dropout (tracekit.analyze.attention)
     graph_breaks: GraphBreaks | None = None  # a compiled function split by graph breaks (tracekit.analyze.graph_breaks)
     uncached_generation: Decoding | None = None  # tokens generated with no key/value cache (tracekit.analyze.decoding)
     recompute: Recompute | None = None  # activation checkpointing's second forward in backward (tracekit.analyze.recompute)
@@ -207,7 +208,8 @@ class LaunchReport:
         embedding gradients, products slowed by subnormal floats, the steps' own Python work, anomaly
         detection left on, 16-bit products a CPU emulates, a batch walked per sample, inference run with
         grad mode on, CPU convolutions on NCHW tensors, tensors grown by cat, products run in float64,
-        attention computed op by op, a compiled function split by graph breaks, a forward recomputed in
+        attention computed op by op, scaled_dot_product_attention on its math path for dropout, a compiled
+        function split by graph breaks, a forward recomputed in
         backward (activation checkpointing), inference with the model in training mode, gradients no
         optimizer reads, tokens generated with no key/value cache, graph messages passed as per-edge tensors,
         CPU inference spent in float32 Linear layers, GPU collective kernels and the compute beside them, CPU
@@ -218,7 +220,8 @@ class LaunchReport:
             "emulated_products": self.emulated_products, "sample_loop": self.sample_loop,
             "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
             "growing_cat": self.growing_cat, "indexed_gradients": self.indexed_gradients, "float64_products": self.float64_products,
-            "unfused_attention": self.unfused_attention, "graph_breaks": self.graph_breaks, "recompute": self.recompute,
+            "unfused_attention": self.unfused_attention, "sdpa_math_path": self.sdpa_math_path,
+            "graph_breaks": self.graph_breaks, "recompute": self.recompute,
             "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients,
             "uncached_generation": self.uncached_generation, "message_passing": self.message_passing,
             "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
@@ -707,6 +710,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         # A CPU LSTM layer run per timestep in float64 is told so by its own rule (verdicts.TORCH_LSTM_PER_TIMESTEP).
         r.float64_products = _told(r, float64_products(frame, steps_used) if FLOAT64 not in e.recurrent_reasons else None)
         r.unfused_attention = _told(r, unfused_attention(frame, steps_used))
+        r.sdpa_math_path = _told(r, sdpa_math_path(frame, steps_used))
         r.nchw_convolutions = _told(r, nchw_convolutions(frame, steps_used))
         r.emulated_products = _told(r, emulated_products(frame, steps_used))
         r.growing_cat = _told(r, growing_cat(frame, steps_used))
@@ -763,6 +767,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             measured[r.float32_linears.remedy()] = ("half the float32 Linear layers' time", r.float32_linears.share / 2)
         if r.dropout_masks is not None and not r.dropout_masks.on_gpu:  # dropout at 0 draws no mask, scales nothing
             measured[r.dropout_masks.remedy()] = ("the dropout calls' time", r.dropout_masks.share)
+        if r.sdpa_math_path is not None:  # the fused kernel's time stays, but so does the math backward's saving, uncounted
+            measured[r.sdpa_math_path.remedy()] = ("the math path's forward time", r.sdpa_math_path.share)
         if r.float64_products is not None:  # float32 products run at twice the rate: half their time
             measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
         _rank_by_predicted_saving(r, frame, loop_share, measured)
