@@ -69,8 +69,9 @@ def test_each_run_is_a_step_and_the_op_classes_are_known() -> None:
 
 
 def test_the_profilers_cost_per_node_is_said_beside_a_verdict_it_does_not_decide() -> None:
-    """The MLP's four nodes compute: the per-node floor (shortest run + shortest gap) is a quarter of the
-    step, an upper bound on the 23% the profiler added there (137 against 105 µs)."""
+    """The MLP's four nodes compute: the per-node floor (shortest run + shortest gap) times four is under
+    half the step (40% in this capture, 22-40% in four), an upper bound on the 23% the profiler added
+    there (137 against 105 µs)."""
     launch = tracekit.report(MLP).launch
     floor = launch.node_floor
     assert floor is not None and floor.nodes_per_step == 4
@@ -130,3 +131,10 @@ def test_a_truncated_profile_is_one_line_naming_the_file(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, "-m", "tracekit", "report", str(cut)], capture_output=True, text=True)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and str(cut) in done.stderr, done.stderr
+
+
+def test_a_session_profiled_without_a_run_says_so() -> None:
+    """ORT profiles from the session's creation: its loading and initialization are there, and nothing else."""
+    launch = tracekit.report(DATA / "no_runs.json").launch
+    assert launch.verdict == "undetermined"
+    assert any("without a node run" in e and "not run before end_profiling" in e for e in launch.evidence), launch.evidence

@@ -13,7 +13,7 @@ The trace cannot separate that cost from the nodes' work, but it bounds it: no n
 than the fixed cost, and no gap between two runs either. ``node_floor`` takes the shortest of each
 (their 5th percentiles, over the steps used) as the floor a node pays, and the share of the step the
 node count times that floor makes: an upper bound on the fixed cost when the cheapest node still
-computes something (the MLP: 37% estimated, 23% measured), close to it where the model has trivial
+computes something (the MLP: 22-40% estimated over four captures, 23% measured), close to it where the model has trivial
 nodes (shape ops, small elementwise ones).
 """
 

@@ -796,6 +796,9 @@ def _nothing_recorded_says(e: Evidence) -> str:
     if e.chrome_trace:  # viztracer's: trace events of no framework tracekit reads
         return text + (" (a Chrome trace from another tool: tracekit reads framework ops from torch.profiler's, the TF "
                        "and JAX profilers', ONNX Runtime's and Nsight Systems' traces, and finds none here)")
+    if e.onnxruntime:  # ORT profiles from the session's creation: its loading is there, runs or not
+        return text + (" (an ONNX Runtime profile without a node run: the session was loaded and initialized, but "
+                       "not run before end_profiling)")
     if e.source != "torch":
         return text + " (was the profiler attached to the work, with CPU/CUDA activities on?)"
     if e.capture_ns < SHORT_CAPTURE_NS:

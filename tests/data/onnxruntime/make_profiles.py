@@ -6,6 +6,7 @@ captures on the CPU execution provider of two small models exported from PyTorch
 * ``small_nodes.json.gz``: 20 blocks of Linear(16, 16), tanh, * 0.5, + x at batch 1 (60 nodes after
   ORT's fusions), 30 runs. Timed here unprofiled: 27 µs a run; profiled 470 µs (the profiler's
   per-node recording: tracekit.analyze.onnxruntime_nodes).
+* ``no_runs.json``: the MLP's session created with profiling on and ended before any run.
 
 Run in a separate venv with onnxruntime, onnx and torch (tracekit depends on none of them):
     python -m venv /tmp/ortvenv && /tmp/ortvenv/bin/pip install onnxruntime onnx torch
@@ -72,6 +73,14 @@ def profile(module: torch.nn.Module, x: torch.Tensor, work: Path, out: Path) -> 
     print(f"{out.name}: unprofiled {unprofiled_us(model, x.numpy()):.0f} µs a run")
 
 
+def profile_no_run(work: Path, out: Path) -> None:
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(work / "no_runs")
+    session = ort.InferenceSession(str(work / "mlp.onnx"), options, providers=["CPUExecutionProvider"])
+    shutil.copyfile(session.end_profiling(), out)
+
+
 def main() -> None:
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(), torch.nn.Linear(512, 256),
@@ -79,6 +88,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         profile(mlp, torch.randn(32, 256), Path(tmp), HERE / "mlp.json")
         profile(SmallNodes(), torch.randn(1, 16), Path(tmp), HERE / "small_nodes.json.gz")
+        profile_no_run(Path(tmp), HERE / "no_runs.json")
 
 
 if __name__ == "__main__":
