@@ -211,6 +211,12 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
             assumptions += (f"; uncertain: the step reads {reads} tensor values into Python (.item(), int(t)), and "
                             "torch.compile breaks its graph at each: the Python and dispatch between them stays, "
                             "which the trace cannot cost")
+        if name == "no-dispatch" and source_of(table) == "onnxruntime":
+            uncertain = True
+            assumptions += ("; uncertain: ONNX Runtime already runs the model as a graph, and what its profile shows "
+                            "between and inside the node runs is much of it its profiler's own recording of each node "
+                            "(tracekit report bounds it), which no compiler removes: time the run unprofiled "
+                            "before reading this saving")
         upper_bound = False
         longest = _longest_stretch(step) if name in ("no-dispatch", "cuda-graph-step") else 0
         if longest and longest >= UNEXPLAINED_STRETCH_SHARE * (end - start):
