@@ -23,8 +23,9 @@ SCHEMA_VERSION: Final = "1.0"
 
 # "chrome": a Chrome trace-event JSON that no framework's profiler wrote (viztracer, a hand-instrumented
 # program): read as Kineto JSON, with no framework assumed.
-# "onnxruntime": ONNX Runtime's profile JSON (SessionOptions.enable_profiling).
-SOURCES: Final = ("torch", "tf", "jax", "nsys", "chrome", "onnxruntime")
+# "onnxruntime": ONNX Runtime's profile JSON (SessionOptions.enable_profiling); "paddle": PaddlePaddle's
+# profiler JSON (paddle.profiler's export_chrome_tracing).
+SOURCES: Final = ("torch", "tf", "jax", "nsys", "chrome", "onnxruntime", "paddle")
 
 # GPU activities that occupy a device (its busy time), and everything a launch call can produce.
 GPU_BUSY_KINDS: Final = ("gpu_kernel", "gpu_memcpy", "gpu_memset", "gpu_graph")
@@ -32,11 +33,11 @@ GPU_ACTIVITY_KINDS: Final = (*GPU_BUSY_KINDS, "gpu_sync")
 
 # Event kinds, in a fixed order (the dictionary of the ``kind`` column uses these values).
 KINDS: Final = {
-    "cpu_op": "framework operator on the host (aten op, TF op, XLA HLO op, eager dispatch, ONNX Runtime node run)",
+    "cpu_op": "framework operator on the host (aten op, TF op, XLA HLO op, eager dispatch, ONNX Runtime node run, Paddle op and kernel launch)",
     "user_range": "user range on the host: record_function, NVTX push/pop or start/end, TraceMe",
     "gpu_user_range": "a user range mirrored on the GPU timeline (Kineto gpu_user_annotation)",
     "python_function": "Python function call recorded by a Python tracer",
-    "step": "step marker range (ProfilerStep#N, TraceMe with step_num, NVTX range step#N or ProfilerStep#N; TF 2.3/2.4: one per device Steps-line step, from the first launch to its end; a Keras fit with no step marker: each call of its per-batch function; a torch.profiler, nsys, TF, JAX or ONNX Runtime trace with no step marker: each call of the record_function, NVTX range, TraceMe, tf.function or ORT model_run that wraps the loop's iterations, where the evidence says they are iterations)",
+    "step": "step marker range (ProfilerStep#N, TraceMe with step_num, NVTX range step#N or ProfilerStep#N; TF 2.3/2.4: one per device Steps-line step, from the first launch to its end; a Keras fit with no step marker: each call of its per-batch function; Paddle: ProfileStep#N; a torch.profiler, nsys, TF, JAX, ONNX Runtime or Paddle trace with no step marker: each call of the record_function, NVTX range, TraceMe, tf.function or ORT model_run that wraps the loop's iterations, where the evidence says they are iterations)",
     "gpu_kernel": "GPU kernel execution",
     "gpu_memcpy": "GPU memory copy",
     "gpu_memset": "GPU memory set",
@@ -167,12 +168,12 @@ META_TRACEKIT_VERSION: Final = "tracekit.version"
 
 METADATA_KEYS: Final = {
     META_SCHEMA_VERSION: "schema version of the table (this document's version)",
-    META_SOURCE: "torch, tf, jax, nsys, chrome or onnxruntime",
+    META_SOURCE: "torch, tf, jax, nsys, chrome, onnxruntime or paddle",
     META_TRACE_ID: "same value as the trace_id column",
     META_SOURCE_FILE: "base name of the ingested file or directory",
     META_SOURCE_SHA256: "sha256 of the ingested file's bytes (compressed bytes for .gz)",
     META_SOURCE_FORMAT: "kineto-json, kineto-json-gz, xspace-pb, xspace-dir, xprof-json, xprof-json-gz, onnxruntime-json, "
-                        "onnxruntime-json-gz, nsys-sqlite",
+                        "onnxruntime-json-gz, paddle-json, paddle-json-gz, nsys-sqlite",
     META_CAPTURE_START_NS: "capture start as Unix epoch ns when the source records it, else empty",
     META_PROFILER_VERSION: "profiler version (Kineto schemaVersion + CUPTI, XSpace n/a, nsys EXPORT_PRODUCT_VERSION)",
     META_FRAMEWORK_VERSION: "framework version when the trace records it",
@@ -189,7 +190,7 @@ METADATA_KEYS: Final = {
 
 
 def source_of(table: pa.Table) -> str:
-    """The profiler that wrote a table's trace (``META_SOURCE``: torch, tf, jax, nsys, chrome, onnxruntime), or ""."""
+    """The profiler that wrote a table's trace (``META_SOURCE``: torch, tf, jax, nsys, chrome, onnxruntime, paddle), or ""."""
     return (table.schema.metadata or {}).get(META_SOURCE.encode(), b"").decode()
 
 

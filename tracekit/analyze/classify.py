@@ -123,6 +123,39 @@ ONNX_REDUCTION = (r"^(Reduce(Sum|Mean|Max|Min|Prod|L1|L2|LogSum|LogSumExp|SumSqu
                   r"RMSNormalization|InstanceNormalization|BatchNormalization|MaxPool|AveragePool|GlobalAveragePool|"
                   r"GlobalMaxPool|LpPool|GlobalLpPool|QLinearAveragePool|QLinearGlobalAveragePool|NonMaxSuppression|"
                   r"NonZero|Unique)$")
+# PaddlePaddle's kernel launches as its profiler names them (``matmul kernel launch``,
+# ``matmul_grad kernel launch``; tracekit/ingest/paddle.py): on a CPU the kernel's compute itself, so
+# these carry the class; the dygraph op around each (``matmul dygraph``), autograd's grad nodes and
+# the infer_meta / node-creation steps are the framework's. An op type not listed stays other.
+_PADDLE_LAUNCH = r"(_grad)*_? kernel launch$"
+PADDLE_RNN = r"^(rnn|lstm|gru|cudnn_lstm)" + _PADDLE_LAUNCH
+PADDLE_CONV = (r"^(conv[123]d|depthwise_conv2d|conv[23]d_transpose|depthwise_conv2d_transpose|fused_conv2d\w*|"
+               r"conv2d_fusion)" + _PADDLE_LAUNCH)
+PADDLE_GEMM = (r"^(matmul|matmul_v2|mul|bmm|fc|linear|addmm|einsum|fused_gemm_epilogue|fused_linear\w*|flash_attn\w*|"
+               r"memory_efficient_attention|multihead_matmul|fused_multi_transformer\w*|fused_attention|"
+               r"weight_only_linear|llm_int8_linear)" + _PADDLE_LAUNCH)
+PADDLE_CAST = r"^(cast|quantize_linear|dequantize_linear|weight_quantize)" + _PADDLE_LAUNCH
+PADDLE_COPY = r"^(memcpy\w*|assign|assign_value|copy_to|share_data|contiguous)" + _PADDLE_LAUNCH
+PADDLE_COMMUNICATION = (r"^(c_allreduce_\w+|c_allgather|c_reducescatter|c_broadcast|all_reduce|all_gather|"
+                        r"reduce_scatter|send_v2|recv_v2|alltoall|all_to_all|broadcast)" + _PADDLE_LAUNCH)
+PADDLE_REDUCTION = (r"^(mean|mean_all|sum|max|min|prod|amax|amin|logsumexp|softmax|log_softmax|cross_entropy\w*|"
+                    r"softmax_with_cross_entropy|sigmoid_cross_entropy_with_logits|layer_norm|batch_norm|"
+                    r"sync_batch_norm|group_norm|instance_norm|rms_norm|fused_rms_norm|fused_layer_norm|"
+                    r"fused_bias_residual_layernorm|pool2d|pool3d|max_pool[23]d_with_index|argmax|argmin|top_k|"
+                    r"top_k_v2|topk|argsort|sort|cumsum|cumprod|p_norm|norm|squared_l2_norm|reduce_\w+|all|any|"
+                    r"nonzero|unique|accuracy)" + _PADDLE_LAUNCH)
+PADDLE_ELEMENTWISE = (r"^(add|subtract|multiply|divide|elementwise_\w+|scale|relu|relu6|gelu|silu|swish|sigmoid|tanh|"
+                      r"exp|log|log1p|sqrt|rsqrt|pow|square|abs|sign|reciprocal|floor|ceil|round|clip|maximum|minimum|"
+                      r"where|full|full_like|full_with_tensor|fill_constant|fill_any_like|fill|uniform|uniform_random|"
+                      r"gaussian|gaussian_random|randint|dropout|fused_dropout_add|leaky_relu|hardswish|hardsigmoid|elu|"
+                      r"selu|celu|softplus|softsign|mish|erf|logical_\w+|bitwise_\w+|equal|not_equal|greater_than|"
+                      r"greater_equal|less_than|less_equal|isfinite|isnan|isinf|concat|split|split_with_num|slice|"
+                      r"strided_slice|gather|gather_nd|scatter|scatter_nd_add|index_select|index_sample|take_along_axis|"
+                      r"put_along_axis|embedding|lookup_table_v2|transpose|tile|expand|expand_v2|expand_as|"
+                      r"broadcast_to|pad|pad3d|flip|roll|stack|unstack|one_hot|one_hot_v2|sum_n|add_n|tril|triu|"
+                      r"tril_triu|arange|range|linspace|lerp|label_smooth|swiglu|fused_bias_act|adam|adamw|sgd|momentum|"
+                      r"merged_adam|merged_momentum|lamb|fused_adam|check_finite_and_unscale|update_loss_scaling)"
+                      + _PADDLE_LAUNCH)
 ONNX_ELEMENTWISE = (r"^(Add|Sub|Mul|Div|Pow|Sqrt|Reciprocal|Abs|Neg|Exp|Log|Floor|Ceil|Round|Sign|Mod|Not|And|Or|"
                     r"Xor|Equal|Greater|GreaterOrEqual|Less|LessOrEqual|IsNaN|IsInf|Sin|Cos|Erf|Tanh|Sigmoid|Relu|"
                     r"LeakyRelu|PRelu|Elu|Selu|Celu|ThresholdedRelu|HardSigmoid|HardSwish|Mish|Softplus|Softsign|"
@@ -201,6 +234,10 @@ OP_RULES: list[tuple[str, str]] = [
     # ONNX Runtime's op types first: exact names, which no aten op or TF scope path has.
     ("rnn", ONNX_RNN), ("convolution", ONNX_CONV), ("gemm", ONNX_GEMM), ("cast", ONNX_CAST), ("copy", ONNX_COPY),
     ("reduction", ONNX_REDUCTION), ("elementwise", ONNX_ELEMENTWISE),
+    # PaddlePaddle's kernel launches: a suffix no other profiler's op names carry.
+    ("rnn", PADDLE_RNN), ("convolution", PADDLE_CONV), ("gemm", PADDLE_GEMM), ("cast", PADDLE_CAST),
+    ("copy", PADDLE_COPY), ("communication", PADDLE_COMMUNICATION), ("reduction", PADDLE_REDUCTION),
+    ("elementwise", PADDLE_ELEMENTWISE),
     ("rnn", r"^aten::(lstm|gru|rnn_tanh|rnn_relu|quantized_lstm|quantized_gru)$|_cudnn_rnn|mkldnn_rnn|miopen_rnn|_thnn_fused_lstm_cell|"
             r"_thnn_fused_gru_cell|^aten::(lstm_cell|gru_cell|rnn_tanh_cell|rnn_relu_cell)$|"
             r"^(BlockLSTM|BlockLSTMV2|BlockLSTMGrad|BlockLSTMGradV2|LSTMBlockCell|LSTMBlockCellGrad|GRUBlockCell|"

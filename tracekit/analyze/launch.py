@@ -614,7 +614,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     bd = r.breakdown
     assert bd is not None
     source = _source(table)
-    framework = source if source in ("torch", "tf", "jax") else _framework_from_kernels(frame, r.evidence)
+    framework = source if source in ("torch", "tf", "jax", "paddle") else _framework_from_kernels(frame, r.evidence)
     e = verdicts.Evidence(source=framework, has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
                           intel_gpu=_launches_through(frame, _INTEL_LAUNCH),
                           idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
@@ -906,6 +906,11 @@ TORCH_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: torch
                        "once per iteration (or wrap each iteration in record_function(\"train_step\"): its calls "
                        "are taken as the steps)")
 
+PADDLE_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: paddle.profiler writes ProfileStep#N when "
+                        "given a scheduler, Profiler(scheduler=(start, end)), with prof.step() once per iteration (or "
+                        "wrap each iteration in paddle.profiler.RecordEvent(\"train_step\"): its calls are taken as "
+                        "the steps)")
+
 
 def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> None:
     """Ops per step (or timestep), and which steps the verdict leaves out. ``source``: the trace's
@@ -930,6 +935,8 @@ def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> 
     # A capture with nothing in it has no steps to mark: the verdict says why it is empty.
     if not marked and source == "torch" and (r.has_gpu or int(r.per_step.ops.sum())):
         r.evidence.append(TORCH_NO_STEPS_HINT)
+    if not marked and source == "paddle" and int(r.per_step.ops.sum()):
+        r.evidence.append(PADDLE_NO_STEPS_HINT)
 
 
 def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None,

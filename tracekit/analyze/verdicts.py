@@ -61,7 +61,7 @@ FUSED = "fused"                              # one op for all timesteps (cuDNN, 
 class Evidence:
     """What ``launch()`` measured, as the rules read it. Shares in 0..1; times in ns."""
 
-    source: str = ""           # the framework: torch, tf or jax; "" when the trace does not say (nsys)
+    source: str = ""           # the framework: torch, tf, jax or paddle; "" when the trace does not say (nsys)
     chrome_trace: bool = False  # trace events another tool wrote (viztracer): no framework's ops
     onnxruntime: bool = False   # ONNX Runtime's profile: node runs as ops, its executor between them
     # ORT: node runs x the fixed cost each pays in the profile (shortest run + shortest gap) over the step
@@ -266,6 +266,11 @@ ORT_DISPATCH_REMEDY = ("ONNX Runtime pays a fixed cost per node run (the executo
                        "each run more work (batch several inputs into one run), keep graph_optimization_level at "
                        "ORT_ENABLE_ALL (its fusions cut nodes: 32 -> 28 µs a run for a 60-node model), and for a small "
                        "model set intra_op_num_threads=1 (28 -> 26 µs); export fewer, larger ops where the model allows")
+# Measured on a 2-core AMD EPYC, Paddle 3.3.1, 20 blocks of Linear(16, 16), tanh, * 0.5, + x at batch 1.
+PADDLE_STATIC_REMEDY = ("cut Paddle's per-op dygraph work (each op's infer_meta, autograd node creation and Python "
+                        "call) by running the step as a static graph, paddle.jit.to_static(model), and time it both "
+                        "ways: a 60-op model at batch 1 on a 2-core CPU ran inference in 0.29 ms against 0.37 ms in "
+                        "dygraph, but training in 1.53 ms against 1.38 ms")
 ORT_UNPROFILED_REMEDY = ("time InferenceSession.run with profiling off (time.perf_counter around a few hundred runs): "
                          "where it is far below the profiled step, the profile's split between node work and the time "
                          "between nodes is the profiler's, and the unprofiled time is the one to tune against")
@@ -390,6 +395,8 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
     from graphs."""
     if e.onnxruntime:
         return [ORT_DISPATCH_REMEDY]
+    if e.source == "paddle":
+        return [PADDLE_STATIC_REMEDY]
     if e.source == "tf" and e.xla_program_steps:
         return [TF_XLA_ALREADY_REMEDY]
     if e.source == "tf" and e.tf_eager_share >= TF_EAGER_SHARE:

@@ -11,7 +11,7 @@ from tracekit.errors import OutputError
 
 class ExportCommand:
     name = "export"
-    help = "write a trace (Kineto, XSpace, ONNX Runtime, nsys SQLite, tracekit Parquet) as Chrome trace JSON in Kineto's dialect"
+    help = "write a trace (Kineto, XSpace, ONNX Runtime, Paddle, nsys SQLite, tracekit Parquet) as Chrome trace JSON in Kineto's dialect"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("trace", metavar="TRACE", help="a trace file, XSpace run directory or tracekit Parquet file")

@@ -11,7 +11,7 @@ from tracekit.errors import OutputError, UsageError
 
 class IngestCommand:
     name = "ingest"
-    help = "normalize traces (Kineto JSON, XSpace, ONNX Runtime profiles, nsys SQLite) into a tracekit Parquet file or dataset"
+    help = "normalize traces (Kineto JSON, XSpace, ONNX Runtime and Paddle profiles, nsys SQLite) into a tracekit Parquet file or dataset"
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, XSpace run directories, or "

@@ -2,7 +2,7 @@
 
 Supported: Kineto/torch.profiler JSON (plain or gzip), TensorFlow/JAX XSpace (``.xplane.pb`` or a
 ``plugins/profile/<run>/`` directory) and xprof's trace-viewer JSON converted from it, ONNX Runtime's
-profile JSON, Nsight Systems SQLite exports (``.nsys-rep``/``.qdrep``
+profile JSON, PaddlePaddle's profiler JSON, Nsight Systems SQLite exports (``.nsys-rep``/``.qdrep``
 through ``nsys export`` when it is on PATH), and tracekit's own Parquet files.
 """
 
@@ -31,7 +31,7 @@ HEAD_BYTES = 1 << 16
 
 def detect(path: Path) -> str:
     """The format of a file or directory: kineto-json, kineto-json-gz, xprof-json, xprof-json-gz,
-    onnxruntime-json, onnxruntime-json-gz, xspace-pb, xspace-dir, nsys-sqlite, nsys-report or tracekit-parquet. Raises InputError with the reason otherwise."""
+    onnxruntime-json, onnxruntime-json-gz, paddle-json, paddle-json-gz, xspace-pb, xspace-dir, nsys-sqlite, nsys-report or tracekit-parquet. Raises InputError with the reason otherwise."""
     if path.is_dir():
         return "xspace-dir"
     regular_file(path)
@@ -83,13 +83,15 @@ def _refuse_array_of_values(path: Path, head: bytes) -> None:
 
 
 def _json_format(head: bytes) -> str:
-    """Which profiler's JSON a document's head reads like: xprof's trace viewer, ONNX Runtime's, or
-    Kineto's (any other Chrome trace too)."""
-    from tracekit.ingest import onnxruntime
+    """Which profiler's JSON a document's head reads like: xprof's trace viewer, ONNX Runtime's,
+    PaddlePaddle's, or Kineto's (any other Chrome trace too)."""
+    from tracekit.ingest import onnxruntime, paddle
 
     if _is_trace_viewer(head):
         return "xprof-json"
-    return "onnxruntime-json" if onnxruntime.sniff(head) else "kineto-json"
+    if onnxruntime.sniff(head):
+        return "onnxruntime-json"
+    return "paddle-json" if paddle.sniff(head) else "kineto-json"
 
 
 def _is_trace_viewer(head: bytes) -> bool:
@@ -191,11 +193,12 @@ def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: 
         from tracekit.ingest.step_inference import infer_steps
 
         return infer_steps(reader.read(p, gz=fmt == "kineto-json-gz", file_sha256=file_sha256))
-    if fmt in ("onnxruntime-json", "onnxruntime-json-gz"):
-        # ORT marks no steps: its model_run range around each InferenceSession.run can be them.
+    if fmt in ("onnxruntime-json", "onnxruntime-json-gz", "paddle-json", "paddle-json-gz"):
+        # ORT marks no steps: its model_run range around each InferenceSession.run can be them; Paddle
+        # marks them only under a scheduler, and a RecordEvent around each iteration can be them.
         from tracekit.ingest.step_inference import infer_steps
 
-        return infer_steps(reader.read(p, gz=fmt == "onnxruntime-json-gz", file_sha256=file_sha256))
+        return infer_steps(reader.read(p, gz=fmt.endswith("-gz"), file_sha256=file_sha256))
     if fmt in ("nsys-report", "nsys-sqlite"):
         # nsys has no step marker of its own: an NVTX range around each iteration can be one.
         from tracekit.ingest.step_inference import COLUMNS_NEEDED, infer_steps
@@ -215,6 +218,7 @@ def _reader(fmt: str) -> ModuleType:
     module = {"tracekit-parquet": "parquet", "kineto-json": "kineto", "kineto-json-gz": "kineto", "xspace-pb": "xplane",
               "xspace-dir": "xplane", "xprof-json": "trace_viewer", "xprof-json-gz": "trace_viewer",
               "onnxruntime-json": "onnxruntime", "onnxruntime-json-gz": "onnxruntime",
+              "paddle-json": "paddle", "paddle-json-gz": "paddle",
               "nsys-sqlite": "nsys", "nsys-report": "nsys"}.get(fmt)
     if module is None:  # pragma: no cover - detect() covers all
         raise ValueError(f"unsupported format {fmt}")

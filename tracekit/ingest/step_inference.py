@@ -100,7 +100,7 @@ RUNTIME_RANGES = re.compile(r"Executable|ExecuteThunks|ExecuteHelper|ThunkExecut
                             r"^Build buffer allocations$|^<UNKNOWN>$|^cu[A-Z]\w+$")  # cuLaunchHostFunc: a CUDA call
 _NUMBER = re.compile(r"\d+")
 WORK_KINDS = ("cpu_op", "runtime_api", "driver_api")
-INFERRED_SOURCES = (b"torch", b"nsys", b"tf", b"jax", b"onnxruntime")
+INFERRED_SOURCES = (b"torch", b"nsys", b"tf", b"jax", b"onnxruntime", b"paddle")
 # What the inference reads and writes: a load that leaves any of them out (null) keeps the trace as read.
 COLUMNS_NEEDED = frozenset({"kind", "name", "start_ns", "dur_ns", "pid", "tid", "launch_row", "step"})
 

@@ -1,0 +1,162 @@
+"""PaddlePaddle's profiler JSON (``paddle.profiler.Profiler(on_trace_ready=export_chrome_tracing(dir))``,
+``<host>_pid_<pid>_time_<...>.paddle_trace.json``) -> event table.
+
+Paddle writes Chrome trace events with Kineto-like categories but its own conventions::
+
+    {"schemaVersion": "1.0.2", "displayTimeUnit": "ms", "span_index": "0", "traceEvents": [
+     {"name": "ProfileStep#1[2.725 ms]", "pid": 29569, "tid": "29569(Python)", "ts": ..., "dur": 2724.857,
+      "ph": "X", "cat": "ProfileStep", ...},
+     {"name": "matmul dygraph[0.677 ms]", "pid": 29569, "tid": "29569(C++)", ..., "cat": "Operator"},
+     {"name": "matmul kernel launch[0.65 ms]", ..., "cat": "DygraphKernelLaunch"}, ...], "ExtraInfo": {...}}
+
+The Kineto reader scans it; this module then:
+
+* takes the duration Paddle appends to every name (``[2.725 ms]``, ``[653.729 us]``) off, so each op
+  has one name;
+* joins each thread's two lanes (``29569(Python)`` for steps, module forward ranges and user ranges,
+  ``29569(C++)`` for ops), which are one OS thread, and nests the rows again over both: an op sits
+  inside the step and the ``Forward`` range that ran it;
+* gives Paddle's categories their kinds: ``ProfileStep#N`` the steps (where there are two or more:
+  without ``prof.step()`` Paddle writes one ``ProfileStep#0`` over the whole capture); ``Operator`` (the dygraph op,
+  ``matmul dygraph``, and autograd's grad nodes, ``Global_MatmulGradNode``), ``OperatorInner``
+  (``matmul infer_meta``, ``node_creation``) and ``DygraphKernelLaunch`` / ``StaticKernelLaunch``
+  (``matmul kernel launch``: on a CPU the kernel's compute itself) ops; ``Forward``, ``Backward``,
+  ``Optimization``, ``Dataloader``, ``UserDefined``, ``PythonOp`` and ``PythonUserDefined`` host
+  ranges; ``CudaRuntime`` GPU runtime calls. The op classes read the kernel launches' op types
+  (``tracekit.analyze.classify``); a dygraph op's and a grad node's own time, and the infer_meta and
+  node-creation steps, are the framework's.
+
+GPU traces (``Kernel``, ``Memcpy``, ``Memset`` rows on device/stream lanes) keep the kinds the Kineto
+reader gives those categories, but their launch links (Paddle's ``correlation id`` args and ``launch``
+flows) are not read: no Paddle GPU trace is at hand to check them on.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit import schema
+from tracekit.errors import InputError
+from tracekit.ingest import columns, kineto, links
+
+# What the head of Paddle's file holds (``sniff``): its span key (``span_indx`` before Paddle 2.5),
+# and a lane-suffixed thread id or a name carrying its duration.
+_SPAN_KEY = re.compile(rb'"span_ind(?:e)?x"\s*:')
+_LANE_TID = re.compile(rb'"tid"\s*:\s*"\d+\((?:Python|C\+\+)\)"')
+_TIMED_NAME = re.compile(rb'"name"\s*:\s*"[^"]*\[-?[0-9.]+ (?:s|ms|us|ns)\]"')
+_DURATION_SUFFIX = re.compile(r"\[-?[0-9.]+(?:e[-+]?\d+)? (?:s|ms|us|ns)\]$")
+_THREAD = re.compile(r"^(?:thread )?(\d+)(?::([^()]*))?\((?:Python|C\+\+)\)$")
+STEP = re.compile(r"^ProfileStep#(\d+)$")
+
+OP_CATEGORIES = frozenset({"Operator", "OperatorInner", "DygraphKernelLaunch", "StaticKernelLaunch", "Communication"})
+RANGE_CATEGORIES = frozenset({"Forward", "Backward", "Optimization", "Dataloader", "UserDefined", "PythonOp",
+                              "PythonUserDefined"})
+
+
+def sniff(head: bytes) -> bool:
+    """True when a JSON document's head reads like PaddlePaddle's profiler output."""
+    return bool(_SPAN_KEY.search(head)) and bool(_LANE_TID.search(head) or _TIMED_NAME.search(head))
+
+
+def read(path: Path, gz: bool = False, file_sha256: str | None = None) -> pa.Table:
+    table = kineto.read(path, gz=gz, file_sha256=file_sha256)
+    if table.num_rows == 0:
+        raise InputError(path, "PaddlePaddle profile without any event")
+    return _as_paddle(table, "paddle-json-gz" if gz else "paddle-json")
+
+
+def _as_paddle(table: pa.Table, fmt: str) -> pa.Table:
+    n = table.num_rows
+    names = _values(table.column("name"))
+    name_code = _codes(table.column("name"))
+    names = [_DURATION_SUFFIX.sub("", v) for v in names]  # duplicates: columns.dictionary keeps each once
+    categories = _values(table.column("category"))
+    cat_code = _codes(table.column("category"))
+    kind = columns.kind_codes(table.column("kind")).copy()
+
+    def rows_of(wanted: frozenset[str] | set[str]) -> np.ndarray:
+        codes = [i for i, c in enumerate(categories) if c in wanted]
+        return np.isin(cat_code, codes) if codes else np.zeros(n, bool)
+
+    complete = links.kind_mask(kind, "other", "user_range", "cpu_op")  # not metadata, flows or GPU rows
+    kind[rows_of(OP_CATEGORIES) & complete] = schema.KIND_CODES["cpu_op"]
+    kind[rows_of(RANGE_CATEGORIES) & complete] = schema.KIND_CODES["user_range"]
+    kind[rows_of({"CudaRuntime"}) & complete] = schema.KIND_CODES["runtime_api"]
+    step_codes = [i for i, v in enumerate(names) if STEP.match(v)]
+    steps = np.flatnonzero(rows_of({"ProfileStep"}) & complete & np.isin(name_code, step_codes))
+    # Without prof.step() calls Paddle writes one ProfileStep#0 over the whole capture: no step marked
+    # (a RecordEvent around each iteration can then be the steps: tracekit/ingest/step_inference.py).
+    kind[steps] = schema.KIND_CODES["step" if steps.size > 1 else "user_range"]
+    steps = steps if steps.size > 1 else steps[:0]
+
+    # One OS thread, two lanes: the thread id and name from the lane's label.
+    pid, pid_valid = columns.values_and_validity(table.column("pid"))
+    pid = np.where(pid_valid, pid.astype(np.int64), -1)
+    tid, tid_valid = columns.values_and_validity(table.column("tid"))
+    tid = np.where(tid_valid, tid.astype(np.int64), -1)
+    thread_names = _values(table.column("thread_name"))
+    thread_code = _codes(table.column("thread_name"))
+    lane_tid = np.full(len(thread_names) + 1, -1, np.int64)
+    plain_names = list(thread_names)
+    for i, label in enumerate(thread_names):
+        found = _THREAD.match(label)
+        if found:
+            lane_tid[i] = int(found.group(1))
+            plain_names[i] = f"thread {found.group(1)}" + (f":{found.group(2)}" if found.group(2) else "")
+    from_lane = lane_tid[np.where(thread_code >= 0, thread_code, len(thread_names))]
+    tid = np.where((tid < 0) & (from_lane >= 0), from_lane, tid)
+
+    start = _int64(table.column("start_ns"))
+    end = start + np.maximum(_int64(table.column("dur_ns")), 0)
+    host = links.kind_mask(kind, *links.NESTED_KINDS) & ~links.kind_mask(kind, *schema.GPU_ACTIVITY_KINDS, "gpu_user_range")
+    host_rows = np.flatnonzero(host & (tid >= 0))
+    parent, depth = _int64(table.column("parent"), -1), _int64(table.column("depth"), 0)
+    if host_rows.size:
+        nested_parent, nested_depth = links.nest((pid << 32) ^ (tid & 0xFFFFFFFF), start, end, host_rows, n)
+        parent = np.where(np.isin(np.arange(n), host_rows), nested_parent, parent)
+        depth = np.where(np.isin(np.arange(n), host_rows), nested_depth, depth)
+    numbers = np.array([int(STEP.match(names[c]).group(1)) for c in name_code[steps].tolist()], np.int64)  # type: ignore[union-attr]
+    step = links.assign_steps(n, start, end, host, steps, numbers, pid)
+
+    out = table
+    out = _set(out, "kind", columns.dictionary(kind.astype(np.int8), list(schema.KINDS), pa.int8()))
+    out = _set(out, "name", columns.dictionary(name_code, names))
+    out = _set(out, "tid", columns.nullable(tid, -1, pa.int64()))
+    out = _set(out, "thread_name", columns.dictionary(thread_code, plain_names))
+    out = _set(out, "parent", columns.nullable(parent, -1, pa.int64()))
+    out = _set(out, "depth", columns.numeric_array(depth.astype(np.int16), pa.int16()))
+    out = _set(out, "step", columns.nullable(step, -1, pa.int32()))
+    out = _set(out, "source", columns.dictionary(np.zeros(n, np.int8), ["paddle"], pa.int8()))
+    metadata = dict(out.schema.metadata or {})
+    metadata[schema.META_SOURCE.encode()] = b"paddle"
+    metadata[schema.META_SOURCE_FORMAT.encode()] = fmt.encode()
+    extra = columns.trace_extra(out)
+    version = extra.get("schemaVersion")
+    metadata[schema.META_PROFILER_VERSION.encode()] = f"paddle profiler schemaVersion {version or '?'}".encode()
+    return out.replace_schema_metadata(metadata)
+
+
+def _values(column: pa.ChunkedArray) -> list[str]:
+    chunk = column.unify_dictionaries().combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    return [str(v) for v in chunk.dictionary.to_pylist()]
+
+
+def _codes(column: pa.ChunkedArray) -> np.ndarray:
+    chunk = column.unify_dictionaries().combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    codes, valid = columns.values_and_validity(chunk.indices)
+    return np.where(valid, codes.astype(np.int64), -1)
+
+
+def _int64(column: pa.ChunkedArray, null: int = 0) -> np.ndarray:
+    values, valid = columns.values_and_validity(column)
+    return np.where(valid, values.astype(np.int64), null)
+
+
+def _set(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
+    index = table.schema.get_field_index(name)
+    field = table.schema.field(index)
+    return table.set_column(index, field, array.cast(field.type) if array.type != field.type else array)
