@@ -113,6 +113,27 @@ def values_and_validity(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray,
     return np.concatenate(values), np.concatenate(valid)
 
 
+def codes_and_values(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """A dictionary column's codes as int64 (-1 for null) and its values as text, over all chunks."""
+    column = column.unify_dictionaries() if column.num_chunks > 1 else column
+    codes, valid = values_and_validity(column)
+    values = [str(v) for v in column.chunk(0).dictionary.to_pylist()] if column.num_chunks else []
+    return np.where(valid, codes.astype(np.int64), -1), values
+
+
+def int64_or(column: pa.ChunkedArray, null: int) -> np.ndarray:
+    """A fixed-width column as int64, nulls as ``null``."""
+    values, valid = values_and_validity(column)
+    return np.where(valid, values.astype(np.int64), null)
+
+
+def replaced(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
+    """The table with column ``name`` replaced by ``array``, cast to the schema's type."""
+    index = table.schema.get_field_index(name)
+    field = table.schema.field(index)
+    return table.set_column(index, field, array.cast(field.type) if array.type != field.type else array)
+
+
 def kind_codes(column: pa.ChunkedArray) -> np.ndarray:
     """``schema.KIND_CODES`` of every row of a ``kind`` column, whatever its dictionary's order;
     null and unknown kinds are ``other``."""

@@ -67,11 +67,8 @@ def read(path: Path, gz: bool = False, file_sha256: str | None = None) -> pa.Tab
 def _as_onnxruntime(table: pa.Table, fmt: str) -> pa.Table:
     """The Chrome table of an ORT profile with ORT's events given their kinds, op rows their op
     types, and the trace labelled as ORT's."""
-    category = _values(table.column("category"))
-    cat_code, _ = columns.values_and_validity(_indices(table.column("category")))
-    name_values = _values(table.column("name"))
-    name_code, name_valid = columns.values_and_validity(_indices(table.column("name")))
-    name_code = np.where(name_valid, name_code, -1)
+    cat_code, category = columns.codes_and_values(table.column("category"))
+    name_code, name_values = columns.codes_and_values(table.column("name"))
     kind = columns.kind_codes(table.column("kind"))
 
     session = _codes_of(category, {"Session"})
@@ -101,10 +98,11 @@ def _as_onnxruntime(table: pa.Table, fmt: str) -> pa.Table:
     renamed = np.where(name_code >= 0, lookup[np.where(name_code >= 0, name_code, 0)], -1)
 
     out = table
-    out = _set(out, "kind", columns.dictionary(kind.astype(np.int8), list(schema.KINDS), pa.int8()))
-    out = _set(out, "name", columns.dictionary(renamed, name_values + op_types))
-    out = _set(out, "args", columns.json_args_from_texts(new_args) if rows.size else table.column("args").combine_chunks())
-    out = _set(out, "source", columns.dictionary(np.zeros(len(kind), np.int8), ["onnxruntime"], pa.int8()))
+    out = columns.replaced(out, "kind", columns.dictionary(kind.astype(np.int8), list(schema.KINDS), pa.int8()))
+    out = columns.replaced(out, "name", columns.dictionary(renamed, name_values + op_types))
+    if rows.size:
+        out = columns.replaced(out, "args", columns.json_args_from_texts(new_args))
+    out = columns.replaced(out, "source", columns.dictionary(np.zeros(len(kind), np.int8), ["onnxruntime"], pa.int8()))
     return _relabelled(out, fmt, providers)
 
 
@@ -186,21 +184,5 @@ def _object(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _indices(column: pa.ChunkedArray) -> pa.Array:
-    chunk = column.unify_dictionaries().combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    return chunk.indices
-
-
-def _values(column: pa.ChunkedArray) -> list[str]:
-    chunk = column.unify_dictionaries().combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    return [str(v) for v in chunk.dictionary.to_pylist()]
-
-
 def _codes_of(values: list[str], wanted: set[str]) -> list[int]:
     return [i for i, v in enumerate(values) if v in wanted]
-
-
-def _set(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    field = table.schema.field(index)
-    return table.set_column(index, field, array.cast(field.type) if array.type != field.type else array)

@@ -71,11 +71,9 @@ def read(path: Path, gz: bool = False, file_sha256: str | None = None) -> pa.Tab
 
 def _as_paddle(table: pa.Table, fmt: str) -> pa.Table:
     n = table.num_rows
-    names = _values(table.column("name"))
-    name_code = _codes(table.column("name"))
+    name_code, names = columns.codes_and_values(table.column("name"))
     names = [_DURATION_SUFFIX.sub("", v) for v in names]  # duplicates: columns.dictionary keeps each once
-    categories = _values(table.column("category"))
-    cat_code = _codes(table.column("category"))
+    cat_code, categories = columns.codes_and_values(table.column("category"))
     kind = columns.kind_codes(table.column("kind")).copy()
 
     def rows_of(wanted: frozenset[str] | set[str]) -> np.ndarray:
@@ -94,12 +92,8 @@ def _as_paddle(table: pa.Table, fmt: str) -> pa.Table:
     steps = steps if steps.size > 1 else steps[:0]
 
     # One OS thread, two lanes: the thread id and name from the lane's label.
-    pid, pid_valid = columns.values_and_validity(table.column("pid"))
-    pid = np.where(pid_valid, pid.astype(np.int64), -1)
-    tid, tid_valid = columns.values_and_validity(table.column("tid"))
-    tid = np.where(tid_valid, tid.astype(np.int64), -1)
-    thread_names = _values(table.column("thread_name"))
-    thread_code = _codes(table.column("thread_name"))
+    pid, tid = columns.int64_or(table.column("pid"), -1), columns.int64_or(table.column("tid"), -1)
+    thread_code, thread_names = columns.codes_and_values(table.column("thread_name"))
     lane_tid = np.full(len(thread_names) + 1, -1, np.int64)
     plain_names = list(thread_names)
     for i, label in enumerate(thread_names):
@@ -110,27 +104,26 @@ def _as_paddle(table: pa.Table, fmt: str) -> pa.Table:
     from_lane = lane_tid[np.where(thread_code >= 0, thread_code, len(thread_names))]
     tid = np.where((tid < 0) & (from_lane >= 0), from_lane, tid)
 
-    start = _int64(table.column("start_ns"))
-    end = start + np.maximum(_int64(table.column("dur_ns")), 0)
+    start = columns.int64_or(table.column("start_ns"), 0)
+    end = start + np.maximum(columns.int64_or(table.column("dur_ns"), 0), 0)
     host = links.kind_mask(kind, *links.NESTED_KINDS) & ~links.kind_mask(kind, *schema.GPU_ACTIVITY_KINDS, "gpu_user_range")
     host_rows = np.flatnonzero(host & (tid >= 0))
-    parent, depth = _int64(table.column("parent"), -1), _int64(table.column("depth"), 0)
-    if host_rows.size:
+    parent, depth = columns.int64_or(table.column("parent"), -1), columns.int64_or(table.column("depth"), 0)
+    if host_rows.size:  # GPU rows keep the Kineto reader's nesting (per device and stream)
         nested_parent, nested_depth = links.nest((pid << 32) ^ (tid & 0xFFFFFFFF), start, end, host_rows, n)
-        parent = np.where(np.isin(np.arange(n), host_rows), nested_parent, parent)
-        depth = np.where(np.isin(np.arange(n), host_rows), nested_depth, depth)
-    numbers = np.array([int(STEP.match(names[c]).group(1)) for c in name_code[steps].tolist()], np.int64)  # type: ignore[union-attr]
+        parent[host_rows], depth[host_rows] = nested_parent[host_rows], nested_depth[host_rows]
+    numbers = np.array([_step_number(names[c]) for c in name_code[steps].tolist()], np.int64)
     step = links.assign_steps(n, start, end, host, steps, numbers, pid)
 
     out = table
-    out = _set(out, "kind", columns.dictionary(kind.astype(np.int8), list(schema.KINDS), pa.int8()))
-    out = _set(out, "name", columns.dictionary(name_code, names))
-    out = _set(out, "tid", columns.nullable(tid, -1, pa.int64()))
-    out = _set(out, "thread_name", columns.dictionary(thread_code, plain_names))
-    out = _set(out, "parent", columns.nullable(parent, -1, pa.int64()))
-    out = _set(out, "depth", columns.numeric_array(depth.astype(np.int16), pa.int16()))
-    out = _set(out, "step", columns.nullable(step, -1, pa.int32()))
-    out = _set(out, "source", columns.dictionary(np.zeros(n, np.int8), ["paddle"], pa.int8()))
+    out = columns.replaced(out, "kind", columns.dictionary(kind.astype(np.int8), list(schema.KINDS), pa.int8()))
+    out = columns.replaced(out, "name", columns.dictionary(name_code, names))
+    out = columns.replaced(out, "tid", columns.nullable(tid, -1, pa.int64()))
+    out = columns.replaced(out, "thread_name", columns.dictionary(thread_code, plain_names))
+    out = columns.replaced(out, "parent", columns.nullable(parent, -1, pa.int64()))
+    out = columns.replaced(out, "depth", columns.numeric_array(depth.astype(np.int16), pa.int16()))
+    out = columns.replaced(out, "step", columns.nullable(step, -1, pa.int32()))
+    out = columns.replaced(out, "source", columns.dictionary(np.zeros(n, np.int8), ["paddle"], pa.int8()))
     metadata = dict(out.schema.metadata or {})
     metadata[schema.META_SOURCE.encode()] = b"paddle"
     metadata[schema.META_SOURCE_FORMAT.encode()] = fmt.encode()
@@ -140,23 +133,6 @@ def _as_paddle(table: pa.Table, fmt: str) -> pa.Table:
     return out.replace_schema_metadata(metadata)
 
 
-def _values(column: pa.ChunkedArray) -> list[str]:
-    chunk = column.unify_dictionaries().combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    return [str(v) for v in chunk.dictionary.to_pylist()]
-
-
-def _codes(column: pa.ChunkedArray) -> np.ndarray:
-    chunk = column.unify_dictionaries().combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    codes, valid = columns.values_and_validity(chunk.indices)
-    return np.where(valid, codes.astype(np.int64), -1)
-
-
-def _int64(column: pa.ChunkedArray, null: int = 0) -> np.ndarray:
-    values, valid = columns.values_and_validity(column)
-    return np.where(valid, values.astype(np.int64), null)
-
-
-def _set(table: pa.Table, name: str, array: pa.Array) -> pa.Table:
-    index = table.schema.get_field_index(name)
-    field = table.schema.field(index)
-    return table.set_column(index, field, array.cast(field.type) if array.type != field.type else array)
+def _step_number(name: str) -> int:
+    found = STEP.match(name)
+    return int(found.group(1)) if found else -1
