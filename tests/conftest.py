@@ -71,3 +71,16 @@ def capture_steps(path: Path, step: Callable[[], object], active: int = 3, recor
             step()
             prof.step()
     return path
+
+
+ANALYSIS_COMMANDS = ("report", "launch", "ranges", "critical-path", "whatif", "info")
+
+
+def assert_commands_read(path: Path) -> None:
+    """Every analysis command reads ``path`` and exits 0 (run as ``python -m tracekit``)."""
+    import subprocess
+    import sys
+
+    for command in ANALYSIS_COMMANDS:
+        done = subprocess.run([sys.executable, "-m", "tracekit", command, str(path)], capture_output=True, text=True)
+        assert done.returncode == 0, (command, done.stderr)

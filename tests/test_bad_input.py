@@ -19,6 +19,7 @@ TRACEKIT = shutil.which("tracekit")
 KINETO_SMALL = TRACES / "hta" / "critical_path" / "alexnet" / "benchmark_result_2869224_1695835535_trace.json.gz"
 XSPACE_SMALL = TRACES / "xprof" / "cpu_tf2.21" / "lstm_raw_blocklstm_fn.xplane.pb"
 NSYS_SMALL = TRACES / "nsys" / "dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite"
+LOCAL = Path(__file__).parent / "data"
 
 
 def make(case: str, d: Path) -> tuple[Path, str]:
@@ -34,6 +35,12 @@ def make(case: str, d: Path) -> tuple[Path, str]:
     if case == "truncated_json":
         p = d / "truncated.json"
         p.write_bytes(gzip.decompress(KINETO_SMALL.read_bytes())[:5000])
+        return p, "truncated"
+    if case in ("truncated_onnxruntime", "truncated_paddle"):  # read by their own readers after the format check
+        source = LOCAL / ("onnxruntime/mlp.json" if case == "truncated_onnxruntime" else "paddle/mlp_train.paddle_trace.json.gz")
+        raw = gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes()
+        p = d / f"{case}.json"
+        p.write_bytes(raw[: len(raw) // 2])
         return p, "truncated"
     if case == "corrupt_json":
         p = d / "corrupt.json"
@@ -144,7 +151,7 @@ def make(case: str, d: Path) -> tuple[Path, str]:
     raise AssertionError(case)
 
 
-CASES = ["empty", "garbage", "truncated_json", "corrupt_json", "not_a_trace_json", "json_records", "corrupt_gzip", "corrupt_protobuf",
+CASES = ["empty", "garbage", "truncated_json", "truncated_onnxruntime", "truncated_paddle", "corrupt_json", "not_a_trace_json", "json_records", "corrupt_gzip", "corrupt_protobuf",
          "other_sqlite", "truncated_sqlite", "empty_dir", "html_report", "markdown_report", "parquet_not_ours", "missing",
          "fifo", "fifo_in_run_dir", "gzip_zero_bomb", "gzip_space_bomb", "time_overflow", "execution_trace",
          "memory_timeline"]
