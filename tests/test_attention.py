@@ -76,3 +76,16 @@ def test_sdpa_math_path_in_inference_in_training_mode_is_left_to_model_eval() ->
     assert "aten::_scaled_dot_product_attention_math" in set(load(path).column("name").to_pylist())
     assert sdpa_math_path(frame_of(load(path)), None) is None
     assert api.report(path).launch.remedies[0].startswith("call model.eval() before inference")
+
+
+def test_sdpa_math_path_with_a_mask_says_which_masks_keep_the_fused_kernel() -> None:
+    """tests/data/cpu/make_sdpa_dropout.py: a boolean padding mask and dropout 0.1. Boolean, float and
+    causal masks keep the fused kernel at dropout 0 (checked on torch 2.13), a mask that requires grad
+    does not: the remedy says so where the calls take a mask, and not where they take none."""
+    from tracekit.analyze.attention import sdpa_math_path
+
+    found = sdpa_math_path(frame_of(load(DATA / "sdpa_dropout_masked.pt.trace.json.gz")), None)
+    assert found is not None and found.masked and found.per_step == 2, found
+    assert "a mask that requires grad (a learned attention bias)" in found.remedy()
+    unmasked = sdpa_math_path(frame_of(load(DATA / "dropout_train_p01.pt.trace.json.gz")), None)
+    assert unmasked is not None and not unmasked.masked and "requires grad" not in unmasked.remedy()

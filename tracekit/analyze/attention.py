@@ -21,7 +21,8 @@ element on this CPU, is 65% of the difference at T128 and 39% at T512; ``traceki
 PyTorch training traces: inference in training mode is ``tracekit.analyze.train_mode``'s, whose
 ``model.eval()`` removes the dropout): the steps' math-path calls that draw a dropout mask inside take
 ``MIN_MATH_SHARE`` of the steps' time in their forward alone; a math-path call for another reason is not said (no capture
-of one to check it on).
+of one to check it on). A mask that requires grad (a learned attention bias) keeps the math path at
+dropout 0 too (boolean, float and causal masks do not): where the calls take a mask, the remedy says so.
 
 The evidence (CPU-only PyTorch traces with shapes recorded): a top-level ``softmax`` with a matrix
 product among the ``NEIGHBOURS`` top-level ops before it and among those after it on its thread, in
@@ -33,6 +34,7 @@ softmax is inside it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,6 +134,7 @@ class SdpaMathPath:
     per_step: float
     share: float
     query: str
+    masked: bool = False  # the calls take an attn_mask
 
     def evidence(self) -> str:
         shape = f" (query {self.query})" if self.query else ""
@@ -144,10 +147,13 @@ class SdpaMathPath:
         return ("attention's dropout keeps scaled_dot_product_attention off its fused kernel on a CPU: where the recipe "
                 "allows, set it to 0 (dropout_p=0.0; Hugging Face: attention_probs_dropout_prob or attention_dropout; "
                 "nn.MultiheadAttention(dropout=0.0)) and keep the other dropout layers; forward and backward, B8 H8 "
-                "D64 on a 2-core AMD EPYC: T128 17.7 ms with dropout 0.1, 8.3 ms with 0; T512 355 against 105 ms")
+                "D64 on a 2-core AMD EPYC: T128 17.7 ms with dropout 0.1, 8.3 ms with 0; T512 355 against 105 ms"
+                + ("; these calls take an attn_mask: boolean, float and causal masks keep the fused kernel, but a "
+                   "mask that requires grad (a learned attention bias) keeps the math path whatever the dropout"
+                   if self.masked else ""))
 
     def as_dict(self) -> dict[str, object]:
-        return {"per_step": self.per_step, "share": self.share, "query": self.query}
+        return {"per_step": self.per_step, "share": self.share, "query": self.query, "masked": self.masked}
 
 
 def sdpa_math_path(frame: Frame, used: list[int] | None) -> SdpaMathPath | None:
@@ -176,12 +182,23 @@ def sdpa_math_path(frame: Frame, used: list[int] | None) -> SdpaMathPath | None:
     share = int(frame.dur[calls].sum()) / step_ns
     if share < MIN_MATH_SHARE:
         return None
-    query = ""
+    query, masked = "", False
     if "args" in frame.table.column_names:
-        _, dims = input_dims(frame.table, calls[:1])
+        _, dims = input_dims(frame.table, calls)
         first = first_input_shape(dims[0]) if dims else None
         query = "x".join(map(str, first)) if first else ""
-    return SdpaMathPath(per_step=calls.size / max(int(steps.size), 1), share=share, query=query)
+        masked = any(_takes_mask(text) for text in dims)
+    return SdpaMathPath(per_step=calls.size / max(int(steps.size), 1), share=share, query=query, masked=masked)
+
+
+def _takes_mask(dims_text: str) -> bool:
+    """Whether an SDPA call's recorded inputs (query, key, value, attn_mask, ...) hold a mask: None is
+    recorded as [] (an empty list of dims)."""
+    try:
+        dims = json.loads(dims_text) if dims_text else []
+    except ValueError:
+        return False
+    return len(dims) > 3 and isinstance(dims[3], list) and len(dims[3]) > 0
 
 
 def _scores(dims_text: str) -> list[int] | None:
