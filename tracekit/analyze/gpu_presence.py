@@ -45,8 +45,9 @@ def _unrecorded_gpu_work(frame: Frame, classes: RowClasses) -> str:
     on_devices = onnxruntime_device_providers(frame.table)
     if on_devices:
         runs = ", ".join(f"{n:,} on {p}" for p, n in on_devices.items())
-        return (f"node runs of ONNX Runtime's device providers, {runs}: its profile times the host's call that enqueues "
-                "each node's kernels")
+        return (f"node runs of ONNX Runtime's device providers, {runs}: its profile times the host's call of each "
+                "node (for CUDA, TensorRT, ROCm or DirectML an enqueue of kernels that run later), not the device's "
+                "own work")
     ops = frame.rows("cpu_op")
     gpu_only = ops[frame.named(ops, GPU_ONLY_OPS)] if ops.size else ops
     if gpu_only.size:
@@ -55,8 +56,9 @@ def _unrecorded_gpu_work(frame: Frame, classes: RowClasses) -> str:
     return ""
 
 
-# ONNX Runtime's execution providers whose nodes run on the host; a node of any other provider (CUDA,
-# TensorRT, ROCm, MIGraphX, DirectML, CoreML, QNN, ...) enqueues work for a device.
+# ONNX Runtime's execution providers whose nodes run on the host's cores (OpenVINO's is taken as one:
+# its inference calls wait for their device); a node of any other provider runs on a device (CUDA,
+# TensorRT, ROCm, MIGraphX and DirectML enqueue kernels; CoreML, QNN and NNAPI wait for an NPU or GPU).
 ORT_HOST_PROVIDERS = frozenset({"CPUExecutionProvider", "DnnlExecutionProvider", "OpenVINOExecutionProvider",
                                 "XnnpackExecutionProvider", "ACLExecutionProvider", "ArmNNExecutionProvider"})
 

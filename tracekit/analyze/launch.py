@@ -655,6 +655,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         ev.append(f"Python called from the step's {'graph' if e.source == 'tf' else 'compiled program'} ({how}: "
                   f"{_python_callback_names(frame)}) runs during {e.python_callback_share:.0%} of the step time, under "
                   "Python's GIL")
+    if r.has_gpu and source == "paddle":
+        ev.append(PADDLE_GPU_CAVEAT)
     if e.has_ops or e.has_gpu:
         if r.has_gpu:
             _measure_gpu(r, frame, e)
@@ -906,6 +908,10 @@ TORCH_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: torch
                        "once per iteration (or wrap each iteration in record_function(\"train_step\"): its calls "
                        "are taken as the steps)")
 
+# tracekit/ingest/paddle.py reads no Paddle GPU trace's launch links (none at hand to check them on).
+PADDLE_GPU_CAVEAT = ("this Paddle trace's kernels are not linked to their launch calls or ops (Paddle's correlation "
+                     "ids are not read): the GPU's busy and idle time stands, per-kernel launch delays and which op "
+                     "launched each kernel are not known")
 PADDLE_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: paddle.profiler writes ProfileStep#N when "
                         "given a scheduler, Profiler(scheduler=(start, end)), with prof.step() once per iteration (or "
                         "wrap each iteration in paddle.profiler.RecordEvent(\"train_step\"): its calls are taken as "

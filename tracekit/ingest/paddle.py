@@ -28,7 +28,8 @@ The Kineto reader scans it; this module then:
 
 GPU traces (``Kernel``, ``Memcpy``, ``Memset`` rows on device/stream lanes) keep the kinds the Kineto
 reader gives those categories, but their launch links (Paddle's ``correlation id`` args and ``launch``
-flows) are not read: no Paddle GPU trace is at hand to check them on.
+flows) are not read: no Paddle GPU trace is at hand to check them on. The report says so beside the
+verdict of such a trace (``tracekit.analyze.launch.PADDLE_GPU_CAVEAT``).
 """
 
 from __future__ import annotations
