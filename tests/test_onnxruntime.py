@@ -137,3 +137,21 @@ def test_whatif_says_its_no_dispatch_is_uncertain_on_an_onnxruntime_profile() ->
     scenarios = {s.name: s for s in tracekit.whatif(SMALL_NODES).result.scenarios}
     no_dispatch = scenarios["no-dispatch"]
     assert no_dispatch.uncertain and "profiler's own recording" in no_dispatch.assumptions
+
+
+def test_a_transformer_export_reads_as_its_fused_ops() -> None:
+    """tests/data/onnxruntime/bert_encoder: a 4-layer BERT encoder exported from Hugging Face, 8 runs,
+    ORT's fusions applied. ONNX's Where (the attention mask's select) is elementwise, where TF's Where
+    (the indices of true elements) stays a reduction."""
+    from tracekit.analyze.classify import classify_op_name
+
+    report = tracekit.report(DATA / "bert_encoder.json.gz")
+    assert report.launch.verdict == "CPU compute-bound" and len(report.launch.steps.steps) == 8
+    top = report.launch.top_ops.by_name
+    classes = dict(zip(top.name, top.op_class, strict=True))
+    assert classes["Gemm"] == classes["FusedMatMul"] == "gemm"
+    assert classes["SkipLayerNormalization"] == classes["Softmax"] == "reduction"
+    assert classes["Where"] == classes["Gelu"] == "elementwise"
+    assert classify_op_name("encoder/mask/Where:Where") == "reduction"
+    assert report.launch.node_floor is not None and report.launch.node_floor.share < 0.1  # large nodes: not said
+    assert not any(e.startswith("every node run") for e in report.launch.evidence)

@@ -108,7 +108,7 @@ TF_GEMM = r"^_?(Fused|Quantized)?(Batch)?MatMul\w*$|^(Einsum|SparseMatMul|Sparse
 # ONNX operator types as ONNX Runtime's profile names its nodes' runs (``tracekit/ingest/onnxruntime.py``),
 # standard and ORT's contrib ops, where the TF rules do not already give them their class. ORT's fused
 # attention ops (two GEMMs around a softmax) count with the GEMMs, as PyTorch's CPU SDPA does. Min,
-# Max, Sum, Mean and Where are left to the TF rules (reductions there, elementwise in ONNX).
+# Max, Sum, Mean and Where are ONNX_BARE_ELEMENTWISE's (classify_op_name).
 ONNX_RNN = r"^(LSTM|GRU|RNN|DynamicQuantizeLSTM|AttnLSTM)$"
 ONNX_CONV = (r"^(Conv|FusedConv|NhwcConv|NhwcFusedConv|QLinearConv|ConvInteger|ConvTranspose|QLinearConvTranspose|"
              r"ConvTransposeWithDynamicPads|DeformConv)$")
@@ -659,9 +659,18 @@ def _by_name(frame: Frame, rows: np.ndarray, rules: Sequence[tuple[str, ...]], c
 _AOTI_SHIM = re.compile(r"^aoti_torch_(?:cpu|cuda|xpu|mps)_(\w+)$")
 
 
+# ONNX ops whose TF namesakes are other classes: ONNX's Where selects and its Sum, Mean, Max and Min
+# combine tensors element by element; TF's Where finds indices and its Sum, Mean, Max and Min reduce.
+# A bare op type is an ONNX Runtime node's name: TF's ops are recorded scoped ("…/Where:Where") or as
+# EagerLocalExecute children, and reach their type through ``tf_base_op`` below.
+ONNX_BARE_ELEMENTWISE = frozenset({"Where", "Sum", "Mean", "Max", "Min"})
+
+
 def classify_op_name(name: str) -> str:
     """An op's class by ``OP_RULES``: the name as recorded (``aten::mm``, ``gloo:all_reduce``), else the
     TF op type it ran (``tf_base_op``: ``…/Conv2D:_MklNativeConv2D`` -> ``Conv2D``)."""
+    if name in ONNX_BARE_ELEMENTWISE:
+        return "elementwise"
     cls = classify_name(name, OP_RULES)
     shim = _AOTI_SHIM.match(name) if cls == "other" else None
     if shim:  # aoti_torch_cpu_addmm_out runs aten::addmm's out= form
