@@ -735,8 +735,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if e.source in ("torch", "tf"):  # autograd's select/slice backward, TF's StridedSliceGrad
         indexed_steps = r.steps.used_step_numbers() if r.steps is not None and len(r.steps.steps) else None
         r.indexed_gradients = _told(r, indexed_gradients(frame, indexed_steps))
-    if e.source == "tf":  # Keras's dropout layers (PyTorch's are read with its other findings)
-        r.dropout_masks = _told(r, dropout_masks(frame, used, "tf"))
+    if e.source in ("tf", "paddle"):  # Keras's and Paddle's dropout layers (PyTorch's are read with its other findings)
+        r.dropout_masks = _told(r, dropout_masks(frame, used, e.source))
     if r.python_work is not None:
         r.remedies.append(r.python_work.remedy())
     if verdicts.CPU_COMPUTE_REMEDY in r.remedies:  # a pointer to the tables: after every remedy that names a fix
