@@ -84,3 +84,14 @@ def assert_commands_read(path: Path) -> None:
     for command in ANALYSIS_COMMANDS:
         done = subprocess.run([sys.executable, "-m", "tracekit", command, str(path)], capture_output=True, text=True)
         assert done.returncode == 0, (command, done.stderr)
+
+
+def ingested(path: Path, out: Path) -> Path:
+    """``tracekit ingest path -o out`` (run as ``python -m tracekit``), asserted to succeed; ``out``."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "tracekit", "ingest", str(path), "-o", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out

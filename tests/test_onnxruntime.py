@@ -7,13 +7,11 @@ read as a Chrome trace of no framework: "undetermined: no framework ops"."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import assert_commands_read
+from conftest import assert_commands_read, ingested
 
 import tracekit
 from tracekit.analyze import verdicts
@@ -116,10 +114,7 @@ def test_nodes_of_a_device_provider_are_host_calls_not_gpu_time() -> None:
 
 def test_every_command_reads_it_and_the_parquet_keeps_what_it_is(tmp_path: Path) -> None:
     assert_commands_read(MLP)
-    out = tmp_path / "mlp.parquet"
-    done = subprocess.run([sys.executable, "-m", "tracekit", "ingest", str(SMALL_NODES), "-o", str(out)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    out = ingested(SMALL_NODES, tmp_path / "small_nodes.parquet")
     assert source_of(load(out)) == "onnxruntime"
     assert tracekit.report(out).launch.verdict == tracekit.report(SMALL_NODES).launch.verdict == "undetermined"
 

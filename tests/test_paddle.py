@@ -6,12 +6,10 @@ ops on a thread apart from the steps, and "cut per-op dispatch: torch.compile or
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
-from conftest import assert_commands_read
+from conftest import assert_commands_read, ingested
 
 import tracekit
 from tracekit.analyze import launch as launch_module
@@ -82,10 +80,7 @@ def test_a_capture_without_prof_step_takes_its_record_events_as_steps() -> None:
 
 def test_every_command_reads_it_and_the_parquet_keeps_what_it_is(tmp_path: Path) -> None:
     assert_commands_read(MLP)
-    out = tmp_path / "mlp.parquet"
-    done = subprocess.run([sys.executable, "-m", "tracekit", "ingest", str(MLP), "-o", str(out)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    out = ingested(MLP, tmp_path / "mlp.parquet")
     assert source_of(load(out)) == "paddle" and tracekit.report(out).launch.verdict == "CPU compute-bound"
 
 
