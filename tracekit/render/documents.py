@@ -21,6 +21,7 @@ from tracekit.analyze.stalls import STALL_RATIO
 from tracekit.analyze.steps import StepStats
 from tracekit.analyze.top_ops import TopOps
 from tracekit.analyze.whatif import WhatIf
+from tracekit.ingest.columns import trace_extra
 from tracekit.render.document import Chart, Column, Document, Section, Table, format_cell
 
 MAX_STEP_BARS = 60
@@ -53,6 +54,9 @@ def facts(table: pa.Table, path: str) -> list[tuple[str, str]]:
            ("format", meta.get(schema.META_SOURCE_FORMAT, "?")), ("events", f"{table.num_rows:,}")]
     if meta.get(schema.META_FRAMEWORK_VERSION):
         out.append(("framework", meta[schema.META_FRAMEWORK_VERSION]))
+    providers = trace_extra(table).get("onnxruntime_providers")  # tracekit/ingest/onnxruntime.py
+    if isinstance(providers, dict) and providers:
+        out.append(("execution providers", ", ".join(f"{p} ({n:,} node runs)" for p, n in providers.items())))
     return out
 
 
