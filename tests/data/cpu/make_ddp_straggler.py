@@ -12,7 +12,7 @@ import sys
 
 import torch
 import torch.distributed as dist
-from profiled import write_capture
+from profiled import write_training_capture
 
 BATCH = {0: 64, 1: 256}
 
@@ -27,14 +27,7 @@ def run(rank: int) -> None:
     opt = torch.optim.SGD(model.parameters(), 1e-3)
     x, y = torch.randn(BATCH[rank], 512), torch.randint(0, 10, (BATCH[rank],))
 
-    def step(_: int) -> None:
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-
-    for i in range(3):
-        step(i)
-    write_capture(f"ddp_straggler_rank{rank}", step, active=3)
+    write_training_capture(f"ddp_straggler_rank{rank}", model, opt, x, y, active=3, record_shapes=False)
     dist.destroy_process_group()
 
 

@@ -44,9 +44,10 @@ def store(prof: profile, name: str) -> Path:
 
 
 def write_training_capture(name: str, model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
-                           y: torch.Tensor, active: int = 3) -> Path:
-    """``write_capture`` (shapes recorded) of a classifier's training step: cross-entropy of ``model(x)``
-    against ``y``, backward, ``opt.step()``; three steps run first, unprofiled."""
+                           y: torch.Tensor, active: int = 3, record_shapes: bool = True) -> Path:
+    """``write_capture`` (shapes recorded unless ``record_shapes`` is False) of a classifier's training
+    step: cross-entropy of ``model(x)`` against ``y``, backward, ``opt.step()``; three steps run first,
+    unprofiled."""
     def step(_: int) -> None:
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
@@ -54,7 +55,7 @@ def write_training_capture(name: str, model: torch.nn.Module, opt: torch.optim.O
 
     for i in range(3):
         step(i)
-    return write_capture(name, step, active=active, record_shapes=True)
+    return write_capture(name, step, active=active, record_shapes=record_shapes)
 
 
 def unprofiled_ms(step: Callable[[int], object], calls: int, warmup: int = 5) -> float:
