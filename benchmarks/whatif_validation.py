@@ -10,6 +10,10 @@ variant's trace predicts the second's step time:
     GPU: custom_eager -> custom_compile_cudagraphs (cuda-graphs), nn_lstm -> nn_lstm_amp (amp),
          lstmcell_loop -> nn_lstm (fused-rnn), custom_eager -> custom_compile (fuse-elementwise)
 
+and, on the CPU, an MLP's training loop (widths 512 and 1024, batch 16, shapes recorded) whose
+optimizer updates one parameter at a time or with foreach, against the same loop with fused=True
+(fused-optimizer): AdamW, AdamW foreach, SGD with momentum (--no-optimizers: skip).
+
 Prediction for B = A's unprofiled step time x (scenario's replayed step / unchanged replay of A's
 trace); measured = B's unprofiled step time; error = predicted / measured - 1 (goal: within +-25%).
 Without --dir the CPU pairs are collected first (quick preset, real torch.profiler and TF profiler
@@ -50,6 +54,12 @@ CPU_PAIRS = [("torch", "lstmcell_loop", "nn_lstm", "fused-rnn"), ("torch", "cust
 GPU_PAIRS = [("torch", "custom_eager", "custom_compile_cudagraphs", "cuda-graphs"), ("torch", "nn_lstm", "nn_lstm_amp", "amp"),
              ("torch", "lstmcell_loop", "nn_lstm", "fused-rnn"), ("torch", "custom_eager", "custom_compile", "fuse-elementwise")]
 
+# (label, torch.optim class, A's arguments, B's): the fused-optimizer scenario on A predicts B.
+OPTIMIZER_PAIRS = [("adamw", "AdamW", {"foreach": False}, {"fused": True}),
+                   ("adamw_foreach", "AdamW", {"foreach": True}, {"fused": True}),
+                   ("sgd", "SGD", {"foreach": False, "momentum": 0.9}, {"fused": True, "momentum": 0.9})]
+OPTIMIZER_WIDTHS = (512, 1024)
+
 # (workload, the workload with a remedy applied, the scenario that predicts it); tests/data/h200.
 WORKLOAD_PAIRS = [("tiny_ops", "tiny_ops_graphed", "cuda-graph-step"), ("tiny_ops", "tiny_ops_compiled", "fuse-elementwise"),
                   ("item_sync", "item_sync_nosync", "no-sync"), ("inductor_mlp", "inductor_mlp_graphed", "cuda-graph-step"),
@@ -80,6 +90,72 @@ def validate_workloads(directory: Path) -> list[dict]:
                         "error": a_ns * ratio / b_ns - 1, "separate_error": a_ns * ratio / b_ns - 1,
                         "replay_error": w.replayed_step_ns / w.measured_step_ns - 1,
                         "profiled_error": found.predicted_step_ns / b_ns - 1})
+    return results
+
+
+def optimizer_child(optimizer: str, a_kw: dict, b_kw: dict, width: int, trace: str, rounds: int) -> dict:
+    """In this process: the MLP loop with A's and B's optimizer (same seed, two threads, as a user's
+    loop runs), A captured under torch.profiler (shapes recorded, 6 marked steps), then both timed
+    unprofiled, interleaved in blocks; medians."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    def loop(kw: dict):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
+                                    torch.nn.ReLU(), torch.nn.Linear(width, 10))
+        opt = getattr(torch.optim, optimizer)(model.parameters(), lr=1e-3, **kw)
+        x, y = torch.randn(16, width), torch.randint(0, 10, (16,))
+
+        def step() -> None:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        return step
+
+    steps = [loop(a_kw), loop(b_kw)]
+    for s in steps:
+        for _ in range(3):
+            s()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=6),
+                 on_trace_ready=lambda p: p.export_chrome_trace(trace)) as prof:
+        for _ in range(7):
+            steps[0]()
+            prof.step()
+    samples: list[list[int]] = [[], []]
+    for _ in range(rounds):
+        for i, s in enumerate(steps):
+            s()  # untimed, as in interleaved_child
+            for _ in range(BLOCK_STEPS):
+                t0 = time.perf_counter_ns()
+                s()
+                samples[i].append(time.perf_counter_ns() - t0)
+    return {"a_ns": statistics.median(samples[0]), "b_ns": statistics.median(samples[1])}
+
+
+def validate_optimizers(rounds: int, directory: Path) -> list[dict]:
+    from tracekit.analyze.whatif import whatif
+    from tracekit.ingest import load
+
+    results = []
+    for label, optimizer, a_kw, b_kw in OPTIMIZER_PAIRS:
+        for width in OPTIMIZER_WIDTHS:
+            trace = directory / f"{label}_{width}.pt.trace.json"
+            out = subprocess.run([sys.executable, __file__, "--optimizer-child",
+                                  json.dumps([optimizer, a_kw, b_kw, width, str(trace), max(rounds, 3)])],
+                                 check=True, capture_output=True, text=True)
+            timed = json.loads(out.stdout.strip().splitlines()[-1])
+            w = whatif(load(trace))
+            found = {s.name: s for s in w.scenarios}.get("fused-optimizer")
+            if found is None or not w.replayed_step_ns:
+                continue
+            predicted = timed["a_ns"] * found.predicted_step_ns / w.replayed_step_ns
+            error = predicted / timed["b_ns"] - 1
+            results.append({"device": "cpu", "pair": f"{label} -> fused", "scenario": "fused-optimizer",
+                            "shape": f"mlp w{width} b16", "a_ms": timed["a_ns"] / 1e6, "predicted_ms": predicted / 1e6,
+                            "measured_ms": timed["b_ns"] / 1e6, "error": error, "separate_error": error,
+                            "replay_error": w.replayed_step_ns / w.measured_step_ns - 1,
+                            "uncertain": found.uncertain or found.upper_bound})
     return results
 
 
@@ -200,10 +276,15 @@ def main() -> int:
     parser.add_argument("--workloads", type=Path, help="workloads with remedies applied (tests/data/h200)")
     parser.add_argument("--rounds", type=int, default=7,
                         help="interleaved A/B blocks each for the CPU pairs' times (0: the collector's own times)")
+    parser.add_argument("--no-optimizers", action="store_true", help="skip the optimizer pairs")
     parser.add_argument("--interleaved-child", help=argparse.SUPPRESS)
+    parser.add_argument("--optimizer-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.interleaved_child:
         print(json.dumps(interleaved_child(*json.loads(args.interleaved_child))))
+        return 0
+    if args.optimizer_child:
+        print(json.dumps(optimizer_child(*json.loads(args.optimizer_child))))
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         cpu_dir = args.dir or Path(tmp)
@@ -214,6 +295,8 @@ def main() -> int:
             results += validate(gpu_dir, GPU_PAIRS, args.rounds)
         if args.workloads:
             results += validate_workloads(args.workloads)
+        if not args.no_optimizers:
+            results += validate_optimizers(args.rounds, Path(tmp))
     print(f"{'device':<6} {'pair':<40} {'scenario':<17} {'shape':<14} {'A ms':>8} {'pred ms':>8} {'meas ms':>8} "
           f"{'error':>7} {'sep.':>7} {'replay':>7} {'prof.':>7}")
     for r in results:

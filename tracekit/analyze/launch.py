@@ -771,8 +771,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             measured[r.dropout_masks.remedy()] = ("the dropout calls' time", r.dropout_masks.share)
         if r.sdpa_math_path is not None:  # the fused kernel's time stays, but so does the math backward's saving, uncounted
             measured[r.sdpa_math_path.remedy()] = ("the math path's forward time", r.sdpa_math_path.share)
-        if r.float64_products is not None:  # float32 products run at twice the rate: half their time
-            measured[r.float64_products.remedy()] = ("half the float64 products' time", r.float64_products.share / 2)
+        if r.float64_products is not None:  # float32 products at twice the rate, its other ops moving half the bytes
+            measured[r.float64_products.remedy()] = ("half the float64 ops' time", r.float64_products.saving)
         _rank_by_predicted_saving(r, frame, loop_share, measured)
     if r.train_mode_inference is not None and r.train_mode_inference.evaluation_steps:  # the scores vary: first
         r.remedies.remove(fix := r.train_mode_inference.remedy())

@@ -32,13 +32,17 @@ Lightning MLP's Adam (tests/data/cpu/lightning_mlp) read "78% of the step time, 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow.compute as pc
 
 from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
+from tracekit.analyze.stalls import INPUT_TYPES
+from tracekit.analyze.top_ops import args_text, input_dims
 from tracekit.ingest.links import member_mask, nearest_ancestor
 from tracekit.ingest.step_inference import OPTIMIZER_STEP
 
@@ -242,6 +246,125 @@ def _nesting(frame: Frame, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     holder = nearest_ancestor(frame.parent, calls, wanted)
     return member_mask(calls, holder[holder >= 0].tolist()), holder >= 0
 
+# A fused update's memory traffic per parameter element, in element-sized streams: it reads the
+# parameter, its gradient and its state once and writes the parameter and the state once (Adam and
+# AdamW keep two state tensors, Adagrad one; amsgrad adds a third to Adam's). One parameter at a time,
+# the same update makes a pass per op (PyTorch 2.13's AdamW: mul_, lerp_, mul_, addcmul_, sqrt, div,
+# add_, addcdiv_: about three times the traffic) and allocates its temporaries every step. SGD is
+# left out: with or without momentum its fused CPU update took as long as the per-parameter one on
+# tensors of 256K elements or more (PyTorch 2.13, 2-core Xeon); its gain is each op's fixed cost.
+FUSED_STREAMS = {"Adam": 7, "AdamW": 7, "Adagrad": 5}
+AMSGRAD_STREAMS = 2
+AMSGRAD_OP = re.compile(r"^aten::(_foreach_)?maximum_?$")
+# The update's ops whose rate is read: those moving at least this much (below it an op's time is
+# mostly its fixed cost, which the replay has already taken out, and what is left is noise).
+MIN_RATE_BYTES = 1 << 20
+ELEMENT_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2}
 
-__all__ = ["BUILT_IN", "DESCRIBE_SHARE", "FUSED", "REMEDY_OPS", "REMEDY_SHARE", "OptimizerSteps", "Update", "fusable",
-           "on_gpu", "optimizer_calls", "optimizer_steps", "outermost", "own_time", "update_of"]
+
+@dataclass(frozen=True)
+class FusedArithmetic:
+    """What a fused update's arithmetic would take (``fused_arithmetic``): ``traffic`` bytes (the
+    parameters' ``param_bytes`` times the optimizer's streams) at ``rate`` bytes/ns, the rate the
+    update's own ops moved theirs at (``unfused_traffic`` bytes in all)."""
+
+    param_bytes: int
+    traffic: int
+    rate: float
+    unfused_traffic: int
+
+    @property
+    def ns(self) -> float:
+        return self.traffic / self.rate
+
+    def describe(self) -> str:
+        return (f"one pass over the parameters and their optimizer state, {self.traffic / 2**20:,.0f} MiB against "
+                f"the ops' {self.unfused_traffic / 2**20:,.0f} MiB, at the {self.rate:,.1f} GB/s the ops moved theirs at")
+
+
+def _tensor_elements(dims: object) -> list[int]:
+    """Element counts of one recorded input: a tensor's dims, or a tensor list's list of them."""
+    if isinstance(dims, list) and dims and all(isinstance(d, list) for d in dims):
+        return [int(np.prod(d)) for d in dims]
+    return [int(np.prod(dims))] if isinstance(dims, list) else []
+
+
+def _traffic(dims_text: str, types_text: str) -> tuple[int, int]:
+    """An op's bytes moved (each tensor input read once, the largest written once) and its first
+    input's bytes, from its recorded ``Input Dims`` and ``Input type``; (0, 0) when unreadable. A
+    tensor list's (foreach) element type is not recorded: taken as float32."""
+    try:
+        dims, types = json.loads(dims_text), json.loads(types_text)
+    except ValueError:
+        return 0, 0
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return 0, 0
+    read = largest = first = 0
+    for i, (d, t) in enumerate(zip(dims, types, strict=False)):  # a short list: what it names
+        size = 4 if t == "TensorList" else ELEMENT_BYTES.get(str(t), 0)
+        moved = size * sum(_tensor_elements(d)) if size else 0
+        read += moved
+        largest = max(largest, moved)
+        first = moved if i == 0 else first
+    return read + largest, first
+
+
+def fused_arithmetic(frame: Frame, update: Update, work_ns: dict[int, int]) -> FusedArithmetic | None:
+    """The arithmetic of these optimizer calls made one fused update, from the trace's own evidence
+    (shapes recorded): the parameters' bytes, read off the ops the update runs once per parameter (the
+    call count most of its ops share: AdamW's lerp_, addcmul_, sqrt, ... once, its mul_ twice), times
+    the optimizer's ``FUSED_STREAMS``, at the rate the update's ops of ``MIN_RATE_BYTES`` or more moved
+    theirs at. ``work_ns``: the update's ops, each one's arithmetic (its time less the framework's
+    fixed cost). None for another optimizer, without shapes, or without an op big enough to time."""
+    if len(update.names) != 1 or not work_ns:
+        return None
+    streams = FUSED_STREAMS.get(next(iter(update.names)))
+    if streams is None:
+        return None
+    rows = np.sort(np.fromiter(work_ns, np.int64, len(work_ns)))
+    dims_code, dims = input_dims(frame.table, rows)
+    typed = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(frame.table, rows), INPUT_TYPES), "types"),
+                         "").dictionary_encode()
+    types_code, types = typed.indices.to_numpy(zero_copy_only=False), typed.dictionary.to_pylist()
+    read: dict[tuple[int, int], tuple[int, int]] = {}
+    traffic, first = np.zeros(rows.size, np.int64), np.zeros(rows.size, np.int64)
+    for i, (d, t) in enumerate(zip(dims_code.tolist(), types_code.tolist(), strict=True)):
+        if (d, t) not in read:
+            read[d, t] = _traffic(dims[d], types[t]) if dims[d] and types[t] else (0, 0)
+        traffic[i], first[i] = read[d, t]
+    # An op whose own ops move its bytes is not counted again: a CPU foreach op runs a per-tensor op
+    # for each tensor (_foreach_lerp_ > lerp_), while mul_'s aten::to of its scalar moves nothing.
+    parent = np.searchsorted(rows, frame.op_parent[rows])
+    nested = (parent < rows.size) & (rows[np.minimum(parent, rows.size - 1)] == frame.op_parent[rows])
+    carried = np.bincount(parent[nested], weights=traffic[nested], minlength=rows.size)
+    kept = (traffic > 0) & (2 * carried < traffic)
+    by_name: dict[str, list[int]] = {}  # name -> [calls, traffic, first input's bytes]
+    timed_bytes = timed_ns = 0
+    for i in np.flatnonzero(kept).tolist():
+        r = int(rows[i])
+        name = frame.name(r)
+        acc = by_name.setdefault(name, [0, 0, 0])
+        acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + int(traffic[i]), acc[2] + int(first[i])
+        # In place, as the fused update is: an op writing a new tensor also pays for its allocation.
+        if traffic[i] >= MIN_RATE_BYTES and work_ns[r] > 0 and name.endswith("_"):
+            timed_bytes, timed_ns = timed_bytes + int(traffic[i]), timed_ns + work_ns[r]
+    # The ops on the parameters' tensors (a scalar step counter's add_ is not one).
+    per_param = [acc for acc in by_name.values() if acc[2] > 4 * acc[0]]
+    if not per_param or not timed_ns:
+        return None
+    counts = [acc[0] for acc in per_param]
+    once = max(set(counts), key=lambda c: (counts.count(c), -c))  # the most shared count; the fewer on a tie
+    param_bytes = max(acc[2] for acc in per_param if acc[0] == once)
+    if any(AMSGRAD_OP.match(name) for name in by_name):
+        streams += AMSGRAD_STREAMS
+    unfused = sum(acc[1] for acc in by_name.values())
+    if streams * param_bytes >= unfused:
+        return None
+    # The ops' rate together: one op's best is no guide (an op on a tensor in cache runs at several
+    # times memory's rate, and the fused kernel computes more per element than any one op).
+    return FusedArithmetic(param_bytes=param_bytes, traffic=streams * param_bytes, rate=timed_bytes / timed_ns,
+                           unfused_traffic=unfused)
+
+
+__all__ = ["BUILT_IN", "DESCRIBE_SHARE", "FUSED", "FUSED_STREAMS", "FusedArithmetic", "REMEDY_OPS", "REMEDY_SHARE", "OptimizerSteps", "Update", "fusable",
+           "fused_arithmetic", "on_gpu", "optimizer_calls", "optimizer_steps", "outermost", "own_time", "update_of"]
