@@ -33,7 +33,9 @@ def test_dropout_masks_drawn_one_element_at_a_time_are_told_with_their_cost() ->
     said = next(e for e in launch.evidence if e.startswith("training spends"))
     assert "16 calls a step drawing a random mask" in said and "16.8M mask elements a step" in said, said
     fix = next(r for r in launch.remedies if r.startswith("dropout's masks cost"))
-    assert "only on Intel CPUs" in fix and "set it to 0" in fix, fix
+    # Serial on every CPU in released PyTorch (its MKL path is off: measured on an Intel Xeon too).
+    assert "one element at a time, on one thread, on any CPU" in fix and "only on Intel" not in fix, fix
+    assert "set it to 0" in fix, fix
     doc = json.loads(tracekit.render(tracekit.report(path), "json"))
     assert doc["dropout_masks"]["calls"] == 16
 

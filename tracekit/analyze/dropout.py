@@ -2,10 +2,11 @@
 
 Each ``nn.Dropout`` in training draws a random mask as large as its input (``aten::bernoulli_``
 inside ``aten::dropout``), and so does attention's dropout. On a CPU that draw can cost as much as
-the layer it drops from: ATen draws a float mask with MKL's vectorized generator, on every core,
-only on Intel CPUs (``bernoulli_scalar_kernel`` checks the vendor); on other CPUs (AMD, Arm) one
-element at a time under the generator's lock, on one thread. PyTorch 2.13 on a 2-core AMD EPYC:
-5.8 ns an element, 3.0 ms for a 16x128x256 tensor with one thread or two. A 4-layer
+the layer it drops from: ATen draws the mask one element at a time under the generator's lock, on
+one thread, on every CPU. (Its MKL path, vectorized on all cores and once taken on Intel CPUs, is
+off in released builds until pytorch/pytorch#132395 is fixed: #146174.) PyTorch 2.13, 16x128x256
+elements: 5.8 ns an element on a 2-core AMD EPYC, 4.9 ns on a 2-core Intel Xeon (AVX-512, AMX,
+MKL present), with one thread or two. A 4-layer
 ``nn.TransformerEncoder`` (256 wide) trained on 16 sequences of 128: 412-436 ms a step with dropout
 0.1, 301-315 ms with 0 (``aten::bernoulli_`` 25% of the profiled step); a 4-layer Hugging Face BERT
 of the same size under ``Trainer``: 463 ms against 312-335 ms, and 491 ms under ``torch.compile``.
@@ -43,8 +44,8 @@ from tracekit.analyze.train_mode import DROPOUT_OPS, MASK_OPS, dropouts_drawing
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
 MIN_SHARE = 0.1  # of the steps' time in dropout calls that draw a mask
-# Drawn one element at a time (the non-MKL path) costs several ns an element; MKL's vectorized
-# generator on all cores a fraction of one. At or above this, the draw is said to be the serial one.
+# Drawn one element at a time costs several ns an element; MKL's vectorized generator on all cores
+# (a build that takes it) a fraction of one. At or above this, the draw is said to be the serial one.
 SERIAL_NS_PER_ELEMENT = 2.0
 # TF: an op of a dropout layer's scope (Keras names layers dropout, dropout_1, ...; its op
 # stateless_dropout), forward or under gradient_tape/; and the ops that draw the random numbers.
@@ -110,10 +111,10 @@ class DropoutMasks:
                     "MultiHeadAttention(dropout=0.0)) and check the validation loss; a 4-layer Keras transformer "
                     "encoder (256 wide) trained on a CPU: 362-396 ms a batch with dropout 0.1, 313 ms with 0 (XLA, "
                     "jit_compile=True, did not remove the cost: 402-429 against 271-324 ms)")
-        why = ("PyTorch draws CPU masks with MKL's vectorized generator on all cores only on Intel CPUs; on others "
-               "(AMD, Arm) one element at a time on one thread, and this trace's "
-               f"{self.ns_per_element:.1f} ns an element is that draw (a 2-core AMD EPYC: 5.8 ns an element whatever the "
-               "thread count). " if self.serial else "")
+        why = ("PyTorch draws a CPU mask one element at a time, on one thread, on any CPU (its vectorized MKL path "
+               "is off in released builds: pytorch/pytorch#146174), and this trace's "
+               f"{self.ns_per_element:.1f} ns an element is that draw (PyTorch 2.13: 5.8 ns on a 2-core AMD EPYC, "
+               "4.9 ns on a 2-core Intel Xeon, whatever the thread count). " if self.serial else "")
         return (f"dropout's masks cost {self.share:.0%} of the step: {why}Where the recipe allows, lower the dropout rate "
                 "or set it to 0 (nn.Dropout(p=0) draws nothing; Hugging Face configs: hidden_dropout_prob, "
                 "attention_probs_dropout_prob) and check the validation loss; a 4-layer 256-wide transformer encoder "
