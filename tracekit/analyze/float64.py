@@ -9,12 +9,12 @@ float32's rate, without tensor cores below the A100.
 
 The evidence (CPU-only PyTorch traces with types recorded, ``record_shapes=True``): the steps'
 matrix products whose two factors are ``double`` take ``MIN_SHARE`` of the steps' time (their own
-time). Float32 also halves the bytes every other op on those tensors moves (the optimizer's update, the
-activations' elementwise ops): the steps' other ops whose first input is a float64 tensor of
+time). Float32 also halves the bytes every other op on those tensors moves (the optimizer's update,
+the activations' elementwise ops): the steps' other ops whose first input is a float64 tensor of
 ``MIN_ELEMENTS`` or more (on smaller ones an op's time is mostly its fixed cost) are the remedy's
 other half (same MLP, 2-core Xeon, unprofiled: 4.84 ms a step in float64, 2.11 ms in float32; its
-products take half the profiled step, the other float64 ops 12%). A CPU LSTM layer run per timestep in float64 is told by its own rule
-(``tracekit.analyze.recurrent``). GPU traces are left out: no stored one runs float64 products, so
+products take half the profiled step, the other float64 ops 29%, Adam's sqrt and div most). A CPU
+LSTM layer run per timestep in float64 is told by its own rule (``tracekit.analyze.recurrent``). GPU traces are left out: no stored one runs float64 products, so
 how their kernels' time would be read from one is untested.
 """
 

@@ -246,6 +246,7 @@ def _nesting(frame: Frame, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     holder = nearest_ancestor(frame.parent, calls, wanted)
     return member_mask(calls, holder[holder >= 0].tolist()), holder >= 0
 
+
 # A fused update's memory traffic per parameter element, in element-sized streams: it reads the
 # parameter, its gradient and its state once and writes the parameter and the state once (Adam and
 # AdamW keep two state tensors, Adagrad one; amsgrad adds a third to Adam's). One parameter at a time,
@@ -266,7 +267,7 @@ ELEMENT_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2}
 class FusedArithmetic:
     """What a fused update's arithmetic would take (``fused_arithmetic``): ``traffic`` bytes (the
     parameters' ``param_bytes`` times the optimizer's streams) at ``rate`` bytes/ns, the rate the
-    update's own ops moved theirs at (``unfused_traffic`` bytes in all)."""
+    update's own in-place ops moved theirs at (its ops moved ``unfused_traffic`` bytes in all)."""
 
     param_bytes: int
     traffic: int
@@ -279,7 +280,8 @@ class FusedArithmetic:
 
     def describe(self) -> str:
         return (f"one pass over the parameters and their optimizer state, {self.traffic / 2**20:,.0f} MiB against "
-                f"the ops' {self.unfused_traffic / 2**20:,.0f} MiB, at the {self.rate:,.1f} GB/s the ops moved theirs at")
+                f"the ops' {self.unfused_traffic / 2**20:,.0f} MiB, at the {self.rate:,.1f} GB/s its in-place ops moved "
+                "theirs at")
 
 
 def _tensor_elements(dims: object) -> list[int]:
@@ -309,17 +311,22 @@ def _traffic(dims_text: str, types_text: str) -> tuple[int, int]:
     return read + largest, first
 
 
+def fused_streams(update: Update) -> int | None:
+    """The fused update's streams per parameter element (``FUSED_STREAMS``), None for an optimizer
+    whose fused update makes no fewer passes (SGD) or several optimizers' calls."""
+    return FUSED_STREAMS.get(next(iter(update.names))) if len(update.names) == 1 else None
+
+
 def fused_arithmetic(frame: Frame, update: Update, work_ns: dict[int, int]) -> FusedArithmetic | None:
     """The arithmetic of these optimizer calls made one fused update, from the trace's own evidence
     (shapes recorded): the parameters' bytes, read off the ops the update runs once per parameter (the
     call count most of its ops share: AdamW's lerp_, addcmul_, sqrt, ... once, its mul_ twice), times
-    the optimizer's ``FUSED_STREAMS``, at the rate the update's ops of ``MIN_RATE_BYTES`` or more moved
-    theirs at. ``work_ns``: the update's ops, each one's arithmetic (its time less the framework's
-    fixed cost). None for another optimizer, without shapes, or without an op big enough to time."""
-    if len(update.names) != 1 or not work_ns:
-        return None
-    streams = FUSED_STREAMS.get(next(iter(update.names)))
-    if streams is None:
+    the optimizer's ``FUSED_STREAMS``, at the rate the update's in-place ops of ``MIN_RATE_BYTES`` or
+    more moved theirs at. ``work_ns``: the update's ops, each one's arithmetic (its time less the
+    framework's fixed cost). None for another optimizer, without shapes, or without an op big enough
+    to time."""
+    streams = fused_streams(update)
+    if streams is None or not work_ns:
         return None
     rows = np.sort(np.fromiter(work_ns, np.int64, len(work_ns)))
     dims_code, dims = input_dims(frame.table, rows)
@@ -360,11 +367,11 @@ def fused_arithmetic(frame: Frame, update: Update, work_ns: dict[int, int]) -> F
     unfused = sum(acc[1] for acc in by_name.values())
     if streams * param_bytes >= unfused:
         return None
-    # The ops' rate together: one op's best is no guide (an op on a tensor in cache runs at several
-    # times memory's rate, and the fused kernel computes more per element than any one op).
+    # The in-place ops' rate together: one op's best is no guide (an op on a tensor in cache runs at
+    # several times memory's rate, and the fused kernel computes more per element than any one op).
     return FusedArithmetic(param_bytes=param_bytes, traffic=streams * param_bytes, rate=timed_bytes / timed_ns,
                            unfused_traffic=unfused)
 
 
 __all__ = ["BUILT_IN", "DESCRIBE_SHARE", "FUSED", "FUSED_STREAMS", "FusedArithmetic", "REMEDY_OPS", "REMEDY_SHARE", "OptimizerSteps", "Update", "fusable",
-           "fused_arithmetic", "on_gpu", "optimizer_calls", "optimizer_steps", "outermost", "own_time", "update_of"]
+           "fused_arithmetic", "fused_streams", "on_gpu", "optimizer_calls", "optimizer_steps", "outermost", "own_time", "update_of"]

@@ -55,7 +55,7 @@ from tracekit.analyze.critical_path import GPU_KINDS, empty_window, median_step_
 from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.launch import CPU_UNFUSED_CELL_OPS, JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
-from tracekit.analyze.optimizer import fusable, fused_arithmetic, on_gpu, optimizer_calls, update_of
+from tracekit.analyze.optimizer import fusable, fused_arithmetic, fused_streams, on_gpu, optimizer_calls, update_of
 from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
 from tracekit.analyze.sample_loop import READ_OPS
 from tracekit.analyze.steps import driving_threads
@@ -1227,6 +1227,8 @@ def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
     how = update.how if update.how != "foreach" else "foreach, which loops over the tensors on the CPU"
     if fused is not None and scale < 1.0:
         arith = f"their arithmetic, {arithmetic / 1e6:,.2f} ms, becomes {fused.ns / 1e6:,.2f} ms: {fused.describe()}"
+    elif not on_gpu(f) and fused_streams(update) is None:
+        arith = "their arithmetic stays (its fused update makes as many passes over the tensors on a CPU)"
     else:
         arith = ("their arithmetic stays (a conservative prediction: a fused update makes one pass over the "
                  "parameters, not one per op" + ("" if fused is not None or on_gpu(f) else
