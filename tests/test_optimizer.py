@@ -245,3 +245,16 @@ def test_a_plain_closure_is_left_out_too(tmp_path):
     assert inside is not None and outside is not None
     assert inside.ops_per_call == outside.ops_per_call
     assert inside.share < 2 * outside.share + 0.05, (inside, outside)
+
+
+def test_unreadable_input_dims_move_nothing():
+    """The fused-optimizer costing reads Input Dims and Input type as recorded: a tensor, a tensor list
+    (foreach), a scalar; anything else (null dims, deeper nesting, text that is not JSON) counts for
+    no traffic rather than failing the replay."""
+    from tracekit.analyze.optimizer import _traffic
+
+    assert _traffic('[[1024, 1024], [1024, 1024], []]', '["float", "float", "Scalar"]') == (3 * 4 * 2**20, 4 * 2**20)
+    assert _traffic('[[[8], [8]], []]', '["TensorList", "Scalar"]') == (2 * 4 * 16, 4 * 16)
+    assert _traffic('[[2, null]]', '["float"]') == (0, 0)
+    assert _traffic('[[[[1]]]]', '["TensorList"]') == (0, 0)
+    assert _traffic('{"a": 1}', '[]') == (0, 0) and _traffic("[[1", '["float"]') == (0, 0)

@@ -285,10 +285,16 @@ class FusedArithmetic:
 
 
 def _tensor_elements(dims: object) -> list[int]:
-    """Element counts of one recorded input: a tensor's dims, or a tensor list's list of them."""
+    """Element counts of one recorded input: a tensor's dims, or a tensor list's list of them
+    (anything else, none)."""
+    def count(d: object) -> int | None:
+        return int(np.prod(d)) if isinstance(d, list) and all(type(x) is int for x in d) else None
+
     if isinstance(dims, list) and dims and all(isinstance(d, list) for d in dims):
-        return [int(np.prod(d)) for d in dims]
-    return [int(np.prod(dims))] if isinstance(dims, list) else []
+        counts = [count(d) for d in dims]
+        return [c for c in counts if c is not None]
+    one = count(dims)
+    return [] if one is None else [one]
 
 
 def _traffic(dims_text: str, types_text: str) -> tuple[int, int]:
