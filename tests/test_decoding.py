@@ -39,6 +39,16 @@ def test_a_decode_loop_is_found_by_its_attention_dims(name: str) -> None:
     assert "once per generated token (11 a step" in spread and "batch them" not in spread, spread
 
 
+def test_a_dispatch_bound_decode_loop_is_told_how_to_batch_once() -> None:
+    """One prompt decoded token by token: CPU/framework-bound, whose remedies included "use larger batches so
+    each launch and op does more work" beside the decode loop's own (decode more sequences at once, M = 1
+    here): told once, the decode loop's way."""
+    r = tracekit.report(DATA / "decode_one_prompt.pt.trace.json.gz").launch
+    assert r.verdict == "CPU/framework-bound", r.verdict
+    assert any("decode more sequences at once" in x and "M=1" in x for x in r.remedies), r.remedies
+    assert not any(x.startswith("use larger batches") for x in r.remedies), r.remedies
+
+
 def test_generation_without_a_cache_is_named_and_its_remedy_comes_first() -> None:
     frame = _frame("decode_no_cache")
     found = uncached_generation(frame, None)

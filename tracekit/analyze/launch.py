@@ -82,7 +82,7 @@ from tracekit.analyze.sample_loop import SampleLoop, sample_loop
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
-from tracekit.analyze.top_ops import TopOps, compact_shapes, sentence_labels, top_ops
+from tracekit.analyze.top_ops import DECODE_BATCHING, TopOps, compact_shapes, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
 from tracekit.analyze.unclassified import (
     UNCLASSIFIED_WORK_NS,
@@ -693,6 +693,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)
     r.remedies.extend(remedies)
+    if verdicts.BATCH_REMEDY in r.remedies and any(DECODE_BATCHING in x for x in r.remedies):
+        r.remedies.remove(verdicts.BATCH_REMEDY)  # the decode loop's own remedy says how to batch it
     if (talking := verdicts.gpu_communication_note(e, r.verdict)) is not None:
         r.remedies.append(talking)
     if e.source == "torch":

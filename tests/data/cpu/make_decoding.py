@@ -8,8 +8,11 @@ of 8 tokens, 12 new tokens by greedy search, each step one generate() call.
 - decode_eager: the same with attn_implementation="eager" (q @ k^T by aten::matmul).
 - decode_no_cache: use_cache=False: every token runs the whole sequence again (queries of 8 to 19
   positions), not a decode loop of one position a token.
+- decode_one_prompt: decode_sdpa's loop on one prompt, 24 new tokens: its steps are mostly the
+  framework's dispatch between ops, and the decode loop's own remedy (more sequences at once) is its
+  batching remedy.
 
-    python tests/data/cpu/make_decoding.py   # needs transformers (made with 5.24.0), not a tracekit dependency
+    python tests/data/cpu/make_decoding.py [NAME ...]   # needs transformers (made with 5.24.0), not a tracekit dependency
 Made with torch 2.13.0 (CPU build) on a 2-core AMD EPYC (Zen 4: AVX-512 with BF16, no AMX).
 """
 
@@ -18,23 +21,26 @@ from profiled import unprofiled_ms, write_capture
 from transformers import GPT2Config, GPT2LMHeadModel
 
 
-def capture(name: str, attention: str, use_cache: bool) -> None:
+def capture(name: str, attention: str, use_cache: bool, width: int = 256, prompts: int = 4, tokens: int = 12) -> None:
     torch.manual_seed(0)
-    config = GPT2Config(n_embd=256, n_layer=2, n_head=4, vocab_size=8000, n_positions=64,
+    config = GPT2Config(n_embd=width, n_layer=2, n_head=4, vocab_size=8000, n_positions=64,
                         attn_implementation=attention)
     model = GPT2LMHeadModel(config).eval()
-    prompts = torch.randint(0, 8000, (4, 8))
+    batch = torch.randint(0, 8000, (prompts, 8))
 
     def step(_: int) -> None:
         with torch.inference_mode():
-            model.generate(prompts, max_new_tokens=12, do_sample=False, pad_token_id=0, use_cache=use_cache)
+            model.generate(batch, max_new_tokens=tokens, do_sample=False, pad_token_id=0, use_cache=use_cache)
 
     print(f"{name}: {unprofiled_ms(step, 5):.1f} ms a step unprofiled")
     write_capture(name, step, active=2, record_shapes=True)
 
 
 if __name__ == "__main__":
+    import sys
+
     torch.set_num_threads(1)
-    capture("decode_sdpa", "sdpa", True)
-    capture("decode_eager", "eager", True)
-    capture("decode_no_cache", "sdpa", False)
+    captures = {"decode_sdpa": ("sdpa", True), "decode_eager": ("eager", True), "decode_no_cache": ("sdpa", False),
+                "decode_one_prompt": ("sdpa", True, 256, 1, 24)}
+    for name in sys.argv[1:] or captures:
+        capture(name, *captures[name])
