@@ -52,6 +52,7 @@ _NODE_FIELDS = re.compile(rb'"op_name"\s*:\s*"[^"]*".*"provider"\s*:|"provider"\
 
 KERNEL_TIME = "_kernel_time"
 
+
 def sniff(head: bytes) -> bool:
     """True when a JSON document's head reads like ONNX Runtime's profile."""
     return bool(_ARRAY_OF_EVENTS.match(head)) and bool(_SESSION_PHASE.search(head) or _NODE_FIELDS.search(head))
