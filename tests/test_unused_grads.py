@@ -12,7 +12,7 @@ import pytest
 
 from tracekit import api
 from tracekit.analyze.frame import frame_of
-from tracekit.analyze.unused_grads import _shapes_in, unused_gradients
+from tracekit.analyze.unused_grads import shapes_in, unused_gradients
 from tracekit.ingest import load
 
 DATA = Path(__file__).parent / "data" / "cpu"
@@ -46,12 +46,12 @@ def test_without_shapes_nothing_is_claimed() -> None:
     assert unused_gradients(frame_of(table.drop_columns(["args"])), None) is None
 
 
-def test_the_optimizer_shapes_include_tensor_lists_members() -> None:
+def test_the_optimizershapes_include_tensor_lists_members() -> None:
     """A _foreach_ op's Input Dims hold lists of shapes: each member is a shape the optimizer touches."""
     frame = frame_of(load(DATA / "unused_grads_foreach.pt.trace.json.gz"))
     ops = frame.rows("cpu_op")
     foreach = ops[frame.named(ops, re.compile(r"^aten::_foreach_"))]
-    assert {(10, 128), (10,)} <= _shapes_in(frame, foreach)
+    assert {(10, 128), (10,)} <= shapes_in(frame, foreach)
 
 
 @pytest.mark.parametrize(("text", "shape"), [("[[128,64,3,3]]", (128, 64, 3, 3)), ("[[]]", ()), ("", None), ("[]", None),

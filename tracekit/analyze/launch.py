@@ -75,6 +75,7 @@ from tracekit.analyze.linear_inference import Float32Linears, float32_linears
 from tracekit.analyze.message_passing import MessagePassing, message_passing
 from tracekit.analyze.onnxruntime_nodes import NodeFloor, node_floor
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
+from tracekit.analyze.parameter_loops import ParameterLoop, parameter_loop
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
 from tracekit.analyze.recompute import Recompute, recompute
 from tracekit.analyze.recurrent import FLOAT64, lstm_per_timestep_reasons
@@ -192,6 +193,7 @@ class LaunchReport:
     recompute: Recompute | None = None  # activation checkpointing's second forward in backward (tracekit.analyze.recompute)
     train_mode_inference: TrainModeInference | None = None  # inference with dropout drawing masks (tracekit.analyze.train_mode)
     unused_gradients: UnusedGradients | None = None  # gradients no optimizer reads (tracekit.analyze.unused_grads)
+    parameter_loop: ParameterLoop | None = None  # a Python loop over the parameters (tracekit.analyze.parameter_loops)
     gpu_communication: GpuCommunication | None = None  # collective kernels against compute (analyze.gpu_communication)
     dropout_masks: DropoutMasks | None = None  # CPU training drawing dropout masks (tracekit.analyze.dropout)
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
@@ -213,7 +215,8 @@ class LaunchReport:
         backward (activation checkpointing), inference with the model in training mode, gradients no
         optimizer reads, tokens generated with no key/value cache, graph messages passed as per-edge tensors,
         CPU inference spent in float32 Linear layers, GPU collective kernels and the compute beside them, CPU
-        training spent drawing dropout masks, the fixed cost of each node run in an ONNX Runtime profile."""
+        training spent drawing dropout masks, the fixed cost of each node run in an ONNX Runtime profile, a
+        Python loop over the parameters outside the optimizer."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -223,6 +226,7 @@ class LaunchReport:
             "unfused_attention": self.unfused_attention, "sdpa_math_path": self.sdpa_math_path,
             "graph_breaks": self.graph_breaks, "recompute": self.recompute,
             "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients,
+            "parameter_loop": self.parameter_loop,
             "uncached_generation": self.uncached_generation, "message_passing": self.message_passing,
             "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
             "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor}
@@ -728,6 +732,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         evaluating = r.steps.steps.step[r.steps.steps.status == "evaluation"].tolist() if r.steps is not None else []
         r.train_mode_inference = _told(r, train_mode_inference(frame, steps_used, evaluating))
         r.unused_gradients = _told(r, unused_gradients(frame, steps_used))
+        r.parameter_loop = _told(r, parameter_loop(frame, steps_used))
         # Only where the host paces the step do the host's per-op savings shorten it.
         r.inference_with_grad = _told(r, inference_with_grad(frame) if r.verdict in HOST_PACED_VERDICTS else None)
         r.anomaly_detection = anomaly_detection(frame, steps_used)
@@ -773,6 +778,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             measured[r.dropout_masks.remedy()] = ("the dropout calls' time", r.dropout_masks.share)
         if r.sdpa_math_path is not None:  # the fused kernel's time stays, but so does the math backward's saving, uncounted
             measured[r.sdpa_math_path.remedy()] = ("the math path's forward time", r.sdpa_math_path.share)
+        if r.parameter_loop is not None:  # one op over the tensor lists: the loop's arithmetic stays
+            measured[r.parameter_loop.remedy()] = ("the loops' time outside their ops' arithmetic", r.parameter_loop.saving)
         if r.float64_products is not None:  # float32 products at twice the rate, its other ops moving half the bytes
             measured[r.float64_products.remedy()] = ("half the float64 ops' time", r.float64_products.saving)
         _rank_by_predicted_saving(r, frame, loop_share, measured)

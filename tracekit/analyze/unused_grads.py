@@ -76,7 +76,7 @@ def unused_gradients(frame: Frame, used: list[int] | None) -> UnusedGradients | 
     if not calls.size or not step_ns:
         return None
     update = update_of(frame, calls)
-    touched = _shapes_in(frame, update.inside)
+    touched = shapes_in(frame, update.inside)
     ops = frame.rows("cpu_op")
     accumulated = ops[(frame.name_code[ops] == frame.names.index(ACCUMULATE))
                       & member_mask(frame.step[ops], frame.step[steps].tolist())]
@@ -119,24 +119,33 @@ def _first_shape(text: str) -> tuple[int, ...] | None:
     return tuple(shape) if shape is not None else None
 
 
-def _shapes_in(frame: Frame, rows: np.ndarray) -> set[tuple[int, ...]]:
-    """Every tensor shape in these ops' ``Input Dims`` (tensor lists' members included)."""
-    if not rows.size:
-        return set()
-    _, dims = input_dims(frame.table, rows)
-    found: set[tuple[int, ...]] = set()
+def tensor_shapes(dims_text: str) -> list[tuple[int, ...]] | None:
+    """The shapes of the tensors in one op's ``Input Dims`` text, tensor lists' members included (0-d
+    tensors and scalars read ``[]`` and are left out); None where no dims are recorded or the text is
+    not JSON."""
+    try:
+        dims = json.loads(dims_text) if dims_text else None
+    except ValueError:
+        return None
+    if not isinstance(dims, list):
+        return None
+    found: list[tuple[int, ...]] = []
 
     def walk(value: object) -> None:
         if isinstance(value, list):
             if value and all(isinstance(d, int) for d in value):
-                found.add(tuple(value))
+                found.append(tuple(value))
             else:
                 for item in value:
                     walk(item)
 
-    for text in dims:
-        try:
-            walk(json.loads(text) if text else None)
-        except ValueError:
-            continue
+    walk(dims)
     return found
+
+
+def shapes_in(frame: Frame, rows: np.ndarray) -> set[tuple[int, ...]]:
+    """Every tensor shape in these ops' ``Input Dims`` (tensor lists' members included)."""
+    if not rows.size:
+        return set()
+    _, dims = input_dims(frame.table, rows)
+    return {shape for text in dims for shape in tensor_shapes(text) or ()}

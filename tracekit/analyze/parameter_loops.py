@@ -1,0 +1,210 @@
+"""A Python loop over the parameters outside the optimizer: an average of the weights, gradient
+clipping, a hand-written update, run one tensor at a time.
+
+Training recipes keep an exponential moving average of the weights (diffusion models, YOLO, timm's
+ModelEma), clip or rescale the gradients, or update some tensors by hand, and the plain way to write
+that is a Python loop: ``for e, p in zip(ema.parameters(), model.parameters()): e.sub_((1 - d) * (e - p))``.
+Every tensor then pays each op's dispatch, and temporaries (``e - p``, ``(1 - d) * ...``) add passes
+over memory. PyTorch 2.13, 2-core Xeon, two threads, 50 tensors (twelve 128-wide Linear and
+LayerNorm blocks and a head), each timed between training steps (tests/data/cpu/
+make_parameter_loops.py): that EMA took 390 µs, ``e.lerp_(p, 1 - d)`` a tensor at a time 190 µs,
+``torch._foreach_lerp_`` over the lists 136 µs; the training step around it (AdamW, batch 32) 3.9 ms,
+3.6 ms with the foreach EMA, 3.4 ms without one. Its report named the optimizer and dispatch, and
+nothing of the loop. ``clip_grad_norm_(..., foreach=False)`` over the same gradients took 201 µs,
+with foreach 162 µs (its default on the CPU too: PyTorch 2.13 takes foreach there).
+
+The evidence needs shapes (``record_shapes=True``) and a torch.optim optimizer in the steps used: its
+ops (inside ``Optimizer.step#...``) touch the parameters' shapes. In a step, after its backward ends
+(the last ``autograd::engine::evaluate_function`` node, on any thread of its process), the top-level
+ops on the optimizer's thread outside the optimizer calls are read in order; a loop is a run of them
+each of whose tensor inputs have parameters' shapes (scalars, ``[]``, may sit between them: a clip
+coefficient moved per tensor) where the most frequent op runs ``MIN_ITERATIONS`` times or more, with
+no matrix product (a forward's first input is an activation; an evaluation forward inside the step
+has products). The loops take ``MIN_SHARE`` of the steps' time or more. CPU traces only: on a GPU the
+host's loop costs the step only where the host paces it, and no stored GPU trace has one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, step_rows
+from tracekit.analyze.optimizer import optimizer_calls, update_of
+from tracekit.analyze.top_ops import GEMM_FLOP_OPS, input_dims
+from tracekit.analyze.unused_grads import shapes_in, tensor_shapes
+from tracekit.ingest.links import member_mask, nearest_ancestor
+
+MIN_ITERATIONS = 8  # the loop's most frequent op, a step: one call a tensor
+MIN_SHARE = 0.05  # of the steps' time in such loops
+# Products or convolutions in a run: a forward (an evaluation batch inside the step), not a loop over
+# the parameters.
+_FORWARD_OPS = frozenset(GEMM_FLOP_OPS) | {"aten::linear", "aten::matmul", "aten::conv1d", "aten::conv2d",
+                                           "aten::conv3d", "aten::convolution", "aten::_convolution", "aten::einsum"}
+_PARAM, _SCALAR, _OTHER = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class ParameterLoop:
+    """The steps' loops over the parameters outside the optimizer (module doc): their share of the
+    steps' time, loops and ops a step and the tensors the longest walks (medians), the ops of its
+    iterations, where they run (after the optimizer step, before it, or both), and ``saving``: their
+    time outside the ops' own arithmetic (the dispatch one op over every tensor would not pay), a
+    share of the steps' time."""
+
+    share: float
+    loops: int
+    ops: int
+    tensors: int
+    op_names: tuple[str, ...]
+    where: str
+    optimizer: str
+    saving: float
+
+    def evidence(self) -> str:
+        loops = "a Python loop" if self.loops == 1 else f"{self.loops} Python loops"
+        return (f"{loops} over the parameters {self.where}, outside it ({self.optimizer}), one tensor at a time: "
+                f"{self.ops} ops a step on tensors of the parameters' shapes ({', '.join(self.op_names)}; "
+                f"{self.tensors} tensors), {self.share:.0%} of the step time")
+
+    def remedy(self) -> str:
+        averaging = ("an average of the weights (EMA) as torch._foreach_lerp_(ema_tensors, model_tensors, 1 - decay) "
+                     "under torch.no_grad() (timm's ModelEmaV3, diffusers' EMAModel(foreach=True)); 50 tensors on a "
+                     "2-core CPU, between training steps: e.sub_((1 - d) * (e - p)) a tensor at a time 390 µs, "
+                     "e.lerp_(p, 1 - d) a tensor at a time 190 µs, torch._foreach_lerp_ 136 µs (the step 3.9 ms, "
+                     "3.6 ms)")
+        clipping = ("gradient clipping with foreach (clip_grad_norm_ and clip_grad_value_ take it by default where the "
+                    "device supports it, the CPU too; there its ops still walk the tensors: 50 gradients, 201 µs a "
+                    "tensor at a time, 162 µs foreach)")
+        how = averaging if self.where == "after the optimizer step" else (
+            clipping if self.where == "before the optimizer step" else f"{averaging}; {clipping}")
+        return (f"do the loop over the parameters ({self.share:.0%} of the step) as one torch._foreach_* op over the "
+                f"tensor lists instead of ops per tensor: {how}")
+
+    def as_dict(self) -> dict[str, object]:
+        return {"share": round(self.share, 4), "loops_per_step": self.loops, "ops_per_step": self.ops,
+                "tensors": self.tensors,
+                "op_names": list(self.op_names), "where": self.where, "optimizer": self.optimizer,
+                "saving": round(self.saving, 4)}
+
+
+def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None:
+    """The loops over the parameters outside the optimizer in the steps used (module doc), else None."""
+    if "args" not in frame.table.column_names or frame.rows(*GPU_BUSY_KINDS).size:
+        return None
+    if not any(BACKWARD_NODE.match(n) for n in frame.names):
+        return None
+    steps = step_rows(frame, used)
+    calls = optimizer_calls(frame)
+    calls = calls[member_mask(frame.step[calls], frame.step[steps].tolist())] if steps.size else calls[:0]
+    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
+    if not calls.size or not step_ns:
+        return None
+    update = update_of(frame, calls)
+    shapes = shapes_in(frame, update.inside)
+    if not shapes:
+        return None  # shapes not recorded (or a 0-d parameter alone): nothing is claimed
+    ops = frame.rows("cpu_op")
+    ops = ops[member_mask(frame.step[ops], frame.step[steps].tolist())]
+    nodes = frame.rows("cpu_op", "user_range")
+    nodes = nodes[frame.named(nodes, BACKWARD_NODE)]
+    in_call = np.zeros(len(frame), bool)
+    in_call[calls] = True
+    # Per step: the ops on the optimizer's thread after the backward ends (all of them, nested ones too:
+    # the loop's arithmetic is read off its innermost ops) and the optimizer calls.
+    windows: list[tuple[np.ndarray, np.ndarray]] = []
+    for step in np.unique(frame.step[update.outer]).tolist():
+        mine = update.outer[frame.step[update.outer] == step]
+        backward = nodes[(frame.step[nodes] == step) & (frame.pid[nodes] == frame.pid[mine[0]])]
+        if not backward.size:
+            continue
+        after = int(frame.end[backward].max())
+        take = ops[(frame.step[ops] == step) & (frame.thread_key[ops] == frame.thread_key[mine[0]])
+                   & (frame.start[ops] >= after)]
+        take = take[nearest_ancestor(frame.parent, take, in_call) < 0]
+        windows.append((take[np.argsort(frame.start[take], kind="stable")], mine))
+    top = np.concatenate([w[frame.op_parent[w] < 0] for w, _ in windows]) if windows else ops[:0]
+    if not top.size:
+        return None
+    codes, texts = input_dims(frame.table, top)
+    kind_of_text = np.array([_kind(text, shapes) for text in texts], np.int8)
+    kind = np.full(len(frame), _OTHER, np.int8)
+    kind[top] = kind_of_text[codes]
+    kind[top[member_mask(frame.name_code[top], [c for c, n in enumerate(frame.names) if n in _FORWARD_OPS])]] = _OTHER
+    per_step: list[tuple[int, int, int, int]] = []  # (loop ns, loops, ops, tensors of the longest)
+    names: Counter[str] = Counter()
+    places: set[str] = set()
+    saving_ns = 0
+    for window, mine in windows:
+        rows = window[frame.op_parent[window] < 0]
+        kinds = kind[rows]
+        # An optimizer call between two ops ends a run: the parts before and after it are apart.
+        call_starts = np.sort(frame.start[mine])
+        segment = np.searchsorted(call_starts, frame.start[rows], "right")
+        loop_ns = loops = loop_ops = tensors = 0
+        for run in _runs(kinds, segment):
+            run_rows = rows[run]
+            param_rows = run_rows[kinds[run] == _PARAM]
+            counts = Counter(frame.names[c] for c in frame.name_code[param_rows].tolist())
+            most = counts.most_common(1)[0][1]
+            if most < MIN_ITERATIONS:
+                continue
+            begin, end = int(frame.start[run_rows[0]]), int(frame.end[run_rows].max())
+            loop_ns += end - begin
+            loop_ops += int(run_rows.size)
+            loops += 1
+            tensors = max(tensors, most)
+            names.update({n: c for n, c in counts.items() if c * 2 >= most})
+            inside = window[(frame.start[window] >= begin) & (frame.start[window] < end)]
+            saving_ns += max(end - begin - _arithmetic_ns(frame, inside), 0)
+            places.add("after" if begin >= int(frame.end[mine].max()) else "before" if end <= int(call_starts[0])
+                       else "between")
+        per_step.append((loop_ns, loops, loop_ops, tensors))
+    total = sum(ns for ns, _, _, _ in per_step)
+    if not per_step or total / step_ns < MIN_SHARE:
+        return None
+    where = ("after the optimizer step" if places == {"after"} else "before the optimizer step" if places == {"before"}
+             else "before and after the optimizer step" if places == {"before", "after"} else "around the optimizer step")
+    order = sorted(names, key=lambda n: -names[n])[:4]
+    loops, loop_ops, tensors = (int(np.median(column)) for column in list(zip(*per_step, strict=True))[1:])
+    return ParameterLoop(share=total / step_ns, loops=loops, ops=loop_ops, tensors=tensors, op_names=tuple(order),
+                         where=where,
+                         optimizer=" and ".join(sorted(update.names)), saving=saving_ns / step_ns)
+
+
+def _kind(dims_text: str, shapes: set[tuple[int, ...]]) -> int:
+    """_PARAM: every tensor input of an op (one at least not 0-d) has a parameter's shape; _SCALAR: its
+    tensor inputs are 0-d; _OTHER: anything else, dims not recorded included."""
+    found = tensor_shapes(dims_text)
+    if found is None:
+        return _OTHER
+    if not found:
+        return _SCALAR
+    return _PARAM if all(s in shapes for s in found) else _OTHER
+
+
+def _runs(kinds: np.ndarray, segment: np.ndarray) -> list[np.ndarray]:
+    """Index runs of consecutive _PARAM/_SCALAR entries in one segment, each starting and ending on a
+    _PARAM entry."""
+    out: list[np.ndarray] = []
+    start = None
+    for i in range(kinds.size + 1):
+        breaks = i == kinds.size or kinds[i] == _OTHER or (start is not None and segment[i] != segment[start])
+        if breaks and start is not None:
+            idx = np.arange(start, i)
+            params = idx[kinds[idx] == _PARAM]
+            if params.size:
+                out.append(np.arange(params[0], params[-1] + 1))
+            start = None
+        if i < kinds.size and kinds[i] != _OTHER and start is None:
+            start = i
+    return out
+
+
+def _arithmetic_ns(frame: Frame, ops: np.ndarray) -> int:
+    """The time of the innermost of these ops (nested ones included): each op's own arithmetic, an op
+    that calls none being its own."""
+    calls_another = member_mask(ops, frame.op_parent[ops].tolist())
+    return int(frame.dur[ops[~calls_another]].sum())
