@@ -821,6 +821,8 @@ _REMEDY_SCENARIOS: tuple[tuple[str, str | None], ...] = (("already runs as one X
                      # GPU is separate elementwise kernels XLA fuses; collectives' XLA combiner is no replay.
                      ("dropout's kernels take", "fuse-elementwise"), ("dropout's masks cost", None),
                      ("collective kernels run on the GPU", None),
+                     # A loop over the parameters outside the optimizer: costed from the trace, not fused-optimizer.
+                     ("do the loop over the parameters", None),
                      ("use the fused optimizer", "fused-optimizer"), ("foreach=True", "fused-optimizer"),
                      ("cut the dtype casts", "fuse-elementwise"), ("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
                      ("fuse elementwise", "fuse-elementwise"),
