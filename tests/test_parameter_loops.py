@@ -92,7 +92,14 @@ def test_an_op_is_on_parameters_when_every_tensor_it_takes_has_a_parameters_shap
     assert _kind(text, {(128, 128), (128,)}) == kind
 
 
-def test_runs_start_and_end_on_parameter_ops_and_stop_at_other_ops_and_optimizer_calls() -> None:
-    kinds = np.array([_SCALAR, _PARAM, _SCALAR, _PARAM, _SCALAR, _OTHER, _PARAM, _PARAM, _PARAM], np.int8)
-    segment = np.array([0, 0, 0, 0, 0, 0, 0, 0, 1])
-    assert [r.tolist() for r in _runs(kinds, segment)] == [[1, 2, 3], [6, 7], [8]]
+def test_runs_start_and_end_on_parameter_ops_and_stop_at_other_ops_and_optimizer_calls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracekit.analyze.parameter_loops as loops
+
+    kinds = np.array([_SCALAR, _PARAM, _SCALAR, _PARAM, _SCALAR, _OTHER, _PARAM, _PARAM, _PARAM, _OTHER, _PARAM],
+                     np.int8)
+    segment = np.array([0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1])
+    monkeypatch.setattr(loops, "MIN_ITERATIONS", 1)
+    assert [r.tolist() for r in _runs(kinds, segment)] == [[1, 2, 3], [6, 7], [8], [10]]
+    monkeypatch.setattr(loops, "MIN_ITERATIONS", 2)  # a run of fewer parameter ops is no loop
+    assert [r.tolist() for r in _runs(kinds, segment)] == [[1, 2, 3], [6, 7]]

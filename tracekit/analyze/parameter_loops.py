@@ -110,26 +110,8 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
     shapes = shapes_in(frame, update.inside)
     if not shapes:
         return None  # shapes not recorded (or a 0-d parameter alone): nothing is claimed
-    ops = frame.rows("cpu_op")
-    ops = ops[member_mask(frame.step[ops], frame.step[steps].tolist())]
-    nodes = frame.rows("cpu_op", "user_range")
-    nodes = nodes[frame.named(nodes, BACKWARD_NODE)]
-    in_call = np.zeros(len(frame), bool)
-    in_call[calls] = True
-    # Per step: the ops on the optimizer's thread after the backward ends (all of them, nested ones too:
-    # the loop's arithmetic is read off its innermost ops) and the optimizer calls.
-    windows: list[tuple[np.ndarray, np.ndarray]] = []
-    for step in np.unique(frame.step[update.outer]).tolist():
-        mine = update.outer[frame.step[update.outer] == step]
-        backward = nodes[(frame.step[nodes] == step) & (frame.pid[nodes] == frame.pid[mine[0]])]
-        if not backward.size:
-            continue
-        after = int(frame.end[backward].max())
-        take = ops[(frame.step[ops] == step) & (frame.thread_key[ops] == frame.thread_key[mine[0]])
-                   & (frame.start[ops] >= after)]
-        take = take[nearest_ancestor(frame.parent, take, in_call) < 0]
-        windows.append((take[np.argsort(frame.start[take], kind="stable")], mine))
-    top = np.concatenate([w[frame.op_parent[w] < 0] for w, _ in windows]) if windows else ops[:0]
+    windows = _after_backward(frame, update.outer, calls)
+    top = np.concatenate([w[frame.op_parent[w] < 0] for w, _ in windows]) if windows else calls[:0]
     if not top.size:
         return None
     codes, texts = input_dims(frame.table, top)
@@ -147,6 +129,7 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
         # An optimizer call between two ops ends a run: the parts before and after it are apart.
         call_starts = np.sort(frame.start[mine])
         segment = np.searchsorted(call_starts, frame.start[rows], "right")
+        window_starts = frame.start[window]
         loop_ns = loops = loop_ops = tensors = 0
         for run in _runs(kinds, segment):
             run_rows = rows[run]
@@ -161,7 +144,7 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
             loops += 1
             tensors = max(tensors, most)
             names.update({n: c for n, c in counts.items() if c * 2 >= most})
-            inside = window[(frame.start[window] >= begin) & (frame.start[window] < end)]
+            inside = window[np.searchsorted(window_starts, begin, "left"):np.searchsorted(window_starts, end, "left")]
             saving_ns += max(end - begin - _arithmetic_ns(frame, inside), 0)
             places.add("after" if begin >= int(frame.end[mine].max()) else "before" if end <= int(call_starts[0])
                        else "between")
@@ -178,6 +161,31 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
                          optimizer=" and ".join(sorted(update.names)), saving=saving_ns / step_ns)
 
 
+def _after_backward(frame: Frame, outer: np.ndarray, calls: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per step with optimizer calls (``outer``, the outermost) and a backward: the op rows on the
+    first call's thread that start after the step's last backward node ends (on any thread of its
+    process) and outside every optimizer call (nested ops included: a loop's arithmetic is read off
+    its innermost ops), by start; and the step's outermost calls."""
+    steps, first = np.unique(frame.step[outer], return_index=True)
+    thread, pid = frame.thread_key[outer[first]], frame.pid[outer[first]]
+    nodes = frame.rows("cpu_op", "user_range")
+    nodes = nodes[frame.named(nodes, BACKWARD_NODE) & member_mask(frame.step[nodes], steps.tolist())]
+    at = np.searchsorted(steps, frame.step[nodes])
+    mine = frame.pid[nodes] == pid[at]
+    after = np.full(steps.size, -1, np.int64)
+    np.maximum.at(after, at[mine], frame.end[nodes[mine]])
+    ops = frame.rows("cpu_op")
+    ops = ops[member_mask(frame.step[ops], steps[after >= 0].tolist())]
+    at = np.searchsorted(steps, frame.step[ops])
+    ops = ops[(frame.start[ops] >= after[at]) & (frame.thread_key[ops] == thread[at])]
+    in_call = np.zeros(len(frame), bool)
+    in_call[calls] = True
+    ops = ops[nearest_ancestor(frame.parent, ops, in_call) < 0]
+    ops = ops[np.lexsort((frame.start[ops], frame.step[ops]))]
+    cuts = np.flatnonzero(np.diff(frame.step[ops])) + 1
+    return [(group, outer[frame.step[outer] == frame.step[group[0]]]) for group in np.split(ops, cuts) if group.size]
+
+
 def _kind(dims_text: str, shapes: set[tuple[int, ...]]) -> int:
     """_PARAM: every tensor input of an op (one at least not 0-d) has a parameter's shape; _SCALAR: its
     tensor inputs are 0-d; _OTHER: anything else, dims not recorded included."""
@@ -190,20 +198,19 @@ def _kind(dims_text: str, shapes: set[tuple[int, ...]]) -> int:
 
 
 def _runs(kinds: np.ndarray, segment: np.ndarray) -> list[np.ndarray]:
-    """Index runs of consecutive _PARAM/_SCALAR entries in one segment, each starting and ending on a
-    _PARAM entry."""
-    out: list[np.ndarray] = []
-    start = None
-    for i in range(kinds.size + 1):
-        breaks = i == kinds.size or kinds[i] == _OTHER or (start is not None and segment[i] != segment[start])
-        if breaks and start is not None:
-            idx = np.arange(start, i)
-            params = idx[kinds[idx] == _PARAM]
-            if params.size:
-                out.append(np.arange(params[0], params[-1] + 1))
-            start = None
-        if i < kinds.size and kinds[i] != _OTHER and start is None:
-            start = i
+    """Index runs of consecutive _PARAM/_SCALAR entries in one segment, each trimmed to start and end
+    on a _PARAM entry; runs with fewer than ``MIN_ITERATIONS`` of those are left out (no loop)."""
+    if not kinds.size:
+        return []
+    kept = kinds != _OTHER
+    joined = np.r_[False, kept[:-1] & kept[1:] & (segment[1:] == segment[:-1])]  # entry i continues i - 1's run
+    starts = np.flatnonzero(kept & ~joined)
+    ends = np.r_[starts[1:], kinds.size]  # a run ends before the next starts, or at an _OTHER entry
+    params = np.flatnonzero(kinds == _PARAM)
+    out = []
+    for lo, hi in zip(np.searchsorted(params, starts).tolist(), np.searchsorted(params, ends).tolist(), strict=True):
+        if hi - lo >= MIN_ITERATIONS:
+            out.append(np.arange(params[lo], params[hi - 1] + 1))
     return out
 
 
