@@ -203,9 +203,9 @@ def _runs(kinds: np.ndarray, segment: np.ndarray) -> list[np.ndarray]:
     if not kinds.size:
         return []
     kept = kinds != _OTHER
-    joined = np.r_[False, kept[:-1] & kept[1:] & (segment[1:] == segment[:-1])]  # entry i continues i - 1's run
+    joined = np.concatenate(([False], kept[:-1] & kept[1:] & (segment[1:] == segment[:-1])))  # i continues i - 1's run
     starts = np.flatnonzero(kept & ~joined)
-    ends = np.r_[starts[1:], kinds.size]  # a run ends before the next starts, or at an _OTHER entry
+    ends = np.append(starts[1:], kinds.size)  # a run ends before the next starts, or at an _OTHER entry
     params = np.flatnonzero(kinds == _PARAM)
     out = []
     for lo, hi in zip(np.searchsorted(params, starts).tolist(), np.searchsorted(params, ends).tolist(), strict=True):
