@@ -58,7 +58,23 @@ def test_clipping_before_the_step_and_an_ema_after_it_are_three_loops() -> None:
     assert found is not None
     assert (found.loops, found.tensors, found.where) == (3, 50, "before and after the optimizer step")
     assert {"aten::linalg_vector_norm", "aten::mul_"} <= set(found.op_names)
+    assert found.purposes == {"average", "clipping"}  # the norms' loop and the scaling's before, the EMA after
     assert "gradient clipping with foreach" in found.remedy() and "torch._foreach_lerp_" in found.remedy()
+
+
+def test_weight_clipping_after_the_step_reads_as_no_average(monkeypatch: pytest.MonkeyPatch) -> None:
+    """WGAN's critic clamps every weight after its step, p.data.clamp_(-c, c): a loop of 50 clamp_ calls,
+    4% of this step (under MIN_SHARE: not told); below the threshold it is no EMA, and its remedy names
+    the foreach ops that clamp."""
+    import tracekit.analyze.parameter_loops as loops
+
+    frame = frame_of(load(DATA / "parameter_loop_weight_clipping.pt.trace.json.gz"))
+    assert parameter_loop(frame, None) is None
+    monkeypatch.setattr(loops, "MIN_SHARE", 0.0)
+    found = parameter_loop(frame, None)
+    assert found is not None and found.purposes == {"other"} and found.op_names == ("aten::clamp_",)
+    assert "torch._foreach_clamp_min_ and torch._foreach_clamp_max_" in found.remedy()
+    assert "EMA" not in found.remedy() and "clip_grad_norm_" not in found.remedy()
 
 
 @pytest.mark.parametrize("name", ["parameter_loop_ema_foreach", "parameter_loop_none"])
@@ -103,3 +119,15 @@ def test_runs_start_and_end_on_parameter_ops_and_stop_at_other_ops_and_optimizer
     assert [r.tolist() for r in _runs(kinds, segment)] == [[1, 2, 3], [6, 7], [8], [10]]
     monkeypatch.setattr(loops, "MIN_ITERATIONS", 2)  # a run of fewer parameter ops is no loop
     assert [r.tolist() for r in _runs(kinds, segment)] == [[1, 2, 3], [6, 7]]
+
+
+def test_a_loop_reads_as_an_average_clipping_or_other_by_where_it_runs_and_its_ops() -> None:
+    from tracekit.analyze.parameter_loops import _purpose
+
+    ema, norms, scale = (frozenset({"aten::sub", "aten::mul", "aten::sub_"}), frozenset({"aten::linalg_vector_norm"}),
+                         frozenset({"aten::mul_"}))
+    assert _purpose([("after", ema)]) == {("after", ema): "average"}
+    assert _purpose([("before", ema)]) == {("before", ema): "other"}  # no average of weights before the step
+    assert _purpose([("after", frozenset({"aten::mul"}))]) == {("after", frozenset({"aten::mul"})): "other"}  # writes nothing
+    assert _purpose([("before", norms), ("before", scale)]) == {("before", norms): "clipping", ("before", scale): "clipping"}
+    assert _purpose([("before", scale)]) == {("before", scale): "other"}  # scaling alone: gradients divided by hand

@@ -47,6 +47,22 @@ MIN_SHARE = 0.05  # of the steps' time in such loops
 _FORWARD_OPS = frozenset(GEMM_FLOP_OPS) | {"aten::linear", "aten::matmul", "aten::conv1d", "aten::conv2d",
                                            "aten::conv3d", "aten::convolution", "aten::_convolution", "aten::einsum"}
 _PARAM, _SCALAR, _OTHER = 0, 1, 2
+# What a loop reads as (_purpose): an average of the weights after the optimizer step writes them in
+# place from these ops alone; clipping before it takes norms or clamps (and scales by the result).
+_AVERAGING_OPS = frozenset({"aten::sub", "aten::sub_", "aten::mul", "aten::mul_", "aten::add", "aten::add_",
+                            "aten::lerp_", "aten::copy_", "aten::detach", "aten::to", "aten::_to_copy", "aten::rsub"})
+_AVERAGING_WRITES = frozenset({"aten::sub_", "aten::add_", "aten::lerp_", "aten::copy_"})
+_CLIPPING_OPS = frozenset({"aten::linalg_vector_norm", "aten::norm", "aten::clamp_", "aten::clamp", "aten::clip_"})
+_SCALING_OPS = frozenset({"aten::mul_", "aten::div_"})
+# An op a loop runs per tensor, and the foreach op that runs it over a list.
+FOREACH_OF = {"aten::clamp_": "torch._foreach_clamp_min_ and torch._foreach_clamp_max_",
+              "aten::clip_": "torch._foreach_clamp_min_ and torch._foreach_clamp_max_",
+              "aten::mul_": "torch._foreach_mul_", "aten::div_": "torch._foreach_div_",
+              "aten::add_": "torch._foreach_add_", "aten::sub_": "torch._foreach_sub_",
+              "aten::lerp_": "torch._foreach_lerp_", "aten::addcmul_": "torch._foreach_addcmul_",
+              "aten::zero_": "torch._foreach_zero_", "aten::copy_": "torch._foreach_copy_",
+              "aten::sqrt": "torch._foreach_sqrt", "aten::abs": "torch._foreach_abs",
+              "aten::linalg_vector_norm": "torch._foreach_norm", "aten::norm": "torch._foreach_norm"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,8 @@ class ParameterLoop:
     tensors: int
     op_names: tuple[str, ...]
     where: str
+    purposes: frozenset[str]  # what the loops read as: "average", "clipping", "other" (_purpose)
+    other_ops: tuple[str, ...]  # the ops of the "other" loops, for their foreach equivalents
     optimizer: str
     saving: float
 
@@ -82,15 +100,18 @@ class ParameterLoop:
         clipping = ("gradient clipping with foreach (clip_grad_norm_ and clip_grad_value_ take it by default where the "
                     "device supports it, the CPU too; there its ops still walk the tensors: 50 gradients, 201 µs a "
                     "tensor at a time, 162 µs foreach)")
-        how = averaging if self.where == "after the optimizer step" else (
-            clipping if self.where == "before the optimizer step" else f"{averaging}; {clipping}")
+        equivalents = [f"{op} as {FOREACH_OF[op]}" for op in self.other_ops if op in FOREACH_OF]
+        other = f"here {', '.join(equivalents)}" if equivalents else "the loop's ops on the tensor lists"
+        how = "; ".join(text for purpose, text in (("average", averaging), ("clipping", clipping), ("other", other))
+                        if purpose in self.purposes)
         return (f"do the loop over the parameters ({self.share:.0%} of the step) as one torch._foreach_* op over the "
                 f"tensor lists instead of ops per tensor: {how}")
 
     def as_dict(self) -> dict[str, object]:
         return {"share": round(self.share, 4), "loops_per_step": self.loops, "ops_per_step": self.ops,
                 "tensors": self.tensors,
-                "op_names": list(self.op_names), "where": self.where, "optimizer": self.optimizer,
+                "op_names": list(self.op_names), "where": self.where, "purposes": sorted(self.purposes),
+                "optimizer": self.optimizer,
                 "saving": round(self.saving, 4)}
 
 
@@ -122,6 +143,7 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
     per_step: list[tuple[int, int, int, int]] = []  # (loop ns, loops, ops, tensors of the longest)
     names: Counter[str] = Counter()
     places: set[str] = set()
+    loop_names: list[tuple[str, frozenset[str]]] = []  # per loop: where, its parameter ops' names
     saving_ns = 0
     for window, mine in windows:
         rows = window[frame.op_parent[window] < 0]
@@ -146,8 +168,10 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
             names.update({n: c for n, c in counts.items() if c * 2 >= most})
             inside = window[np.searchsorted(window_starts, begin, "left"):np.searchsorted(window_starts, end, "left")]
             saving_ns += max(end - begin - _arithmetic_ns(frame, inside), 0)
-            places.add("after" if begin >= int(frame.end[mine].max()) else "before" if end <= int(call_starts[0])
-                       else "between")
+            place = ("after" if begin >= int(frame.end[mine].max()) else "before" if end <= int(call_starts[0])
+                     else "between")
+            places.add(place)
+            loop_names.append((place, frozenset(counts)))
         per_step.append((loop_ns, loops, loop_ops, tensors))
     total = sum(ns for ns, _, _, _ in per_step)
     if not per_step or total / step_ns < MIN_SHARE:
@@ -155,10 +179,29 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
     where = ("after the optimizer step" if places == {"after"} else "before the optimizer step" if places == {"before"}
              else "before and after the optimizer step" if places == {"before", "after"} else "around the optimizer step")
     order = sorted(names, key=lambda n: -names[n])[:4]
+    purposes = _purpose(loop_names)
+    other_ops = tuple(sorted({n for place, ops in loop_names if purposes[(place, ops)] == "other" for n in ops}))
     loops, loop_ops, tensors = (int(np.median(column)) for column in list(zip(*per_step, strict=True))[1:])
     return ParameterLoop(share=total / step_ns, loops=loops, ops=loop_ops, tensors=tensors, op_names=tuple(order),
-                         where=where,
+                         where=where, purposes=frozenset(purposes.values()), other_ops=other_ops,
                          optimizer=" and ".join(sorted(update.names)), saving=saving_ns / step_ns)
+
+
+def _purpose(loops: list[tuple[str, frozenset[str]]]) -> dict[tuple[str, frozenset[str]], str]:
+    """What each loop (where it runs, its parameter ops' names) reads as: "average" (after the step,
+    writing the weights in place from an average's ops: an EMA), "clipping" (before it, taking norms or
+    clamping; and before it a loop that only scales, where such a loop is there: clip_grad_norm_'s
+    second pass), else "other"."""
+    clipping = any(place == "before" and ops & _CLIPPING_OPS for place, ops in loops)
+    out = {}
+    for place, ops in loops:
+        if place == "after" and ops <= _AVERAGING_OPS and ops & _AVERAGING_WRITES:
+            out[(place, ops)] = "average"
+        elif place == "before" and (ops & _CLIPPING_OPS or (clipping and ops <= _SCALING_OPS)):
+            out[(place, ops)] = "clipping"
+        else:
+            out[(place, ops)] = "other"
+    return out
 
 
 def _after_backward(frame: Frame, outer: np.ndarray, calls: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

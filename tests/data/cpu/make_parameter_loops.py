@@ -5,6 +5,8 @@ threads, shapes recorded) of an MLP of twelve 128-wide Linear-LayerNorm-GELU blo
 - ``parameter_loop_ema``: the EMA updated a tensor at a time after ``opt.step()``,
   ``e.sub_((1 - d) * (e - p))`` (diffusers' EMAModel with foreach=False, its default).
 - ``parameter_loop_clip_ema``: the same, and ``clip_grad_norm_(..., foreach=False)`` before the step.
+- ``parameter_loop_weight_clipping``: no EMA; after the step every weight clamped to [-0.01, 0.01] a
+  tensor at a time, ``p.data.clamp_(-c, c)`` (WGAN's critic).
 - ``parameter_loop_ema_foreach`` (not one): the EMA as ``torch._foreach_lerp_`` over the lists.
 - ``parameter_loop_none`` (not one): no EMA.
 - ``parameter_loop_eval_forward`` (not one): no EMA; after the step the model scores a batch of 128
@@ -55,6 +57,11 @@ def ema_foreach(ema: torch.nn.Module, model: torch.nn.Module) -> None:
         torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1 - DECAY)
 
 
+def clamp_weights(_: torch.nn.Module, model: torch.nn.Module) -> None:
+    for p in model.parameters():
+        p.data.clamp_(-0.01, 0.01)
+
+
 def training_step(clip: bool, average: Callable[[torch.nn.Module, torch.nn.Module], None] | None,
                   evaluate: bool = False) -> Callable[[int], None]:
     model, ema, opt, x, y = build()
@@ -76,6 +83,7 @@ def training_step(clip: bool, average: Callable[[torch.nn.Module, torch.nn.Modul
 
 
 VARIANTS: dict[str, tuple] = {"parameter_loop_ema": (False, ema_per_tensor), "parameter_loop_clip_ema": (True, ema_per_tensor),
+            "parameter_loop_weight_clipping": (False, clamp_weights),
             "parameter_loop_ema_foreach": (False, ema_foreach), "parameter_loop_none": (False, None),
             "parameter_loop_eval_forward": (False, None, True)}
 
