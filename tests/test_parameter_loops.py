@@ -51,6 +51,18 @@ def test_diffusers_ema_model_is_such_a_loop() -> None:
     assert "diffusers' EMAModel" in found.remedy()
 
 
+def test_an_ema_callback_under_lightning_is_after_the_step_and_not_mixed_with_adams_own_ops() -> None:
+    """Lightning marks its profiler steps inside the optimizer call's closure, so the update after the
+    mark nests under the next step, not the call (found by time instead), and the profile begins inside
+    a call whose range is not recorded: its AdamW ops stand right before the callback's EMA, in one run
+    with it. They are cut off (the optimizer's own op names), and the EMA reads as after the step."""
+    found = parameter_loop(frame_of(load(DATA / "parameter_loop_lightning_ema.pt.trace.json.gz")), None)
+    assert found is not None
+    assert (found.loops, found.tensors, found.where, found.purposes) == (1, 50, "after the optimizer step", {"average"})
+    assert set(found.op_names) == {"aten::sub", "aten::mul", "aten::sub_"}
+    assert found.share < 0.12  # with AdamW's stray ops counted it read 16%
+
+
 def test_clipping_before_the_step_and_an_ema_after_it_are_three_loops() -> None:
     """clip_grad_norm_(foreach=False) walks the gradients twice (their norms, then the scaling) before
     the optimizer step; the EMA walks the weights after it."""
@@ -119,6 +131,7 @@ def test_runs_start_and_end_on_parameter_ops_and_stop_at_other_ops_and_optimizer
     assert [r.tolist() for r in _runs(kinds, segment)] == [[1, 2, 3], [6, 7], [8], [10]]
     monkeypatch.setattr(loops, "MIN_ITERATIONS", 2)  # a run of fewer parameter ops is no loop
     assert [r.tolist() for r in _runs(kinds, segment)] == [[1, 2, 3], [6, 7]]
+    assert _runs(np.array([_OTHER, _OTHER], np.int8), np.zeros(2, np.int64)) == []  # no run at all
 
 
 def test_a_loop_reads_as_an_average_clipping_or_other_by_where_it_runs_and_its_ops() -> None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, step_rows
-from tracekit.analyze.optimizer import optimizer_calls, update_of
+from tracekit.analyze.optimizer import _ops_inside, optimizer_calls, outermost, update_of
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, input_dims
 from tracekit.analyze.unused_grads import shapes_in, tensor_shapes
 from tracekit.ingest.links import member_mask, nearest_ancestor
@@ -122,8 +122,9 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
     if not any(BACKWARD_NODE.match(n) for n in frame.names):
         return None
     steps = step_rows(frame, used)
+    step_numbers = np.unique(frame.step[steps]).tolist()
     calls = optimizer_calls(frame)
-    calls = calls[member_mask(frame.step[calls], frame.step[steps].tolist())] if steps.size else calls[:0]
+    calls = calls[member_mask(frame.step[calls], step_numbers)] if steps.size else calls[:0]
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0
     if not calls.size or not step_ns:
         return None
@@ -131,7 +132,7 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
     shapes = shapes_in(frame, update.inside)
     if not shapes:
         return None  # shapes not recorded (or a 0-d parameter alone): nothing is claimed
-    windows = _after_backward(frame, update.outer, calls)
+    windows = _windows(frame, outermost(frame, optimizer_calls(frame)), step_numbers)
     top = np.concatenate([w[frame.op_parent[w] < 0] for w, _ in windows]) if windows else calls[:0]
     if not top.size:
         return None
@@ -140,20 +141,20 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
     kind = np.full(len(frame), _OTHER, np.int8)
     kind[top] = kind_of_text[codes]
     kind[top[member_mask(frame.name_code[top], [c for c, n in enumerate(frame.names) if n in _FORWARD_OPS])]] = _OTHER
-    per_step: list[tuple[int, int, int, int]] = []  # (loop ns, loops, ops, tensors of the longest)
+    update_names = {frame.names[c] for c in np.unique(frame.name_code[update.inside]).tolist()}
+    per_step: dict[int, list[int]] = {}  # step: [loop ns, loops, ops, tensors of the longest]
     names: Counter[str] = Counter()
-    places: set[str] = set()
     loop_names: list[tuple[str, frozenset[str]]] = []  # per loop: where, its parameter ops' names
     saving_ns = 0
-    for window, mine in windows:
+    for window, place in windows:
         rows = window[frame.op_parent[window] < 0]
         kinds = kind[rows]
-        # An optimizer call between two ops ends a run: the parts before and after it are apart.
-        call_starts = np.sort(frame.start[mine])
-        segment = np.searchsorted(call_starts, frame.start[rows], "right")
         window_starts = frame.start[window]
-        loop_ns = loops = loop_ops = tensors = 0
-        for run in _runs(kinds, segment):
+        for run in _runs(kinds, np.zeros(kinds.size, np.int64)):
+            found = _without_update(frame, rows, kinds, run, update_names)
+            if found is None:
+                continue
+            run, follows_update = found
             run_rows = rows[run]
             param_rows = run_rows[kinds[run] == _PARAM]
             counts = Counter(frame.names[c] for c in frame.name_code[param_rows].tolist())
@@ -161,27 +162,25 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
             if most < MIN_ITERATIONS:
                 continue
             begin, end = int(frame.start[run_rows[0]]), int(frame.end[run_rows].max())
-            loop_ns += end - begin
-            loop_ops += int(run_rows.size)
-            loops += 1
-            tensors = max(tensors, most)
+            mine = per_step.setdefault(int(frame.step[run_rows[0]]), [0, 0, 0, 0])
+            mine[0] += end - begin
+            mine[1] += 1
+            mine[2] += int(run_rows.size)
+            mine[3] = max(mine[3], most)
             names.update({n: c for n, c in counts.items() if c * 2 >= most})
             inside = window[np.searchsorted(window_starts, begin, "left"):np.searchsorted(window_starts, end, "left")]
             saving_ns += max(end - begin - _arithmetic_ns(frame, inside), 0)
-            place = ("after" if begin >= int(frame.end[mine].max()) else "before" if end <= int(call_starts[0])
-                     else "between")
-            places.add(place)
-            loop_names.append((place, frozenset(counts)))
-        per_step.append((loop_ns, loops, loop_ops, tensors))
-    total = sum(ns for ns, _, _, _ in per_step)
+            loop_names.append(("after" if follows_update else place, frozenset(counts)))
+    total = sum(ns for ns, _, _, _ in per_step.values())
     if not per_step or total / step_ns < MIN_SHARE:
         return None
+    places = {place for place, _ in loop_names}
     where = ("after the optimizer step" if places == {"after"} else "before the optimizer step" if places == {"before"}
-             else "before and after the optimizer step" if places == {"before", "after"} else "around the optimizer step")
+             else "before and after the optimizer step")
     order = sorted(names, key=lambda n: -names[n])[:4]
     purposes = _purpose(loop_names)
     other_ops = tuple(sorted({n for place, ops in loop_names if purposes[(place, ops)] == "other" for n in ops}))
-    loops, loop_ops, tensors = (int(np.median(column)) for column in list(zip(*per_step, strict=True))[1:])
+    loops, loop_ops, tensors = (int(np.median(column)) for column in list(zip(*per_step.values(), strict=True))[1:])
     return ParameterLoop(share=total / step_ns, loops=loops, ops=loop_ops, tensors=tensors, op_names=tuple(order),
                          where=where, purposes=frozenset(purposes.values()), other_ops=other_ops,
                          optimizer=" and ".join(sorted(update.names)), saving=saving_ns / step_ns)
@@ -204,29 +203,82 @@ def _purpose(loops: list[tuple[str, frozenset[str]]]) -> dict[tuple[str, frozens
     return out
 
 
-def _after_backward(frame: Frame, outer: np.ndarray, calls: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per step with optimizer calls (``outer``, the outermost) and a backward: the op rows on the
-    first call's thread that start after the step's last backward node ends (on any thread of its
-    process) and outside every optimizer call (nested ops included: a loop's arithmetic is read off
-    its innermost ops), by start; and the step's outermost calls."""
-    steps, first = np.unique(frame.step[outer], return_index=True)
-    thread, pid = frame.thread_key[outer[first]], frame.pid[outer[first]]
+def _windows(frame: Frame, calls: np.ndarray, steps: list[int]) -> list[tuple[np.ndarray, str]]:
+    """Where a loop over the parameters can run, around each optimizer call (``calls``: every outermost
+    one, on its thread): "after" it, from its end to the next backward node, product or convolution on
+    its thread (the next forward) or the next call; "before" it, from the last backward node's end (or
+    the previous call's end, if later) to its start. Each window's op rows in the steps ``steps``,
+    outside every optimizer call by time (Lightning marks a profiler step inside the call's closure: the
+    update's ops after that mark nest under the step, not the call) and under no backward node, by start
+    (nested ops included: a loop's arithmetic is read off its innermost ops); a row after one call and
+    before the next is the first's."""
     nodes = frame.rows("cpu_op", "user_range")
-    nodes = nodes[frame.named(nodes, BACKWARD_NODE) & member_mask(frame.step[nodes], steps.tolist())]
-    at = np.searchsorted(steps, frame.step[nodes])
-    mine = frame.pid[nodes] == pid[at]
-    after = np.full(steps.size, -1, np.int64)
-    np.maximum.at(after, at[mine], frame.end[nodes[mine]])
+    nodes = nodes[frame.named(nodes, BACKWARD_NODE)]
+    is_node = np.zeros(len(frame), bool)
+    is_node[nodes] = True
+    forward_codes = [c for c, n in enumerate(frame.names) if n in _FORWARD_OPS]
     ops = frame.rows("cpu_op")
-    ops = ops[member_mask(frame.step[ops], steps[after >= 0].tolist())]
-    at = np.searchsorted(steps, frame.step[ops])
-    ops = ops[(frame.start[ops] >= after[at]) & (frame.thread_key[ops] == thread[at])]
-    in_call = np.zeros(len(frame), bool)
-    in_call[calls] = True
-    ops = ops[nearest_ancestor(frame.parent, ops, in_call) < 0]
-    ops = ops[np.lexsort((frame.start[ops], frame.step[ops]))]
-    cuts = np.flatnonzero(np.diff(frame.step[ops])) + 1
-    return [(group, outer[frame.step[outer] == frame.step[group[0]]]) for group in np.split(ops, cuts) if group.size]
+    ops = ops[member_mask(frame.step[ops], steps) & member_mask(frame.thread_key[ops], frame.thread_key[calls].tolist())]
+    ops = ops[~member_mask(ops, _ops_inside(frame, calls, ops, frame.start[calls]).tolist())]
+    ops = ops[nearest_ancestor(frame.parent, ops, is_node) < 0]
+    out: list[tuple[np.ndarray, str]] = []
+    for key in np.unique(frame.thread_key[calls]).tolist():
+        mine = calls[frame.thread_key[calls] == key]
+        mine = mine[np.argsort(frame.start[mine], kind="stable")]
+        rows = ops[frame.thread_key[ops] == key]
+        rows = rows[np.argsort(frame.start[rows], kind="stable")]
+        starts = frame.start[rows]
+        mine_nodes = nodes[frame.pid[nodes] == frame.pid[mine[0]]]
+        node_starts, node_ends = np.sort(frame.start[mine_nodes]), np.sort(frame.end[mine_nodes])
+        forward_starts = frame.start[rows[member_mask(frame.name_code[rows], forward_codes)]]
+        taken = np.zeros(rows.size, bool)
+        for i, call in enumerate(mine.tolist()):
+            begin, end = int(frame.start[call]), int(frame.end[call])
+            last_node = np.searchsorted(node_ends, begin, "right") - 1
+            previous_end = int(frame.end[mine[i - 1]]) if i else -1
+            before = (max(int(node_ends[last_node]) if last_node >= 0 else -1, previous_end), begin)
+            limits = [int(frame.start[mine[i + 1]])] if i + 1 < mine.size else []
+            for ahead in (node_starts, forward_starts):
+                if (k := int(np.searchsorted(ahead, end, "left"))) < ahead.size:
+                    limits.append(int(ahead[k]))
+            after = (end, min(limits) if limits else int(frame.end[rows].max(initial=end)) + 1)
+            for (lo, hi), place in ((before, "before"), (after, "after")):
+                if lo < 0:
+                    continue
+                at = np.arange(np.searchsorted(starts, lo, "left"), np.searchsorted(starts, hi, "left"))
+                at = at[~taken[at]]  # a row after the previous call is that call's
+                taken[at] = True
+                if at.size:
+                    out.append((rows[at], place))
+    return out
+
+
+def _without_update(frame: Frame, rows: np.ndarray, kinds: np.ndarray, run: np.ndarray,
+                    update_names: set[str]) -> tuple[np.ndarray, bool] | None:
+    """The run less a stretch at its start or end of the optimizer's own ops (a profile that began or
+    ended inside an optimizer call: Lightning's, whose range is then not recorded, its update ops left
+    beside the loop after it), and whether a stretch at its start was cut (the loop then runs after an
+    optimizer step); None where nothing else is left. A stretch is cut where its parameter
+    ops take two names or more, all the update's, with one ``MIN_ITERATIONS`` times or more: a loop of
+    the update's names alone (``e.mul_(d).add_(p, alpha=1 - d)`` beside Adam's mul_ and add_) is then
+    no loop, said nothing of."""
+    ours = np.array([frame.names[c] in update_names for c in frame.name_code[rows[run]].tolist()], bool)
+
+    def update_like(part: np.ndarray) -> bool:
+        counts = Counter(frame.names[c] for c in frame.name_code[rows[part][kinds[part] == _PARAM]].tolist())
+        return len(counts) > 1 and counts.most_common(1)[0][1] >= MIN_ITERATIONS
+
+    lead = int(np.argmin(ours)) if not ours.all() else run.size
+    if lead == run.size:
+        return None if update_like(run) else (run, False)
+    trail = int(np.argmin(ours[::-1]))
+    follows = bool(lead) and update_like(run[:lead])
+    if follows:
+        run = run[lead:]
+    if trail and update_like(run[run.size - trail:]):
+        run = run[:run.size - trail]
+    params = np.flatnonzero(kinds[run] == _PARAM)
+    return (run[params[0]:params[-1] + 1], follows) if params.size else None
 
 
 def _kind(dims_text: str, shapes: set[tuple[int, ...]]) -> int:
@@ -248,6 +300,8 @@ def _runs(kinds: np.ndarray, segment: np.ndarray) -> list[np.ndarray]:
     kept = kinds != _OTHER
     joined = np.concatenate(([False], kept[:-1] & kept[1:] & (segment[1:] == segment[:-1])))  # i continues i - 1's run
     starts = np.flatnonzero(kept & ~joined)
+    if not starts.size:
+        return []
     ends = np.append(starts[1:], kinds.size)  # a run ends before the next starts, or at an _OTHER entry
     params = np.flatnonzero(kinds == _PARAM)
     out = []
