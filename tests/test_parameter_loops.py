@@ -63,6 +63,17 @@ def test_an_ema_callback_under_lightning_is_after_the_step_and_not_mixed_with_ad
     assert found.share < 0.12  # with AdamW's stray ops counted it read 16%
 
 
+def test_yolos_ema_over_the_state_dict_counts_each_tensor_once() -> None:
+    """YOLO's ModelEMA walks the state dict (BatchNorm's running statistics too: 74 floating tensors),
+    detaching each tensor three times (both state_dict() calls and .detach()) but scaling and adding it
+    once: the loop's tensors are the count most of its ops share, not the largest."""
+    found = parameter_loop(frame_of(load(DATA / "parameter_loop_state_dict_ema.pt.trace.json.gz")), None)
+    assert found is not None
+    assert (found.tensors, found.where, found.purposes) == (74, "after the optimizer step", {"average"})
+    assert {"aten::mul_", "aten::add_", "aten::detach"} <= set(found.op_names)
+    assert "YOLO's ModelEMA" in found.remedy()
+
+
 def test_clipping_before_the_step_and_an_ema_after_it_are_three_loops() -> None:
     """clip_grad_norm_(foreach=False) walks the gradients twice (their norms, then the scaling) before
     the optimizer step; the EMA walks the weights after it."""

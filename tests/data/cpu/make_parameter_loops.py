@@ -5,6 +5,9 @@ threads, shapes recorded) of an MLP of twelve 128-wide Linear-LayerNorm-GELU blo
 - ``parameter_loop_ema``: the EMA updated a tensor at a time after ``opt.step()``,
   ``e.sub_((1 - d) * (e - p))`` (diffusers' EMAModel with foreach=False, its default).
 - ``parameter_loop_clip_ema``: the same, and ``clip_grad_norm_(..., foreach=False)`` before the step.
+- ``parameter_loop_state_dict_ema``: BatchNorm for LayerNorm, and the EMA as YOLO's ModelEMA writes
+  it, over the state dict (74 floating tensors: 50 parameters, 24 running statistics),
+  ``v *= d; v += (1 - d) * msd[k].detach()``.
 - ``parameter_loop_weight_clipping``: no EMA; after the step every weight clamped to [-0.01, 0.01] a
   tensor at a time, ``p.data.clamp_(-c, c)`` (WGAN's critic).
 - ``parameter_loop_ema_foreach`` (not one): the EMA as ``torch._foreach_lerp_`` over the lists.
@@ -32,9 +35,11 @@ from profiled import write_capture
 DECAY = 0.999
 
 
-def build() -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, torch.Tensor, torch.Tensor]:
+def build(batch_norm: bool = False) -> tuple[torch.nn.Module, torch.nn.Module, torch.optim.Optimizer, torch.Tensor,
+                                             torch.Tensor]:
     torch.manual_seed(0)
-    blocks = [m for _ in range(12) for m in (torch.nn.Linear(128, 128), torch.nn.LayerNorm(128), torch.nn.GELU())]
+    norm = torch.nn.BatchNorm1d if batch_norm else torch.nn.LayerNorm
+    blocks = [m for _ in range(12) for m in (torch.nn.Linear(128, 128), norm(128), torch.nn.GELU())]
     model = torch.nn.Sequential(*blocks, torch.nn.Linear(128, 10))
     ema = copy.deepcopy(model).requires_grad_(False)
     return model, ema, torch.optim.AdamW(model.parameters(), lr=1e-3), torch.randn(32, 128), torch.randint(0, 10, (32,))
@@ -57,14 +62,23 @@ def ema_foreach(ema: torch.nn.Module, model: torch.nn.Module) -> None:
         torch._foreach_lerp_(list(ema.parameters()), list(model.parameters()), 1 - DECAY)
 
 
+def state_dict_ema(ema: torch.nn.Module, model: torch.nn.Module) -> None:
+    with torch.no_grad():
+        msd = model.state_dict()
+        for k, v in ema.state_dict().items():
+            if v.dtype.is_floating_point:
+                v *= DECAY
+                v += (1 - DECAY) * msd[k].detach()
+
+
 def clamp_weights(_: torch.nn.Module, model: torch.nn.Module) -> None:
     for p in model.parameters():
         p.data.clamp_(-0.01, 0.01)
 
 
 def training_step(clip: bool, average: Callable[[torch.nn.Module, torch.nn.Module], None] | None,
-                  evaluate: bool = False) -> Callable[[int], None]:
-    model, ema, opt, x, y = build()
+                  evaluate: bool = False, batch_norm: bool = False) -> Callable[[int], None]:
+    model, ema, opt, x, y = build(batch_norm)
     scored = torch.randn(128, 128)
 
     def step(_: int) -> None:
@@ -83,6 +97,7 @@ def training_step(clip: bool, average: Callable[[torch.nn.Module, torch.nn.Modul
 
 
 VARIANTS: dict[str, tuple] = {"parameter_loop_ema": (False, ema_per_tensor), "parameter_loop_clip_ema": (True, ema_per_tensor),
+            "parameter_loop_state_dict_ema": (False, state_dict_ema, False, True),
             "parameter_loop_weight_clipping": (False, clamp_weights),
             "parameter_loop_ema_foreach": (False, ema_foreach), "parameter_loop_none": (False, None),
             "parameter_loop_eval_forward": (False, None, True)}
@@ -116,8 +131,18 @@ def timing() -> None:
              "EMA torch._foreach_lerp_": lambda: ema_foreach(ema, model),
              "clip_grad_norm_ foreach=False": lambda: torch.nn.utils.clip_grad_norm_(params, 1e9, foreach=False),
              "clip_grad_norm_ foreach=True": lambda: torch.nn.utils.clip_grad_norm_(params, 1e9, foreach=True)}
+    bn_model, bn_ema, _, _, _ = build(batch_norm=True)
+    averaged = [v for v in bn_ema.state_dict().values() if v.dtype.is_floating_point]
+    sources = [v for v in bn_model.state_dict().values() if v.dtype.is_floating_point]
+
+    def state_dict_foreach() -> None:
+        with torch.no_grad():
+            torch._foreach_lerp_(averaged, sources, 1 - DECAY)
+
+    loops["EMA over the state dict (YOLO's), 74 tensors"] = lambda: state_dict_ema(bn_ema, bn_model)
+    loops["EMA over the state dict as torch._foreach_lerp_, 74 tensors"] = state_dict_foreach
     for name, us in interleaved_us(loops).items():
-        print(f"{name}: {us:.0f} µs ({len(params)} tensors)")
+        print(f"{name}: {us:.0f} µs" + ("" if "74" in name else f" ({len(params)} tensors)"))
 
 
 if __name__ == "__main__":
