@@ -131,18 +131,16 @@ def test_an_op_is_on_parameters_when_every_tensor_it_takes_has_a_parameters_shap
     assert _kind(text, {(128, 128), (128,)}) == kind
 
 
-def test_runs_start_and_end_on_parameter_ops_and_stop_at_other_ops_and_optimizer_calls(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runs_start_and_end_on_parameter_ops_and_stop_at_other_ops(monkeypatch: pytest.MonkeyPatch) -> None:
     import tracekit.analyze.parameter_loops as loops
 
     kinds = np.array([_SCALAR, _PARAM, _SCALAR, _PARAM, _SCALAR, _OTHER, _PARAM, _PARAM, _PARAM, _OTHER, _PARAM],
                      np.int8)
-    segment = np.array([0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1])
     monkeypatch.setattr(loops, "MIN_ITERATIONS", 1)
-    assert [r.tolist() for r in _runs(kinds, segment)] == [[1, 2, 3], [6, 7], [8], [10]]
-    monkeypatch.setattr(loops, "MIN_ITERATIONS", 2)  # a run of fewer parameter ops is no loop
-    assert [r.tolist() for r in _runs(kinds, segment)] == [[1, 2, 3], [6, 7]]
-    assert _runs(np.array([_OTHER, _OTHER], np.int8), np.zeros(2, np.int64)) == []  # no run at all
+    assert [r.tolist() for r in _runs(kinds)] == [[1, 2, 3], [6, 7, 8], [10]]
+    monkeypatch.setattr(loops, "MIN_ITERATIONS", 3)  # a run of fewer parameter ops is no loop
+    assert [r.tolist() for r in _runs(kinds)] == [[6, 7, 8]]
+    assert _runs(np.array([_OTHER, _OTHER], np.int8)) == []  # no run at all
 
 
 def test_a_loop_reads_as_an_average_clipping_or_other_by_where_it_runs_and_its_ops() -> None:

@@ -137,7 +137,7 @@ def update_of(frame: Frame, calls: np.ndarray) -> Update:
     names = frozenset(_optimizer_name(frame.name(r)) for r in calls[~holds].tolist())
     outer = calls[~held]
     own_start = _closure_ends(frame, outer)
-    inside = _ops_inside(frame, outer, frame.rows("cpu_op"), own_start)
+    inside = ops_inside(frame, outer, frame.rows("cpu_op"), own_start)
     if inside.size and frame.named(inside, _FUSED_OP).any():
         how = "fused"
     elif names <= BUILT_IN and inside.size:
@@ -180,7 +180,7 @@ def on_gpu(frame: Frame) -> bool:
     return frame.rows(*GPU_BUSY_KINDS).size > 0 or bool(unrecorded_gpu_work(frame))
 
 
-def _ops_inside(frame: Frame, calls: np.ndarray, ops: np.ndarray, own_start: np.ndarray) -> np.ndarray:
+def ops_inside(frame: Frame, calls: np.ndarray, ops: np.ndarray, own_start: np.ndarray) -> np.ndarray:
     """The op rows that start inside one of ``calls`` (which do not nest) on its thread, at or after the
     call's ``own_start``: each op looked up among the calls by its start (a trace's ops outnumber its
     optimizer calls by far)."""

@@ -19,13 +19,17 @@ over the state dict of the same MLP with BatchNorm (74 tensors, its running stat
 69 µs as one ``torch._foreach_lerp_`` over lists built once.
 
 The evidence needs shapes (``record_shapes=True``) and a torch.optim optimizer in the steps used: its
-ops (inside ``Optimizer.step#...``) touch the parameters' shapes. In a step, after its backward ends
-(the last ``autograd::engine::evaluate_function`` node, on any thread of its process), the top-level
-ops on the optimizer's thread outside the optimizer calls are read in order; a loop is a run of them
-each of whose tensor inputs have parameters' shapes (scalars, ``[]``, may sit between them: a clip
-coefficient moved per tensor) where the most frequent op runs ``MIN_ITERATIONS`` times or more, with
-no matrix product (a forward's first input is an activation; an evaluation forward inside the step
-has products). The loops take ``MIN_SHARE`` of the steps' time or more. CPU traces only: on a GPU the
+ops (inside ``Optimizer.step#...``) touch the parameters' shapes. Around each optimizer call, on its
+thread, the top-level ops are read in order in two windows: after the call, up to the next backward
+node (``autograd::engine::evaluate_function``, on any thread of its process), matrix product or
+convolution (the next forward) or call; before it, from the last backward node's end (or the previous
+call's end). Ops inside an optimizer call are told by time, not by the row tree (Lightning marks its
+profiler steps inside the call's closure). A loop is a run of ops each of whose tensor inputs has a
+parameter's shape (0-d scalars may sit between them: a clip coefficient moved per tensor), with no
+product, whose tensors (the count most of its op names share) are ``MIN_ITERATIONS`` or more; a
+stretch at a run's start or end of the optimizer's own op names (two or more, one ``MIN_ITERATIONS``
+times or more) is cut off: the update of a call the profile began or ended inside, whose range is not
+recorded. The loops take ``MIN_SHARE`` of the steps' time or more. CPU traces only: on a GPU the
 host's loop costs the step only where the host paces it, and no stored GPU trace has one.
 """
 
@@ -37,12 +41,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, step_rows
-from tracekit.analyze.optimizer import _ops_inside, optimizer_calls, outermost, update_of
+from tracekit.analyze.optimizer import ops_inside, optimizer_calls, outermost, update_of
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, input_dims
 from tracekit.analyze.unused_grads import shapes_in, tensor_shapes
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
-MIN_ITERATIONS = 8  # the loop's most frequent op, a step: one call a tensor
+MIN_ITERATIONS = 8  # tensors a loop walks (_iterations), at least
 MIN_SHARE = 0.05  # of the steps' time in such loops
 # Products or convolutions in a run: a forward (an evaluation batch inside the step), not a loop over
 # the parameters.
@@ -154,7 +158,7 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
         rows = window[frame.op_parent[window] < 0]
         kinds = kind[rows]
         window_starts = frame.start[window]
-        for run in _runs(kinds, np.zeros(kinds.size, np.int64)):
+        for run in _runs(kinds):
             found = _without_update(frame, rows, kinds, run, update_names)
             if found is None:
                 continue
@@ -223,7 +227,7 @@ def _windows(frame: Frame, calls: np.ndarray, steps: list[int]) -> list[tuple[np
     forward_codes = [c for c, n in enumerate(frame.names) if n in _FORWARD_OPS]
     ops = frame.rows("cpu_op")
     ops = ops[member_mask(frame.step[ops], steps) & member_mask(frame.thread_key[ops], frame.thread_key[calls].tolist())]
-    ops = ops[~member_mask(ops, _ops_inside(frame, calls, ops, frame.start[calls]).tolist())]
+    ops = ops[~member_mask(ops, ops_inside(frame, calls, ops, frame.start[calls]).tolist())]
     ops = ops[nearest_ancestor(frame.parent, ops, is_node) < 0]
     out: list[tuple[np.ndarray, str]] = []
     for key in np.unique(frame.thread_key[calls]).tolist():
@@ -304,13 +308,13 @@ def _kind(dims_text: str, shapes: set[tuple[int, ...]]) -> int:
     return _PARAM if all(s in shapes for s in found) else _OTHER
 
 
-def _runs(kinds: np.ndarray, segment: np.ndarray) -> list[np.ndarray]:
-    """Index runs of consecutive _PARAM/_SCALAR entries in one segment, each trimmed to start and end
-    on a _PARAM entry; runs with fewer than ``MIN_ITERATIONS`` of those are left out (no loop)."""
+def _runs(kinds: np.ndarray) -> list[np.ndarray]:
+    """Index runs of consecutive _PARAM/_SCALAR entries, each trimmed to start and end on a _PARAM
+    entry; runs with fewer than ``MIN_ITERATIONS`` of those are left out (no loop)."""
     if not kinds.size:
         return []
     kept = kinds != _OTHER
-    joined = np.concatenate(([False], kept[:-1] & kept[1:] & (segment[1:] == segment[:-1])))  # i continues i - 1's run
+    joined = np.concatenate(([False], kept[:-1] & kept[1:]))  # entry i continues i - 1's run
     starts = np.flatnonzero(kept & ~joined)
     if not starts.size:
         return []
