@@ -74,6 +74,16 @@ def test_yolos_ema_over_the_state_dict_counts_each_tensor_once() -> None:
     assert "YOLO's ModelEMA" in found.remedy()
 
 
+def test_norms_read_a_tensor_at_a_time_are_told_to_be_read_once() -> None:
+    """Per-layer norms of every weight and gradient logged each step, p.grad.norm().item() a tensor at a
+    time: a loop of norms that reads each into Python is no clipping."""
+    found = parameter_loop(frame_of(load(DATA / "parameter_loop_norm_logging.pt.trace.json.gz")), None)
+    assert found is not None
+    assert (found.tensors, found.where, found.purposes) == (100, "before the optimizer step", {"reads"})
+    assert "torch.stack(torch._foreach_norm(tensors)).tolist()" in found.remedy()
+    assert "clip_grad_norm_" not in found.remedy()
+
+
 def test_clipping_before_the_step_and_an_ema_after_it_are_three_loops() -> None:
     """clip_grad_norm_(foreach=False) walks the gradients twice (their norms, then the scaling) before
     the optimizer step; the EMA walks the weights after it."""
@@ -153,3 +163,5 @@ def test_a_loop_reads_as_an_average_clipping_or_other_by_where_it_runs_and_its_o
     assert _purpose([("after", frozenset({"aten::mul"}))]) == {("after", frozenset({"aten::mul"})): "other"}  # writes nothing
     assert _purpose([("before", norms), ("before", scale)]) == {("before", norms): "clipping", ("before", scale): "clipping"}
     assert _purpose([("before", scale)]) == {("before", scale): "other"}  # scaling alone: gradients divided by hand
+    logged = frozenset({"aten::linalg_vector_norm", "aten::item"})  # a norm read into Python each tensor
+    assert _purpose([("before", logged), ("before", scale)]) == {("before", logged): "reads", ("before", scale): "other"}

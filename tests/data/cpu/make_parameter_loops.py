@@ -10,6 +10,8 @@ threads, shapes recorded) of an MLP of twelve 128-wide Linear-LayerNorm-GELU blo
   ``v *= d; v += (1 - d) * msd[k].detach()``.
 - ``parameter_loop_weight_clipping``: no EMA; after the step every weight clamped to [-0.01, 0.01] a
   tensor at a time, ``p.data.clamp_(-c, c)`` (WGAN's critic).
+- ``parameter_loop_norm_logging``: no EMA; before the step each weight's and gradient's norm read into a
+  dict a tensor at a time, ``p.grad.norm().item()``, as scripts log per-layer norms.
 - ``parameter_loop_ema_foreach`` (not one): the EMA as ``torch._foreach_lerp_`` over the lists.
 - ``parameter_loop_none`` (not one): no EMA.
 - ``parameter_loop_eval_forward`` (not one): no EMA; after the step the model scores a batch of 128
@@ -76,7 +78,21 @@ def clamp_weights(_: torch.nn.Module, model: torch.nn.Module) -> None:
         p.data.clamp_(-0.01, 0.01)
 
 
-def training_step(clip: bool, average: Callable[[torch.nn.Module, torch.nn.Module], None] | None,
+def clip_per_tensor(model: torch.nn.Module) -> None:
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)
+
+
+def log_norms(model: torch.nn.Module) -> dict[str, float]:
+    """Per-layer norms of each weight and gradient, as training scripts log them every step."""
+    logs = {}
+    for name, p in model.named_parameters():
+        logs[f"{name}/grad"] = p.grad.norm().item()
+        logs[f"{name}/weight"] = p.norm().item()
+    return logs
+
+
+def training_step(before: Callable[[torch.nn.Module], object] | None,
+                  average: Callable[[torch.nn.Module, torch.nn.Module], None] | None,
                   evaluate: bool = False, batch_norm: bool = False) -> Callable[[int], None]:
     model, ema, opt, x, y = build(batch_norm)
     scored = torch.randn(128, 128)
@@ -84,8 +100,8 @@ def training_step(clip: bool, average: Callable[[torch.nn.Module, torch.nn.Modul
     def step(_: int) -> None:
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
-        if clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=False)
+        if before is not None:
+            before(model)
         opt.step()
         if average is not None:
             average(ema, model)
@@ -96,11 +112,12 @@ def training_step(clip: bool, average: Callable[[torch.nn.Module, torch.nn.Modul
     return step
 
 
-VARIANTS: dict[str, tuple] = {"parameter_loop_ema": (False, ema_per_tensor), "parameter_loop_clip_ema": (True, ema_per_tensor),
-            "parameter_loop_state_dict_ema": (False, state_dict_ema, False, True),
-            "parameter_loop_weight_clipping": (False, clamp_weights),
-            "parameter_loop_ema_foreach": (False, ema_foreach), "parameter_loop_none": (False, None),
-            "parameter_loop_eval_forward": (False, None, True)}
+VARIANTS: dict[str, tuple] = {
+    "parameter_loop_ema": (None, ema_per_tensor), "parameter_loop_clip_ema": (clip_per_tensor, ema_per_tensor),
+    "parameter_loop_state_dict_ema": (None, state_dict_ema, False, True),
+    "parameter_loop_weight_clipping": (None, clamp_weights), "parameter_loop_norm_logging": (log_norms, None),
+    "parameter_loop_ema_foreach": (None, ema_foreach), "parameter_loop_none": (None, None),
+    "parameter_loop_eval_forward": (None, None, True)}
 
 
 def interleaved_us(calls: dict[str, Callable[[], object]], rounds: int = 15, block: int = 20) -> dict[str, float]:
@@ -131,6 +148,11 @@ def timing() -> None:
              "EMA torch._foreach_lerp_": lambda: ema_foreach(ema, model),
              "clip_grad_norm_ foreach=False": lambda: torch.nn.utils.clip_grad_norm_(params, 1e9, foreach=False),
              "clip_grad_norm_ foreach=True": lambda: torch.nn.utils.clip_grad_norm_(params, 1e9, foreach=True)}
+    def norms_foreach() -> list[float]:
+        return torch.stack(torch._foreach_norm([p.grad for p in params] + params)).tolist()
+
+    loops["norms read a tensor at a time (gradients and weights)"] = lambda: log_norms(model)
+    loops["norms as torch._foreach_norm, read once"] = norms_foreach
     bn_model, bn_ema, _, _, _ = build(batch_norm=True)
     averaged = [v for v in bn_ema.state_dict().values() if v.dtype.is_floating_point]
     sources = [v for v in bn_model.state_dict().values() if v.dtype.is_floating_point]
