@@ -32,8 +32,9 @@ parameter's shape (0-d scalars may sit between them: a clip coefficient moved pe
 product, whose tensors (the count most of its op names share) are ``MIN_ITERATIONS`` or more; a
 stretch at a run's start or end of the optimizer's own op names (two or more, one ``MIN_ITERATIONS``
 times or more) is cut off: the update of a call the profile began or ended inside, whose range is not
-recorded. The loops take ``MIN_SHARE`` of the steps' time or more. CPU traces only: on a GPU the
-host's loop costs the step only where the host paces it, and no stored GPU trace has one.
+recorded. The loops take ``MIN_SHARE`` of the steps' time or more. CPU programs only (a GPU program's
+host profiled alone is one too): on a GPU the host's loop costs the step only where the host paces it,
+and no stored GPU trace has one.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, step_rows
-from tracekit.analyze.optimizer import ops_inside, optimizer_calls, outermost, update_of
+from tracekit.analyze.frame import BACKWARD_NODE, Frame, step_rows
+from tracekit.analyze.optimizer import on_gpu, ops_inside, optimizer_calls, outermost, update_of
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, input_dims
 from tracekit.analyze.unused_grads import shapes_in, tensor_shapes
 from tracekit.ingest.links import member_mask, nearest_ancestor
@@ -134,9 +135,9 @@ class ParameterLoop:
 
 def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None:
     """The loops over the parameters outside the optimizer in the steps used (module doc), else None."""
-    if "args" not in frame.table.column_names or frame.rows(*GPU_BUSY_KINDS).size:
+    if "args" not in frame.table.column_names or not any(BACKWARD_NODE.match(n) for n in frame.names):
         return None
-    if not any(BACKWARD_NODE.match(n) for n in frame.names):
+    if on_gpu(frame):  # GPU activity recorded, or a GPU program's host alone (its launches, GPU-only ops)
         return None
     steps = step_rows(frame, used)
     step_numbers = np.unique(frame.step[steps]).tolist()
