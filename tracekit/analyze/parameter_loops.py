@@ -133,8 +133,28 @@ class ParameterLoop:
                 "saving": round(self.saving, 4)}
 
 
-def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None:
-    """The loops over the parameters outside the optimizer in the steps used (module doc), else None."""
+@dataclass(frozen=True)
+class Loop:
+    """One loop over the parameters: its span on its thread (``thread``: ``Frame.thread_key``), step,
+    where it runs ("after" or "before" the optimizer step), its parameter ops' names (with
+    ``aten::item`` where it reads a value into Python a tensor) and their counts, its top-level ops, the
+    tensors it walks, and its time outside its innermost ops' arithmetic."""
+
+    begin: int
+    end: int
+    thread: int
+    step: int
+    place: str
+    names: frozenset[str]
+    counts: tuple[tuple[str, int], ...]
+    ops: int
+    tensors: int
+    outside_ns: int
+
+
+def loops_in(frame: Frame, used: list[int] | None) -> tuple[list[Loop], str] | None:
+    """The loops over the parameters outside the optimizer in the steps used (module doc; every step when
+    None), and the optimizers' names; None where nothing can be read (no shapes, no optimizer, a GPU)."""
     if "args" not in frame.table.column_names or not any(BACKWARD_NODE.match(n) for n in frame.names):
         return None
     if on_gpu(frame):  # GPU activity recorded, or a GPU program's host alone (its launches, GPU-only ops)
@@ -143,8 +163,7 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
     step_numbers = np.unique(frame.step[steps]).tolist()
     calls = optimizer_calls(frame)
     calls = calls[member_mask(frame.step[calls], step_numbers)] if steps.size else calls[:0]
-    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
-    if not calls.size or not step_ns:
+    if not calls.size:
         return None
     update = update_of(frame, calls)
     shapes = shapes_in(frame, update.inside)
@@ -161,10 +180,7 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
     kind[top[member_mask(frame.name_code[top], [c for c, n in enumerate(frame.names) if n in _FORWARD_OPS])]] = _OTHER
     update_names = {frame.names[c] for c in np.unique(frame.name_code[update.inside]).tolist()}
     read_codes = [c for c, n in enumerate(frame.names) if n in _READ_OPS]
-    per_step: dict[int, list[int]] = {}  # step: [loop ns, loops, ops, tensors of the longest]
-    names: Counter[str] = Counter()
-    loop_names: list[tuple[str, frozenset[str]]] = []  # per loop: where, its parameter ops' names
-    saving_ns = 0
+    loops: list[Loop] = []
     for window, place in windows:
         rows = window[frame.op_parent[window] < 0]
         kinds = kind[rows]
@@ -177,35 +193,53 @@ def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None
             run_rows = rows[run]
             param_rows = run_rows[kinds[run] == _PARAM]
             counts = Counter(frame.names[c] for c in frame.name_code[param_rows].tolist())
-            most = _iterations(counts)
-            if most < MIN_ITERATIONS:
+            tensors = _iterations(counts)
+            if tensors < MIN_ITERATIONS:
                 continue
             begin, end = int(frame.start[run_rows[0]]), int(frame.end[run_rows].max())
-            mine = per_step.setdefault(int(frame.step[run_rows[0]]), [0, 0, 0, 0])
-            mine[0] += end - begin
-            mine[1] += 1
-            mine[2] += int(run_rows.size)
-            mine[3] = max(mine[3], most)
-            names.update({n: c for n, c in counts.items() if c * 2 >= most})
             inside = window[np.searchsorted(window_starts, begin, "left"):np.searchsorted(window_starts, end, "left")]
-            saving_ns += max(end - begin - _arithmetic_ns(frame, inside), 0)
             # A loop that reads a value into Python a tensor (a top-level .item()) is said so (_purpose).
             reads = int(member_mask(frame.name_code[run_rows], read_codes).sum())
-            loop_names.append(("after" if follows_update else place,
-                               frozenset(counts) | ({"aten::item"} if reads * 2 >= most else set())))
-    total = sum(ns for ns, _, _, _ in per_step.values())
-    if not per_step or total / step_ns < MIN_SHARE:
+            loops.append(Loop(begin=begin, end=end, thread=int(frame.thread_key[run_rows[0]]),
+                              step=int(frame.step[run_rows[0]]), place="after" if follows_update else place,
+                              names=frozenset(counts) | ({"aten::item"} if reads * 2 >= tensors else set()),
+                              counts=tuple(counts.items()), ops=int(run_rows.size), tensors=tensors,
+                              outside_ns=max(end - begin - _arithmetic_ns(frame, inside), 0)))
+    return loops, " and ".join(sorted(update.names))
+
+
+def parameter_loop(frame: Frame, used: list[int] | None) -> ParameterLoop | None:
+    """The loops over the parameters outside the optimizer in the steps used (module doc), told where
+    they take ``MIN_SHARE`` of the steps' time; else None."""
+    steps = step_rows(frame, used)
+    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
+    read = loops_in(frame, used) if step_ns else None
+    if read is None or not read[0]:
         return None
+    loops, optimizer = read
+    per_step: dict[int, list[int]] = {}  # step: [loop ns, loops, ops, tensors of the longest]
+    names: Counter[str] = Counter()
+    for loop in loops:
+        mine = per_step.setdefault(loop.step, [0, 0, 0, 0])
+        mine[0] += loop.end - loop.begin
+        mine[1] += 1
+        mine[2] += loop.ops
+        mine[3] = max(mine[3], loop.tensors)
+        names.update({n: c for n, c in loop.counts if c * 2 >= loop.tensors})
+    total = sum(ns for ns, _, _, _ in per_step.values())
+    if total / step_ns < MIN_SHARE:
+        return None
+    loop_names = [(loop.place, loop.names) for loop in loops]
     places = {place for place, _ in loop_names}
     where = ("after the optimizer step" if places == {"after"} else "before the optimizer step" if places == {"before"}
              else "before and after the optimizer step")
     order = sorted(names, key=lambda n: -names[n])[:4]
     purposes = _purpose(loop_names)
     other_ops = tuple(sorted({n for place, ops in loop_names if purposes[(place, ops)] == "other" for n in ops}))
-    loops, loop_ops, tensors = (int(np.median(column)) for column in list(zip(*per_step.values(), strict=True))[1:])
-    return ParameterLoop(share=total / step_ns, loops=loops, ops=loop_ops, tensors=tensors, op_names=tuple(order),
+    count, loop_ops, tensors = (int(np.median(column)) for column in list(zip(*per_step.values(), strict=True))[1:])
+    return ParameterLoop(share=total / step_ns, loops=count, ops=loop_ops, tensors=tensors, op_names=tuple(order),
                          where=where, purposes=frozenset(purposes.values()), other_ops=other_ops,
-                         optimizer=" and ".join(sorted(update.names)), saving=saving_ns / step_ns)
+                         optimizer=optimizer, saving=sum(loop.outside_ns for loop in loops) / step_ns)
 
 
 def _purpose(loops: list[tuple[str, frozenset[str]]]) -> dict[tuple[str, frozenset[str]], str]:
