@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tracekit
 from tracekit import api
 from tracekit.analyze.frame import frame_of
 from tracekit.analyze.parameter_loops import _OTHER, _PARAM, _SCALAR, _kind, _runs, parameter_loop
@@ -34,7 +35,6 @@ def test_an_ema_updated_a_tensor_at_a_time_is_told_to_use_one_foreach_op() -> No
     assert any(e.startswith("a Python loop over the parameters after the optimizer step") for e in r.evidence), r.evidence
     fix = next(x for x in r.remedies if x.startswith("do the loop over the parameters"))
     assert "torch._foreach_lerp_(ema_tensors, model_tensors, 1 - decay)" in fix and "clip_grad_norm_" not in fix
-    assert any("the loops' time outside their ops' arithmetic" in e for e in r.evidence), r.evidence
     doc = json.loads(api.render(api.report(DATA / "parameter_loop_ema.pt.trace.json.gz"), "json"))
     assert doc["parameter_loop"]["tensors"] == 50 and doc["parameter_loop"]["where"] == "after the optimizer step"
 
@@ -165,3 +165,19 @@ def test_a_loop_reads_as_an_average_clipping_or_other_by_where_it_runs_and_its_o
     assert _purpose([("before", scale)]) == {("before", scale): "other"}  # scaling alone: gradients divided by hand
     logged = frozenset({"aten::linalg_vector_norm", "aten::item"})  # a norm read into Python each tensor
     assert _purpose([("before", logged), ("before", scale)]) == {("before", logged): "reads", ("before", scale): "other"}
+
+
+def test_whatif_replays_the_loops_as_foreach_ops() -> None:
+    """foreach-loops: the loops' dispatch and fixed costs go, their arithmetic stays. On the EMA capture
+    it predicts 0.941 of the step; the foreach EMA took the unprofiled step to 0.93-0.95 of it (3.93 ->
+    3.65-3.72 ms; 4.53 -> 4.30 in a slower run). The report ranks the remedy by it."""
+    result = tracekit.whatif(DATA / "parameter_loop_ema.pt.trace.json.gz").result
+    scenarios = {s.name: s for s in result.scenarios}
+    ratio = scenarios["foreach-loops"].predicted_step_ns / result.replayed_step_ns
+    assert 0.90 < ratio < 0.97, ratio
+    assert "1 Python loop(s) over the parameters outside the optimizer (150 ops, 50 tensors)" in \
+        scenarios["foreach-loops"].assumptions
+    assert "foreach-loops" not in {s.name for s in tracekit.whatif(DATA / "parameter_loop_ema_foreach.pt.trace.json.gz")
+                                   .result.scenarios}
+    evidence = api.report(DATA / "parameter_loop_ema.pt.trace.json.gz").launch.evidence
+    assert any(e.startswith("remedies ordered by predicted saving") and "foreach-loops" in e for e in evidence), evidence

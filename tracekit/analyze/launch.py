@@ -778,8 +778,6 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             measured[r.dropout_masks.remedy()] = ("the dropout calls' time", r.dropout_masks.share)
         if r.sdpa_math_path is not None:  # the fused kernel's time stays, but so does the math backward's saving, uncounted
             measured[r.sdpa_math_path.remedy()] = ("the math path's forward time", r.sdpa_math_path.share)
-        if r.parameter_loop is not None:  # one op over the tensor lists: the loop's arithmetic stays
-            measured[r.parameter_loop.remedy()] = ("the loops' time outside their ops' arithmetic", r.parameter_loop.saving)
         if r.float64_products is not None:  # float32 products at twice the rate, its other ops moving half the bytes
             measured[r.float64_products.remedy()] = ("half the float64 ops' time", r.float64_products.saving)
         _rank_by_predicted_saving(r, frame, loop_share, measured)
@@ -821,8 +819,8 @@ _REMEDY_SCENARIOS: tuple[tuple[str, str | None], ...] = (("already runs as one X
                      # GPU is separate elementwise kernels XLA fuses; collectives' XLA combiner is no replay.
                      ("dropout's kernels take", "fuse-elementwise"), ("dropout's masks cost", None),
                      ("collective kernels run on the GPU", None),
-                     # A loop over the parameters outside the optimizer: costed from the trace, not fused-optimizer.
-                     ("do the loop over the parameters", None),
+                     # A loop over the parameters outside the optimizer (its text names EMAModel(foreach=True)).
+                     ("do the loop over the parameters", "foreach-loops"),
                      ("use the fused optimizer", "fused-optimizer"), ("foreach=True", "fused-optimizer"),
                      ("cut the dtype casts", "fuse-elementwise"), ("CUDA graph", "cuda-graph-step"), ("XPU graph", "cuda-graph-step"), ("block_until_ready", "no-sync"),
                      ("fuse elementwise", "fuse-elementwise"),

@@ -56,6 +56,7 @@ from tracekit.analyze.frame import Frame, frame_of
 from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.launch import CPU_UNFUSED_CELL_OPS, JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
 from tracekit.analyze.optimizer import fusable, fused_arithmetic, fused_streams, on_gpu, optimizer_calls, update_of
+from tracekit.analyze.parameter_loops import loops_in
 from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
 from tracekit.analyze.sample_loop import READ_OPS
 from tracekit.analyze.steps import driving_threads
@@ -1240,7 +1241,43 @@ def _fused_optimizer(step: _Step) -> tuple[int, str] | None:
                        f"({step.op_floor / 1e3:.1f} µs); {arith}; launches and GPU work unchanged")
 
 
+def _foreach_loops(step: _Step) -> tuple[int, str] | None:
+    """Python loops over the parameters outside the optimizer (tracekit.analyze.parameter_loops: an EMA
+    of the weights, clipping a tensor at a time) made torch._foreach_* ops over the tensor lists: inside
+    the loops, dispatch and each op's fixed cost go; the ops' arithmetic stays."""
+    read = loops_in(step.frame, None)
+    threads = set(step.thread_keys.tolist())
+    loops = [loop for loop in (read[0] if read is not None else [])
+             if loop.thread in threads and loop.end > step.start and loop.begin < step.end]
+    if not loops:
+        return None
+    spans = sorted((loop.begin, loop.end) for loop in loops)
+    begins, ends = np.array([b for b, _ in spans]), np.array([e for _, e in spans])
+
+    def in_loop(seg: Segment) -> bool:
+        i = int(np.searchsorted(begins, seg.start, side="right")) - 1
+        return i >= 0 and seg.start < ends[i]
+
+    def host(seg: Segment) -> int:
+        if not in_loop(seg):
+            return seg.dur
+        if seg.kind == "dispatch":
+            return seg.covered
+        return _work(step, seg) if seg.kind.startswith("compute") else seg.dur
+
+    if not any(in_loop(seg) and (seg.kind == "dispatch" or seg.kind.startswith("compute")) for seg in step.segments):
+        return None
+    predicted = _replay(step, host_scale=host)
+    return predicted, (f"the step's {len(loops)} Python loop(s) over the parameters outside the optimizer "
+                       f"({sum(loop.ops for loop in loops):,} ops, {max(loop.tensors for loop in loops)} tensors) "
+                       "become torch._foreach_* ops over the tensor lists: the framework and Python time inside them "
+                       f"goes to 0, and so does each op's fixed cost ({step.op_floor / 1e3:.1f} µs); their arithmetic "
+                       "stays (a conservative prediction: an average as one torch._foreach_lerp_ makes one pass over "
+                       "the tensors, not one per op)")
+
+
 _SCENARIOS = {"no-dispatch": _no_dispatch, "cuda-graphs": _cuda_graphs, "cuda-graph-step": _cuda_graph_step,
               "fuse-elementwise": _fuse_elementwise,
               "fused-rnn": _fused_rnn, "amp": _amp, "no-sync": _no_sync, "overlap-copies": _overlap_copies,
-              "pin-memory": _pin_memory, "channels-last": _channels_last, "fused-optimizer": _fused_optimizer}
+              "pin-memory": _pin_memory, "channels-last": _channels_last, "fused-optimizer": _fused_optimizer,
+              "foreach-loops": _foreach_loops}
