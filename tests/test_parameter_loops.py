@@ -181,3 +181,13 @@ def test_whatif_replays_the_loops_as_foreach_ops() -> None:
                                    .result.scenarios}
     evidence = api.report(DATA / "parameter_loop_ema.pt.trace.json.gz").launch.evidence
     assert any(e.startswith("remedies ordered by predicted saving") and "foreach-loops" in e for e in evidence), evidence
+
+
+def test_frameworks_own_per_tensor_work_is_no_loop() -> None:
+    """DDP's reducer copies each bucket back to its gradients after the all-reduce, 10 calls a step on
+    the parameters' shapes between the backward and the optimizer step: its own op
+    (torch.distributed.ddp.reducer::copy_bucket_to_grad), no ATen op a foreach op replaces."""
+    from tracekit.analyze.parameter_loops import loops_in
+
+    read = loops_in(frame_of(load(DATA / "fsdp_ddp_rank0.pt.trace.json.gz")), None)
+    assert read is not None and read[0] == []

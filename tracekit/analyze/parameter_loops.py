@@ -27,14 +27,15 @@ thread, the top-level ops are read in order in two windows: after the call, up t
 node (``autograd::engine::evaluate_function``, on any thread of its process), matrix product or
 convolution (the next forward) or call; before it, from the last backward node's end (or the previous
 call's end). Ops inside an optimizer call are told by time, not by the row tree (Lightning marks its
-profiler steps inside the call's closure). A loop is a run of ops each of whose tensor inputs has a
+profiler steps inside the call's closure). A loop is a run of ATen ops each of whose tensor inputs has a
 parameter's shape (0-d scalars may sit between them: a clip coefficient moved per tensor), with no
 product, whose tensors (the count most of its op names share) are ``MIN_ITERATIONS`` or more; a
 stretch at a run's start or end of the optimizer's own op names (two or more, one ``MIN_ITERATIONS``
 times or more) is cut off: the update of a call the profile began or ended inside, whose range is not
-recorded. The loops take ``MIN_SHARE`` of the steps' time or more. CPU programs only (a GPU program's
-host profiled alone is one too): on a GPU the host's loop costs the step only where the host paces it,
-and no stored GPU trace has one.
+recorded; the framework's own ops (no ``aten::`` name: DDP's reducer copying buckets back to the
+gradients) are no Python loop's. The loops take ``MIN_SHARE`` of the steps' time or more. CPU programs
+only (a GPU program's host profiled alone is left out too): on a GPU the host's loop costs the step only
+where the host paces it, and no stored GPU trace has one.
 """
 
 from __future__ import annotations
@@ -177,7 +178,10 @@ def loops_in(frame: Frame, used: list[int] | None) -> tuple[list[Loop], str] | N
     kind_of_text = np.array([_kind(text, shapes) for text in texts], np.int8)
     kind = np.full(len(frame), _OTHER, np.int8)
     kind[top] = kind_of_text[codes]
-    kind[top[member_mask(frame.name_code[top], [c for c, n in enumerate(frame.names) if n in _FORWARD_OPS])]] = _OTHER
+    # A product or convolution marks a forward; an op that is no ATen op is the framework's own work, which
+    # no foreach op replaces (DDP's reducer copying a bucket back to its gradients, 10 a step).
+    not_loop = [c for c, n in enumerate(frame.names) if n in _FORWARD_OPS or not n.startswith("aten::")]
+    kind[top[member_mask(frame.name_code[top], not_loop)]] = _OTHER
     update_names = {frame.names[c] for c in np.unique(frame.name_code[update.inside]).tolist()}
     read_codes = [c for c, n in enumerate(frame.names) if n in _READ_OPS]
     loops: list[Loop] = []
