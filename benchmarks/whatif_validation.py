@@ -12,7 +12,9 @@ variant's trace predicts the second's step time:
 
 and, on the CPU, an MLP's training loop (widths 512 and 1024, batch 16, shapes recorded) whose
 optimizer updates one parameter at a time or with foreach, against the same loop with fused=True
-(fused-optimizer): AdamW, AdamW foreach, SGD with momentum (--no-optimizers: skip).
+(fused-optimizer): AdamW, AdamW foreach, SGD with momentum; and an MLP of 12 Linear-LayerNorm-GELU
+blocks (128 and 256 wide) keeping an EMA of its weights a tensor at a time, against the EMA as one
+torch._foreach_lerp_ (foreach-loops) (--no-optimizers: skip both).
 
 Prediction for B = A's unprofiled step time x (scenario's replayed step / unchanged replay of A's
 trace); measured = B's unprofiled step time; error = predicted / measured - 1 (goal: within +-25%).
@@ -59,6 +61,11 @@ OPTIMIZER_PAIRS = [("adamw", "AdamW", {"foreach": False}, {"fused": True}),
                    ("adamw_foreach", "AdamW", {"foreach": True}, {"fused": True}),
                    ("sgd", "SGD", {"foreach": False, "momentum": 0.9}, {"fused": True, "momentum": 0.9})]
 OPTIMIZER_WIDTHS = (512, 1024)
+# (label, torch.optim class, A's arguments, B's): the foreach-loops scenario on A predicts B, an MLP of
+# LOOP_BLOCKS Linear-LayerNorm-GELU blocks (128 and 256 wide, batch 32) whose loop keeps an EMA of its
+# weights a tensor at a time (e.sub_((1 - d) * (e - p))) in A, as one torch._foreach_lerp_ in B.
+LOOP_PAIRS = [("ema", "AdamW", {"ema": "per_tensor"}, {"ema": "foreach"})]
+LOOP_BLOCKS, LOOP_WIDTHS = 12, (128, 256)
 
 # (workload, the workload with a remedy applied, the scenario that predicts it); tests/data/h200.
 WORKLOAD_PAIRS = [("tiny_ops", "tiny_ops_graphed", "cuda-graph-step"), ("tiny_ops", "tiny_ops_compiled", "fuse-elementwise"),
@@ -93,24 +100,42 @@ def validate_workloads(directory: Path) -> list[dict]:
     return results
 
 
-def optimizer_child(optimizer: str, a_kw: dict, b_kw: dict, width: int, trace: str, rounds: int) -> dict:
+def optimizer_child(optimizer: str, a_kw: dict, b_kw: dict, width: int, trace: str, rounds: int,
+                    blocks: int = 0) -> dict:
     """In this process: the MLP loop with A's and B's optimizer (same seed, two threads, as a user's
     loop runs), A captured under torch.profiler (shapes recorded, 6 marked steps), then both timed
-    unprofiled, interleaved in blocks; medians."""
+    unprofiled, interleaved in blocks; medians. ``blocks``: the MLP is that many Linear-LayerNorm-GELU
+    blocks and a head (batch 32), else three Linear layers (batch 16); an ``ema`` argument keeps an EMA
+    of its weights after each step, "per_tensor" or "foreach"."""
+
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
     def loop(kw: dict):
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                                    torch.nn.ReLU(), torch.nn.Linear(width, 10))
+        kw = dict(kw)
+        ema = kw.pop("ema", None)
+        if blocks:
+            layers = [m for _ in range(blocks) for m in (torch.nn.Linear(width, width), torch.nn.LayerNorm(width),
+                                                           torch.nn.GELU())]
+            model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+        else:
+            model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
+                                        torch.nn.ReLU(), torch.nn.Linear(width, 10))
+        average = [p.detach().clone() for p in model.parameters()]
         opt = getattr(torch.optim, optimizer)(model.parameters(), lr=1e-3, **kw)
-        x, y = torch.randn(16, width), torch.randint(0, 10, (16,))
+        x, y = torch.randn(32 if blocks else 16, width), torch.randint(0, 10, (32 if blocks else 16,))
 
         def step() -> None:
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
+            with torch.no_grad():
+                if ema == "per_tensor":
+                    for e, p in zip(average, model.parameters(), strict=True):
+                        e.sub_(0.001 * (e - p))
+                elif ema == "foreach":
+                    torch._foreach_lerp_(average, list(model.parameters()), 0.001)
         return step
 
     steps = [loop(a_kw), loop(b_kw)]
@@ -138,24 +163,28 @@ def validate_optimizers(rounds: int, directory: Path) -> list[dict]:
     from tracekit.ingest import load
 
     results = []
-    for label, optimizer, a_kw, b_kw in OPTIMIZER_PAIRS:
-        for width in OPTIMIZER_WIDTHS:
-            trace = directory / f"{label}_{width}.pt.trace.json"
-            out = subprocess.run([sys.executable, __file__, "--optimizer-child",
-                                  json.dumps([optimizer, a_kw, b_kw, width, str(trace), max(rounds, 3)])],
-                                 check=True, capture_output=True, text=True)
-            timed = json.loads(out.stdout.strip().splitlines()[-1])
-            w = whatif(load(trace))
-            found = {s.name: s for s in w.scenarios}.get("fused-optimizer")
-            if found is None or not w.replayed_step_ns:
-                continue
-            predicted = timed["a_ns"] * found.predicted_step_ns / w.replayed_step_ns
-            error = predicted / timed["b_ns"] - 1
-            results.append({"device": "cpu", "pair": f"{label} -> fused", "scenario": "fused-optimizer",
-                            "shape": f"mlp w{width} b16", "a_ms": timed["a_ns"] / 1e6, "predicted_ms": predicted / 1e6,
-                            "measured_ms": timed["b_ns"] / 1e6, "error": error, "separate_error": error,
-                            "replay_error": w.replayed_step_ns / w.measured_step_ns - 1,
-                            "uncertain": found.uncertain or found.upper_bound})
+    # (label, optimizer, A's and B's arguments, width, blocks (0: the three-layer MLP), scenario, pair, shape)
+    cases = [(label, optimizer, a_kw, b_kw, width, 0, "fused-optimizer", f"{label} -> fused", f"mlp w{width} b16")
+             for label, optimizer, a_kw, b_kw in OPTIMIZER_PAIRS for width in OPTIMIZER_WIDTHS]
+    cases += [(label, optimizer, a_kw, b_kw, width, LOOP_BLOCKS, "foreach-loops", f"{label} -> foreach",
+               f"{LOOP_BLOCKS}x w{width} b32") for label, optimizer, a_kw, b_kw in LOOP_PAIRS for width in LOOP_WIDTHS]
+    for label, optimizer, a_kw, b_kw, width, blocks, scenario, pair, shape in cases:
+        trace = directory / f"{label}_{width}_{blocks}.pt.trace.json"
+        out = subprocess.run([sys.executable, __file__, "--optimizer-child",
+                              json.dumps([optimizer, a_kw, b_kw, width, str(trace), max(rounds, 3), blocks])],
+                             check=True, capture_output=True, text=True)
+        timed = json.loads(out.stdout.strip().splitlines()[-1])
+        w = whatif(load(trace))
+        found = {s.name: s for s in w.scenarios}.get(scenario)
+        if found is None or not w.replayed_step_ns:
+            continue
+        predicted = timed["a_ns"] * found.predicted_step_ns / w.replayed_step_ns
+        error = predicted / timed["b_ns"] - 1
+        results.append({"device": "cpu", "pair": pair, "scenario": scenario, "shape": shape,
+                        "a_ms": timed["a_ns"] / 1e6, "predicted_ms": predicted / 1e6,
+                        "measured_ms": timed["b_ns"] / 1e6, "error": error, "separate_error": error,
+                        "replay_error": w.replayed_step_ns / w.measured_step_ns - 1,
+                        "uncertain": found.uncertain or found.upper_bound})
     return results
 
 
@@ -276,7 +305,7 @@ def main() -> int:
     parser.add_argument("--workloads", type=Path, help="workloads with remedies applied (tests/data/h200)")
     parser.add_argument("--rounds", type=int, default=7,
                         help="interleaved A/B blocks each for the CPU pairs' times (0: the collector's own times)")
-    parser.add_argument("--no-optimizers", action="store_true", help="skip the optimizer pairs")
+    parser.add_argument("--no-optimizers", action="store_true", help="skip the optimizer and EMA pairs")
     parser.add_argument("--interleaved-child", help=argparse.SUPPRESS)
     parser.add_argument("--optimizer-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
