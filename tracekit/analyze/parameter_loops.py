@@ -47,6 +47,7 @@ import numpy as np
 
 from tracekit.analyze.frame import BACKWARD_NODE, Frame, step_rows
 from tracekit.analyze.optimizer import on_gpu, ops_inside, optimizer_calls, outermost, update_of
+from tracekit.analyze.sample_loop import READ_OPS
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, input_dims
 from tracekit.analyze.unused_grads import shapes_in, tensor_shapes
 from tracekit.ingest.links import member_mask, nearest_ancestor
@@ -65,8 +66,6 @@ _AVERAGING_OPS = frozenset({"aten::sub", "aten::sub_", "aten::mul", "aten::mul_"
 _AVERAGING_WRITES = frozenset({"aten::sub_", "aten::add_", "aten::lerp_", "aten::copy_"})
 _CLIPPING_OPS = frozenset({"aten::linalg_vector_norm", "aten::norm", "aten::clamp_", "aten::clamp", "aten::clip_"})
 _SCALING_OPS = frozenset({"aten::mul_", "aten::div_"})
-# A tensor's value read into Python (.item(), float(t)): a loop that reads one a tensor logs or checks them.
-_READ_OPS = ("aten::item", "aten::_local_scalar_dense")
 # An op a loop runs per tensor, and the foreach op that runs it over a list.
 FOREACH_OF = {"aten::clamp_": "torch._foreach_clamp_min_ and torch._foreach_clamp_max_",
               "aten::clip_": "torch._foreach_clamp_min_ and torch._foreach_clamp_max_",
@@ -183,7 +182,7 @@ def loops_in(frame: Frame, used: list[int] | None) -> tuple[list[Loop], str] | N
     not_loop = [c for c, n in enumerate(frame.names) if n in _FORWARD_OPS or not n.startswith("aten::")]
     kind[top[member_mask(frame.name_code[top], not_loop)]] = _OTHER
     update_names = {frame.names[c] for c in np.unique(frame.name_code[update.inside]).tolist()}
-    read_codes = [c for c, n in enumerate(frame.names) if n in _READ_OPS]
+    read_codes = [c for c, n in enumerate(frame.names) if n in READ_OPS]  # .item(): a value read into Python
     loops: list[Loop] = []
     for window, place in windows:
         rows = window[frame.op_parent[window] < 0]

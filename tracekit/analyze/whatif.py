@@ -1245,7 +1245,7 @@ def _foreach_loops(step: _Step) -> tuple[int, str] | None:
     """Python loops over the parameters outside the optimizer (tracekit.analyze.parameter_loops: an EMA
     of the weights, clipping a tensor at a time) made torch._foreach_* ops over the tensor lists: inside
     the loops, dispatch and each op's fixed cost go; the ops' arithmetic stays."""
-    read = loops_in(step.frame, None)
+    read = step.frame.memo("parameter_loops", lambda: loops_in(step.frame, None))  # a report replays twice
     threads = set(step.thread_keys.tolist())
     loops = [loop for loop in (read[0] if read is not None else [])
              if loop.thread in threads and loop.end > step.start and loop.begin < step.end]
