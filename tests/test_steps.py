@@ -337,14 +337,15 @@ def test_a_periodic_slow_step_with_no_more_work_is_not_a_cycle(tmp_path):
     cycle); two far steps of eight are the loop's spread, kept and said."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    # Steps of ~1 ms, not ~50 µs: a scheduling hiccup of a fraction of a millisecond under load made
-    # a step of a tiny layer "far" too (1 run in ~10 of the full suite).
+    # Steps of ~4 ms, not ~50 µs: a scheduling hiccup of a fraction of a millisecond under load made
+    # a step of a tiny layer "far" too (1 run in ~10 of the full suite; at ~1 ms a step, once more in
+    # a CI run under the AVX2 kernels, step 8 far beside 3 and 7).
     layer, x = torch.nn.Linear(256, 256), torch.randn(64, 256)
     path = tmp_path / "sleepy.json"
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=8),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
         for i in range(9):
-            for _ in range(8):
+            for _ in range(32):
                 layer(x).relu().sum()
             if i % 4 == 3:
                 time.sleep(0.1)
