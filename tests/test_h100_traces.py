@@ -155,12 +155,15 @@ def test_the_report_of_a_gpu_program_profiled_without_its_gpu_says_no_cpu_rates(
 @pytest.mark.parametrize("command", ["whatif", "critical-path"])
 def test_replays_and_paths_refuse_a_gpu_program_profiled_without_its_gpu(command: str, capsys) -> None:
     """The host alone of that step would replay its launches as work (no-dispatch predicted 53%) and
-    put 43 points of the critical path "inside compute ops that ran on the CPU": both say why not."""
+    put 43 points of the critical path "inside compute ops that ran on the CPU": both say why not, on
+    the file (the trace's problem, exit 1, not a usage error)."""
     from tracekit.cli import main
 
-    assert main([command, str(H100 / "cpu_activity_only.pt.trace.json.gz")]) == 2
+    trace = H100 / "cpu_activity_only.pt.trace.json.gz"
+    assert main([command, str(trace)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "holds no GPU activity, but the program ran on a GPU (63 kernel launch calls)" in err
+    assert f"{trace}: the trace holds no GPU activity" in err
     assert main([command, str(H100 / "cpu_and_cuda.pt.trace.json.gz"), "-f", "json"]) == 0
 
 

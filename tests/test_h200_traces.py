@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
+from tracekit.analyze import verdicts
 from tracekit.analyze.whatif import whatif
 from tracekit.ingest import load
 
@@ -51,6 +52,42 @@ def test_a_step_of_tiny_kernels_issued_as_fast_as_the_host_launches_them_is_laun
     assert r.verdict == "launch-bound", r.evidence
     assert "CUDA graph" in r.remedies[0] and "fuse elementwise" in r.remedies[1], r.remedies
     assert TIMES["tiny_ops_graphed"] < TIMES["tiny_ops_compiled"] < TIMES["tiny_ops"]
+
+
+def _rows_of(name: str, categories: set[str], tmp_path: Path, steps: bool = False) -> Path:
+    """The capture cut to its events of these Kineto categories (and its metadata, and with ``steps``
+    its ProfilerStep ranges), as a profiler that recorded only those writes it: ProfilerActivity.CUDA
+    alone records the GPU's activity and the CUDA API calls, not the ops, the Python or the steps."""
+    import gzip
+
+    doc = json.loads(gzip.decompress((H200 / name).read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") in categories or e.get("ph") == "M"
+                          or steps and str(e.get("name", "")).startswith("ProfilerStep#")]
+    out = tmp_path / name.replace(".gz", "")
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_a_gpu_trace_without_the_hosts_own_work_does_not_call_the_host_idle(tmp_path: Path) -> None:
+    # The same launch-bound step, its framework ops not recorded: the gaps hold no host event whether
+    # the host dispatched or waited, and launching cannot be weighed against dispatch. It read
+    # "host-idle gaps" (78% of the idle time "host idle") with a remedy to profile other processes.
+    gpu = {"kernel", "gpu_memcpy", "gpu_memset"}
+    cuda_only = tracekit.launch(_rows_of("tiny_ops.pt.trace.json.gz", gpu | {"cuda_runtime", "ac2g"}, tmp_path)).result
+    assert cuda_only.verdict == "undetermined", cuda_only.evidence
+    assert any("records the host's GPU API calls only (801), not its framework ops" in e for e in cuda_only.evidence)
+    assert any("the host ran no recorded call 78% of the time" in e for e in cuda_only.evidence), cuda_only.evidence
+    assert cuda_only.remedies == [verdicts.HOST_ACTIVITY_REMEDIES["torch"]]
+    gpu_only = tracekit.launch(_rows_of("tiny_ops.pt.trace.json.gz", gpu, tmp_path)).result
+    assert gpu_only.verdict == "undetermined", gpu_only.evidence
+    assert any("records none of the host's activity" in e for e in gpu_only.evidence), gpu_only.evidence
+    # No launch call recorded: no median of none (it said "launch call median 0.00 µs").
+    assert not any("launch call median" in e for e in gpu_only.evidence)
+    assert any(e.startswith("kernel median 0.94 µs (800 kernels); no launch call recorded") for e in gpu_only.evidence)
+    # Where the GPU is busy the verdict needs no host: the same cut of a GPU-bound ResNet step (batch
+    # 128) stays one.
+    busy = tracekit.launch(_rows_of("resnet50_b128_nchw.pt.trace.json.gz", gpu, tmp_path, steps=True)).result
+    assert busy.verdict == "GPU-bound", busy.evidence
 
 
 def test_a_whole_step_graph_predicts_what_capturing_the_step_gave() -> None:

@@ -56,7 +56,11 @@ REAL = [
     ("xprof/cpu_tf2.21/lstm_keras_eager.xplane.pb", "CPU/framework-bound", "outside any compute op"),
     ("xprof/cpu_tf2.21/lstm_raw_blocklstm_fn.xplane.pb", "CPU compute-bound", "top ops by self time"),
     ("hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", "GPU-bound", "largest GPU class"),
-    ("nsys/abacus_pytorch_cnn_titanrtx_nsys2023.4.sqlite", "host-idle gaps", "no host event runs during"),
+    ("hta/trace_filter/sampled_rank-0.json.gz", "host-idle gaps", "no host event runs during"),
+    # nsys -t cuda: the host's CUDA API calls only, no NVTX range, so no host event in a gap is no
+    # evidence of an idle host (it read host-idle gaps, 95% of the idle time, on 23,805 launch calls).
+    ("nsys/abacus_pytorch_cnn_titanrtx_nsys2023.4.sqlite", "undetermined",
+     "the trace records the host's GPU API calls only (34,670)"),
     ("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz", "copy-bound", "host copies run"),
     ("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "launch-bound", "launch calls run during 73%"),
     ("nsys/dlprof_pytorch_cnn_rtx2070s_nsys2022.1.sqlite", "CPU/framework-bound", "host was mostly framework"),

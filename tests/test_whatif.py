@@ -195,9 +195,11 @@ def test_a_step_of_python_frames_only_has_nothing_to_predict(tmp_path: Path, cap
     prof.export_chrome_trace(str(path))
     table = load(path)
     assert table.num_rows and "python_function" in table.column("kind").cast("string").to_pylist()
-    assert main(["whatif", str(path)]) == 2
+    assert main(["whatif", str(path)]) == 1  # the step the command chose: the trace's problem, on the file
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no framework op and no GPU activity" in err
+    assert err.count("\n") == 1 and f"{path}: ProfilerStep#0: no framework op and no GPU activity" in err
+    assert main(["whatif", str(path), "--instance", "1"]) == 2  # a window the user chose: a usage error
+    assert "ProfilerStep#1: no framework op" in capsys.readouterr().err
     assert main(["report", str(path), "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["verdict"]["verdict"] == "undetermined"
 

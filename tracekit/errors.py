@@ -41,6 +41,12 @@ class UsageError(TracekitError):
     exit_code = 2
 
 
+class TraceContentError(TracekitError):
+    """A trace that reads fine but holds nothing an analysis can work with (a GPU program's host
+    profiled alone, overlapping events on one thread): the trace's problem, not the command line's.
+    The commands report it on the file (``InputError``, exit 1)."""
+
+
 class EmptyWindowError(UsageError):
     """The step or range an analysis was given holds nothing to analyse. A usage error where the user
     chose it; where the command chose it (the first step, the whole trace), the trace's own problem,

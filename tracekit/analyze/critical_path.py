@@ -64,7 +64,7 @@ from tracekit.analyze.stalls import stalled_calls
 from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, blocked_on_dispatch, worker_event_rows
-from tracekit.errors import EmptyWindowError, UsageError
+from tracekit.errors import EmptyWindowError, TraceContentError, UsageError
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 from tracekit.schema import KINDS as KIND_DESCRIPTIONS
@@ -339,7 +339,7 @@ class _Graph:
                 if indegree[v] == 0:
                     queue.append(v)
         if seen != n:
-            raise UsageError("the dependency graph has a cycle (overlapping events on one thread?)")
+            raise TraceContentError("the dependency graph has a cycle (overlapping events on one thread?)")
         node = int(np.argmax(dist))
         path: list[int] = []
         while via[node] >= 0:

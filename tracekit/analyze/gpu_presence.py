@@ -20,7 +20,7 @@ import pyarrow as pa
 from tracekit.analyze.classify import API_CLASSES, RowClasses, classify_rows, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.verdicts import GPU_ACTIVITY_REMEDY
-from tracekit.errors import UsageError
+from tracekit.errors import TraceContentError
 from tracekit.ingest.columns import trace_extra
 
 # Ops that run only on a GPU: cuDNN's and MIOpen's (PyTorch names them; TF's CudnnRNN ops too), not
@@ -73,9 +73,9 @@ def onnxruntime_device_providers(table: pa.Table) -> dict[str, int]:
 
 
 def refuse_without_gpu_activity(frame: Frame, what: str, classes: RowClasses | None = None) -> None:
-    """Raise a UsageError saying why ``what`` (a replay, a critical path) cannot be had from a trace
+    """Raise a TraceContentError saying why ``what`` (a replay, a critical path) cannot be had from a trace
     of a GPU program whose GPU activity was not recorded."""
     shown = unrecorded_gpu_work(frame, classes)
     if shown:
-        raise UsageError(f"the trace holds no GPU activity, but the program ran on a GPU ({shown}): {what} of its "
+        raise TraceContentError(f"the trace holds no GPU activity, but the program ran on a GPU ({shown}): {what} of its "
                          f"host alone would take its ops' launching and waiting for their work; {GPU_ACTIVITY_REMEDY}")

@@ -329,6 +329,9 @@ def enqueue_calls(frame: Frame, classes) -> np.ndarray:
 
 
 _ASYNC_MEMSET = re.compile(r"cu(da)?Memset\w*Async")
+# What shows the host's own work; a trace of none (torch.profiler with only ProfilerActivity.CUDA,
+# nsys with no API tracing) cannot say what the host did while the GPU idled.
+HOST_ACTIVITY_KINDS = ("cpu_op", "python_function", "runtime_api", "driver_api", "gpu_library_api")
 
 
 @dataclass
@@ -625,6 +628,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     e.pipeline_builds = pipeline_builds(frame)
     e.chrome_trace = source == "chrome"
     e.onnxruntime = source == "onnxruntime"
+    e.nsys = source == "nsys"
     if e.recurrent == verdicts.FUSED and (reasons := lstm_per_timestep_reasons(frame)) is not None:
         e.recurrent, e.recurrent_reasons = verdicts.TORCH_LSTM_PER_TIMESTEP, reasons
     if e.source == "jax":
@@ -1253,8 +1257,15 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     ev = r.evidence
     ev.append(f"GPU idle {r.idle_share:.1%} of its {r.span_words}" if r.gpu_devices <= 1 else
               f"GPUs idle {r.idle_share:.1%} of their {r.span_words}")
-    ev.append(f"launch call median {r.launch_api.p50_ns / 1e3:.2f} µs vs kernel median {r.kernel.p50_ns / 1e3:.2f} µs "
-              f"({r.launch_api.count} launches, {r.kernel.count} kernels)")
+    host_traced = bool(frame.rows(*HOST_ACTIVITY_KINDS).size)
+    e.host_work_traced = bool(frame.rows(*framework_kinds(frame), "python_function").size)
+    e.host_api_calls = int(frame.rows("runtime_api", "driver_api").size)
+    if r.launch_api.count:
+        ev.append(f"launch call median {r.launch_api.p50_ns / 1e3:.2f} µs vs kernel median {r.kernel.p50_ns / 1e3:.2f} µs "
+                  f"({r.launch_api.count} launches, {r.kernel.count} kernels)")
+    else:  # a median of no launch calls is no figure: say what the trace lacks
+        ev.append(f"kernel median {r.kernel.p50_ns / 1e3:.2f} µs ({r.kernel.count} kernels); no launch call recorded"
+                  + ("" if host_traced else ": the trace holds the GPU's activity only, its host was not profiled"))
     ev.append(f"{r.short_kernel_share:.0%} of kernels shorter than {r.short_kernel_ns / 1e3:.0f} µs")
     e.launch_p50_ns, e.kernel_p50_ns, e.kernels = r.launch_api.p50_ns, r.kernel.p50_ns, r.kernel.count
     e.graphed_share = _graph_launched_share(frame)
@@ -1280,7 +1291,13 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
         return
     by = {row.host_activity: int(row.total_ns) for row in r.gaps_by_host.itertuples()}
     top = max(by, key=lambda k: by[k])
-    ev.append(f"during idle gaps the host was mostly {top.replace('_', ' ')} ({by[top] / gap_total:.0%} of gap time)")
+    if not host_traced:  # "host idle" would be a fact the trace cannot hold
+        ev.append("what the host did during the GPU's idle gaps is not in the trace (no host activity recorded)")
+    elif not e.host_work_traced and top == "host_idle":
+        ev.append(f"during idle gaps the host ran no recorded call {by[top] / gap_total:.0%} of the time (idle, or in "
+                  "its own work, which the trace does not record)")
+    else:
+        ev.append(f"during idle gaps the host was mostly {top.replace('_', ' ')} ({by[top] / gap_total:.0%} of gap time)")
     e.sync_gap_share = by.get("synchronizing", 0) / gap_total
     e.launch_gap_share = by.get("launching", 0) / gap_total
     gaps = r.gaps

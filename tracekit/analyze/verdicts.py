@@ -71,6 +71,13 @@ class Evidence:
     node_runs_per_step: float = 0.0
     has_ops: bool = False      # framework ops recorded
     has_gpu: bool = False      # GPU activity recorded
+    # The host's own work recorded: framework ops, Python frames, or (where a trace has no ops: nsys)
+    # NVTX ranges. A trace of the GPU's activity and the host's GPU API calls alone (nsys -t cuda,
+    # torch.profiler with only ProfilerActivity.CUDA) shows no host event in a gap whether the host
+    # waited or dispatched: "host idle" and "dispatch" are then no evidence.
+    host_work_traced: bool = True
+    host_api_calls: int = 0    # the host's GPU API calls recorded (launches, syncs, copies)
+    nsys: bool = False         # an Nsight Systems trace (its framework, if any, read from kernel names)
     # No GPU activity recorded, but the host launched GPU work or ran ops that run only on a GPU (a
     # profiler started without its GPU activities): what shows it, e.g. "63 kernel launch calls"
     unrecorded_gpu_work: str = ""
@@ -276,6 +283,24 @@ ORT_UNPROFILED_REMEDY = ("time InferenceSession.run with profiling off (time.per
                          "between nodes is the profiler's, and the unprofiled time is the one to tune against")
 GPU_ACTIVITY_REMEDY = ("profile again with the GPU's activities on: torch.profiler.profile(activities=[ProfilerActivity.CPU, "
                        "ProfilerActivity.CUDA]) (ProfilerActivity.XPU on Intel GPUs), or nsys profile -t cuda,nvtx")
+# What records the host's own work, by the trace's source ("say what the GPU waited for").
+HOST_ACTIVITY_REMEDIES = {
+    "torch": "profile again with the host's activity on: torch.profiler.profile(activities=[ProfilerActivity.CPU, "
+             "ProfilerActivity.CUDA]) records the ops (with_stack=True the Python) between the launch calls",
+    "tf": "profile again with the host traced: tf.profiler.experimental.ProfilerOptions(host_tracer_level=2) records "
+          "the ops between the launch calls",
+    "jax": "profile again with the host traced (host_tracer_level=2 in jax.profiler's ProfileOptions): its dispatch "
+           "and Python between the launches",
+    "": "profile again with the host's own work recorded: NVTX ranges around the loop's work (PyTorch: "
+        "torch.autograd.profiler.emit_nvtx() marks each op) with nsys profile -t cuda,nvtx, or the framework's own "
+        "profiler with its host activity on (torch.profiler's ProfilerActivity.CPU)",
+}
+
+
+def _host_activity_remedy(e: Evidence) -> str:
+    return HOST_ACTIVITY_REMEDIES[""] if e.nsys else HOST_ACTIVITY_REMEDIES.get(e.source, HOST_ACTIVITY_REMEDIES[""])
+
+
 TF_GPU_ACTIVITY_REMEDY = ("profile again with the GPU traced: tf.profiler.experimental.ProfilerOptions(device_tracer_level=1) "
                           "(the default), on a TensorFlow build with CUDA and CUPTI on the library path")
 _COMMUNICATION_REMEDY = ("the step waits on collective communication: overlap it with compute (DDP all-reduces gradient "
@@ -765,7 +790,15 @@ def _launches_bind(e: Evidence) -> bool:
         return False
     if e.launch_gap_share >= LAUNCH_GAP_SHARE:
         return True
-    return e.launch_p50_ns >= e.kernel_p50_ns and e.gap_launching_share >= e.gap_dispatch_share
+    # Dispatch not recorded is no evidence that launching outweighs it.
+    return e.launch_p50_ns >= e.kernel_p50_ns and e.gap_launching_share >= e.gap_dispatch_share and e.host_work_traced
+
+
+def _host_work_untraced_says(e: Evidence) -> str:
+    recorded = (f"the host's GPU API calls only ({e.host_api_calls:,}), not its framework ops, NVTX ranges or Python"
+                if e.host_api_calls else "none of the host's activity")
+    return (f"the GPU idles {e.idle_share:.0%} of its span and the trace records {recorded}: whether the host was "
+            "dispatching, loading data or waiting in the gaps is not in it")
 
 
 def _framework_says(e: Evidence) -> str | None:
@@ -968,19 +1001,26 @@ RULES: tuple[Rule, ...] = (
                    "idle time",
          _loading_remedies, "batch fetching covers at least half the GPU's idle time"),
     # Launch or framework verdicts would blame a host that was doing nothing: the wait is elsewhere.
-    Rule("host-idle gaps", lambda e: e.host_idle_share >= HOST_IDLE_SHARE,
+    Rule("host-idle gaps", lambda e: e.host_idle_share >= HOST_IDLE_SHARE and e.host_work_traced,
          lambda e: f"no host event runs during {e.host_idle_share:.0%} of the GPU's idle time",
-         lambda e: [HOST_IDLE_REMEDY], "no host event at all during at least half the GPU's idle time"),
+         lambda e: [HOST_IDLE_REMEDY], "no host event at all during at least half the GPU's idle time, where the "
+                                       "host's own work is recorded (framework ops, Python or NVTX ranges)"),
     Rule("copy-bound", lambda e: e.copy_gap_share >= COPY_SHARE,
          lambda e: f"host copies run during {e.copy_gap_share:.0%} of the GPU's idle time",
          lambda e: [COPY_REMEDY], "host memory copies during at least half the GPU's idle time"),
     Rule("launch-bound", _launches_bind, lambda e: _launch_bound_says(e), _host_bound_remedies(True),
          "launch calls cover half the GPU's idle time, or the median launch call takes as long as the median kernel "
-         "and the host spends at least as much of the idle time launching as in framework code and Python"),
+         "and the host spends at least as much of the idle time launching as in framework code and Python (both "
+         "recorded)"),
     Rule("sync-bound", lambda e: e.sync_gap_share >= SYNC_SHARE or e.sync_host_share >= SYNC_SHARE,
          lambda e: f"sync calls take {e.sync_host_share:.0%} of host busy time and {e.sync_gap_share:.0%} of the "
                    "GPU's idle time",
          lambda e: [SYNC_REMEDY], "sync waits cover 30% of the GPU's idle time or of the host's busy time"),
+    # The GPU idles and the host's GPU API calls neither cover its gaps nor pace it: what the host did
+    # between them (dispatch, data loading, waiting) is what would decide, and it is not recorded.
+    Rule("undetermined", lambda e: not e.host_work_traced, _host_work_untraced_says, lambda e: [_host_activity_remedy(e)],
+         "GPU: idle at least idle_threshold (30%) of its span, and the host's own work (framework ops, Python, NVTX "
+         "ranges) not recorded, only its GPU API calls or nothing"),
     Rule("CPU/framework-bound", lambda e: True, _framework_says, _host_bound_remedies(False),
          "the GPU idles while the host runs framework code"),
 )

@@ -61,7 +61,6 @@ from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
 from tracekit.analyze.sample_loop import READ_OPS
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
-from tracekit.errors import UsageError
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 from tracekit.ingest.step_inference import OPTIMIZER_STEP
 from tracekit.schema import source_of
@@ -275,12 +274,11 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
         # predict a step of nothing. There is no work here for a prediction to keep.
         in_window = collectives[(frame.start[collectives] < end) & (frame.end[collectives] > start)]
         if in_window.size:
-            raise UsageError(f"{window['name']}: no framework op and no GPU activity in it; its time is "
-                             f"{frame.name(int(in_window[0]))} on other threads, which no scenario changes "
-                             "(critical-path shows it; --range and --instance pick another window)")
-        raise UsageError(f"{window['name']}: no framework op and no GPU activity in it, nothing to predict (only "
-                         "Python frames or ranges: was the profiler's active window on the work? --range and "
-                         "--instance pick another window)")
+            raise empty_window(f"{window['name']}: no framework op and no GPU activity in it; its time is "
+                               f"{frame.name(int(in_window[0]))} on other threads, which no scenario changes "
+                               "(critical-path shows it)", window)
+        raise empty_window(f"{window['name']}: no framework op and no GPU activity in it, nothing to predict (only "
+                           "Python frames or ranges: was the profiler's active window on the work?)", window)
     kinds = _segment_kinds(frame, classes, rows, host_blocking_rows(frame))
     if gpu_all.size and source_of(frame.table) == "jax":
         # JAX's block_until_ready waits for the device: a blocking call, not Python dispatch (on a

@@ -49,11 +49,14 @@ def add_window_arguments(parser: argparse.ArgumentParser) -> None:
 def chosen_window_or_input_error(args: argparse.Namespace) -> Iterator[None]:
     """Around an analysis of one window (critical-path, whatif): a window the command chose (no --range
     or --instance: the first steady step, or the whole trace) that holds nothing is the trace's problem,
-    reported on the file (exit 1); a range the user chose that holds nothing stays a usage error."""
-    from tracekit.errors import EmptyWindowError, InputError
+    reported on the file (exit 1), as is a trace no window of which can be analysed
+    (``TraceContentError``); a range the user chose that holds nothing stays a usage error."""
+    from tracekit.errors import EmptyWindowError, InputError, TraceContentError
 
     try:
         yield
+    except TraceContentError as e:
+        raise InputError(args.trace, str(e)) from None
     except EmptyWindowError as e:
         if args.range_name is None and args.instance is None:
             raise InputError(args.trace, str(e)) from None
