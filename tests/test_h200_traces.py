@@ -84,6 +84,15 @@ def test_a_gpu_trace_without_the_hosts_own_work_does_not_call_the_host_idle(tmp_
     # No launch call recorded: no median of none (it said "launch call median 0.00 µs").
     assert not any("launch call median" in e for e in gpu_only.evidence)
     assert any(e.startswith("kernel median 0.94 µs (800 kernels); no launch call recorded") for e in gpu_only.evidence)
+    # Its replay takes every gap between the API calls as dispatch: an upper bound, said so; and the
+    # critical path says its host side is the calls alone.
+    cut = _rows_of("tiny_ops.pt.trace.json.gz", gpu | {"cuda_runtime", "ac2g"}, tmp_path)
+    bounded = {s.name: s.upper_bound for s in whatif(load(cut)).scenarios}
+    assert bounded["no-dispatch"] and bounded["cuda-graph-step"] and not bounded["cuda-graphs"], bounded
+    assert not any(s.upper_bound for s in whatif(load(H200 / "tiny_ops.pt.trace.json.gz")).scenarios)
+    path = json.loads(tracekit.render(tracekit.critical_path(cut), "json"))
+    assert path["host_work_traced"] is False
+    assert "records the host's GPU API calls but not its own work" in tracekit.render(tracekit.critical_path(cut), "markdown")
     # Where the GPU is busy the verdict needs no host: the same cut of a GPU-bound ResNet step (batch
     # 128) stays one.
     busy = tracekit.launch(_rows_of("resnet50_b128_nchw.pt.trace.json.gz", gpu, tmp_path, steps=True)).result

@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.blocking import host_blocking_rows
-from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, framework_kinds
 from tracekit.analyze.classify import (
     DATA_LOADER,
     KERNEL_CLASSES,
@@ -114,6 +114,10 @@ class CriticalPath:
     # no GPU work of their own): the math itself, not framework overhead. On a CPU-only trace it is
     # most of the path, which "CPU-bound" alone would leave unsaid.
     cpu_compute_ns: int = 0
+    # The host's own work recorded (framework ops, Python frames, or NVTX ranges where a trace has no
+    # ops). Without it (nsys -t cuda, ProfilerActivity.CUDA only) the host's side of the path is its
+    # GPU API calls alone, and what it did between them is not on the path.
+    host_work_traced: bool = True
 
 
 def critical_path(table: pa.Table, range_name: str | None = None, instance: int | None = None) -> CriticalPath:
@@ -149,6 +153,7 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     result.handoffs, result.handed_ops = len(handoffs), sum(ops.size for ops in handoffs.values())
     result.handoff_return_ns = _handoff_return_on_path(frame, handoffs, result.edges)
     result.stalled_ns = _stalled_on_path(frame, classes, result.edges)
+    result.host_work_traced = bool(frame.rows(*framework_kinds(frame), "python_function").size) or not gpu.size
     return result
 
 

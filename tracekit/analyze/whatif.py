@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.blocking import host_blocking_rows
-from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self, framework_kinds
 from tracekit.analyze.classify import (
     API_CLASSES,
     KERNEL_CLASSES,
@@ -192,6 +192,7 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
         else:
             baseline = kept
     step.unchanged_ns = baseline
+    host_work = bool(frame.rows(*framework_kinds(frame), "python_function").size)
     scenarios = []
     for name, change in _SCENARIOS.items():
         result = change(step)
@@ -224,6 +225,11 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
             assumptions += (f"; an upper bound: one stretch with no op running is {longest / (end - start):.0%} of "
                             f"the step ({longest / 1e6:,.1f} ms), Python work, compilation or a wait the trace does "
                             "not show, which a compiled graph may not remove")
+        if name in ("no-dispatch", "cuda-graph-step") and not upper_bound and step.gpu.size and not host_work:
+            upper_bound = True
+            assumptions += ("; an upper bound: the trace records the host's GPU API calls but not its own work "
+                            "(no framework op, Python frame or NVTX range), so all the host time between them is "
+                            "taken as dispatch, which a wait or data loading would not be")
         scenarios.append(Scenario(name, predicted, baseline - predicted, assumptions, upper_bound, uncertain))
     scenarios.sort(key=lambda s: -s.saving_ns)
     return WhatIf(window, end - start, baseline, scenarios, _busiest_stream(step), step.tids)

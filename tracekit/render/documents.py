@@ -558,6 +558,11 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
             "no event of the path running: Python between ops (eager TensorFlow, JAX's dispatch, which record no op), "
             "waits, or work on threads the graph does not link to the path. The path leaves it out, as HTA's does; "
             "`tracekit report` counts the loop thread's share as dispatch or waiting, and `whatif` replays it.")
+    if not cp.host_work_traced:
+        head.sentences.append(
+            "The trace records the host's GPU API calls but not its own work (no framework op, Python frame or NVTX "
+            "range): the host's share of the path is those calls alone, and what it did between them, dispatching "
+            "or waiting, is not on it.")
     if window["name"] == WHOLE_TRACE:
         head.sentences.append("No step is marked, so this is the whole trace, start-up and first calls included; "
                               "`tracekit ranges` lists the ranges to analyse one iteration with --range NAME.")
@@ -606,7 +611,7 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
             "handoffs": cp.handoffs, "handed_ops": cp.handed_ops,
             "handoff_return_ns": cp.handoff_return_ns, "stalled_ns": cp.stalled_ns,
             "shares_pct": {c: round(cp.shares[c], 4) for c in PATH_CATEGORIES},
-            "cpu_bound_in_cpu_compute_ops_pct": round(compute_share, 4),
+            "cpu_bound_in_cpu_compute_ops_pct": round(compute_share, 4), "host_work_traced": cp.host_work_traced,
             "top": [{"name": r.name, "category": r.category, "cpu_compute_op": bool(r.cpu_compute),
                      "weight_ns": int(r.weight_ns), "share_pct": round(r.share, 4)} for r in cp.top.itertuples()]}
     return Document(f"tracekit critical-path: {name}", "critical-path", facts, [head, top], data)
