@@ -1260,13 +1260,18 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     host_traced = bool(frame.rows(*HOST_ACTIVITY_KINDS).size)
     e.host_work_traced = bool(frame.rows(*framework_kinds(frame), "python_function").size)
     e.host_api_calls = int(frame.rows("runtime_api", "driver_api").size)
-    if r.launch_api.count:
+    # A median of no calls is no figure: where launches or kernels are missing, say so instead.
+    if not r.kernel.count:
+        ev.append("no kernel recorded: the GPU's busy time is copies and memsets"
+                  + (f" ({r.launch_api.count} launch calls recorded)" if r.launch_api.count else ""))
+    elif r.launch_api.count:
         ev.append(f"launch call median {r.launch_api.p50_ns / 1e3:.2f} µs vs kernel median {r.kernel.p50_ns / 1e3:.2f} µs "
                   f"({r.launch_api.count} launches, {r.kernel.count} kernels)")
-    else:  # a median of no launch calls is no figure: say what the trace lacks
+    else:
         ev.append(f"kernel median {r.kernel.p50_ns / 1e3:.2f} µs ({r.kernel.count} kernels); no launch call recorded"
                   + ("" if host_traced else ": the trace holds the GPU's activity only, its host was not profiled"))
-    ev.append(f"{r.short_kernel_share:.0%} of kernels shorter than {r.short_kernel_ns / 1e3:.0f} µs")
+    if r.kernel.count:
+        ev.append(f"{r.short_kernel_share:.0%} of kernels shorter than {r.short_kernel_ns / 1e3:.0f} µs")
     e.launch_p50_ns, e.kernel_p50_ns, e.kernels = r.launch_api.p50_ns, r.kernel.p50_ns, r.kernel.count
     e.graphed_share = _graph_launched_share(frame)
     loops = launch_loops(frame, classify_rows(frame))

@@ -291,14 +291,24 @@ HOST_ACTIVITY_REMEDIES = {
           "the ops between the launch calls",
     "jax": "profile again with the host traced (host_tracer_level=2 in jax.profiler's ProfileOptions): its dispatch "
            "and Python between the launches",
-    "": "profile again with the host's own work recorded: NVTX ranges around the loop's work (PyTorch: "
-        "torch.autograd.profiler.emit_nvtx() marks each op) with nsys profile -t cuda,nvtx, or the framework's own "
-        "profiler with its host activity on (torch.profiler's ProfilerActivity.CPU)",
+}
+# An nsys trace: NVTX ranges, or the framework's own profiler (its framework read from kernel names).
+NSYS_HOST_ACTIVITY_REMEDY = ("profile again with the host's own work recorded: NVTX ranges around the loop's work "
+                             "with nsys profile -t cuda,nvtx{framework}")
+NSYS_HOST_ACTIVITY_BY_FRAMEWORK = {
+    "torch": " (torch.autograd.profiler.emit_nvtx() marks each op), or torch.profiler with ProfilerActivity.CPU on",
+    "tf": ", or TensorFlow's own profiler (tf.profiler.experimental), which records the ops",
+    "jax": ", or JAX's own profiler (jax.profiler), which records the dispatch",
+    "": ", or the framework's own profiler with its host activity on (torch.profiler's ProfilerActivity.CPU, "
+        "tf.profiler, jax.profiler)",
 }
 
 
 def _host_activity_remedy(e: Evidence) -> str:
-    return HOST_ACTIVITY_REMEDIES[""] if e.nsys else HOST_ACTIVITY_REMEDIES.get(e.source, HOST_ACTIVITY_REMEDIES[""])
+    if e.nsys or e.source not in HOST_ACTIVITY_REMEDIES:
+        return NSYS_HOST_ACTIVITY_REMEDY.format(
+            framework=NSYS_HOST_ACTIVITY_BY_FRAMEWORK.get(e.source, NSYS_HOST_ACTIVITY_BY_FRAMEWORK[""]))
+    return HOST_ACTIVITY_REMEDIES[e.source]
 
 
 TF_GPU_ACTIVITY_REMEDY = ("profile again with the GPU traced: tf.profiler.experimental.ProfilerOptions(device_tracer_level=1) "

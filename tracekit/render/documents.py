@@ -351,6 +351,8 @@ def findings_data(lr: LaunchReport) -> dict[str, object]:
 
 
 def _dist_row(label: str, d) -> list:
+    if not d.count:  # statistics of nothing are no figures
+        return [label, 0, 0, None, None, None, None, None]
     return [label, d.count, d.total_ns, d.mean_ns, d.p50_ns, d.p90_ns, d.p99_ns, d.max_ns]
 
 
@@ -365,7 +367,8 @@ def launch_document(name: str, facts: list[tuple[str, str]], lr: LaunchReport) -
                 Column("p90", "ns"), Column("p99", "ns"), Column("max", "ns")]
         d.tables.append(Table("", cols, [_dist_row("launch API call", lr.launch_api), _dist_row("GPU kernel", lr.kernel),
                                          _dist_row("launch -> start delay", lr.delay)],
-                              f"{lr.short_kernel_share:.0%} of kernels are shorter than {lr.short_kernel_ns / 1e3:.0f} µs"))
+                              f"{lr.short_kernel_share:.0%} of kernels are shorter than {lr.short_kernel_ns / 1e3:.0f} µs"
+                              if lr.kernel.count else "no kernel recorded"))
         if len(lr.pairs):
             edges = np.array([0, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 1e6, np.inf])
             hist, _ = np.histogram(lr.pairs.delay_ns.to_numpy(), edges)
