@@ -76,7 +76,7 @@ def test_a_gpu_trace_without_the_hosts_own_work_does_not_call_the_host_idle(tmp_
     cuda_only = tracekit.launch(_rows_of("tiny_ops.pt.trace.json.gz", gpu | {"cuda_runtime", "ac2g"}, tmp_path)).result
     assert cuda_only.verdict == "undetermined", cuda_only.evidence
     assert any("records the host's GPU API calls only (801), not its framework ops" in e for e in cuda_only.evidence)
-    assert any("the host ran no recorded call 78% of the time" in e for e in cuda_only.evidence), cuda_only.evidence
+    assert any("the host ran no recorded call 77% of the time" in e for e in cuda_only.evidence), cuda_only.evidence
     assert cuda_only.remedies == [verdicts.HOST_ACTIVITY_REMEDIES["torch"]]
     gpu_only = tracekit.launch(_rows_of("tiny_ops.pt.trace.json.gz", gpu, tmp_path)).result
     assert gpu_only.verdict == "undetermined", gpu_only.evidence

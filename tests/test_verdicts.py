@@ -80,6 +80,21 @@ def test_each_rule_fires_on_a_real_trace_citing_its_evidence(name, verdict, cite
     assert any(cited in e for e in r.evidence), r.evidence
 
 
+@needs_shared
+def test_a_capture_of_one_short_kernel_is_not_gpu_bound():
+    """HTA's triton_example marks no step on the thread that runs its work: the whole trace is judged.
+    Its one 1.76 µs kernel was the GPU's whole span, so the GPU read 0.0% idle and "GPU-bound"; the span
+    now starts at the 47.8 µs cuLaunchKernel that put it there."""
+    r = tracekit.launch(SHARED / "hta" / "triton_example" / "triton_example.json.gz").result
+    assert r.verdict != "GPU-bound" and r.judged_capture and not r.judged_steps, r.evidence
+    assert any(e.startswith("GPU idle 96.3% of its 0.048 ms span (from the first call that put work on it)")
+               for e in r.evidence), r.evidence
+    # Captures that start with set-up keep it out: memfusion's TensorRT network is still GPU-bound in its
+    # 6.5 ms of GPU work (from the first copy call), not idle through its 534 ms of engine building.
+    fp16 = tracekit.launch(SHARED / "nsys" / "memfusion_dl_nsys2023.1.sqlite").result
+    assert fp16.verdict == "GPU-bound" and fp16.idle_share < 0.05, fp16.evidence
+
+
 def test_rules_without_a_real_trace_here_fire_on_their_evidence_alone():
     """No stored trace is sync-bound on a GPU; its rule, and data loading on a GPU (a real capture in
     test_h200_traces.py), are checked on the evidence record (the CPU data-loading rule runs on a real

@@ -199,6 +199,7 @@ class LaunchReport:
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
+    judged_capture: bool = False  # with no step judged: the span is the capture's (_capture_windows)
     # The share of the loop (the steps and the time between consecutive ones) its steps cover; CPU traces
     # with marked steps only (None: not measured). TF's function calls leave Keras's Python out, ProfilerStep not.
     step_cover: float | None = None
@@ -236,6 +237,8 @@ class LaunchReport:
     def span_words(self) -> str:
         """The GPU span in words: one device's span, or several devices' summed device time."""
         where = f" in the {self.judged_steps} step(s) used" if self.judged_steps else ""
+        if self.judged_capture:
+            where = " (from the first call that put work on it)"
         if self.gpu_devices > 1:
             return f"{self.gpu_span_ns / 1e6:,.3f} ms of device time{where} ({self.gpu_devices} GPUs' spans added)"
         return f"{self.gpu_span_ns / 1e6:,.3f} ms span{where}"
@@ -270,7 +273,8 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
     steps = step_stats(frame, skip=skip_steps, keep_all=keep_all_steps)
     on_host = bool((frame.device[frame.rows("step")] < 0).all())  # steps marked on the host, not per device
     windows = _used_step_windows(frame, gpu_rows, steps, on_host)
-    gaps = _gaps(frame, classes, gpu_rows, windows)
+    capture = _capture_windows(frame, gpu_rows) if windows is None and gpu_rows.size else None
+    gaps = _gaps(frame, classes, gpu_rows, windows if windows is not None else capture)
     launch_mask = classes.api == API_CLASSES.index("launch")
     kern_rows = frame.rows("gpu_kernel")
     ops = top_ops(frame, classes, steps.used_step_numbers() if steps is not None and len(steps.steps) else None)
@@ -290,6 +294,8 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
         origin_ns=int(frame.start.min()) if len(frame) else 0,
     )
     _judge_on_used_steps(report, windows, on_host)
+    if capture is not None:
+        _judge_on_capture(report, capture)
     report.judged_windows = windows if report.judged_steps else None
     report.top_ops = ops
     if low is not None:
@@ -554,6 +560,33 @@ def _used_step_windows(frame: Frame, gpu_rows: np.ndarray, st: StepStats | None,
             mine = step_rows[(frame.device[step_rows] == dev) & member_mask(frame.step[step_rows], numbers)]
             out[dev] = intervals.union(frame.start[mine], frame.end[mine])
     return out if any(s.size for s, _ in out.values()) else None
+
+
+def _capture_windows(frame: Frame, gpu_rows: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per device, the time judged where no step is: from the first host call that put work on it
+    (a launch, copy or memset call linked to its activity) or its own first activity, whichever is
+    earlier, to the last end of either. The device's own span (first to last activity) calls one
+    short kernel 0% idle however long its launch took (HTA's triton_example: a 1.76 µs kernel
+    launched by a 47.8 µs call read "GPU-bound, idle 0.0%"); set-up before the first such call
+    (imports, building the model) is not the work the GPU was driven by, and stays out."""
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for dev in distinct(frame.device[gpu_rows]).tolist():
+        r = gpu_rows[frame.device[gpu_rows] == dev]
+        calls = frame.launch_row[r]
+        calls = calls[calls >= 0]
+        lo, hi = int(frame.start[r].min()), int(frame.end[r].max())
+        if calls.size:
+            lo, hi = min(lo, int(frame.start[calls].min())), max(hi, int(frame.end[calls].max()))
+        out[dev] = (np.array([lo], np.int64), np.array([hi], np.int64))
+    return out
+
+
+def _judge_on_capture(r: LaunchReport, capture: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Where no step is judged, the span and idle time the verdict reads are the capture's
+    (``_capture_windows``; the gaps were cut to it)."""
+    r.gpu_span_ns = sum(int((e - s).sum()) for s, e in capture.values())
+    r.gpu_idle_ns = int(r.gaps.dur_ns.sum()) if len(r.gaps) else 0
+    r.judged_capture = True
 
 
 def _judge_on_used_steps(r: LaunchReport, windows: dict[int, tuple[np.ndarray, np.ndarray]] | None,
