@@ -18,7 +18,7 @@ from tracekit.analyze import verdicts
 from tracekit.analyze.frame import frame_of
 from tracekit.analyze.gpu_presence import onnxruntime_device_providers
 from tracekit.analyze.onnxruntime_nodes import node_floor
-from tracekit.errors import UsageError
+from tracekit.errors import TraceContentError
 from tracekit.ingest import columns, detect, load
 from tracekit.schema import source_of
 
@@ -112,7 +112,7 @@ def test_nodes_of_a_device_provider_are_host_calls_not_gpu_time() -> None:
     assert launch.verdict == "undetermined"
     assert any("120 on CUDAExecutionProvider" in e for e in launch.evidence), launch.evidence
     assert launch.remedies == [verdicts.ORT_GPU_ACTIVITY_REMEDY]
-    with pytest.raises(UsageError, match="no GPU activity"):
+    with pytest.raises(TraceContentError, match="no GPU activity"):
         tracekit.whatif(on_gpu)
 
 
