@@ -99,6 +99,17 @@ def test_a_gpu_trace_without_the_hosts_own_work_does_not_call_the_host_idle(tmp_
     assert busy.verdict == "GPU-bound", busy.evidence
 
 
+def test_compare_does_not_set_a_step_against_a_capture_or_ops_against_none(tmp_path: Path) -> None:
+    # The same program profiled with its ops and steps, and with ProfilerActivity.CUDA alone: compare
+    # read "B takes 4.07x as long as A per step" (A's median step against B's whole capture), "B runs 0
+    # framework ops per step against 250" and "the largest change is framework-op elementwise time".
+    cut = _rows_of("tiny_ops.pt.trace.json.gz", {"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "ac2g"}, tmp_path)
+    text = tracekit.render(tracekit.compare([H200 / "tiny_ops.pt.trace.json.gz", cut]), "markdown")
+    assert "B marks no steps, A does" in text and "as long as" not in text and "faster than" not in text, text
+    assert "B records no framework op and the other trace does" in text
+    assert "framework ops per step against" not in text and "framework-op elementwise" not in text, text
+
+
 def test_a_whole_step_graph_predicts_what_capturing_the_step_gave() -> None:
     # cuda-graphs keeps the host's dispatch (graphs around parts of a step inside Python) and predicted
     # 41% for tiny_ops; capturing the whole step skips it, and cuda-graph-step predicts that. On the

@@ -495,9 +495,17 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
     def rel(v: float, b: float) -> str:
         return f"{(v - b) / b:+.1%}" if b else "new"
 
+    stepped = {s.label: s.step_stats is not None and len(s.step_stats.steps) > 0 for s in sums}
     for lab in labels[1:]:
         col, bcol = metrics[lab], metrics[base]
         b, v = float(bcol["step_time"]), float(col["step_time"])
+        if stepped[lab] != stepped[base]:
+            # One trace's "step" is its median step, the other's its whole capture: no ratio of the two.
+            marked, bare = (lab, base) if stepped[lab] else (base, lab)
+            out.append(f"{bare} marks no steps, {marked} does: their step times ({ms(v)} in {lab}, {ms(b)} in "
+                       f"{base}) are a median step and a whole capture, and are not compared; the metrics below "
+                       "are whole-trace totals.")
+            b = v = 0.0
         bn, ln = (getattr(stats.get(x), "batches", 1) for x in (base, lab))
         if b and v and bn != ln:
             # Keras steps_per_execution: a "step" is one call running several batches; per call the
@@ -535,12 +543,23 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
                                       f"the step-to-step variation).")
         for metric, what in (("kernel_count", "GPU kernels per step" if per_step else "GPU kernels"),
                              ("ops_per_step", "framework ops per step")):
+            if metric == "ops_per_step" and not (col.get("op_count", 0) and bcol.get("op_count", 0)) and (
+                    col.get("op_count", 0) or bcol.get("op_count", 0)):
+                # Ops recorded in one trace and none in the other is a profiler setting (ProfilerActivity.CPU
+                # off, nsys without NVTX), not a program running no ops.
+                bare = lab if not col.get("op_count", 0) else base
+                out.append(f"{bare} records no framework op and the other trace does (a native program, or a "
+                           "profiler that did not record the host's ops: torch.profiler without ProfilerActivity.CPU, "
+                           "nsys): op counts and op time are not compared.")
+                continue
             if metric in col and (col[metric] or bcol[metric]) and col[metric] != bcol[metric]:
                 out.append(f"{lab} runs {_count(col[metric])} {what} against {_count(bcol[metric])} in {base} "
                            f"({rel(col[metric], bcol[metric])}).")
         # "other" holds wrappers (TF's EagerExecute waits out the whole function): name classified work.
+        ops_in_both = bool(col.get("op_count", 0) and bcol.get("op_count", 0))
         classes = [m for m in metrics.index if ((m.endswith("_time") and m[:-5] in KERNEL_CLASSES)
-                   or (m.startswith("op_") and m.endswith("_time"))) and m not in ("other_time", "op_other_time")]
+                   or (ops_in_both and m.startswith("op_") and m.endswith("_time")))
+                   and m not in ("other_time", "op_other_time")]
         if classes:
             deltas = (col[classes] - bcol[classes]).abs().sort_values(ascending=False)
             top = deltas.index[0]

@@ -238,7 +238,8 @@ class LaunchReport:
         """The GPU span in words: one device's span, or several devices' summed device time."""
         where = f" in the {self.judged_steps} step(s) used" if self.judged_steps else ""
         if self.judged_capture:
-            where = " (from the first call that put work on it)"
+            where = " (each from the first call that put work on it)" if self.gpu_devices > 1 else \
+                " (from the first call that put work on it)"
         if self.gpu_devices > 1:
             return f"{self.gpu_span_ns / 1e6:,.3f} ms of device time{where} ({self.gpu_devices} GPUs' spans added)"
         return f"{self.gpu_span_ns / 1e6:,.3f} ms span{where}"
