@@ -783,10 +783,12 @@ def _no_dispatch(step: _Step) -> tuple[int, str] | None:
              if step.kernel_run_floor is not None else "")
     own = (f"; and the step's own Python work, {step.python_work_ns / 1e6:,.2f} ms in stretches of "
            f"{LONG_STRETCH_NS / 1e3:.0f} µs or more with no op running" if step.python_work_ns else "")
+    # No compute op in the step: no fixed cost to remove, and no percentile of none to state.
+    floor = (f", and so does each compute op's fixed cost ({step.op_floor / 1e3:.1f} µs, the trace's 10th-percentile "
+             "op time)" if any(s.kind.startswith("compute") for s in step.segments) else "")
     return predicted, ("framework and Python time outside compute ops (except waits: for other threads' compute or "
                        f"collectives, and Python frames blocked in a sleep, lock or poll; and batch fetching{own}) goes to "
-                       f"0, and so does each compute op's fixed cost ({step.op_floor / 1e3:.1f} µs, the trace's "
-                       "10th-percentile op time) (a compiled graph: "
+                       f"0{floor} (a compiled graph: "
                        "tf.function, TorchScript, torch.compile, jax.jit); launches and GPU work unchanged" + eager + kept)
 
 
