@@ -99,6 +99,21 @@ def test_a_gpu_trace_without_the_hosts_own_work_does_not_call_the_host_idle(tmp_
     assert busy.verdict == "GPU-bound", busy.evidence
 
 
+def test_a_span_is_said_to_start_at_a_call_only_where_calls_are_linked(tmp_path: Path) -> None:
+    # With no launch linked to its kernel (no flows, no correlation ids), no step holds GPU work and
+    # the whole trace is judged on the GPU's own span; it is not said to start at a call.
+    import gzip
+
+    doc = json.loads(gzip.decompress((H200 / "tiny_ops.pt.trace.json.gz").read_bytes()))
+    doc["traceEvents"] = [{**e, "args": {k: v for k, v in e.get("args", {}).items() if k not in ("correlation", "External id")}}
+                          for e in doc["traceEvents"] if e.get("cat") != "ac2g"]
+    cut = tmp_path / "unlinked.json"
+    cut.write_text(json.dumps(doc))
+    r = tracekit.launch(cut).result
+    assert not r.judged_steps and not r.judged_capture, r.evidence
+    assert any(e.startswith("GPU idle 92.7% of its 10.371 ms span") and "call" not in e for e in r.evidence), r.evidence
+
+
 def test_compare_does_not_set_a_step_against_a_capture_or_ops_against_none(tmp_path: Path) -> None:
     # The same program profiled with its ops and steps, and with ProfilerActivity.CUDA alone: compare
     # read "B takes 4.07x as long as A per step" (A's median step against B's whole capture), "B runs 0

@@ -199,7 +199,7 @@ class LaunchReport:
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
-    judged_capture: bool = False  # with no step judged: the span is the capture's (_capture_windows)
+    judged_capture: bool = False  # no step judged, the span from the first call linked to GPU work (_capture_windows)
     # The share of the loop (the steps and the time between consecutive ones) its steps cover; CPU traces
     # with marked steps only (None: not measured). TF's function calls leave Keras's Python out, ProfilerStep not.
     step_cover: float | None = None
@@ -275,6 +275,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
     on_host = bool((frame.device[frame.rows("step")] < 0).all())  # steps marked on the host, not per device
     windows = _used_step_windows(frame, gpu_rows, steps, on_host)
     capture = _capture_windows(frame, gpu_rows) if windows is None and gpu_rows.size else None
+    linked = capture is not None and bool((frame.launch_row[gpu_rows] >= 0).any())
     gaps = _gaps(frame, classes, gpu_rows, windows if windows is not None else capture)
     launch_mask = classes.api == API_CLASSES.index("launch")
     kern_rows = frame.rows("gpu_kernel")
@@ -296,7 +297,7 @@ def launch(table: pa.Table, short_kernel_ns: int = 10_000, idle_threshold: float
     )
     _judge_on_used_steps(report, windows, on_host)
     if capture is not None:
-        _judge_on_capture(report, capture)
+        _judge_on_capture(report, capture, linked)
     report.judged_windows = windows if report.judged_steps else None
     report.top_ops = ops
     if low is not None:
@@ -582,12 +583,13 @@ def _capture_windows(frame: Frame, gpu_rows: np.ndarray) -> dict[int, tuple[np.n
     return out
 
 
-def _judge_on_capture(r: LaunchReport, capture: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+def _judge_on_capture(r: LaunchReport, capture: dict[int, tuple[np.ndarray, np.ndarray]], linked: bool) -> None:
     """Where no step is judged, the span and idle time the verdict reads are the capture's
-    (``_capture_windows``; the gaps were cut to it)."""
+    (``_capture_windows``; the gaps were cut to it). ``linked``: some GPU work is linked to the call
+    that put it there (without links the span is the GPU's own, and is not said to be more)."""
     r.gpu_span_ns = sum(int((e - s).sum()) for s, e in capture.values())
     r.gpu_idle_ns = int(r.gaps.dur_ns.sum()) if len(r.gaps) else 0
-    r.judged_capture = True
+    r.judged_capture = linked
 
 
 def _judge_on_used_steps(r: LaunchReport, windows: dict[int, tuple[np.ndarray, np.ndarray]] | None,
