@@ -114,6 +114,34 @@ def test_a_span_is_said_to_start_at_a_call_only_where_calls_are_linked(tmp_path:
     assert any(e.startswith("GPU idle 92.7% of its 10.371 ms span") and "call" not in e for e in r.evidence), r.evidence
 
 
+def _shifted(name: str, shift_us: float, tmp_path: Path) -> Path:
+    """The capture with its GPU rows (and their flows' ends) moved ``shift_us`` earlier, as a
+    profiler whose conversion of GPU timestamps to the host's clock is off writes them."""
+    import gzip
+
+    doc = json.loads(gzip.decompress((H200 / name).read_bytes()))
+    for e in doc["traceEvents"]:
+        if "ts" in e and (e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
+                          or e.get("cat") == "ac2g" and e.get("ph") == "f"):
+            e["ts"] -= shift_us
+    out = tmp_path / f"shifted_{shift_us}.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def test_gpu_timestamps_offset_from_the_hosts_are_said_and_decide_nothing(tmp_path: Path) -> None:
+    # No kernel of a real trace starts before its launch call (2 µs after it at the least); 3 ms early,
+    # every one does, and the gaps' host activity is read 3 ms away from them: it read launch-bound.
+    far = tracekit.launch(_shifted("tiny_ops.pt.trace.json.gz", 3000.0, tmp_path)).result
+    assert far.verdict == "undetermined" and far.remedies == [verdicts.CLOCK_SKEW_REMEDY], far.evidence
+    assert any(e.startswith("100% of the GPU activities start before the host call that launched them (a median "
+                            "2,992.8 µs before)") for e in far.evidence), far.evidence
+    near = tracekit.launch(_shifted("tiny_ops.pt.trace.json.gz", 6.6, tmp_path)).result
+    assert any(e.startswith("123 of 800 GPU activities start before the host call that launched them")
+               for e in near.evidence), near.evidence
+    assert not any("start before the host call" in e for e in _launch("tiny_ops.pt.trace.json.gz").evidence)
+
+
 def test_compare_does_not_set_a_step_against_a_capture_or_ops_against_none(tmp_path: Path) -> None:
     # The same program profiled with its ops and steps, and with ProfilerActivity.CUDA alone: compare
     # read "B takes 4.07x as long as A per step" (A's median step against B's whole capture), "B runs 0

@@ -583,6 +583,33 @@ def _capture_windows(frame: Frame, gpu_rows: np.ndarray) -> dict[int, tuple[np.n
     return out
 
 
+# Stated from this many GPU activities and this share of them starting before their launch calls.
+CLOCK_SKEW_NOTE_ROWS, CLOCK_SKEW_NOTE_SHARE = 3, 0.01
+
+
+def _measure_clock_skew(frame: Frame, e: verdicts.Evidence, evidence: list[str]) -> None:
+    """GPU activities that start before the host call that launched them. On one clock none can (the
+    stored real traces: launch-to-start 2 µs at the least); CUPTI's and roctracer's timestamps are
+    converted to the host's clock, and where that conversion drifts or a record is corrupt they do
+    (kineto#1380: NCCL kernels starting before their cuLaunchKernelEx; ROCm's timestamp inversions).
+    Said where it is more than a stray record; the verdict is undetermined where it is half of them."""
+    gpu = frame.rows(*GPU_BUSY_KINDS)
+    calls = frame.launch_row[gpu]
+    gpu, calls = gpu[calls >= 0], calls[calls >= 0]
+    if not gpu.size:
+        return
+    early = frame.start[calls] - frame.start[gpu]
+    early = early[early > 0]
+    e.clock_skew_share = early.size / gpu.size
+    if early.size:
+        e.clock_skew_ns = float(np.median(early))
+    if early.size >= CLOCK_SKEW_NOTE_ROWS and e.clock_skew_share >= CLOCK_SKEW_NOTE_SHARE \
+            and e.clock_skew_share < verdicts.CLOCK_SKEW_SHARE:
+        evidence.append(f"{early.size:,} of {gpu.size:,} GPU activities start before the host call that launched them "
+                        f"(a median {e.clock_skew_ns / 1e3:,.1f} µs, up to {early.max() / 1e3:,.1f} µs before): their "
+                        "timestamps are offset from the host's, and the host activity read against them by as much")
+
+
 def _judge_on_capture(r: LaunchReport, capture: dict[int, tuple[np.ndarray, np.ndarray]], linked: bool) -> None:
     """Where no step is judged, the span and idle time the verdict reads are the capture's
     (``_capture_windows``; the gaps were cut to it). ``linked``: some GPU work is linked to the call
@@ -1308,6 +1335,7 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
                   + ("" if host_traced else ": the trace holds the GPU's activity only, its host was not profiled"))
     if r.kernel.count:
         ev.append(f"{r.short_kernel_share:.0%} of kernels shorter than {r.short_kernel_ns / 1e3:.0f} µs")
+    _measure_clock_skew(frame, e, ev)
     e.launch_p50_ns, e.kernel_p50_ns, e.kernels = r.launch_api.p50_ns, r.kernel.p50_ns, r.kernel.count
     e.graphed_share = _graph_launched_share(frame)
     loops = launch_loops(frame, classify_rows(frame))

@@ -131,6 +131,10 @@ class Evidence:
     kernel_p50_ns: float = 0.0
     kernels: int = 0
     graphed_share: float = 0.0  # kernels replayed from CUDA/HIP graph launches
+    # GPU activities that start before the host call that launched them: impossible on one clock, so
+    # the GPU's timestamps are offset from the host's (a clock conversion, or corrupt records)
+    clock_skew_share: float = 0.0
+    clock_skew_ns: float = 0.0  # the median of how far before their calls those activities start
     launch_loop_share: float = 0.0  # GPU enqueues issued inside ops that issue many per call (a library's loop)
     launch_loop_op: str = ""        # the op issuing most of them, e.g. aten::_cudnn_rnn
     launch_loop_per_call: float = 0.0
@@ -221,6 +225,11 @@ PIPELINE_PER_CALL_REMEDY = ("build the input pipeline once, not per call: Keras'
 DATA_LOADING_WORKERS_REMEDY = ("the DataLoader already loads in worker processes and the loop still waits for them: "
                                "raise num_workers (and prefetch_factor), keep them with persistent_workers=True, "
                                "and make each sample cheaper to load (decode, augmentation, or batched reads)")
+CLOCK_SKEW_SHARE = 0.5     # GPU activities starting before their launch calls: the clocks disagree
+CLOCK_SKEW_REMEDY = ("the profiler converts the GPU's timestamps (CUPTI's, roctracer's) to the host's clock, and here "
+                     "the conversion is off (kineto#1380, #1082): profile again, or compare with an nsys capture of "
+                     "the same loop; until then read the GPU's own figures (its busy time and kernels), not what "
+                     "the host did in its gaps")
 HOST_IDLE_REMEDY = ("the GPU waits on something this trace does not show: data loading in other processes or threads, "
                     "other ranks (communication), I/O, or a profiler that traced only some threads; profile those")
 COPY_REMEDY = ("the GPU waits while the host copies (cudaMemcpy, .to(device), .cpu(), .item()): copy from pinned "
@@ -1006,6 +1015,14 @@ RULES: tuple[Rule, ...] = (
          lambda e: f"largest GPU class: {e.top_gpu_class or 'other'} ({e.top_gpu_class_share:.0%} of busy time)",
          _gpu_bound_remedies,
          "the GPU idles less than idle_threshold (30%) of its span"),
+    # Every rule below reads what the host ran during the GPU's gaps: on clocks that disagree, it cannot.
+    Rule("undetermined", lambda e: e.clock_skew_share >= CLOCK_SKEW_SHARE,
+         lambda e: f"{e.clock_skew_share:.0%} of the GPU activities start before the host call that launched them "
+                   f"(a median {e.clock_skew_ns / 1e3:,.1f} µs before): the GPU's timestamps are offset from the "
+                   "host's in this trace, so what the host ran during the GPU's idle gaps cannot be read from it",
+         lambda e: [CLOCK_SKEW_REMEDY],
+         "GPU: idle at least idle_threshold (30%) of its span, and half or more of its activities start before the "
+         "call that launched them (the GPU's clock offset from the host's)"),
     Rule("data-loading-bound", lambda e: e.load_gap_share >= DATA_LOADING_SHARE,
          lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_gap_share:.0%} of the GPU's "
                    "idle time",
