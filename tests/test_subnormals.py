@@ -61,3 +61,21 @@ def test_without_recorded_shapes_the_products_are_not_judged() -> None:
     at = table.schema.get_field_index("args")
     bare = table.set_column(at, table.schema.field(at), pa.nulls(table.num_rows, table.schema.field(at).type))
     assert _found(bare) is None
+
+
+def test_a_series_whose_call_count_varies_between_steps_is_not_read_as_a_matrix(tmp_path: Path) -> None:
+    """Gradient accumulation's optimizer steps add aten::copy_ and aten::fill_ calls every k-th step:
+    their series have a call in every step, but not the same number. They were read as a steps x calls
+    matrix anyway (cells of other calls, or past the end: an IndexError once the file's events came in
+    another order, which put those series last). The same capture with its events shuffled in the file
+    now gives the same report."""
+    import gzip
+    import random
+
+    path = DATA / "grad_accumulation.pt.trace.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    random.Random(0).shuffle(doc["traceEvents"])
+    shuffled = tmp_path / "shuffled.json"
+    shuffled.write_text(json.dumps(doc))
+    same, original = (json.loads(api.render(api.report(p), "json"))["verdict"] for p in (shuffled, path))
+    assert same == original

@@ -120,7 +120,8 @@ def slowing_products(frame: Frame, classes: RowClasses, steps: list[int]) -> Slo
         return None
     cs = compared_calls(frame, classes, steps)
     # The matrix: calls (series, k) x the steps, of the series with a call in every step compared.
-    full = np.flatnonzero(cs.steps_with == len(steps))
+    # ... and the same number of calls in each (a series whose count varies is no steps x calls matrix).
+    full = np.flatnonzero((cs.steps_with == len(steps)) & cs.comparable[cs.first])
     if not full.size:
         return None
     per_step = cs.calls[full]
