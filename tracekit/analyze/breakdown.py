@@ -255,6 +255,14 @@ def framework_kinds(frame: Frame) -> tuple[str, ...]:
     return ("cpu_op",)
 
 
+def host_work_recorded(frame: Frame) -> bool:
+    """Whether the trace records the host's own work (framework ops, Python frames, or NVTX ranges
+    where it has no ops), not only its GPU API calls: nsys -t cuda and torch.profiler with only
+    ProfilerActivity.CUDA record none of it, and a GPU gap with no host event then says nothing of
+    what the host did."""
+    return bool(frame.rows(*framework_kinds(frame), "python_function").size)
+
+
 def _host_classes(frame: Frame, classes: RowClasses) -> tuple[np.ndarray, np.ndarray]:
     """Rows that take part in the host split and their host class index."""
     api_rows = frame.rows("runtime_api", "driver_api")

@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.blocking import host_blocking_rows
-from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, framework_kinds
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, host_work_recorded
 from tracekit.analyze.classify import (
     DATA_LOADER,
     KERNEL_CLASSES,
@@ -153,7 +153,7 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     result.handoffs, result.handed_ops = len(handoffs), sum(ops.size for ops in handoffs.values())
     result.handoff_return_ns = _handoff_return_on_path(frame, handoffs, result.edges)
     result.stalled_ns = _stalled_on_path(frame, classes, result.edges)
-    result.host_work_traced = bool(frame.rows(*framework_kinds(frame), "python_function").size) or not gpu.size
+    result.host_work_traced = host_work_recorded(frame) or not gpu.size
     return result
 
 

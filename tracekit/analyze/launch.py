@@ -37,6 +37,7 @@ from tracekit.analyze.breakdown import (
     aoti_native_calls,
     breakdown,
     framework_kinds,
+    host_work_recorded,
     op_self_time,
     step_index,
 )
@@ -1321,7 +1322,7 @@ def _measure_gpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence) -> None:
     ev.append(f"GPU idle {r.idle_share:.1%} of its {r.span_words}" if r.gpu_devices <= 1 else
               f"GPUs idle {r.idle_share:.1%} of their {r.span_words}")
     host_traced = bool(frame.rows(*HOST_ACTIVITY_KINDS).size)
-    e.host_work_traced = bool(frame.rows(*framework_kinds(frame), "python_function").size)
+    e.host_work_traced = host_work_recorded(frame)
     e.host_api_calls = int(frame.rows("runtime_api", "driver_api").size)
     # A median of no calls is no figure: where launches or kernels are missing, say so instead.
     if not r.kernel.count:

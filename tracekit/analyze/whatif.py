@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals
 from tracekit.analyze.blocking import host_blocking_rows
-from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self, framework_kinds
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self, host_work_recorded
 from tracekit.analyze.classify import (
     API_CLASSES,
     KERNEL_CLASSES,
@@ -192,7 +192,7 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
         else:
             baseline = kept
     step.unchanged_ns = baseline
-    host_work = bool(frame.rows(*framework_kinds(frame), "python_function").size)
+    host_work = host_work_recorded(frame)
     scenarios = []
     for name, change in _SCENARIOS.items():
         result = change(step)
