@@ -545,8 +545,8 @@ def _findings(metrics: pd.DataFrame, names: pd.DataFrame, labels: list[str], sum
                              ("ops_per_step", "framework ops per step")):
             if metric == "ops_per_step" and not (col.get("op_count", 0) and bcol.get("op_count", 0)) and (
                     col.get("op_count", 0) or bcol.get("op_count", 0)):
-                # Ops recorded in one trace and none in the other is a profiler setting (ProfilerActivity.CPU
-                # off, nsys without NVTX), not a program running no ops.
+                # Ops recorded in one trace and none in the other: a native program, or a profiler setting
+                # (ProfilerActivity.CPU off, nsys): "0 ops against 250" would read as a program change.
                 bare = lab if not col.get("op_count", 0) else base
                 out.append(f"{bare} records no framework op and the other trace does (a native program, or a "
                            "profiler that did not record the host's ops: torch.profiler without ProfilerActivity.CPU, "
