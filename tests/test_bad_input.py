@@ -5,6 +5,7 @@ Runs the installed console script, as a user would."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import sqlite3
@@ -235,3 +236,12 @@ def test_a_capture_with_nothing_in_it_is_an_input_error_on_the_file(command, tmp
     named = subprocess.run([TRACEKIT, command, str(empty), "--range", "train_step"], capture_output=True, text=True,
                            timeout=120)
     assert named.returncode == 2 and "no range named 'train_step'" in named.stderr
+    # The same capture with no event at all (as a profiler that recorded nothing writes it): it raised
+    # numpy's "zero-size array to reduction operation minimum" with a traceback.
+    doc = json.loads(gzip.decompress(empty.read_bytes()))
+    doc["traceEvents"] = []
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text(json.dumps(doc))
+    proc = subprocess.run([TRACEKIT, command, str(nothing)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.strip() == (f"tracekit: error: {nothing}: the trace holds no events "
+                                                            "(tracekit report says what the trace holds)"), proc.stderr

@@ -199,6 +199,8 @@ def step_window(frame: Frame, range_name: str | None, instance: int | None) -> t
     chosen = ""
     if range_name is None:
         steps = frame.rows("step")
+        if not len(frame):  # {"traceEvents": []}: a profiler that recorded nothing
+            raise empty_window("the trace holds no events", {"name": WHOLE_TRACE})
         if not steps.size:
             first, last = int(frame.start.min()), int(frame.end.max())
             return first, last, {"name": WHOLE_TRACE, "instance": 0, "start_ns": first, "end_ns": last}
