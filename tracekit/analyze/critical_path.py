@@ -118,6 +118,11 @@ class CriticalPath:
     # ops). Without it (nsys -t cuda, ProfilerActivity.CUDA only) the host's side of the path is its
     # GPU API calls alone, and what it did between them is not on the path.
     host_work_traced: bool = True
+    # The last end of the work in the graph, and of its GPU work: GPU work launched in the window can
+    # run past its end (the GPU behind the host), and the path through it with it, so the path is
+    # measured against the window up to there.
+    work_end_ns: int = 0
+    gpu_work_end_ns: int = 0
 
 
 def critical_path(table: pa.Table, range_name: str | None = None, instance: int | None = None) -> CriticalPath:
@@ -154,6 +159,8 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     result.handoff_return_ns = _handoff_return_on_path(frame, handoffs, result.edges)
     result.stalled_ns = _stalled_on_path(frame, classes, result.edges)
     result.host_work_traced = host_work_recorded(frame) or not gpu.size
+    result.work_end_ns = int(frame.end[events].max())
+    result.gpu_work_end_ns = int(frame.end[gpu].max()) if gpu.size else 0
     return result
 
 
@@ -357,7 +364,11 @@ class _Graph:
 
 def _host_edges(g: _Graph, frame: Frame, host: np.ndarray, waiting: set[int]) -> None:
     """Per host thread, the call stack walked depth-first: each node joined to the next. Into the end
-    of a blocking sync or of a call in ``waiting`` (rows) the edge weighs nothing."""
+    of a blocking sync or of a call in ``waiting`` (rows) the edge weighs nothing. An event that
+    starts inside another and ends after it (a clock's jitter or rounding: Paddle's "matmul kernel
+    launch" starts a few ns before its "matmul infer_meta" ends) is read as the other's child cut at
+    its end, or as the next sibling started at its end, whichever moves less: the walk is one
+    timeline, and a path through it is no longer than the thread's time."""
     blocking = set(host_blocking_rows(frame).tolist())
     thread = frame.thread_key[host]
     for key in np.unique(thread):
@@ -366,9 +377,15 @@ def _host_edges(g: _Graph, frame: Frame, host: np.ndarray, waiting: set[int]) ->
         stack: list[int] = []
         last: int | None = None
         for row in rows.tolist():
-            while stack and frame.end[stack[-1]] <= frame.start[row]:
-                done = stack.pop()
-                last = _exit(g, frame, done, last, blocking, waiting)
+            while stack:
+                top_end, row_end = g.ts[g.end(stack[-1])], g.ts[g.end(row)]
+                if top_end > g.ts[g.start(row)] and not top_end - g.ts[g.start(row)] < row_end - top_end:
+                    break  # a child
+                if top_end > g.ts[g.start(row)]:  # a sibling that starts before the other ends
+                    g.ts[g.start(row)] = top_end
+                last = _exit(g, frame, stack.pop(), last, blocking, waiting)
+            if stack:
+                g.ts[g.end(row)] = min(g.ts[g.end(row)], g.ts[g.end(stack[-1])])
             node = g.start(row)
             if last is not None:
                 g.add(last, node, OPERATOR if stack else DEPENDENCY, stack[-1] if stack else -1)

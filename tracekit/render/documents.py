@@ -554,11 +554,25 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
         "Edges between top-level host calls and waits inside blocking calls weigh nothing (HTA's rules): the path "
         "is the work, not the gaps."])
     start, end = window.get("start_ns"), window.get("end_ns")
-    span = end - start if isinstance(start, int) and isinstance(end, int) else 0
+    if not (isinstance(start, int) and isinstance(end, int)):
+        start = end = 0
+    span = end - start
+    gpu_behind = span > 0 and cp.gpu_work_end_ns > end  # the path runs through GPU work that ends after the window
+    if gpu_behind:
+        head.sentences.append(
+            f"The GPU work launched in the window ends {format_cell(cp.gpu_work_end_ns - end, 'ns')} after it (the GPU "
+            "runs behind the host); the path is measured against the window up to that end.")
+    elif span > 0 and cp.work_end_ns > end:
+        head.sentences.append(
+            f"Work that starts in the window ends {format_cell(cp.work_end_ns - end, 'ns')} after it; the path is "
+            "measured against the window up to that end.")
+    span = max(span, cp.work_end_ns - start) if span > 0 else span
     if span > 0 and cp.total_ns < PATH_COVERAGE_NOTE * span:
         head.sentences.append(
             f"The path covers {cp.total_ns / span:.0%} of the window ({format_cell(span, 'ns')}). The rest is time with "
-            "no event of the path running: Python between ops (eager TensorFlow, JAX's dispatch, which record no op), "
+            "no event of the path running: " + ("the GPU still running work launched before the window, " if gpu_behind
+                                                else "") +
+            "Python between ops (eager TensorFlow, JAX's dispatch, which record no op), "
             "waits, or work on threads the graph does not link to the path. The path leaves it out, as HTA's does; "
             "`tracekit report` counts the loop thread's share as dispatch or waiting, and `whatif` replays it.")
     if not cp.host_work_traced:
@@ -608,7 +622,7 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
     top.tables.append(Table("", [Column("event"), Column("bound by"), Column("time on path", "ns"), Column("share", "pct")],
                             [[short_name(r.name), CPU_COMPUTE_LABEL if r.cpu_compute else EVENT_LABELS.get(r.category, r.category),
                               r.weight_ns, r.share / 100] for r in cp.top.itertuples()]))
-    data = {"window": window, "path_ns": cp.total_ns,
+    data = {"window": window, "path_ns": cp.total_ns, "window_with_work_ns": span,
             "path_of_window_pct": round(100 * cp.total_ns / span, 4) if span > 0 else None,
             "nodes": cp.nodes, "edges": cp.graph_edges,
             "handoffs": cp.handoffs, "handed_ops": cp.handed_ops,
