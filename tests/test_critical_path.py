@@ -82,6 +82,30 @@ def test_events_that_overlap_on_one_thread_do_not_stretch_the_path_past_its_wind
     assert 0.5 * window_ns < cp.total_ns <= window_ns, (cp.total_ns, window_ns, old_pct)
 
 
+def _union_ns(intervals: list[tuple[int, int]]) -> int:
+    total, end = 0, None
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            total, end = total + stop - start, stop
+        elif stop > end:
+            total, end = total + stop - end, stop
+    return total
+
+
+def test_kernels_that_overlap_on_one_stream_count_their_overlap_once() -> None:
+    """On the H200 XLA starts the next kernel of a stream 32-384 ns before the previous one ends
+    (programmatic dependent launch): 104 such pairs in a scanned-LSTM step. The path counted each
+    overlap twice, 77.3 µs of GPU compute on it for kernels that ran 71.3 µs; now the kernels' time on
+    the path is the time they ran."""
+    table = load(Path(__file__).parent / "data" / "h200" / "jax_scan_lstm_unroll5.xplane.pb")
+    frame = frame_of(table)
+    cp = critical_path(table)
+    rows = cp.edges.row[cp.edges.category == "gpu_compute_bound"].to_numpy()
+    assert rows.size > 20
+    ran = _union_ns(list(zip(frame.start[rows].tolist(), frame.end[rows].tolist(), strict=True)))
+    assert cp.edges.weight_ns[cp.edges.category == "gpu_compute_bound"].sum() == ran
+
+
 def test_a_cross_stream_wait_is_a_dependency_not_kernel_kernel_overhead() -> None:
     """cudaStreamWaitEvent: the second alexnet forward's 505 µs gap on stream 7 is the wait for a
     kernel on stream 20, so the path runs through that kernel (GPU compute), as HTA's does."""

@@ -651,6 +651,12 @@ def _gpu_edges(g: _Graph, frame: Frame, gpu: np.ndarray, waits: dict[int, int]) 
         launched = frame.start[frame.launch_row[rows]]
         previous: int | None = None
         for i, row in enumerate(rows.tolist()):
+            if previous is not None and g.ts[g.start(row)] < g.ts[g.end(previous)]:
+                # Two activities of one stream overlap (a record repeated, clocks off, or a kernel
+                # launched for programmatic dependent launch starting in its predecessor's tail): the
+                # path counts the overlap once, as the host walk does.
+                g.ts[g.start(row)] = g.ts[g.end(previous)]
+                g.ts[g.end(row)] = max(g.ts[g.end(row)], g.ts[g.start(row)])
             g.add(g.start(row), g.end(row), OPERATOR, row)
             launch = int(frame.launch_row[row])
             # A launch delay only when the stream's queue held nothing else (HTA's queue-length rule):

@@ -52,7 +52,7 @@ CROSS_THREAD_SOURCES = ("tf", "jax")  # runtimes that run a range's ops on execu
 class RangesReport:
     """Result of ``ranges()``. Times in ns.
 
-    instances: one row per range: row, name, depth, pid, tid, start_ns, dur_ns, parent (row of the
+    instances: one row per range, by start: row, name, depth, pid, tid, start_ns, dur_ns, parent (row of the
         enclosing range or -1), gpu_ops, proj_start_ns, proj_dur_ns (NaN without GPU work),
         gpu_busy_ns (sum of the projected activities' durations).
     summary: per name (steps under one, their numbers made N: ``ProfilerStep#N``): instances, total_ns, mean_ns, min_ns, max_ns, mean_depth, gpu_instances
@@ -95,6 +95,11 @@ def ranges(table: pa.Table) -> RangesReport:
     inst["proj_dur_ns"] = np.where(has, proj["last_end"] - proj["first_start"], np.nan)
     inst["gpu_ops"] = inst["gpu_ops"].fillna(0).astype(np.int64)
     inst["gpu_busy_ns"] = inst["gpu_busy_ns"].fillna(0).astype(np.int64)
+    # In time order, not the file's: the same trace written in another order (a merged or re-exported
+    # file) gives the same instances, and names tied on total time keep their order of first use.
+    order = np.lexsort((rows, inst["start_ns"].to_numpy()))
+    inst = inst.iloc[order].reset_index(drop=True)
+    rows = rows[order]
     # A step per row (ProfilerStep#1, ProfilerStep#2, ...) is one range of the loop: summed as one name,
     # its numbers made N, so that a long loop is one row, and two traces' steps compare by name.
     steps = frame.kind[rows] == schema.KIND_CODES["step"]
