@@ -135,6 +135,11 @@ class Evidence:
     # the GPU's timestamps are offset from the host's (a clock conversion, or corrupt records)
     clock_skew_share: float = 0.0
     clock_skew_ns: float = 0.0  # the median of how far before their calls those activities start
+    # Launch calls 100x the median call and 0.5 ms or more, run while the GPU idles: not launch overhead
+    # (a kernel's module loaded at its first launch, or the thread stalled in the call)
+    slow_launch_gap_share: float = 0.0  # of the GPU's idle time
+    slow_launches: int = 0
+    slow_launch_max_ns: int = 0
     launch_loop_share: float = 0.0  # GPU enqueues issued inside ops that issue many per call (a library's loop)
     launch_loop_op: str = ""        # the op issuing most of them, e.g. aten::_cudnn_rnn
     launch_loop_per_call: float = 0.0
@@ -226,6 +231,12 @@ DATA_LOADING_WORKERS_REMEDY = ("the DataLoader already loads in worker processes
                                "raise num_workers (and prefetch_factor), keep them with persistent_workers=True, "
                                "and make each sample cheaper to load (decode, augmentation, or batched reads)")
 CLOCK_SKEW_SHARE = 0.5     # GPU activities starting before their launch calls: the clocks disagree
+SLOW_LAUNCH_SHARE = 0.5    # of the GPU's idle time inside slow launch calls: a one-time load or a stall decides
+SLOW_LAUNCH_REMEDY = ("profile the loop's steady steps, not its first: torch.profiler's schedule(wait=1, warmup=1, "
+                      "active=3) or nsys --capture-range on a range after warm-up (a kernel's first launch loads its "
+                      "module: CUDA's lazy loading, a ROCm code object; CUDA_MODULE_LOADING=EAGER loads them all at "
+                      "start-up); if every step has such calls, the host thread is stalled inside them (CPU "
+                      "contention, another thread holding the driver's lock)")
 CLOCK_SKEW_REMEDY = ("the profiler converts the GPU's timestamps (CUPTI's, roctracer's) to the host's clock, and here "
                      "the conversion is off (kineto#1380, #1082): profile again, or compare with an nsys capture of "
                      "the same loop; until then read the GPU's own figures (its busy time and kernels), not what "
@@ -813,6 +824,15 @@ def _launches_bind(e: Evidence) -> bool:
     return e.launch_p50_ns >= e.kernel_p50_ns and e.gap_launching_share >= e.gap_dispatch_share and e.host_work_traced
 
 
+def _slow_launches_says(e: Evidence) -> str:
+    calls = (f"1 launch call of {e.slow_launch_max_ns / 1e6:,.2f} ms runs" if e.slow_launches == 1 else
+             f"{e.slow_launches:,} launch calls of up to {e.slow_launch_max_ns / 1e6:,.2f} ms run")
+    return (f"{calls} during {e.slow_launch_gap_share:.0%} of the "
+            "GPU's idle time: not the per-launch cost a CUDA graph or fewer kernels would remove, but a one-time load "
+            "(a kernel's first launch loads its module) or the thread stalled in the call, so what paces the loop's "
+            "steady steps is not in this window")
+
+
 def _host_work_untraced_says(e: Evidence) -> str:
     recorded = (f"the host's GPU API calls only ({e.host_api_calls:,}), not its framework ops, NVTX ranges or Python"
                 if e.host_api_calls else "none of the host's activity")
@@ -1023,6 +1043,12 @@ RULES: tuple[Rule, ...] = (
          lambda e: [CLOCK_SKEW_REMEDY],
          "GPU: idle at least idle_threshold (30%) of its span, and half or more of its activities start before the "
          "call that launched them (the GPU's clock offset from the host's)"),
+    # A launch call of milliseconds with the GPU idle is not the per-launch cost a graph removes.
+    Rule("undetermined", lambda e: e.slow_launch_gap_share >= SLOW_LAUNCH_SHARE, _slow_launches_says,
+         lambda e: [SLOW_LAUNCH_REMEDY],
+         "GPU: idle at least idle_threshold (30%) of its span, and launch calls 100x the median call and 0.5 ms or "
+         "more run during half or more of its idle time (a kernel's module loaded at its first launch, or the "
+         "thread stalled in the call)"),
     Rule("data-loading-bound", lambda e: e.load_gap_share >= DATA_LOADING_SHARE,
          lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_gap_share:.0%} of the GPU's "
                    "idle time",

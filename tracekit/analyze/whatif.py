@@ -59,6 +59,7 @@ from tracekit.analyze.optimizer import fusable, fused_arithmetic, fused_streams,
 from tracekit.analyze.parameter_loops import loops_in
 from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
 from tracekit.analyze.sample_loop import READ_OPS
+from tracekit.analyze.slow_launches import slow_launch_calls
 from tracekit.analyze.steps import driving_threads
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
@@ -218,6 +219,13 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
                             "between and inside the node runs is much of it its profiler's own recording of each node "
                             "(tracekit report bounds it), which no compiler removes: time the run unprofiled "
                             "before reading this saving")
+        slow, slowest = _slow_launches_on_idle_gpu(step) if name in ("cuda-graphs", "cuda-graph-step") else (0, 0)
+        if slow:
+            uncertain = True
+            assumptions += (f"; uncertain: {slow} launch call(s) of up to {slowest / 1e6:,.2f} ms in this step run while "
+                            "the GPU idles (a kernel's module loaded at its first launch, or the thread stalled in "
+                            "the call): the replay removes them with the other launch calls, but a steady step would "
+                            "not have them and a graph does not remove a stall; profile steady steps")
         upper_bound = False
         longest = _longest_stretch(step) if name in ("no-dispatch", "cuda-graph-step") else 0
         if longest and longest >= UNEXPLAINED_STRETCH_SHARE * (end - start):
@@ -233,6 +241,20 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
         scenarios.append(Scenario(name, predicted, baseline - predicted, assumptions, upper_bound, uncertain))
     scenarios.sort(key=lambda s: -s.saving_ns)
     return WhatIf(window, end - start, baseline, scenarios, _busiest_stream(step), step.tids)
+
+
+def _slow_launches_on_idle_gpu(step: _Step) -> tuple[int, int]:
+    """(how many, the longest ns) of the slow launch calls (``slow_launches``) starting in the step
+    that ran with the GPU idle for most of their time (a call held by a full queue runs beside busy GPU)."""
+    f = step.frame
+    slow = slow_launch_calls(f)
+    slow = slow[(f.start[slow] >= step.start) & (f.start[slow] < step.end)]
+    if not slow.size:
+        return 0, 0
+    gpu = f.rows(*GPU_KINDS)
+    busy = intervals.overlap_per_interval(f.start[slow], f.end[slow], f.start[gpu], f.end[gpu])
+    idle = slow[2 * busy < f.dur[slow]]
+    return int(idle.size), int(f.dur[idle].max()) if idle.size else 0
 
 
 def _busiest_stream(step: _Step) -> int:
