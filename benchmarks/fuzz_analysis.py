@@ -1,25 +1,27 @@
 """Real traces of every format, mutated the ways real files differ, through report, whatif and critical-path.
 
-    python benchmarks/fuzz_analysis.py [--seconds 600] [--seed N] [--format kineto,nsys,xspace] [TRACE ...]
+    python benchmarks/fuzz_analysis.py [--seconds 600] [--seed N] [--format kineto,nsys,xspace]
+                                       [--mutations original,shuffle,...] [TRACE ...]
 
 tests/fuzz fuzzes the parsers with broken bytes; this fuzzes the analyses with files that parse.
 Each trace (default: every Kineto JSON, Nsight Systems SQLite and XSpace trace in tests/data and
 ../shared/traces) is rewritten with 10% of its events dropped, a third of its event kinds dropped
-(Kineto categories, nsys activity tables, XSpace lines), its events shuffled, 10% of them repeated,
-timestamps jittered, durations zeroed, or only its middle third kept; nsys files also with NVTX
-ranges turned into marks and their text into registered ids (both as real nsys files hold them).
-Each analysis (report, whatif, critical-path, ranges, and compare of the original against the
-mutated file) must give a result or a one-line tracekit error, never an exception; every result
-must keep the facts `check_facts` lists, and the shuffled file must give the original's results. Mutations are
-seeded (the date, or --seed), so a crash can be replayed; prints one line per crash and a summary,
-exits 1 on any crash.
+(Kineto categories, nsys activity tables, XSpace lines), its events shuffled or reversed, 10% of
+them repeated, timestamps jittered, durations zeroed, or only its middle third kept; nsys files also
+with NVTX ranges turned into marks and their text into registered ids (both as real nsys files hold
+them). Each analysis (report, whatif, critical-path, ranges, and compare of the original against the
+mutated file) must give a result or a one-line tracekit error, never an exception; every result must
+keep the facts `check_facts` lists; the shuffled and the reversed file must give the original's
+results. Mutations are seeded (the date, or --seed), so a case can be replayed; prints one line per
+crash or false fact and a summary, exits 1 on any.
 Found in stop 75: the subnormal-products rule indexed past its matrix on a shuffled file
 (`--seed 3 tests/data/cpu/grad_accumulation.pt.trace.json.gz` replays it on the code before the fix),
 and whatif and critical-path raised numpy's error on a trace with no event left (every category
 dropped). The first run over all 193 stored Kineto traces: 4,053 runs, those 8 crashes, 331 s.
 Found in stop 76, by the facts check: critical-path's path longer than its window (Paddle's real
 encoder step: 134.7%; overlapping events counted twice on a thread or a stream; GPU work past the
-window's end); a range list in the file's order rather than time's (the shuffle check).
+window's end); results that follow the file's order of events (the order check): a range list, the
+eager ops between compiled graphs tied on count, a message-passing step's first gather/scatter pair.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from tracekit.errors import TracekitError
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"
 ANALYSES = ("report", "whatif", "critical_path", "ranges", "compare")  # compare: the original against the mutated
-MUTATION_NAMES = ("original", "drop", "drop-kinds", "shuffle", "repeat", "jitter", "zero-durations", "middle")
+MUTATION_NAMES = ("original", "drop", "drop-kinds", "shuffle", "reverse", "repeat", "jitter", "zero-durations", "middle")
 
 
 # --- Kineto JSON: a list of event dicts ----------------------------------------------------------
@@ -65,6 +67,8 @@ def _kineto_mutate(name: str, events: list[Event], rnd: random.Random) -> list[E
         out = events[:]
         rnd.shuffle(out)
         return out
+    if name == "reverse":
+        return events[::-1]
     if name == "repeat":
         return events + rnd.sample(events, len(events) // 10)
     if name == "jitter":
@@ -142,10 +146,13 @@ def _nsys_mutate(name: str, db: sqlite3.Connection, rnd: random.Random) -> None:
         if name == "drop":
             db.executemany(f"DELETE FROM {table} WHERE rowid = ?", [(r[0],) for r in rows if rnd.random() < 0.1])
             continue
-        if name in ("shuffle", "repeat"):
+        if name in ("shuffle", "reverse", "repeat"):
             body = [r[1:] for r in rows]
-            if name == "shuffle":
-                rnd.shuffle(body)
+            if name in ("shuffle", "reverse"):
+                if name == "shuffle":
+                    rnd.shuffle(body)
+                else:
+                    body.reverse()
                 db.execute(f"DELETE FROM {table}")
             else:
                 body = rnd.sample(body, len(body) // 10)
@@ -200,6 +207,8 @@ def _xspace_mutate(name: str, space: object, rnd: random.Random) -> None:
             events = [e for e in events if rnd.random() > 0.1]
         elif name == "shuffle":
             rnd.shuffle(events)
+        elif name == "reverse":
+            events.reverse()
         elif name == "repeat":
             events += rnd.sample(events, len(events) // 10)
         elif name == "middle":
@@ -353,6 +362,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=600.0, help="stop starting new traces after this long")
     ap.add_argument("--seed", default=datetime.date.today().strftime("%Y%m%d"))
     ap.add_argument("--format", default="kineto,nsys,xspace", help="the formats of the default traces")
+    ap.add_argument("--mutations", help="only these, comma-separated (original,shuffle: the order check alone)")
     args = ap.parse_args()
     traces = args.traces or default_traces(args.format.split(","))
     started, runs, crashes, false_facts, done = time.perf_counter(), 0, 0, 0, 0
@@ -365,6 +375,8 @@ def main() -> int:
                 continue
             originals: dict[str, object] = {}
             for name, write in variants:
+                if args.mutations and name not in args.mutations.split(","):
+                    continue
                 mutated = write()
                 for analysis in ANALYSES:
                     runs += 1
@@ -374,7 +386,7 @@ def main() -> int:
                         text = tracekit.render(result, "json")
                         problems = check_facts(text)
                         # The same events in another order are the same trace: every result the same.
-                        if name in ("original", "shuffle") and analysis != "compare":
+                        if name in ("original", "shuffle", "reverse") and analysis != "compare":
                             seen = order_free(text, (str(path), str(mutated)))
                             if name == "original":
                                 originals[analysis] = seen

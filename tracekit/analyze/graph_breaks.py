@@ -86,7 +86,8 @@ def graph_breaks(frame: Frame, used: list[int] | None) -> GraphBreaks | None:
     children = frame.rows("cpu_op")
     children = children[member_mask(frame.parent[children], regions.tolist())]
     children = children[~frame.named(children, REGION) & ~frame.named(children, COMPILED_GRAPH)]
-    between = [n for n, _ in Counter(frame.name(int(r)) for r in children).most_common()
+    counts = Counter(frame.name(int(r)) for r in children)  # ties by name: not by the file's order of events
+    between = [n for n, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
                if not n.startswith(("TorchDynamo", "Pregraph", "AOTDispatcher"))]
     return GraphBreaks(graphs=max(graphs.values()), between=between)
 

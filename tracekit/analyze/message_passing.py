@@ -113,7 +113,7 @@ def message_passing(frame: Frame, used: list[int] | None) -> MessagePassing | No
         return None
     backward_codes = [c for c, n in enumerate(frame.names) if BACKWARD_NODE.match(n)]
     in_backward = member_mask(frame.name_code, backward_codes) if backward_codes else np.zeros(len(frame), bool)
-    calls = calls[:MAX_CALLS]
+    calls = calls[np.lexsort((calls, frame.start[calls]))][:MAX_CALLS]  # the first in time, whatever the file's order
     forward = calls[nearest_ancestor(frame.parent, calls, in_backward) < 0]
     gathered: dict[tuple[int, int], tuple[int, str]] = {}  # (rows, width) -> (table rows, the op that gathered them)
     scattered: dict[tuple[int, int], tuple[int, str]] = {}  # (rows, width) -> (rows scattered into, op)
