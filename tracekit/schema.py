@@ -173,7 +173,8 @@ METADATA_KEYS: Final = {
     META_SOURCE_FILE: "base name of the ingested file or directory",
     META_SOURCE_SHA256: "sha256 of the ingested file's bytes (compressed bytes for .gz)",
     META_SOURCE_FORMAT: "kineto-json, kineto-json-gz, xspace-pb, xspace-dir, xprof-json, xprof-json-gz, onnxruntime-json, "
-                        "onnxruntime-json-gz, paddle-json, paddle-json-gz, nsys-sqlite",
+                        "onnxruntime-json-gz, paddle-json, paddle-json-gz, nsys-sqlite, nsys-parquetdir, nsys-arrowdir, "
+                        "nsys-arrows",
     META_CAPTURE_START_NS: "capture start as Unix epoch ns when the source records it, else empty",
     META_PROFILER_VERSION: "profiler version (Kineto schemaVersion + CUPTI, XSpace n/a, nsys EXPORT_PRODUCT_VERSION)",
     META_FRAMEWORK_VERSION: "framework version when the trace records it",

@@ -26,14 +26,28 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 PARQUET_MAGIC = b"PAR1"
 GZIP_MAGIC = b"\x1f\x8b"
 NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Re"
+NSYS_JSON_EXPORT = b'{"data":['  # nsys export --type json: its first line is the string table
 HEAD_BYTES = 1 << 16
+
+
+NSYS_ARROW_FORMATS = ("nsys-parquetdir", "nsys-arrowdir", "nsys-arrows")  # tracekit.ingest.nsys_arrow
+ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"  # an IPC stream's first message starts with the continuation marker
+
+
+def _nsys_directory_format(path: Path) -> str | None:
+    """nsys-parquetdir or nsys-arrowdir where ``path`` holds nsys's string table in that form."""
+    for suffix, fmt in ((".parquet", "nsys-parquetdir"), (".arrow", "nsys-arrowdir")):
+        if (path / f"StringIds{suffix}").is_file():
+            return fmt
+    return None
 
 
 def detect(path: Path) -> str:
     """The format of a file or directory: kineto-json, kineto-json-gz, xprof-json, xprof-json-gz,
-    onnxruntime-json, onnxruntime-json-gz, paddle-json, paddle-json-gz, xspace-pb, xspace-dir, nsys-sqlite, nsys-report or tracekit-parquet. Raises InputError with the reason otherwise."""
+    onnxruntime-json, onnxruntime-json-gz, paddle-json, paddle-json-gz, xspace-pb, xspace-dir, nsys-sqlite, nsys-report,
+    nsys-parquetdir, nsys-arrowdir, nsys-arrows or tracekit-parquet. Raises InputError with the reason otherwise."""
     if path.is_dir():
-        return "xspace-dir"
+        return _nsys_directory_format(path) or "xspace-dir"
     regular_file(path)
     try:
         with open(path, "rb") as f:
@@ -48,6 +62,12 @@ def detect(path: Path) -> str:
         return "tracekit-parquet"
     if head.startswith(NSYS_REPORT_MAGIC):
         return "nsys-report"
+    if head.startswith(NSYS_JSON_EXPORT):
+        raise InputError(path, "an Nsight Systems JSON export (nsys export --type json), a format nsys calls raw and "
+                               "unstable: export the report to SQLite (--type sqlite) or Parquet (--type parquetdir) "
+                               "and pass that")
+    if head.startswith(ARROW_STREAM_MAGIC) and b"table_name" in head[:4096]:  # an Arrow stream naming nsys tables
+        return "nsys-arrows"
     if head.startswith(GZIP_MAGIC):
         inner = _gzip_head(path)
         if _looks_like_json(inner):
@@ -199,12 +219,15 @@ def _read(p: Path, fmt: str, args_of_kinds: frozenset[str] | None, file_sha256: 
         from tracekit.ingest.step_inference import infer_steps
 
         return infer_steps(reader.read(p, gz=fmt.endswith("-gz"), file_sha256=file_sha256))
-    if fmt in ("nsys-report", "nsys-sqlite"):
+    if fmt in ("nsys-report", "nsys-sqlite", *NSYS_ARROW_FORMATS):
         # nsys has no step marker of its own: an NVTX range around each iteration can be one.
         from tracekit.ingest.step_inference import COLUMNS_NEEDED, infer_steps
 
-        read = reader.read_report if fmt == "nsys-report" else reader.read
-        table = read(p, args_of_kinds=args_of_kinds, columns=columns)
+        if fmt in NSYS_ARROW_FORMATS:
+            table = reader.read(p, fmt, args_of_kinds=args_of_kinds, columns_read=columns)
+        else:
+            read = reader.read_report if fmt == "nsys-report" else reader.read
+            table = read(p, args_of_kinds=args_of_kinds, columns=columns)
         return infer_steps(table) if columns is None or COLUMNS_NEEDED <= columns else table
     # TF/JAX (XSpace, or xprof's trace-viewer JSON): a program whose TraceMe has no step_num, its own
     # range or tf.function around each iteration can be one.
@@ -219,7 +242,7 @@ def _reader(fmt: str) -> ModuleType:
               "xspace-dir": "xplane", "xprof-json": "trace_viewer", "xprof-json-gz": "trace_viewer",
               "onnxruntime-json": "onnxruntime", "onnxruntime-json-gz": "onnxruntime",
               "paddle-json": "paddle", "paddle-json-gz": "paddle",
-              "nsys-sqlite": "nsys", "nsys-report": "nsys"}.get(fmt)
+              "nsys-sqlite": "nsys", "nsys-report": "nsys", **dict.fromkeys(NSYS_ARROW_FORMATS, "nsys_arrow")}.get(fmt)
     if module is None:  # pragma: no cover - detect() covers all
         raise ValueError(f"unsupported format {fmt}")
     return importlib.import_module(f"tracekit.ingest.{module}")

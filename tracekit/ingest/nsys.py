@@ -43,6 +43,14 @@ from tracekit.ingest import columns, links
 from tracekit.ingest.columns import TraceMeta
 from tracekit.schema import KIND_CODES
 
+# Every table the reader reads (nsys_arrow copies only these out of an Arrow/Parquet export).
+TABLES_READ = frozenset({
+    "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS", "CUDNN_EVENTS", "CUBLAS_EVENTS", "PROFILER_OVERHEAD", "CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS",
+    "OSRT_API", "StringIds", "ThreadNames", "PROCESSES", "META_DATA_EXPORT", "EXPORT_META_DATA", "META_DATA_CAPTURE",
+    "TARGET_INFO_GPU", "TARGET_INFO_SESSION_START_TIME", "ENUM_CUDA_MEMCPY_OPER", "ENUM_CUDA_MEM_KIND",
+    "ENUM_CUPTI_SYNC_TYPE"})
 # Fallbacks for 2022.1 exports, which have no ENUM_* tables.
 MEMCPY_KINDS = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array", 4: "Array-to-Host",
                 5: "Array-to-Array", 6: "Array-to-Device", 7: "Device-to-Array", 8: "Device-to-Device",
@@ -351,12 +359,14 @@ def read_report(path: Path, args_of_kinds: frozenset[str] | None = None,
 
 
 def read(path: Path, display_path: Path | None = None, args_of_kinds: frozenset[str] | None = None,
-         columns: frozenset[str] | None = None) -> pa.Table:
+         columns: frozenset[str] | None = None, source_format: str = "nsys-sqlite",
+         source_sha256: str | None = None) -> pa.Table:
     """Read an nsys SQLite export into the event table.
 
     ``args_of_kinds``: when given, only tables with rows of these kinds fill ``args``; the others'
     rows get null args. ``columns``: when given, the other columns are neither selected nor built,
-    and come back null (``tracekit.ingest.load``)."""
+    and come back null (``tracekit.ingest.load``). ``source_format`` and ``source_sha256``: those of
+    the file the user gave, where ``path`` is a copy made from it (``nsys_arrow``)."""
     shown = display_path or path
     con = open_db(path)
     try:
@@ -370,7 +380,7 @@ def read(path: Path, display_path: Path | None = None, args_of_kinds: frozenset[
             blocks = [b for b in _read_tables(db, have) if b is not None and len(b)]
         finally:
             db.close()
-        meta = _meta(con, have, meta_table, shown, path)
+        meta = _meta(con, have, meta_table, shown, path, source_format, source_sha256)
         names = _thread_names(con, have, strings)
         return _to_table(blocks, meta, names, columns)
     except sqlite3.DatabaseError as e:
@@ -616,7 +626,8 @@ def _thread_names(con: sqlite3.Connection, have: set[str], strings: dict[int, st
     return threads, procs
 
 
-def _meta(con: sqlite3.Connection, have: set[str], meta_table: str | None, shown: Path, path: Path) -> TraceMeta:
+def _meta(con: sqlite3.Connection, have: set[str], meta_table: str | None, shown: Path, path: Path,
+          source_format: str = "nsys-sqlite", source_sha256: str | None = None) -> TraceMeta:
     export = dict(con.execute(f'SELECT name, value FROM "{meta_table}"').fetchall()) if meta_table else {}
     devices: list[dict[str, Any]] = []
     if "TARGET_INFO_GPU" in have:
@@ -632,7 +643,8 @@ def _meta(con: sqlite3.Connection, have: set[str], meta_table: str | None, shown
     if "META_DATA_CAPTURE" in have:
         capture = dict(con.execute("SELECT name, value FROM META_DATA_CAPTURE").fetchall())
     return TraceMeta(
-        source="nsys", source_file=shown.name, source_sha256=columns.file_sha256(path), source_format="nsys-sqlite",
+        source="nsys", source_file=shown.name, source_sha256=source_sha256 or columns.file_sha256(path),
+        source_format=source_format,
         capture_start_ns=capture_start, profiler_version=str(export.get("EXPORT_PRODUCT_VERSION", "")),
         devices=devices, extra={"export": export, "capture": capture, "meta_table": meta_table},
     )

@@ -1,0 +1,80 @@
+"""Nsight Systems' other exports: Parquet (--type parquetdir), Arrow files (--type arrowdir) and one
+Arrow stream file (--type arrow) read to the same event table as its SQLite export; its JSON export
+refused in one line that says what to export instead. The exports are real ones of the nvFuser
+sample (../shared/traces/nsys/exports, made with nsys 2023.4.4)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import TRACES, needs_shared
+
+from tracekit.cli import main
+from tracekit.ingest import detect, load
+from tracekit.schema import META_SOURCE_FORMAT
+
+NSYS = TRACES / "nsys"
+EXPORTS = NSYS / "exports"
+
+
+@needs_shared
+@pytest.mark.parametrize(("export", "fmt"), [("nvfuser_launch1000_v100.parquetdir", "nsys-parquetdir"),
+                                             ("nvfuser_launch1000_v100.arrows", "nsys-arrows")])
+def test_an_arrow_or_parquet_export_reads_to_the_sqlite_exports_table(export: str, fmt: str) -> None:
+    sqlite = load(NSYS / "nvfuser_launch1000_v100_nsys2023.4.sqlite")
+    table = load(EXPORTS / export)
+    assert detect(EXPORTS / export) == fmt and table.schema.metadata[META_SOURCE_FORMAT.encode()] == fmt.encode()
+    assert table.num_rows == sqlite.num_rows == 123_858
+    assert [c for c in sqlite.column_names if c != "trace_id" and not table.column(c).equals(sqlite.column(c))] == []
+
+
+@needs_shared
+def test_an_arrowdir_export_reads_too(tmp_path: Path) -> None:
+    """--type arrowdir (one Arrow IPC file per table), made here from the real Parquet export's tables."""
+    arrowdir = tmp_path / "nvfuser.arrowdir"
+    arrowdir.mkdir()
+    for file in (EXPORTS / "nvfuser_launch1000_v100.parquetdir").glob("*.parquet"):
+        table = pq.read_table(file)
+        with pa.OSFile(str(arrowdir / f"{file.stem}.arrow"), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+    assert detect(arrowdir) == "nsys-arrowdir"
+    parquet = load(EXPORTS / "nvfuser_launch1000_v100.parquetdir")
+    table = load(arrowdir)
+    assert [c for c in parquet.column_names if c != "trace_id" and not table.column(c).equals(parquet.column(c))] == []
+
+
+@needs_shared
+def test_report_reads_a_parquet_export(tmp_path: Path, capsys) -> None:
+    assert main(["report", str(EXPORTS / "nvfuser_launch1000_v100.parquetdir"), "-f", "markdown"]) == 0
+    assert "CPU/framework-bound" in capsys.readouterr().out
+
+
+@needs_shared
+def test_the_json_export_is_refused_in_one_line_saying_what_to_export(capsys) -> None:
+    path = EXPORTS / "dlprof_pytorch_cnn_rtx2070s.json"
+    assert main(["report", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err
+    assert "an Nsight Systems JSON export (nsys export --type json)" in err and "--type sqlite" in err
+
+
+@needs_shared
+def test_a_cut_arrow_export_is_one_line_on_the_file(tmp_path: Path, capsys) -> None:
+    data = (EXPORTS / "nvfuser_launch1000_v100.arrows").read_bytes()
+    cut = tmp_path / "cut.arrows"
+    cut.write_bytes(data[: len(data) // 2])
+    assert main(["report", str(cut)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(cut) in err and "corrupt or unreadable nsys arrows export" in err
+    damaged = tmp_path / "damaged.parquetdir"
+    shutil.copytree(EXPORTS / "nvfuser_launch1000_v100.parquetdir", damaged)
+    kernels = damaged / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
+    kernels.chmod(0o644)
+    kernels.write_bytes(kernels.read_bytes()[:100])
+    assert main(["report", str(damaged)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(damaged) in err and "corrupt or unreadable nsys parquetdir export" in err
