@@ -6,10 +6,11 @@
 tests/fuzz fuzzes the parsers with broken bytes; this fuzzes the analyses with files that parse.
 Each trace (default: every Kineto JSON, Nsight Systems SQLite and XSpace trace in tests/data and
 ../shared/traces) is rewritten with 10% of its events dropped, a third of its event kinds dropped
-(Kineto categories, nsys activity tables, XSpace lines), its events shuffled or reversed, 10% of
-them repeated, timestamps jittered, durations zeroed, or only its middle third kept; nsys files also
-with NVTX ranges turned into marks and their text into registered ids (both as real nsys files hold
-them). Each analysis (report, whatif, critical-path, ranges, and compare of the original against the
+(Kineto categories, nsys activity tables, XSpace lines), its events shuffled or reversed (Kineto:
+each thread's in its order, the threads interleaved or last first), 10% of them repeated,
+timestamps jittered, durations zeroed, or only its middle third kept; nsys files also with NVTX
+ranges turned into marks and their text into registered ids (both as real nsys files hold them).
+Each analysis (report, whatif, critical-path, ranges, and compare of the original against the
 mutated file) must give a result or a one-line tracekit error, never an exception; every result must
 keep the facts `check_facts` lists; the shuffled and the reversed file must give the original's
 results. Mutations are seeded (the date, or --seed), so a case can be replayed; prints one line per
@@ -63,12 +64,23 @@ def _kineto_mutate(name: str, events: list[Event], rnd: random.Random) -> list[E
         categories = sorted({str(e.get("cat")) for e in events})
         gone = set(rnd.sample(categories, max(1, len(categories) // 3)))
         return [e for e in events if str(e.get("cat")) not in gone]
-    if name == "shuffle":
-        out = events[:]
-        rnd.shuffle(out)
-        return out
-    if name == "reverse":
-        return events[::-1]
+    if name in ("shuffle", "reverse"):
+        # Each thread's events keep their order, the threads interleaved at random or written last
+        # first: profilers and merging tools order files so, and where µs timestamps tie a parent
+        # and its child (Kineto's older traces) that order is the only record of which encloses which.
+        # Metadata (process and thread names) stays first, where formats that are told apart by
+        # their head put it (xprof's trace-viewer JSON names its /host: plane there).
+        named = [e for e in events if e.get("ph") == "M"]
+        threads: dict[tuple[str, str], list[Event]] = {}
+        for e in events:
+            if e.get("ph") != "M":
+                threads.setdefault((str(e.get("pid")), str(e.get("tid"))), []).append(e)
+        if name == "reverse":
+            return named + [e for key in reversed(list(threads)) for e in threads[key]]
+        cursors = {key: iter(v) for key, v in threads.items()}
+        turns = [key for key, v in threads.items() for _ in v]
+        rnd.shuffle(turns)
+        return named + [next(cursors[key]) for key in turns]
     if name == "repeat":
         return events + rnd.sample(events, len(events) // 10)
     if name == "jitter":
@@ -148,7 +160,7 @@ def _nsys_mutate(name: str, db: sqlite3.Connection, rnd: random.Random) -> None:
             continue
         if name in ("shuffle", "reverse", "repeat"):
             body = [r[1:] for r in rows]
-            if name in ("shuffle", "reverse"):
+            if name in ("shuffle", "reverse"):  # the table's rows in another order (nsys's are by start, ns)
                 if name == "shuffle":
                     rnd.shuffle(body)
                 else:
@@ -205,7 +217,7 @@ def _xspace_mutate(name: str, space: object, rnd: random.Random) -> None:
         events = list(line.events)
         if name == "drop":
             events = [e for e in events if rnd.random() > 0.1]
-        elif name == "shuffle":
+        elif name == "shuffle":  # a line's events in another order (ps timestamps: ties are rare)
             rnd.shuffle(events)
         elif name == "reverse":
             events.reverse()
