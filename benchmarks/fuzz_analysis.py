@@ -12,8 +12,8 @@ timestamps jittered, durations zeroed, or only its middle third kept; nsys files
 ranges turned into marks and their text into registered ids (both as real nsys files hold them).
 Each analysis (report, whatif, critical-path, ranges, and compare of the original against the
 mutated file) must give a result or a one-line tracekit error, never an exception; every result must
-keep the facts `check_facts` lists; the shuffled and the reversed file must give the original's
-results. Mutations are seeded (the date, or --seed), so a case can be replayed; prints one line per
+keep the facts `check_facts` lists; the shuffled and the reversed file, and the original's tracekit
+Parquet (`tracekit ingest`), must give the original's results. Mutations are seeded (the date, or --seed), so a case can be replayed; prints one line per
 crash or false fact and a summary, exits 1 on any.
 Found in stop 75: the subnormal-products rule indexed past its matrix on a shuffled file
 (`--seed 3 tests/data/cpu/grad_accumulation.pt.trace.json.gz` replays it on the code before the fix),
@@ -28,8 +28,10 @@ eager ops between compiled graphs tied on count, a message-passing step's first 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gzip
+import io
 import json
 import random
 import re
@@ -43,6 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import tracekit
+from tracekit import cli as tracekit_cli
 from tracekit.errors import TracekitError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -332,6 +335,9 @@ def check_facts(text: str) -> list[str]:
     return bad
 
 
+SAME_TRACE = {"original": "", "parquet": "its tracekit Parquet gives another result",
+              "shuffle": "the events in another order give another result",
+              "reverse": "the events in another order give another result"}
 FILE_SPECIFIC = ("title", "row", "parent")  # a result's own file name; row numbers of the file's order
 
 
@@ -355,6 +361,31 @@ FORMATS = {
     "nsys": ("*.sqlite", nsys_variants),
     "xspace": ("*.xplane.pb", xspace_variants),
 }
+
+
+def with_parquet(variants: list[tuple[str, Callable[[], Path]]], out: Path) -> list[tuple[str, Callable[[], Path]]]:
+    """The variants with, right after the original, its tracekit Parquet (``tracekit ingest``): the
+    same results as the file it was read from."""
+    written: dict[str, Path] = {}
+
+    def original(write: Callable[[], Path]) -> Path:
+        written["original"] = write()
+        return written["original"]
+
+    def parquet() -> Path:
+        target = out / "original.parquet"
+        with contextlib.redirect_stdout(io.StringIO()):
+            if tracekit_cli.main(["ingest", str(written["original"]), "-o", str(target), "--force"]) != 0:
+                raise RuntimeError(f"tracekit ingest failed on {written['original']}")
+        return target
+
+    result: list[tuple[str, Callable[[], Path]]] = []
+    for name, write in variants:
+        if name == "original":
+            result += [(name, lambda write=write: original(write)), ("parquet", parquet)]
+        else:
+            result.append((name, write))
+    return result
 
 
 def default_traces(formats: list[str]) -> list[Path]:
@@ -386,8 +417,8 @@ def main() -> int:
             if variants is None:
                 continue
             originals: dict[str, object] = {}
-            for name, write in variants:
-                if args.mutations and name not in args.mutations.split(","):
+            for name, write in with_parquet(variants, Path(tmp)):
+                if args.mutations and name not in args.mutations.split(",") + ["parquet"]:
                     continue
                 mutated = write()
                 for analysis in ANALYSES:
@@ -397,13 +428,14 @@ def main() -> int:
                             getattr(tracekit, analysis)(mutated)
                         text = tracekit.render(result, "json")
                         problems = check_facts(text)
-                        # The same events in another order are the same trace: every result the same.
-                        if name in ("original", "shuffle", "reverse") and analysis != "compare":
+                        # The same events in another order, or stored as tracekit Parquet, are the
+                        # same trace: every result the same.
+                        if name in SAME_TRACE and analysis != "compare":
                             seen = order_free(text, (str(path), str(mutated)))
                             if name == "original":
                                 originals[analysis] = seen
                             elif originals.get(analysis) not in (None, seen):
-                                problems.append("the events in another order give another result")
+                                problems.append(SAME_TRACE[name])
                         false_facts += bool(problems)
                         for problem in problems[:3]:
                             print(f"FALSE {path.name} {name} {analysis}: {problem}", flush=True)
