@@ -11,6 +11,7 @@ import pytest
 from conftest import TRACES, needs_shared
 
 import tracekit.analyze.critical_path as critical_path_module
+from tracekit.analyze import intervals
 from tracekit.analyze.classify import classify_rows
 from tracekit.analyze.critical_path import CATEGORIES, critical_path
 from tracekit.analyze.frame import frame_of
@@ -82,16 +83,6 @@ def test_events_that_overlap_on_one_thread_do_not_stretch_the_path_past_its_wind
     assert 0.5 * window_ns < cp.total_ns <= window_ns, (cp.total_ns, window_ns, old_pct)
 
 
-def _union_ns(intervals: list[tuple[int, int]]) -> int:
-    total, end = 0, None
-    for start, stop in sorted(intervals):
-        if end is None or start > end:
-            total, end = total + stop - start, stop
-        elif stop > end:
-            total, end = total + stop - end, stop
-    return total
-
-
 def test_kernels_that_overlap_on_one_stream_count_their_overlap_once() -> None:
     """On the H200 XLA starts the next kernel of a stream 32-384 ns before the previous one ends
     (programmatic dependent launch): 104 such pairs in a scanned-LSTM step. The path counted each
@@ -102,7 +93,8 @@ def test_kernels_that_overlap_on_one_stream_count_their_overlap_once() -> None:
     cp = critical_path(table)
     rows = cp.edges.row[cp.edges.category == "gpu_compute_bound"].to_numpy()
     assert rows.size > 20
-    ran = _union_ns(list(zip(frame.start[rows].tolist(), frame.end[rows].tolist(), strict=True)))
+    starts, ends = intervals.union(frame.start[rows], frame.end[rows])
+    ran = int((ends - starts).sum())
     assert cp.edges.weight_ns[cp.edges.category == "gpu_compute_bound"].sum() == ran
 
 
