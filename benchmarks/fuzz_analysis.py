@@ -282,6 +282,7 @@ def _dicts(doc: object) -> list[dict]:
 STEP_RATIO = re.compile(r"takes (?P<ratio>[\d.]+)x as long as \w+ per step \((?P<b>[\d.,]+) (?P<bu>s|ms|µs|ns) vs "
                         r"(?P<a>[\d.,]+) (?P<au>s|ms|µs|ns)")
 UNIT_S = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}
+SHARE_OF = re.compile(r"(?<![+\-\d.])(\d+(?:\.\d+)?)% of (?:the|its|their|step|GPU|host|gap|kernel)")
 
 
 def _seconds(number: str, unit: str) -> float:
@@ -293,7 +294,7 @@ def check_facts(text: str) -> list[str]:
     share outside 0-100%, busy or idle time over its span, busy and idle not adding up to the span,
     critical-path shares not adding up to 100%, a step range out of order, a what-if saving that
     does not match its prediction, scenarios out of the order of their saving, a step ratio that is
-    not its two times' quotient. (A range's GPU busy time is the sum of its activities, as nsys's
+    not its two times' quotient, a verdict's evidence saying more than 100% of a whole. (A range's GPU busy time is the sum of its activities, as nsys's
     projection sums them: over concurrent streams it can exceed the projected span.)"""
     bad: list[str] = []
     doc = json.loads(text, parse_constant=lambda c: bad.append(f"non-finite number {c}"))
@@ -318,6 +319,11 @@ def check_facts(text: str) -> list[str]:
         shares = d.get("shares_pct")
         if isinstance(shares, dict) and any(shares.values()) and abs(sum(shares.values()) - 100) > 0.5:
             bad.append(f"critical-path shares add up to {sum(shares.values()):.2f}%")
+    verdict = doc.get("verdict") if isinstance(doc, dict) else None
+    for sentence in verdict.get("evidence", []) if isinstance(verdict, dict) else []:
+        for share in SHARE_OF.findall(str(sentence)):
+            if float(share) > 100.5:
+                bad.append(f"evidence says {share}% of a whole: {str(sentence)[:120]}")
     for finding in doc.get("findings", []) if isinstance(doc, dict) else []:
         said = STEP_RATIO.search(str(finding))
         if said:
