@@ -78,3 +78,16 @@ def test_a_cut_arrow_export_is_one_line_on_the_file(tmp_path: Path, capsys) -> N
     assert main(["report", str(damaged)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(damaged) in err and "corrupt or unreadable nsys parquetdir export" in err
+
+
+@needs_shared
+def test_a_parquet_export_with_a_column_nsys_never_writes_is_one_line(tmp_path: Path, capsys) -> None:
+    odd = tmp_path / "odd.parquetdir"
+    shutil.copytree(EXPORTS / "nvfuser_launch1000_v100.parquetdir", odd)
+    kernels = odd / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
+    kernels.chmod(0o644)
+    table = pq.read_table(kernels)
+    pq.write_table(table.append_column('start"; DROP', pa.array([1] * table.num_rows)), kernels)
+    assert main(["report", str(odd)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(odd) in err and "nsys parquetdir export with unexpected tables" in err

@@ -42,6 +42,9 @@ def read(path: Path, fmt: str, args_of_kinds: frozenset[str] | None = None,
                 _copy(con, name, table)
                 del table
             con.commit()
+        except (sqlite3.Error, pa.ArrowException, ValueError, OverflowError) as e:  # a column nsys never writes
+            raise InputError(path, f"nsys {fmt.removeprefix('nsys-')} export with unexpected tables "
+                                   f"({type(e).__name__}: {e})") from None
         finally:
             con.close()
         return nsys.read(db_path, display_path=path, args_of_kinds=args_of_kinds, columns=columns_read,
