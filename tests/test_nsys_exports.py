@@ -91,3 +91,13 @@ def test_a_parquet_export_with_a_column_nsys_never_writes_is_one_line(tmp_path: 
     assert main(["report", str(odd)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(odd) in err and "nsys parquetdir export with unexpected tables" in err
+
+
+@needs_shared
+def test_a_parquet_export_of_the_string_table_alone_is_one_line(tmp_path: Path, capsys) -> None:
+    only = tmp_path / "strings.parquetdir"
+    only.mkdir()
+    shutil.copyfile(EXPORTS / "nvfuser_launch1000_v100.parquetdir" / "StringIds.parquet", only / "StringIds.parquet")
+    assert main(["report", str(only)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(only) in err and "nsys parquetdir export without a capture's tables" in err

@@ -373,6 +373,9 @@ def read(path: Path, display_path: Path | None = None, args_of_kinds: frozenset[
         have = tables(con)
         meta_table = "META_DATA_EXPORT" if "META_DATA_EXPORT" in have else "EXPORT_META_DATA" if "EXPORT_META_DATA" in have else None
         if "StringIds" not in have or (meta_table is None and not any(t.startswith(("CUPTI_", "NVTX_")) for t in have)):
+            if source_format != "nsys-sqlite":
+                raise InputError(shown, f"nsys {source_format.removeprefix('nsys-')} export without a capture's tables "
+                                        "(StringIds with META_DATA_EXPORT, CUPTI_* or NVTX_* tables)")
             raise InputError(shown, "SQLite database, but not an Nsight Systems export (no StringIds / META_DATA_EXPORT tables)")
         strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
         db = _Db(con, db_uri(path), _native.sqlite_reader(), strings, args_of_kinds, columns)
