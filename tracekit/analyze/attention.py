@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracekit.analyze import intervals
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
 from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.top_ops import first_input_shape, input_dims
@@ -104,13 +105,14 @@ def unfused_attention(frame: Frame, used: list[int] | None) -> UnfusedAttention 
     def beside(i: int, j: int) -> bool:
         return bool(is_product[j]) and thread[j] == thread[i] and step[j] == step[i]
 
-    spans, found = [], []
+    span_start, span_end, found = [], [], []
     for i in at.tolist():
         before = [j for j in range(max(i - NEIGHBOURS, 0), i) if beside(i, j)]
         after = [j for j in range(i + 1, min(i + 1 + NEIGHBOURS, top.size)) if beside(i, j)]
         if before and after:
             first, second = int(top[before[-1]]), int(top[after[0]])
-            spans.append(int(frame.end[second] - frame.start[first]))
+            span_start.append(int(frame.start[first]))
+            span_end.append(int(frame.end[second]))
             found.append(int(top[i]))
     if not found:
         return None
@@ -118,7 +120,10 @@ def unfused_attention(frame: Frame, used: list[int] | None) -> UnfusedAttention 
     dims_code, dims = input_dims(frame.table, rows)
     scores = [_scores(text) for text in dims]
     keep = np.array([scores[c] is not None for c in dims_code.tolist()], bool)
-    share = float(np.array(spans)[keep].sum()) / step_ns
+    # The time the kept instances cover inside the steps: instances that share a product, or ops out
+    # of order on a clock that jitters, must not count a moment twice (130% of the step, once).
+    share = intervals.overlap_total(np.array(span_start, np.int64)[keep], np.array(span_end, np.int64)[keep],
+                                    frame.start[steps], frame.end[steps]) / step_ns
     if share < MIN_SHARE:
         return None
     shape = scores[int(dims_code[np.flatnonzero(keep)[0]])]
