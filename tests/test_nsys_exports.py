@@ -53,12 +53,26 @@ def test_report_reads_a_parquet_export(tmp_path: Path, capsys) -> None:
     assert "CPU/framework-bound" in capsys.readouterr().out
 
 
-@needs_shared
-def test_the_json_export_is_refused_in_one_line_saying_what_to_export(capsys) -> None:
-    path = EXPORTS / "dlprof_pytorch_cnn_rtx2070s.json"
+def _report_fails_in_one_line(path: Path, capsys) -> str:
+    """tracekit report on ``path``: exit 1 and one line naming the file; the line."""
     assert main(["report", str(path)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(path) in err
+    return err
+
+
+def _parquet_export_copy(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """A writable copy of the real Parquet export, and its kernel table's file."""
+    copy = tmp_path / name
+    shutil.copytree(EXPORTS / "nvfuser_launch1000_v100.parquetdir", copy)
+    kernels = copy / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
+    kernels.chmod(0o644)
+    return copy, kernels
+
+
+@needs_shared
+def test_the_json_export_is_refused_in_one_line_saying_what_to_export(capsys) -> None:
+    err = _report_fails_in_one_line(EXPORTS / "dlprof_pytorch_cnn_rtx2070s.json", capsys)
     assert "an Nsight Systems JSON export (nsys export --type json)" in err and "--type sqlite" in err
 
 
@@ -67,30 +81,18 @@ def test_a_cut_arrow_export_is_one_line_on_the_file(tmp_path: Path, capsys) -> N
     data = (EXPORTS / "nvfuser_launch1000_v100.arrows").read_bytes()
     cut = tmp_path / "cut.arrows"
     cut.write_bytes(data[: len(data) // 2])
-    assert main(["report", str(cut)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(cut) in err and "corrupt or unreadable nsys arrows export" in err
-    damaged = tmp_path / "damaged.parquetdir"
-    shutil.copytree(EXPORTS / "nvfuser_launch1000_v100.parquetdir", damaged)
-    kernels = damaged / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
-    kernels.chmod(0o644)
+    assert "corrupt or unreadable nsys arrows export" in _report_fails_in_one_line(cut, capsys)
+    damaged, kernels = _parquet_export_copy(tmp_path, "damaged.parquetdir")
     kernels.write_bytes(kernels.read_bytes()[:100])
-    assert main(["report", str(damaged)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(damaged) in err and "corrupt or unreadable nsys parquetdir export" in err
+    assert "corrupt or unreadable nsys parquetdir export" in _report_fails_in_one_line(damaged, capsys)
 
 
 @needs_shared
 def test_a_parquet_export_with_a_column_nsys_never_writes_is_one_line(tmp_path: Path, capsys) -> None:
-    odd = tmp_path / "odd.parquetdir"
-    shutil.copytree(EXPORTS / "nvfuser_launch1000_v100.parquetdir", odd)
-    kernels = odd / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
-    kernels.chmod(0o644)
+    odd, kernels = _parquet_export_copy(tmp_path, "odd.parquetdir")
     table = pq.read_table(kernels)
     pq.write_table(table.append_column('start"; DROP', pa.array([1] * table.num_rows)), kernels)
-    assert main(["report", str(odd)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(odd) in err and "nsys parquetdir export with unexpected tables" in err
+    assert "nsys parquetdir export with unexpected tables" in _report_fails_in_one_line(odd, capsys)
 
 
 @needs_shared
@@ -98,6 +100,4 @@ def test_a_parquet_export_of_the_string_table_alone_is_one_line(tmp_path: Path, 
     only = tmp_path / "strings.parquetdir"
     only.mkdir()
     shutil.copyfile(EXPORTS / "nvfuser_launch1000_v100.parquetdir" / "StringIds.parquet", only / "StringIds.parquet")
-    assert main(["report", str(only)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and str(only) in err and "nsys parquetdir export without a capture's tables" in err
+    assert "nsys parquetdir export without a capture's tables" in _report_fails_in_one_line(only, capsys)
