@@ -182,7 +182,10 @@ METADATA_KEYS: Final = {
     META_TRACE_META_JSON: ("JSON object with the source's other trace-level fields, verbatim; for XSpace also "
                            "`hlo_classes`: `{\"<hlo_module>#<program_id>\": {instruction name: op class}}` of the XLA "
                            "modules on the `/host:metadata` plane, for the instructions that ran as events "
-                           "(`tracekit/ingest/hlo.py`); tracekit's own notes: `steps_from` (where the steps of a "
+                           "(`tracekit/ingest/hlo.py`), and `profile_options`: the capture's `host_tracer_level`, "
+                           "`device_tracer_level` and `python_tracer_level` (TF's ProfileOptions in the Task "
+                           "Environment plane; at host level 2, the default, TF does not trace inexpensive ops, "
+                           "`tracekit/analyze/untraced_ops.py`); tracekit's own notes: `steps_from` (where the steps of a "
                            "trace that marks none came from, `tracekit/ingest/step_inference.py`) and "
                            "`steps_not_inferred` (why a windowed ingest did not look for them: memory); for ONNX Runtime "
                            "`onnxruntime_providers`: node runs per execution provider (`tracekit/ingest/onnxruntime.py`)"),

@@ -94,6 +94,8 @@ from tracekit.analyze.unclassified import (
     unrecorded_script_work,
     untyped_copies,
 )
+from tracekit.analyze.untraced_ops import NOTE_SHARE as UNTRACED_NOTE_SHARE
+from tracekit.analyze.untraced_ops import untraced_in_steps
 from tracekit.analyze.unused_grads import UnusedGradients, unused_gradients
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
@@ -1145,6 +1147,11 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
                           f"that run {UNCLASSIFIED_WORK_NS / 1e3:.0f} µs or more a call on their own "
                           f"({e.unclassified_work_ops}): arithmetic the class rules do not know, or slow calls"
                           + verdicts.untyped_copies_hint(e))
+    # TF's executor at a tracer level that leaves inexpensive ops untraced: their time is in dispatch.
+    untraced = untraced_in_steps(frame, used) if e.source == "tf" and span else 0
+    e.untraced_op_share = min(untraced, int(e.dispatch_share * span)) / span if span else 0.0
+    if e.untraced_op_share >= UNTRACED_NOTE_SHARE and not verdicts.untraced_ops_decide(e):
+        r.evidence.append(verdicts.untraced_ops_says(e))
     loading = _data_loading(frame)
     e.loader_workers = loader_has_workers(frame)
     if span and loading[0].size:

@@ -101,6 +101,9 @@ class Evidence:
     unclassified_work_share: float = 0.0  # of dispatch_share: inside long ops of no class (analyze.unclassified)
     unclassified_work_ops: str = ""  # those ops with their shares, e.g. "aten::_fft_r2c 37%, aten::_fft_c2r 9%"
     untyped_copies: bool = False  # among them PyTorch copy ops whose input types were not recorded
+    # of dispatch_share: inside TF's graph executor with no op traced, at a host tracer level that leaves
+    # inexpensive ops untraced (analyze.untraced_ops)
+    untraced_op_share: float = 0.0
     ops_per_step: float | None = None  # framework ops per step used (None: not measured)
     # CPU-only: step time inside a batch fetch on the loop's thread with no compute op running and no
     # wait (breakdown's fetching_ns; not in dispatch_share), and step time inside compute ops (their union;
@@ -266,6 +269,15 @@ GPU_BOUND_REMEDY = "the GPU is the bottleneck: optimize the top kernels (see `tr
 UNCLASSIFIED_WORK_REMEDY = ("find out what those ops do (the top ops table gives their calls and mean time): the "
                             "model's arithmetic is tuned like any compute op (thread count, a faster library); "
                             "slow framework calls take the dispatch remedies that follow")
+# How to capture at level 3: TF 2.21's tf.profiler ignores ProfilerOptions (every capture runs at the
+# defaults), so through a profiler server in the program and xprof's client (research/tf_profiler.md 2.3).
+TF_LEVEL_3_REMEDY = ("to see the inexpensive ops, profile at host_tracer_level=3: "
+                     "tf.profiler.experimental.ProfilerOptions(host_tracer_level=3) (TF 2.21's "
+                     "tf.profiler.experimental.start ignores the options; there, start "
+                     "tf.profiler.experimental.server.start(PORT) in the program and capture from another thread "
+                     "with xprof's client, xprof.convert._pywrap_profiler_plugin.trace(\"localhost:PORT\", LOGDIR, "
+                     "\"\", True, DURATION_MS, 3, {\"host_tracer_level\": 3}), as `tracekit collect tf --profiler "
+                     "tf-host3` does)")
 CPU_COMPUTE_REMEDY = "the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count"
 BATCH_REMEDY = "use larger batches so each launch and op does more work"
 KERNEL_PROFILE_REMEDY = ("profile again with torch._inductor.config.cpp.enable_kernel_profile = True: Inductor's C++ "
@@ -590,6 +602,27 @@ def untyped_copies_hint(e: Evidence) -> str:
 def unclassified_work_decides(e: Evidence) -> bool:
     """CPU/framework-bound only with the long ops of no class counted as dispatch."""
     return not e.has_gpu and e.dispatch_share >= DISPATCH_SHARE > e.dispatch_share - e.unclassified_work_share
+
+
+def untraced_ops_decide(e: Evidence) -> bool:
+    """CPU/framework-bound only with the time inside TF's executor with no op traced counted as dispatch:
+    were it the inexpensive ops the capture's tracer level leaves untraced, it would be compute."""
+    if e.has_gpu or not e.untraced_op_share:
+        return False
+
+    def framework(dispatch: float, compute: float) -> bool:
+        return dispatch >= DISPATCH_SHARE or _largest(e, dispatch, compute, e.fetch_step_share, e.wait_step_share)
+    moved = e.untraced_op_share
+    return framework(e.dispatch_share, _compute_share(e)) and not framework(e.dispatch_share - moved,
+                                                                            _compute_share(e) + moved)
+
+
+def untraced_ops_says(e: Evidence) -> str:
+    """What the time inside TF's executor with no op traced is (evidence line, and the undetermined verdict's)."""
+    return (f"{e.untraced_op_share:.0%} of step time counted as dispatch is inside TF's graph executor with no op "
+            "traced: at host_tracer_level 2 (the default) TF records only the ops it deems expensive, so this is the "
+            "inexpensive ops the executor runs inline (small elementwise ops, loop control: Merge, Switch, "
+            "NextIteration) and its own scheduling together, which the trace does not split")
 
 
 def _largest(e: Evidence, part: float, *others: float) -> bool:
@@ -983,6 +1016,14 @@ RULES: tuple[Rule, ...] = (
          lambda e: [UNCLASSIFIED_WORK_REMEDY, *_host_bound_remedies(False)(e)],
          "CPU-only: at least half the step time is outside compute ops, but without the ops of no class that run "
          "50 µs or more a call on their own it would be less than half"),  # UNCLASSIFIED_WORK_NS
+    # TF's executor runs inexpensive ops inline and, below host_tracer_level 3, untraced: when the time
+    # inside it with no op traced decides the verdict, say so rather than call it dispatch.
+    Rule("undetermined", untraced_ops_decide,
+         lambda e: untraced_ops_says(e) + ": counted as dispatch the step is CPU/framework-bound, counted as "
+                                          "compute it is not",
+         lambda e: [TF_LEVEL_3_REMEDY, *_host_bound_remedies(False)(e)],
+         "CPU-only TF: the step is CPU/framework-bound only with the time inside TF's graph executor with no op "
+         "traced, at a host tracer level below 3 (which leaves inexpensive ops untraced), counted as dispatch"),
     # Below half, the largest part decides: time outside compute ops is not all dispatch (a fetch that
     # waits for DataLoader workers runs no op, a loop blocked in Python neither), so "not dispatch" no
     # longer means compute. Compiled graphs' own code may be either, so it counts against each.

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from tracekit.analyze import intervals
+from tracekit.analyze import intervals, untraced_ops
 from tracekit.analyze.blocking import host_blocking_rows
-from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self, host_work_recorded
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self, host_work_recorded, innermost_compute_ops
 from tracekit.analyze.classify import (
     API_CLASSES,
     KERNEL_CLASSES,
@@ -156,6 +156,11 @@ LIBRARY_RNN_SHARE = 0.5
 # "EagerLocalExecute: CudnnRNNV3").
 LIBRARY_RNN_OPS = re.compile(r"_cudnn_rnn|miopen_rnn|CudnnRNN(Backprop)?(V2|V3)?$|^aten::(lstm|gru|rnn_tanh|rnn_relu)$")
 
+# no-dispatch is uncertain where the time inside TF's executor with no op traced (which may be the
+# inexpensive ops' work, tracekit.analyze.untraced_ops) is this share of its saving or more: the
+# accuracy the replay is held to (docs/whatif.md).
+UNTRACED_SAVING_SHARE = 0.25
+
 # Blocking calls wait for the replayed GPU work when that reproduces the step within this share of
 # it beyond what keeping their measured time reproduces (launch latency read off the trace's p10
 # starts the replayed kernels a little early: -2.4% on 20 synchronized matrix products).
@@ -194,6 +199,7 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
             baseline = kept
     step.unchanged_ns = baseline
     host_work = host_work_recorded(frame)
+    untraced = _untraced_executor_time(frame, start, end)
     scenarios = []
     for name, change in _SCENARIOS.items():
         result = change(step)
@@ -219,6 +225,15 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
                             "between and inside the node runs is much of it its profiler's own recording of each node "
                             "(tracekit report bounds it), which no compiler removes: time the run unprofiled "
                             "before reading this saving")
+        if name == "no-dispatch" and untraced >= untraced_ops.NOTE_SHARE * (end - start):
+            # Were it all the inexpensive ops' work, the saving would be short by this much: beyond the
+            # replay's own accuracy (UNTRACED_SAVING_SHARE of the saving), the prediction is uncertain.
+            uncertain = untraced >= UNTRACED_SAVING_SHARE * (baseline - predicted)
+            assumptions += (f"; {'uncertain: ' if uncertain else ''}{untraced / (end - start):.0%} of the step is "
+                            f"inside TF's graph executor with no op traced (at {untraced_ops.LEVEL_WORDS} TF "
+                            "records only the ops it deems expensive): the replay removes it as dispatch, but part "
+                            "of it is the inexpensive ops the executor runs inline, whose work a compiler fuses but "
+                            "does not remove")
         slow, slowest = _slow_launches_on_idle_gpu(step) if name in ("cuda-graphs", "cuda-graph-step") else (0, 0)
         if slow:
             uncertain = True
@@ -631,6 +646,15 @@ def _tf_eager_kernel_work(frame: Frame, segments: list[Segment], scale: dict[int
     for op, w in work.items():
         scale[op] = min(w / compute[op], 1.0) if compute.get(op) else 0.0
     return floor
+
+
+def _untraced_executor_time(frame: Frame, start: int, end: int) -> int:
+    """Time of the window inside TF's graph executor with no op traced (``tracekit.analyze.untraced_ops``)."""
+    if not untraced_ops.ops_may_be_untraced(frame):
+        return 0
+    compute = innermost_compute_ops(frame, classify_rows(frame), frame.rows("cpu_op"))
+    return untraced_ops.untraced_executor_time(frame, np.array([start]), np.array([end]), frame.start[compute],
+                                               frame.end[compute])
 
 
 def _work(step: _Step, seg: Segment) -> int:

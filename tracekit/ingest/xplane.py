@@ -46,6 +46,9 @@ from tracekit.schema import KIND_CODES
 _F = descriptor_pb2.FieldDescriptorProto
 
 
+PROFILE_OPTION_FIELDS = {"host_tracer_level": 2, "device_tracer_level": 3, "python_tracer_level": 4}
+
+
 def _build_messages() -> dict[str, type[message.Message]]:
     fd = descriptor_pb2.FileDescriptorProto(name="tracekit_xplane.proto", package="tracekit.xplane", syntax="proto3")
 
@@ -94,14 +97,18 @@ def _build_messages() -> dict[str, type[message.Message]]:
     msg("XSpace", [("planes", 1, _F.TYPE_MESSAGE, ".tracekit.xplane.XPlane", rep),
                    ("errors", 2, _F.TYPE_STRING, None, rep), ("warnings", 3, _F.TYPE_STRING, None, rep),
                    ("hostnames", 4, _F.TYPE_STRING, None, rep)])
+    # The capture's options (tensorflow.ProfileOptions, the Task Environment's ``profile_options`` stat):
+    # the tracer levels say what the capture could record (at host level 2 no inexpensive op).
+    msg("ProfileOptions", [(name, number, _F.TYPE_UINT32, None, opt) for name, number in PROFILE_OPTION_FIELDS.items()])
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fd)
     return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tracekit.xplane.{name}"))
-            for name in ("XSpace", "XPlane")}
+            for name in ("XSpace", "XPlane", "ProfileOptions")}
 
 
 _MESSAGES = _build_messages()
 XSpace = _MESSAGES["XSpace"]
+ProfileOptions = _MESSAGES["ProfileOptions"]
 
 GRAPH_OP = re.compile(r"^[^:\s][^:]*:[A-Za-z_][A-Za-z0-9_]*$")
 # TF/XLA runtime internals on host lines (not user ranges, not ops).
@@ -336,7 +343,24 @@ def _read_space_facts(xs: Any, extra: dict[str, Any]) -> int:
             env = _plane_stats(plane)
             profile_start = int(env.get("profile_start_time") or 0)
             extra["task_environment"] = {k: v for k, v in env.items() if k != "profile_options"}
+            options = _profile_options(env.get("profile_options"))
+            if options is not None:
+                extra["profile_options"] = options
     return profile_start
+
+
+def _profile_options(value: Any) -> dict[str, int] | None:
+    """The tracer levels of a capture's ``profile_options`` stat (a ProfileOptions proto, read by
+    ``_stat_value`` as ``{"bytes_b64": ...}``); None when absent or unreadable. Proto3 leaves out the
+    fields at 0, so a level missing from a message that parsed is 0."""
+    if not isinstance(value, dict) or "bytes_b64" not in value:
+        return None
+    options = ProfileOptions()
+    try:
+        options.ParseFromString(base64.b64decode(value["bytes_b64"]))
+    except (message.DecodeError, ValueError):
+        return None
+    return {name: int(getattr(options, name)) for name in PROFILE_OPTION_FIELDS}
 
 
 # Trace metadata key: {"<hlo_module>#<program_id>": {instruction name: class}} of the HLO modules in

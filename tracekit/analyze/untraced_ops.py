@@ -1,0 +1,134 @@
+"""TF graph ops the profiler did not trace, whose time the breakdown can only count as dispatch.
+
+TF's executor records an op only if the capture's host tracer level reaches the op's: level 2 for
+an expensive op, 3 for an inexpensive one (tsl's ``GetTFTraceMeLevel``), and 2 is the default of
+``tf.profiler`` and of TensorBoard's capture. The inexpensive ops, which the
+executor runs inline, are the small elementwise ops and a loop's control ops (``Merge``,
+``Switch``, ``NextIteration``, ...); at level 2 their time lies inside the executor's
+``ExecutorState::Process`` with no op traced, beside the executor's own scheduling, and the trace
+cannot split the two. A Keras LSTM's graph step (h128, batch 16, 20 timesteps, one thread, a 2-core
+Intel Xeon) at level 2 records 68 ops a step and 58% of the step outside them, and reads
+CPU/framework-bound; at level 3 the same step records 1,007 ops, BiasAdd, Sigmoid, AddV2 and Tanh
+among them, with 49-51% of it outside them (level 3's own tracing adds to that): on the line
+between compute- and framework-bound, not clearly framework-bound.
+
+``untraced_executor_time`` measures that time inside given windows; the verdict says when it
+decides between framework- and compute-bound, whatif flags what it removes as uncertain. Where the
+capture recorded level 3 (its ``profile_options``, or events only level 3 records), every op is
+traced and that time is the executor's scheduling: dispatch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tracekit import schema
+from tracekit.analyze import intervals
+from tracekit.analyze.breakdown import innermost_compute_ops, step_windows
+from tracekit.analyze.classify import classify_rows
+from tracekit.analyze.frame import Frame, per_frame
+from tracekit.ingest.columns import trace_extra
+from tracekit.ingest.links import member_mask
+
+EXECUTOR_EVENT = "ExecutorState::Process"
+# Events that only a level-3 capture records (the executor's scheduling, research/tf_profiler.md 2.3).
+VERBOSE_EVENTS = ("ExecutorPropagateOutputs", "ExecutorState::ScheduleReady")
+VERBOSE_LEVEL = 3
+NOTE_SHARE = 0.05  # of the step: the report says it, whatif flags no-dispatch uncertain
+# The level such a capture ran at: its expensive ops are traced (2 or more) and its inexpensive ones not
+# (below 3), whether its options record it or not (xprof's trace-viewer JSON drops them).
+LEVEL_WORDS = "host_tracer_level 2 (the default)"
+# The thread pool's markers: inside them, with nothing else open, the executor is still in untraced work.
+# Any other event covers its time (an async op's start, ExecutorState::ProcessAsync::Start, is the op's work).
+POOL_MARKERS = "ThreadpoolListener::"
+
+
+def host_tracer_level(frame: Frame) -> int | None:
+    """The capture's host tracer level from its ``profile_options``; None when the trace does not say."""
+    options = trace_extra(frame.table).get("profile_options")
+    level = options.get("host_tracer_level") if isinstance(options, dict) else None
+    return int(level) if isinstance(level, int) else None
+
+
+@per_frame
+def ops_may_be_untraced(frame: Frame) -> bool:
+    """Whether TF's executor ran in this trace at a level that leaves inexpensive ops untraced: below
+    level 3 by its options, or not recorded and without the events only level 3 records."""
+    if schema.source_of(frame.table) != "tf" or EXECUTOR_EVENT not in frame.names:
+        return False
+    level = host_tracer_level(frame)
+    if level is not None and level >= VERBOSE_LEVEL:
+        return False
+    return not any(name in frame.names for name in VERBOSE_EVENTS)
+
+
+@per_frame
+def untraced_executor_intervals(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
+    """Where an executor thread is inside ``ExecutorState::Process`` with nothing else traced open on
+    it (no op, no async op's start, no XLA program run; the thread pool's markers do not count):
+    disjoint sorted intervals, over all threads (empty where ``ops_may_be_untraced`` is False)."""
+    empty = np.zeros(0, np.int64)
+    if not ops_may_be_untraced(frame):
+        return empty, empty
+    code = frame.names.index(EXECUTOR_EVENT)
+    process = np.flatnonzero(frame.name_code == code)
+    threads = frame.thread_key
+    executors = np.unique(threads[process])
+    on_executors = np.flatnonzero(member_mask(threads, executors.tolist()) & (frame.dur > 0))
+    wrappers = [c for c, name in enumerate(frame.names) if name == EXECUTOR_EVENT or name.startswith(POOL_MARKERS)]
+    traced = on_executors[~member_mask(frame.name_code[on_executors], wrappers)]
+    starts, ends = [], []
+    for key in executors.tolist():
+        mine = process[threads[process] == key]
+        ps, pe = intervals.union(frame.start[mine], frame.end[mine])
+        others = traced[threads[traced] == key]
+        s, e = _minus(ps, pe, *intervals.union(frame.start[others], frame.end[others]))
+        starts.append(s)
+        ends.append(e)
+    return intervals.union(np.concatenate(starts), np.concatenate(ends))
+
+
+def untraced_executor_time(frame: Frame, window_start: np.ndarray, window_end: np.ndarray,
+                           compute_start: np.ndarray, compute_end: np.ndarray) -> int:
+    """Time inside the windows where an executor is in untraced work (``untraced_executor_intervals``)
+    and no compute op (the intervals given) runs on any thread: what the breakdown counted as dispatch
+    and may be inexpensive ops."""
+    us, ue = untraced_executor_intervals(frame)
+    if us.size == 0 or window_start.size == 0:
+        return 0
+    cs, ce = intervals.union(compute_start, compute_end)
+    free_s, free_e = _minus(us, ue, cs, ce)
+    return intervals.overlap_total(free_s, free_e, window_start, window_end)
+
+
+def _minus(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint sorted intervals A with the disjoint sorted intervals B taken out."""
+    if a_start.size == 0 or b_start.size == 0:
+        return a_start, a_end
+    # The gaps of B (and before its first, after its last interval) intersected with A.
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    gap_s = np.concatenate([[lo], b_end])
+    gap_e = np.concatenate([b_start, [hi]])
+    keep = gap_s < gap_e
+    s, e, _, _ = intervals.intersect(a_start, a_end, gap_s[keep], gap_e[keep])
+    return s, e
+
+
+def untraced_in_steps(frame: Frame, used: list[int] | None) -> int:
+    """``untraced_executor_time`` in the steps ``used`` (None: the span of the breakdown's whole-trace
+    row), against the compute ops the breakdown counts (``innermost_compute_ops``)."""
+    if not ops_may_be_untraced(frame):
+        return 0
+    ops = frame.rows("cpu_op")
+    if ops.size == 0:
+        return 0
+    compute = innermost_compute_ops(frame, classify_rows(frame), ops)
+    if used is not None:
+        lo, hi = step_windows(frame, used)
+        keep = lo < hi
+        lo, hi = lo[keep], hi[keep]
+    else:  # the whole-trace row's span (breakdown's cpu_ops): the steps' extent, or the ops' without steps
+        extent = frame.rows("step") if frame.rows("step").size else ops
+        lo, hi = frame.start[extent].min(keepdims=True), frame.end[extent].max(keepdims=True)
+    return untraced_executor_time(frame, lo, hi, frame.start[compute], frame.end[compute])
+
