@@ -8,6 +8,7 @@ control ops untraced; the level-3 capture of the same step records them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import tracekit
@@ -69,3 +70,12 @@ def test_the_rule_holds_only_where_the_untraced_time_decides():
     assert judge(Evidence(**base, untraced_op_share=0.30))[0] == "undetermined"
     assert judge(Evidence(**base, untraced_op_share=0.05))[0] == "CPU/framework-bound"
     assert judge(Evidence(**base))[0] == "CPU/framework-bound"
+
+
+def test_critical_path_says_the_untraced_ops_are_not_on_the_path():
+    level_2 = tracekit.critical_path(LEVEL_2)
+    doc = json.loads(tracekit.render(level_2, "json"))
+    span = doc["window_with_work_ns"]
+    assert 0.15 * span <= doc["untraced_executor_ns"] <= 0.45 * span, doc["untraced_executor_ns"]
+    assert "inside TF's graph executor with no op traced" in tracekit.render(level_2, "markdown")
+    assert json.loads(tracekit.render(tracekit.critical_path(LEVEL_3), "json"))["untraced_executor_ns"] == 0

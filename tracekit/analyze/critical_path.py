@@ -63,6 +63,7 @@ from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.stalls import stalled_calls
 from tracekit.analyze.steps import driving_threads, step_stats
 from tracekit.analyze.unclassified import unclassified_work_rows
+from tracekit.analyze.untraced_ops import untraced_in_window
 from tracekit.analyze.waiting import WAITING_SHARE, WORKER_GAP_SHARE, blocked_on_dispatch, worker_event_rows
 from tracekit.errors import EmptyWindowError, TraceContentError, UsageError
 from tracekit.ingest.columns import distinct
@@ -123,6 +124,9 @@ class CriticalPath:
     # measured against the window up to there.
     work_end_ns: int = 0
     gpu_work_end_ns: int = 0
+    # Window time inside TF's graph executor with no op traced (a capture below host_tracer_level 3: the
+    # inexpensive ops run there untraced, so they are not on the path; tracekit.analyze.untraced_ops).
+    untraced_executor_ns: int = 0
 
 
 def critical_path(table: pa.Table, range_name: str | None = None, instance: int | None = None) -> CriticalPath:
@@ -161,6 +165,7 @@ def critical_path(table: pa.Table, range_name: str | None = None, instance: int 
     result.host_work_traced = host_work_recorded(frame) or not gpu.size
     result.work_end_ns = int(frame.end[events].max())
     result.gpu_work_end_ns = int(frame.end[gpu].max()) if gpu.size else 0
+    result.untraced_executor_ns = untraced_in_window(frame, start, end)
     return result
 
 

@@ -132,3 +132,12 @@ def untraced_in_steps(frame: Frame, used: list[int] | None) -> int:
         lo, hi = frame.start[extent].min(keepdims=True), frame.end[extent].max(keepdims=True)
     return untraced_executor_time(frame, lo, hi, frame.start[compute], frame.end[compute])
 
+
+
+def untraced_in_window(frame: Frame, start: int, end: int) -> int:
+    """``untraced_executor_time`` from ``start`` to ``end`` (one step or range: whatif's and critical-path's
+    window), against the compute ops the breakdown counts."""
+    if not ops_may_be_untraced(frame):
+        return 0
+    compute = innermost_compute_ops(frame, classify_rows(frame), frame.rows("cpu_op"))
+    return untraced_executor_time(frame, np.array([start]), np.array([end]), frame.start[compute], frame.end[compute])

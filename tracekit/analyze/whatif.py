@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from tracekit.analyze import intervals, untraced_ops
 from tracekit.analyze.blocking import host_blocking_rows
-from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self, host_work_recorded, innermost_compute_ops
+from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, compiled_code_self, host_work_recorded
 from tracekit.analyze.classify import (
     API_CLASSES,
     KERNEL_CLASSES,
@@ -199,7 +199,7 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
             baseline = kept
     step.unchanged_ns = baseline
     host_work = host_work_recorded(frame)
-    untraced = _untraced_executor_time(frame, start, end)
+    untraced = untraced_ops.untraced_in_window(frame, start, end)
     scenarios = []
     for name, change in _SCENARIOS.items():
         result = change(step)
@@ -646,15 +646,6 @@ def _tf_eager_kernel_work(frame: Frame, segments: list[Segment], scale: dict[int
     for op, w in work.items():
         scale[op] = min(w / compute[op], 1.0) if compute.get(op) else 0.0
     return floor
-
-
-def _untraced_executor_time(frame: Frame, start: int, end: int) -> int:
-    """Time of the window inside TF's graph executor with no op traced (``tracekit.analyze.untraced_ops``)."""
-    if not untraced_ops.ops_may_be_untraced(frame):
-        return 0
-    compute = innermost_compute_ops(frame, classify_rows(frame), frame.rows("cpu_op"))
-    return untraced_ops.untraced_executor_time(frame, np.array([start]), np.array([end]), frame.start[compute],
-                                               frame.end[compute])
 
 
 def _work(step: _Step, seg: Segment) -> int:

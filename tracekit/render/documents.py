@@ -20,6 +20,8 @@ from tracekit.analyze.ranges import MODULE_PREFIX, RangesReport
 from tracekit.analyze.stalls import STALL_RATIO
 from tracekit.analyze.steps import StepStats
 from tracekit.analyze.top_ops import TopOps
+from tracekit.analyze.untraced_ops import LEVEL_WORDS as UNTRACED_LEVEL_WORDS
+from tracekit.analyze.untraced_ops import NOTE_SHARE as UNTRACED_NOTE_SHARE
 from tracekit.analyze.whatif import WhatIf
 from tracekit.ingest.columns import trace_extra
 from tracekit.render.document import Chart, Column, Document, Section, Table, format_cell
@@ -575,6 +577,12 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
             "Python between ops (eager TensorFlow, JAX's dispatch, which record no op), "
             "waits, or work on threads the graph does not link to the path. The path leaves it out, as HTA's does; "
             "`tracekit report` counts the loop thread's share as dispatch or waiting, and `whatif` replays it.")
+    if span > 0 and cp.untraced_executor_ns >= UNTRACED_NOTE_SHARE * span:
+        head.sentences.append(
+            f"{format_cell(cp.untraced_executor_ns, 'ns')} of the window ({cp.untraced_executor_ns / span:.0%}) is inside "
+            f"TF's graph executor with no op traced: at {UNTRACED_LEVEL_WORDS} TF records only the ops it deems "
+            "expensive, so the inexpensive ones it runs inline (small elementwise ops, loop control) are not on the "
+            "path; a capture at host_tracer_level 3 records them.")
     if not cp.host_work_traced:
         head.sentences.append(
             "The trace records the host's GPU API calls but not its own work (no framework op, Python frame or NVTX "
@@ -627,6 +635,7 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
             "nodes": cp.nodes, "edges": cp.graph_edges,
             "handoffs": cp.handoffs, "handed_ops": cp.handed_ops,
             "handoff_return_ns": cp.handoff_return_ns, "stalled_ns": cp.stalled_ns,
+            "untraced_executor_ns": cp.untraced_executor_ns,
             "shares_pct": {c: round(cp.shares[c], 4) for c in PATH_CATEGORIES},
             "cpu_bound_in_cpu_compute_ops_pct": round(compute_share, 4), "host_work_traced": cp.host_work_traced,
             "top": [{"name": r.name, "category": r.category, "cpu_compute_op": bool(r.cpu_compute),
