@@ -79,3 +79,12 @@ def test_critical_path_says_the_untraced_ops_are_not_on_the_path():
     assert 0.15 * span <= doc["untraced_executor_ns"] <= 0.45 * span, doc["untraced_executor_ns"]
     assert "inside TF's graph executor with no op traced" in tracekit.render(level_2, "markdown")
     assert json.loads(tracekit.render(tracekit.critical_path(LEVEL_3), "json"))["untraced_executor_ns"] == 0
+
+
+def test_compare_says_when_two_captures_were_made_at_different_levels():
+    """The level-3 capture runs 1,007 ops a step against ~100 at level 2: not work level 2 lacks."""
+    findings = tracekit.compare([LEVEL_2, LEVEL_3]).result.findings
+    (said,) = [f for f in findings if "host_tracer_level 3" in f]
+    assert said.startswith("B was captured at host_tracer_level 3 and A at 2") and "ops A ran untraced" in said
+    assert findings[0] == said  # it qualifies every figure after it
+    assert not any("host_tracer_level" in f for f in tracekit.compare([LEVEL_2, LEVEL_2]).result.findings)

@@ -45,6 +45,7 @@ import pandas as pd
 import pyarrow as pa
 
 from tracekit import schema
+from tracekit.analyze import untraced_ops
 from tracekit.analyze.breakdown import Breakdown, breakdown, op_self_time, step_index
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, op_name_codes, short_name, tf_base_op
 from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, frame_of
@@ -390,7 +391,8 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
         return main_input_dims(frames[lab], name)
 
     result = Comparison(labels, metrics.reset_index(), names, rng, steps,
-                        findings=(_findings(metrics, names, labels, sums, per_step, dims_of)
+                        findings=(_tracer_level_findings(tables, labels)
+                                  + _findings(metrics, names, labels, sums, per_step, dims_of)
                                   + _cover_findings(metrics, diagnoses)
                                   + _verdict_findings(diagnoses, changes)),
                         per_step=per_step, diagnoses=diagnoses, remedy_changes=changes)
@@ -413,6 +415,26 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
             threshold = num if sign != "-" else -num
             result.checks.append(FailCheck(expr, lab, b, v, bool(_OPS[op](measured, threshold))))
     return result
+
+
+def _tracer_level_findings(tables: list[pa.Table], labels: list[str]) -> list[str]:
+    """Where TF graph captures were made at different host tracer levels (``tracekit.analyze.untraced_ops``):
+    one records the inexpensive ops the other ran untraced, which no other difference explains."""
+    levels = []
+    for table in tables:
+        frame = frame_of(table)
+        executor = schema.source_of(table) == "tf" and untraced_ops.EXECUTOR_EVENT in frame.names
+        levels.append(None if not executor else 2 if untraced_ops.ops_may_be_untraced(frame) else 3)
+    base, out = levels[0], []
+    for lab, level in zip(labels[1:], levels[1:], strict=True):
+        if base is None or level is None or level == base:
+            continue
+        low, high = (labels[0], lab) if base < level else (lab, labels[0])
+        out.append(f"{high} was captured at host_tracer_level 3 and {low} at 2 (the default): TF records its "
+                   f"inexpensive ops (small elementwise ops, loop control) only at 3, so the op names only in "
+                   f"{high} and its higher op count are ops {low} ran untraced, not work {low} lacks, and level 3's "
+                   "own tracing adds to its step time; compare captures made at one level.")
+    return out
 
 
 def _diagnosis(table: pa.Table, label: str, skip_steps: int, keep_all_steps: bool) -> Diagnosis:
