@@ -88,3 +88,8 @@ def test_compare_says_when_two_captures_were_made_at_different_levels():
     assert said.startswith("B was captured at host_tracer_level 3 and A at 2") and "ops A ran untraced" in said
     assert findings[0] == said  # it qualifies every figure after it
     assert not any("host_tracer_level" in f for f in tracekit.compare([LEVEL_2, LEVEL_2]).result.findings)
+
+
+def test_info_shows_the_captures_tracer_levels():
+    assert tracekit.info(tracekit.load(LEVEL_2)).capture_options == "host_tracer_level 2, device_tracer_level 1, python_tracer_level 0"
+    assert tracekit.info(tracekit.load(DATA.parent / "cpu" / "lstm_layer.pt.trace.json.gz")).capture_options == ""

@@ -37,6 +37,9 @@ class TraceInfo:
     extra: dict[str, object] = field(default_factory=dict)
     steps_from: str = ""  # where the reader found the steps when the trace marks none ("calls of train_step ...")
     steps_not_inferred: str = ""  # why a windowed ingest did not look for them (memory)
+    # The capture's tracer levels where it records them (TF/JAX XSpace's profile_options), e.g.
+    # "host_tracer_level 2, device_tracer_level 1, python_tracer_level 0"
+    capture_options: str = ""
 
     @property
     def span_ns(self) -> int:
@@ -116,6 +119,7 @@ def info(table: pa.Table) -> TraceInfo:
         threads=threads,
         steps_from=_trace_fact(meta.get(schema.META_TRACE_META_JSON, ""), "steps_from"),
         steps_not_inferred=_trace_fact(meta.get(schema.META_TRACE_META_JSON, ""), "steps_not_inferred"),
+        capture_options=_capture_options(meta.get(schema.META_TRACE_META_JSON, "")),
     )
 
 
@@ -126,6 +130,19 @@ def _trace_fact(text: str, key: str) -> str:
     except (ValueError, AttributeError):
         return ""
     return value if isinstance(value, str) else ""
+
+
+def _capture_options(text: str) -> str:
+    """The capture's tracer levels from the reader's trace metadata ("" when it records none)."""
+    try:
+        options = json.loads(text or "{}").get("profile_options")
+    except (ValueError, AttributeError):
+        return ""
+    if not isinstance(options, dict):
+        return ""
+    order = ["host_tracer_level", "device_tracer_level", "python_tracer_level"]  # host first: it says what ran untraced
+    names = [n for n in order if n in options] + sorted(n for n in options if n not in order)
+    return ", ".join(f"{name} {options[name]}" for name in names if isinstance(options[name], int))
 
 
 def _thread_count(table: pa.Table) -> int:

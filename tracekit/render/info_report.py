@@ -49,6 +49,8 @@ def print_terminal(summary: TraceInfo, console: Console | None = None) -> None:
     head.add_row("kernel->launch links", _rate(summary.launch_link_rate)
                  + (f" of {summary.gpu_activities_with_correlation:,}" if summary.gpu_activities_with_correlation else ""))
     head.add_row("kernel->op links", _rate(summary.op_link_rate))
+    if summary.capture_options:
+        head.add_row("capture options", escape(summary.capture_options))
     console.print(head)
     kinds = Table(title="events by kind", title_justify="left")
     kinds.add_column("kind")
