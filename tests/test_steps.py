@@ -198,6 +198,20 @@ def test_dense_ops_with_shapes_recorded_get_a_profiler_overhead_caveat(tmp_path)
     assert caveat and "--step-time" in caveat[0]
 
 
+def test_a_capture_with_python_calls_traced_against_one_without_gets_a_caveat():
+    """tests/data/cpu/make_python_in_step.py: one program profiled without and with with_stack=True;
+    2.6 ms a step unprofiled, 2.7 ms profiled, 3.7 ms with its 517 Python calls a step traced: the
+    profiled ratio (1.35x) is the tracer's, not the program's."""
+    cpu = Path(__file__).parent / "data" / "cpu"
+    plain, stacks = cpu / "python_in_step.pt.trace.json.gz", cpu / "python_in_step_stack.pt.trace.json.gz"
+    findings = tracekit.compare([plain, stacks], labels=["A", "B"]).result.findings
+    (caveat,) = [f for f in findings if "Python's calls traced" in f]
+    assert caveat.startswith("B was profiled with Python's calls traced (517 a step") and "A without" in caveat
+    assert "--step-time B=TIME" in caveat
+    assert not any("Python's calls traced" in f for f in tracekit.compare([stacks, stacks]).result.findings)
+    assert not any("Python's calls traced" in f for f in tracekit.compare([plain, plain]).result.findings)
+
+
 def test_cpu_only_compare_hides_metrics_that_are_zero_everywhere(tmp_path, capsys):
     a = _capture(tmp_path / "a.json", [0.0] * 3)
     b = _capture(tmp_path / "b.json", [0.0] * 3)

@@ -79,6 +79,7 @@ class TraceSummary:
     unprofiled_from: str = ""
     record_shapes: bool = False
     ops_per_ms: float = 0.0
+    python_calls_per_step: float = 0.0  # Python calls the profiler's Python tracer recorded (with_stack=True)
 
 
 @dataclass
@@ -225,12 +226,14 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
     unprofiled = run.get("unprofiled_step_ns") if isinstance(run.get("unprofiled_step_ns"), (int, float)) else None
     step_ns = metrics["step_time"]
     ops_per_ms = metrics.get("ops_per_step", 0.0) / (step_ns / 1e6) if step_ns else 0.0
+    calls = frame.rows("python_function")
+    python_calls = calls[member_mask(frame.step[calls], used)].size / len(used) if used else float(calls.size)
     return TraceSummary(label, meta.get(schema.META_SOURCE.encode(), b"").decode(), metrics, agg, rr, steps, stats,
                         _per_step_metrics(frame, bd, used, metrics, optimizer, bool(stats.cycle or stats.window))
                         if used else None,
                         names_per_step,
                         float(unprofiled) if unprofiled else None, "the collector's unprofiled timing" if unprofiled else "",
-                        bool(extra.get("record_shapes")), ops_per_ms)
+                        bool(extra.get("record_shapes")), ops_per_ms, python_calls)
 
 
 # A TF function's name ends in a counter that differs from run to run (__inference_train_step_1770 in
@@ -710,6 +713,8 @@ def _waiting_finding(col: pd.Series, bcol: pd.Series, lab: str, base: str, ms) -
 
 # Fine-grained ops with input shapes recorded: the profiler's per-op cost (a few µs) is a real part of them.
 DENSE_OPS_PER_MS = 20
+# Python calls a step that say the Python tracer was on (a trace without it records none).
+PYTHON_TRACED_CALLS = 10
 
 
 def _unprofiled(base: TraceSummary, other: TraceSummary, profiled_ratio: float) -> list[str]:
@@ -723,6 +728,15 @@ def _unprofiled(base: TraceSummary, other: TraceSummary, profiled_ratio: float) 
                 f"vs {base.unprofiled_ns / 1e6:,.3f} ms; from {' and '.join(sources)}); the profiled ratio is "
                 f"{profiled_ratio:.2f}."]
     out = []
+    stacks = [s for s in (base, other) if s.python_calls_per_step >= PYTHON_TRACED_CALLS]
+    if len(stacks) == 1 and base.source == other.source:
+        traced = stacks[0]
+        bare = other if traced is base else base
+        out.append(f"{traced.label} was profiled with Python's calls traced ({traced.python_calls_per_step:,.0f} a step: "
+                   f"torch.profiler's with_stack=True, or a Python tracer), {bare.label} without: the tracer's own "
+                   f"cost per call is part of {traced.label}'s step time only, so the profiled ratio overstates "
+                   f"{traced.label}'s time; compare captures made with the same profiler options, or give unprofiled "
+                   f"step times with --step-time {traced.label}=TIME and {bare.label}=TIME.")
     for s in (base, other):
         if s.record_shapes and s.ops_per_ms >= DENSE_OPS_PER_MS:
             out.append(f"{s.label}'s profiled steps run {s.ops_per_ms:,.0f} framework ops per ms with input shapes "
