@@ -93,3 +93,15 @@ def test_compare_says_when_two_captures_were_made_at_different_levels():
 def test_info_shows_the_captures_tracer_levels():
     assert tracekit.info(tracekit.load(LEVEL_2)).capture_options == "host_tracer_level 2, device_tracer_level 1, python_tracer_level 0"
     assert tracekit.info(tracekit.load(DATA.parent / "cpu" / "lstm_layer.pt.trace.json.gz")).capture_options == ""
+
+
+def test_unreadable_profile_options_are_left_out():
+    """A damaged or foreign options stat reads as no options (the events then decide), not an error."""
+    import base64
+
+    from tracekit.ingest.xplane import _profile_options
+
+    assert _profile_options({"bytes_b64": base64.b64encode(b"\x10\xff").decode(), "size": 2}) is None  # cut varint
+    assert _profile_options({"bytes_b64": "not base64!"}) is None
+    assert _profile_options("host_tracer_level: 2") is None
+    assert _profile_options({"bytes_b64": base64.b64encode(b"\x10\x03").decode()})["host_tracer_level"] == 3
