@@ -29,7 +29,7 @@ import numpy as np
 from tracekit import schema
 from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import innermost_compute_ops, step_windows
-from tracekit.analyze.classify import classify_rows
+from tracekit.analyze.classify import classify_rows, input_pipeline_mask
 from tracekit.analyze.frame import Frame, per_frame
 from tracekit.ingest.columns import trace_extra
 from tracekit.ingest.links import member_mask
@@ -70,12 +70,16 @@ def ops_may_be_untraced(frame: Frame) -> bool:
 def untraced_executor_intervals(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     """Where an executor thread is inside ``ExecutorState::Process`` with nothing else traced open on
     it (no op, no async op's start, no XLA program run; the thread pool's markers do not count):
-    disjoint sorted intervals, over all threads (empty where ``ops_may_be_untraced`` is False)."""
+    disjoint sorted intervals, over all threads but tf.data's (empty where ``ops_may_be_untraced`` is
+    False)."""
     empty = np.zeros(0, np.int64)
     if not ops_may_be_untraced(frame):
         return empty, empty
     code = frame.names.index(EXECUTOR_EVENT)
-    process = np.flatnonzero(frame.name_code == code)
+    # tf.data's map functions run on its own threads' executors: the input pipeline's time, not the step's.
+    process = np.flatnonzero((frame.name_code == code) & ~input_pipeline_mask(frame))
+    if not process.size:
+        return empty, empty
     threads = frame.thread_key
     executors = np.unique(threads[process])
     on_executors = np.flatnonzero(member_mask(threads, executors.tolist()) & (frame.dur > 0))
