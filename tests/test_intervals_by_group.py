@@ -211,3 +211,25 @@ def test_intersect_gives_every_overlap_of_two_disjoint_sets_once(touching: bool)
             in_b[lo:hi] = True
         both = in_a & in_b
         assert (covered == both).all() and (np.diff(s) > 0).all()
+
+
+def test_minus_leaves_the_time_of_a_that_b_does_not_cover():
+    """Against a nanosecond-by-nanosecond count, with touching and empty intervals as in
+    test_intersect_gives_every_overlap_of_two_disjoint_sets_once."""
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        sets = []
+        for _ in range(2):
+            edges = np.sort(rng.choice(60, size=2 * int(rng.integers(0, 10)), replace=True))
+            sets.append((edges[0::2].astype(np.int64), edges[1::2].astype(np.int64)))
+        (a_s, a_e), (b_s, b_e) = sets
+        s, e = intervals.minus(a_s, a_e, b_s, b_e)
+        got, in_a, in_b = np.zeros(60, bool), np.zeros(60, bool), np.zeros(60, bool)
+        for lo, hi in zip(s, e, strict=True):
+            assert lo < hi and not got[lo:hi].any()
+            got[lo:hi] = True
+        for lo, hi in zip(a_s, a_e, strict=True):
+            in_a[lo:hi] = True
+        for lo, hi in zip(b_s, b_e, strict=True):
+            in_b[lo:hi] = True
+        assert (got == (in_a & ~in_b)).all()

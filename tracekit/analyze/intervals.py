@@ -63,6 +63,20 @@ def intersect(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
     return lo[keep], hi[keep], ia[keep], ib[keep]
 
 
+def minus(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray,
+          b_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint sorted intervals A with the disjoint sorted intervals B taken out: A met with the
+    gaps of B (and the time before its first interval and after its last)."""
+    if b_start.size == 0:
+        keep = a_start < a_end  # empty intervals cover nothing, as intersect leaves them out
+        return a_start[keep], a_end[keep]
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    gap_s, gap_e = np.concatenate([[lo], b_end]), np.concatenate([b_start, [hi]])
+    keep = gap_s < gap_e
+    s, e, _, _ = intersect(a_start, a_end, gap_s[keep], gap_e[keep])
+    return s, e
+
+
 def clip_total(start: np.ndarray, end: np.ndarray, lo: int, hi: int) -> int:
     """Length of the union of the intervals clipped to [lo, hi)."""
     s = np.clip(start, lo, hi)

@@ -90,7 +90,7 @@ def untraced_executor_intervals(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
         mine = process[threads[process] == key]
         ps, pe = intervals.union(frame.start[mine], frame.end[mine])
         others = traced[threads[traced] == key]
-        s, e = _minus(ps, pe, *intervals.union(frame.start[others], frame.end[others]))
+        s, e = intervals.minus(ps, pe, *intervals.union(frame.start[others], frame.end[others]))
         starts.append(s)
         ends.append(e)
     return intervals.union(np.concatenate(starts), np.concatenate(ends))
@@ -105,21 +105,8 @@ def untraced_executor_time(frame: Frame, window_start: np.ndarray, window_end: n
     if us.size == 0 or window_start.size == 0:
         return 0
     cs, ce = intervals.union(compute_start, compute_end)
-    free_s, free_e = _minus(us, ue, cs, ce)
+    free_s, free_e = intervals.minus(us, ue, cs, ce)
     return intervals.overlap_total(free_s, free_e, window_start, window_end)
-
-
-def _minus(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint sorted intervals A with the disjoint sorted intervals B taken out."""
-    if a_start.size == 0 or b_start.size == 0:
-        return a_start, a_end
-    # The gaps of B (and before its first, after its last interval) intersected with A.
-    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-    gap_s = np.concatenate([[lo], b_end])
-    gap_e = np.concatenate([b_start, [hi]])
-    keep = gap_s < gap_e
-    s, e, _, _ = intervals.intersect(a_start, a_end, gap_s[keep], gap_e[keep])
-    return s, e
 
 
 def untraced_in_steps(frame: Frame, used: list[int] | None) -> int:
