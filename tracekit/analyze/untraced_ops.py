@@ -96,43 +96,39 @@ def untraced_executor_intervals(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     return intervals.union(np.concatenate(starts), np.concatenate(ends))
 
 
-def untraced_executor_time(frame: Frame, window_start: np.ndarray, window_end: np.ndarray,
-                           compute_start: np.ndarray, compute_end: np.ndarray) -> int:
-    """Time inside the windows where an executor is in untraced work (``untraced_executor_intervals``)
-    and no compute op (the intervals given) runs on any thread: what the breakdown counted as dispatch
-    and may be inexpensive ops."""
+@per_frame
+def untraced_outside_compute(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
+    """``untraced_executor_intervals`` where no compute op the breakdown counts (``innermost_compute_ops``)
+    runs on any thread: what the breakdown counted as dispatch and may be inexpensive ops."""
     us, ue = untraced_executor_intervals(frame)
-    if us.size == 0 or window_start.size == 0:
+    if us.size == 0:
+        return us, ue
+    compute = innermost_compute_ops(frame, classify_rows(frame), frame.rows("cpu_op"))
+    return intervals.minus(us, ue, *intervals.union(frame.start[compute], frame.end[compute]))
+
+
+def untraced_executor_time(frame: Frame, window_start: np.ndarray, window_end: np.ndarray) -> int:
+    """Time of ``untraced_outside_compute`` inside the windows (they may overlap)."""
+    if window_start.size == 0 or not ops_may_be_untraced(frame):
         return 0
-    cs, ce = intervals.union(compute_start, compute_end)
-    free_s, free_e = intervals.minus(us, ue, cs, ce)
+    free_s, free_e = untraced_outside_compute(frame)
     return intervals.overlap_total(free_s, free_e, window_start, window_end)
 
 
 def untraced_in_steps(frame: Frame, used: list[int] | None) -> int:
     """``untraced_executor_time`` in the steps ``used`` (None: the span of the breakdown's whole-trace
-    row), against the compute ops the breakdown counts (``innermost_compute_ops``)."""
-    if not ops_may_be_untraced(frame):
-        return 0
+    row: the steps' extent, or the ops' without steps)."""
     ops = frame.rows("cpu_op")
-    if ops.size == 0:
+    if not ops_may_be_untraced(frame) or ops.size == 0:
         return 0
-    compute = innermost_compute_ops(frame, classify_rows(frame), ops)
     if used is not None:
         lo, hi = step_windows(frame, used)
         keep = lo < hi
-        lo, hi = lo[keep], hi[keep]
-    else:  # the whole-trace row's span (breakdown's cpu_ops): the steps' extent, or the ops' without steps
-        extent = frame.rows("step") if frame.rows("step").size else ops
-        lo, hi = frame.start[extent].min(keepdims=True), frame.end[extent].max(keepdims=True)
-    return untraced_executor_time(frame, lo, hi, frame.start[compute], frame.end[compute])
-
+        return untraced_executor_time(frame, lo[keep], hi[keep])
+    extent = frame.rows("step") if frame.rows("step").size else ops
+    return untraced_executor_time(frame, frame.start[extent].min(keepdims=True), frame.end[extent].max(keepdims=True))
 
 
 def untraced_in_window(frame: Frame, start: int, end: int) -> int:
-    """``untraced_executor_time`` from ``start`` to ``end`` (one step or range: whatif's and critical-path's
-    window), against the compute ops the breakdown counts."""
-    if not ops_may_be_untraced(frame):
-        return 0
-    compute = innermost_compute_ops(frame, classify_rows(frame), frame.rows("cpu_op"))
-    return untraced_executor_time(frame, np.array([start]), np.array([end]), frame.start[compute], frame.end[compute])
+    """``untraced_executor_time`` from ``start`` to ``end`` (whatif's and critical-path's window)."""
+    return untraced_executor_time(frame, np.array([start]), np.array([end]))
