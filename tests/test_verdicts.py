@@ -119,6 +119,23 @@ def test_a_slow_launch_call_with_the_gpu_busy_is_not_set_apart() -> None:
 
 
 @needs_shared
+def test_slow_launch_calls_that_overlap_count_once(tmp_path) -> None:
+    """HTA's MI250 sample with every event written twice (benchmarks/fuzz_analysis.py's repeat): its
+    6.54 ms launch call, now two at once, read "during 143% of the GPU's idle time"; its time in the
+    gaps is counted once, 72% as recorded."""
+    import gzip
+    import json
+
+    path = SHARED / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    doc = json.loads(gzip.open(path).read())
+    doc["traceEvents"] += [e for e in doc["traceEvents"] if e.get("ph") != "M"]
+    (tmp_path / "twice.json").write_text(json.dumps(doc))
+    r = tracekit.launch(tmp_path / "twice.json").result
+    assert r.verdict == "undetermined"
+    assert any("of up to 6.54 ms run during 72% of the GPU's idle time" in e for e in r.evidence), r.evidence
+
+
+@needs_shared
 def test_whatif_says_a_graph_saving_rests_on_a_slow_launch_call() -> None:
     """HTA's MI250 step: a CUDA graph was predicted to save 98% of it, 6.54 ms of that one first
     launch. The graph scenarios are now uncertain, saying why."""
