@@ -424,7 +424,9 @@ def main() -> int:
                 continue
             originals: dict[str, object] = {}
             for name, write in with_parquet(variants, Path(tmp)):
-                if args.mutations and name not in args.mutations.split(",") + ["parquet"]:
+                chosen = args.mutations.split(",") if args.mutations else []
+                # The Parquet copy is made from the original: checked only where the original is.
+                if chosen and name not in chosen + (["parquet"] if "original" in chosen else []):
                     continue
                 mutated = write()
                 for analysis in ANALYSES:
