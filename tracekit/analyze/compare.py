@@ -423,10 +423,13 @@ def compare(tables: list[pa.Table], labels: list[str] | None = None, fail_if: li
 def _tracer_level_findings(tables: list[pa.Table], labels: list[str]) -> list[str]:
     """Where TF graph captures were made at different host tracer levels (``tracekit.analyze.untraced_ops``):
     one records the inexpensive ops the other ran untraced, which no other difference explains."""
-    levels = []
+    levels: list[int | None] = []
     for table in tables:
+        if schema.source_of(table) != "tf":  # no frame built again for the others (summarize built each once)
+            levels.append(None)
+            continue
         frame = frame_of(table)
-        executor = schema.source_of(table) == "tf" and untraced_ops.EXECUTOR_EVENT in frame.names
+        executor = untraced_ops.EXECUTOR_EVENT in frame.names
         levels.append(None if not executor else 2 if untraced_ops.ops_may_be_untraced(frame) else 3)
     base, out = levels[0], []
     for lab, level in zip(labels[1:], levels[1:], strict=True):

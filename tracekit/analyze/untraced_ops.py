@@ -31,6 +31,7 @@ from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import innermost_compute_ops, step_windows
 from tracekit.analyze.classify import classify_rows, input_pipeline_mask
 from tracekit.analyze.frame import Frame, per_frame
+from tracekit.analyze.verdicts import TF_UNTRACED_LEVEL_WORDS
 from tracekit.ingest.columns import trace_extra
 from tracekit.ingest.links import member_mask
 
@@ -39,9 +40,7 @@ EXECUTOR_EVENT = "ExecutorState::Process"
 VERBOSE_EVENTS = ("ExecutorPropagateOutputs", "ExecutorState::ScheduleReady")
 VERBOSE_LEVEL = 3
 NOTE_SHARE = 0.05  # of the step: the report says it, whatif flags no-dispatch uncertain
-# The level such a capture ran at: its expensive ops are traced (2 or more) and its inexpensive ones not
-# (below 3), whether its options record it or not (xprof's trace-viewer JSON drops them).
-LEVEL_WORDS = "host_tracer_level 2 (the default)"
+LEVEL_WORDS = TF_UNTRACED_LEVEL_WORDS  # the level such a capture ran at, as the verdict says it
 # The thread pool's markers: inside them, with nothing else open, the executor is still in untraced work.
 # Any other event covers its time (an async op's start, ExecutorState::ProcessAsync::Start, is the op's work).
 POOL_MARKERS = "ThreadpoolListener::"

@@ -269,6 +269,9 @@ GPU_BOUND_REMEDY = "the GPU is the bottleneck: optimize the top kernels (see `tr
 UNCLASSIFIED_WORK_REMEDY = ("find out what those ops do (the top ops table gives their calls and mean time): the "
                             "model's arithmetic is tuned like any compute op (thread count, a faster library); "
                             "slow framework calls take the dispatch remedies that follow")
+# The level a capture with untraced inexpensive ops ran at: its expensive ops are traced (2 or more), its
+# inexpensive ones not (below 3), whether its options record it or not (tracekit.analyze.untraced_ops).
+TF_UNTRACED_LEVEL_WORDS = "host_tracer_level 2 (the default)"
 # How to capture at level 3: TF 2.21's tf.profiler ignores ProfilerOptions (every capture runs at the
 # defaults), so through a profiler server in the program and xprof's client (research/tf_profiler.md 2.3).
 TF_LEVEL_3_REMEDY = ("to see the inexpensive ops, profile at host_tracer_level=3: "
@@ -620,7 +623,7 @@ def untraced_ops_decide(e: Evidence) -> bool:
 def untraced_ops_says(e: Evidence) -> str:
     """What the time inside TF's executor with no op traced is (evidence line, and the undetermined verdict's)."""
     return (f"{e.untraced_op_share:.0%} of step time counted as dispatch is inside TF's graph executor with no op "
-            "traced: at host_tracer_level 2 (the default) TF records only the ops it deems expensive, so this is the "
+            f"traced: at {TF_UNTRACED_LEVEL_WORDS} TF records only the ops it deems expensive, so this is the "
             "inexpensive ops the executor runs inline (small elementwise ops, loop control: Merge, Switch, "
             "NextIteration) and its own scheduling together, which the trace does not split")
 
