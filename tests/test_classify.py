@@ -295,3 +295,34 @@ def test_onednn_layout_conversions_are_copies_without_recorded_dtypes(tmp_path):
     cpu = tracekit.report(frame.table).launch.breakdown.cpu_ops
     whole = cpu[cpu.step == -1].iloc[0]
     assert whole.copy_ns > 0.05 * whole.span_ns and whole.dispatch_ns < 0.15 * whole.span_ns, whole
+
+
+def test_copies_inside_composite_ops_are_data_movement_not_their_math():
+    """A Hugging Face GPT-2 (tests/data/cpu/parameter_loop_diffusers_ema): aten::matmul's aten::reshape
+    clones a non-contiguous input before its aten::bmm. Those clones and their copy_ were counted as
+    GEMM (their nearest classified op, aten::matmul, whose math is the aten::bmm below it); they are
+    copies. aten::addmm's bias copy has no GEMM op below addmm and stays addmm's work (gemm), and
+    a top-level x.contiguous() is a copy though its dtypes are not recorded (a clone cannot cast)."""
+    from tracekit.analyze.classify import OP_CLASSES, classify_rows
+    from tracekit.analyze.frame import frame_of
+
+    frame = frame_of(load(Path(__file__).parent / "data" / "cpu" / "parameter_loop_diffusers_ema.pt.trace.json.gz"))
+    op = classify_rows(frame).op
+
+    def chain(row: int) -> list[str]:
+        names = [frame.name(row)]
+        while frame.parent[row] >= 0 and len(names) < 4:
+            row = int(frame.parent[row])
+            names.append(frame.name(row))
+        return names
+
+    seen: dict[str, set[str]] = {"matmul clone": set(), "addmm bias": set(), "top contiguous": set()}
+    for row in frame.rows("cpu_op").tolist():
+        names, cls = chain(row), OP_CLASSES[op[row]]
+        if names[:4] == ["aten::copy_", "aten::clone", "aten::reshape", "aten::matmul"]:
+            seen["matmul clone"].add(cls)
+        elif names[:2] == ["aten::copy_", "aten::addmm"]:
+            seen["addmm bias"].add(cls)
+        elif names[0] == "aten::contiguous" and names[1].startswith("ProfilerStep#"):
+            seen["top contiguous"].add(cls)
+    assert seen == {"matmul clone": {"copy"}, "addmm bias": {"gemm"}, "top contiguous": {"copy"}}, seen

@@ -873,7 +873,8 @@ _INPUT_TYPES = r'"Input type":\["(?P<dst>[^"]*)","(?P<src>[^"]*)"'
 
 def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
     """Copies that change dtype become casts (and so do the copy ops around them); other copies
-    take the class of their nearest enclosing classified op. A copy no classified op encloses stays
+    take the class of their nearest enclosing classified op, unless that op is composite (its math
+    runs as ops of its class below it) and the copy surely moves data (see below). A copy no classified op encloses stays
     ``copy`` (data movement, memory-bound work: a top-level ``x.contiguous()`` moves every byte) where
     its recorded input types show one dtype; without them it may be a cast and is ``other``, which
     the unclassified-work check names with what would tell the two apart (record_shapes)."""
@@ -905,14 +906,46 @@ def _resolve_copies(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> None:
     remaining = copy_rows[op[copy_rows] == copy]
     wanted = (op != copy) & (op != other) & (op != NO_CLASS)
     ancestor = nearest_ancestor(frame.parent, remaining, wanted)
-    # oneDNN's layout conversions move data without a dtype to change: copies whatever is recorded.
-    layout = member_mask(frame.name_code[remaining], [_code_of(frame, n) for n in LAYOUT_CONVERSIONS])
-    op[remaining] = np.where(ancestor >= 0, op[np.maximum(ancestor, 0)],
-                             np.where(one_dtype[remaining] | layout, copy, other))
+    # A copy inside an op that runs its math as ops of its own class is that op's data movement, not
+    # its math: aten::matmul's aten::reshape clones a non-contiguous input before its aten::bmm (a
+    # Hugging Face GPT-2's attention: a fifth of its "GEMM" time was these copies). A copy inside an
+    # op with no such op below it (aten::addmm's bias copy, aten::mul's scalar made a tensor) is that
+    # op's own work and takes its class.
+    enclosing = np.maximum(ancestor, 0)
+    inherits = (ancestor >= 0) & ~_runs_ops_of_its_class(frame, op, op_rows, wanted, np.unique(ancestor[ancestor >= 0]))[enclosing]
+    # Copy ops that cannot change a dtype (a clone, a layout conversion, the copy_ a clone runs) move
+    # data whatever is recorded; the others are copies only where their input types show one dtype.
+    keeps_dtype = member_mask(frame.name_code[remaining], [_code_of(frame, n) for n in DTYPE_KEEPING_COPIES])
+    in_clone = frame.parent[remaining]
+    keeps_dtype |= (in_clone >= 0) & member_mask(frame.name_code[np.maximum(in_clone, 0)],
+                                                 [_code_of(frame, n) for n in DTYPE_KEEPING_COPIES])
+    moves_data = one_dtype[remaining] | keeps_dtype
+    # A possible cast (aten::to without recorded types) inside a composite op keeps the op's class as before.
+    op[remaining] = np.where(inherits | ((ancestor >= 0) & ~moves_data), op[enclosing],
+                             np.where(moves_data, copy, other))
+
+
+def _runs_ops_of_its_class(frame: Frame, op: np.ndarray, op_rows: np.ndarray, wanted: np.ndarray,
+                           candidates: np.ndarray) -> np.ndarray:
+    """Per row, whether a classified op below it, with no classified op between them, has its class: a
+    composite op (aten::matmul over aten::bmm, aten::linear over aten::addmm) rather than one whose
+    work the trace does not split. Found for the classes of ``candidates`` (other rows: False)."""
+    out = np.zeros(op.size, bool)
+    if not candidates.size:
+        return out
+    # Only ops below a candidate can make it composite: climb from the classified ops of the candidates' classes.
+    classes = np.unique(op[candidates])
+    below = op_rows[wanted[op_rows] & member_mask(op[op_rows], classes.tolist())]
+    nearest = nearest_ancestor(frame.parent, below, wanted)
+    same = (nearest >= 0) & (op[np.maximum(nearest, 0)] == op[below])
+    out[nearest[same]] = True
+    return out
 
 
 LAYOUT_CONVERSIONS = ("aten::to_dense", "aten::_to_dense", "aten::to_mkldnn", "aten::_mkldnn_reshape",
                       "aten::_mkldnn_transpose", "aten::_mkldnn_transpose_")
+# Copy ops that keep their input's dtype (``aten::to``, ``_to_copy``, ``copy_`` and ``type_as`` may cast).
+DTYPE_KEEPING_COPIES = ("aten::clone", "aten::contiguous", *LAYOUT_CONVERSIONS)
 
 
 def _code_of(frame: Frame, name: str) -> int:

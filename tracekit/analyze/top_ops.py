@@ -246,17 +246,32 @@ def sentence_labels(names: list[str], shapes: list[str], classes: list[str] | No
 def compact_shapes(shapes: str) -> str:
     """Input dims for a sentence: ``[[8,32,128],[],[]]`` -> ``8x32x128``, ``[[64,128],[128,256]]`` ->
     ``64x128, 128x256``, a tensor list ``[[[16,512],[8,512]],[]]`` -> ``16x512+8x512`` (scalars and empty
-    inputs left out); the text itself when it is not such a list."""
+    inputs left out); a list of more than 3 tensors by its count and first two (a fused optimizer's
+    ``10 tensors (1000x128+128x128+…)``), the same list passed again as ``(xN)``; the text itself when
+    it is not such a list."""
     def one_input(dims: list) -> str:
         if dims and all(isinstance(d, list) for d in dims):
-            return "+".join(one_input(d) for d in dims)
+            parts = [p for p in (one_input(d) for d in dims) if p]
+            if len(parts) > 3:
+                return f"{len(parts)} tensors ({'+'.join(parts[:2])}+…)"
+            return "+".join(parts)
         return "x".join(str(d) for d in dims)
 
     try:
         dims = json.loads(shapes)
-        return ", ".join(one_input(one) for one in dims if isinstance(one, list) and one) or shapes
+        texts = [t for t in (one_input(one) for one in dims if isinstance(one, list) and one) if t]
     except (ValueError, TypeError):
         return shapes
+    out: list[str] = []
+    for text in texts:
+        repeated = re.fullmatch(r"(.*) \(x(\d+)\)", out[-1]) if out and "tensors" in text else None
+        if repeated and repeated.group(1) == text:
+            out[-1] = f"{text} (x{int(repeated.group(2)) + 1})"
+        elif out and "tensors" in text and out[-1] == text:
+            out[-1] = f"{text} (x2)"
+        else:
+            out.append(text)
+    return ", ".join(out) or shapes
 
 
 class _Groups:
