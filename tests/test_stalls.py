@@ -196,12 +196,16 @@ os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])
 torch.set_num_threads(int(sys.argv[2]))
 torch.manual_seed(0)
 x, readout = torch.randn(192, 192), torch.nn.Linear(192, 8)
+big, norm = torch.nn.Linear(192, 192), torch.nn.LayerNorm(192)
 with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                               on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1]),
                               schedule=schedule(wait=0, warmup=1, active=4, repeat=1)) as prof:
     for _ in range(5):
         for _ in range(20):
-            readout(x).sum()
+            if sys.argv[3:] == ["small-ops"]:  # a parallel product, then small ops (a decode step's layer norm)
+                torch.nn.functional.gelu(norm(big(x)[:2])).sum()
+            else:
+                readout(x).sum()
         prof.step()
 """
 
@@ -223,3 +227,40 @@ def test_matrix_products_slower_than_any_cpu_are_stalls_in_every_step(tmp_path: 
     frame = frame_of(load(one_thread))
     steps = sorted({int(s) for s in frame.step[frame.rows("step")]})
     assert not stalled_calls(frame, classify_rows(frame), steps).by_rate.any()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pins the capture to one core (Linux)")
+def test_small_passes_slower_than_any_cpu_are_stalls_in_every_step(tmp_path: Path):
+    """Two ATen threads on one core, a parallel 192x192 product and then a layer norm and a GELU on
+    2x192: the small ops took 1.6-12 ms in every call (a median of 7.3 ms; 8-24 µs on one thread),
+    waiting for the core the product's other thread held. No step is faster to compare with; 384
+    elements (their inputs: 768 for the layer norm with its weights) in milliseconds is over 1 µs an
+    element, which no CPU needs: stalls by rate. One thread: none of them."""
+    oversubscribed, one_thread = tmp_path / "two_threads.json", tmp_path / "one_thread.json"
+    for path, threads in ((oversubscribed, 2), (one_thread, 1)):
+        subprocess.run([sys.executable, "-c", PINNED_CAPTURE, str(path), str(threads), "small-ops"], check=True,
+                       timeout=300, capture_output=True)
+    frame = frame_of(load(oversubscribed))
+    steps = sorted({int(s) for s in frame.step[frame.rows("step")]})
+    stalls = stalled_calls(frame, classify_rows(frame), steps)
+    by_rate = {frame.name(int(r)) for r in stalls.rows[stalls.by_rate]}
+    assert {"aten::native_layer_norm", "aten::gelu"} <= by_rate, by_rate
+    said = next(e for e in tracekit.launch(oversubscribed).result.evidence if "stalled" in e)
+    assert "elements, which any CPU makes in" in said or "MFLOP of matrix product" in said, said
+    frame = frame_of(load(one_thread))
+    steps = sorted({int(s) for s in frame.step[frame.rows("step")]})
+    stalls = stalled_calls(frame, classify_rows(frame), steps)
+    assert not {frame.name(int(r)) for r in stalls.rows[stalls.by_rate]} & {"aten::native_layer_norm", "aten::gelu"}
+
+
+def test_the_elements_of_a_pass_are_its_tensor_inputs_or_their_broadcast():
+    from tracekit.analyze.stalls import SIZED_BY_ARGS, _pass_elements
+
+    assert _pass_elements("[[2,1,128],[],[128],[128],[]]") == 512  # layer norm: input, weight, bias
+    assert _pass_elements("[[1000,1],[1,1000]]") == 1_000_000  # broadcast: the output is larger
+    assert _pass_elements("[[[16,512],[8,512]],[]]") == 12_288  # a tensor list (cat's inputs)
+    assert _pass_elements("[[],[]]") == 0 and _pass_elements("") == 0 and _pass_elements("not json") == 0
+    for sized in ("aten::repeat", "aten::new_zeros", "aten::constant_pad_nd", "aten::upsample_nearest2d",
+                  "aten::embedding_dense_backward", "aten::slice_backward", "aten::index_select", "aten::zeros_like"):
+        assert SIZED_BY_ARGS.match(sized), sized
+    assert not SIZED_BY_ARGS.match("aten::native_layer_norm") and not SIZED_BY_ARGS.match("aten::add")

@@ -42,11 +42,23 @@ a 192x192 by 192x8 ``aten::addmm`` took 3.5-7.6 ms in every call (under 0.2 GFLO
 thread), and the step read CPU compute-bound; on 2 cores numpy's BLAS thread, spinning after each
 call beside ATen's second thread, did the same in 1 capture of 12. Only calls whose shapes and
 element types (``float``, ``double``) are recorded are judged: ``record_shapes=True``.
+
+The same holds for the ops whose work is a pass over their tensors (elementwise, reduction, copy and
+cast ops): no CPU takes ``NS_PER_ELEMENT`` (1 µs) an element on them (transcendental and special
+functions take tens of ns, subnormal operands some 100 cycles), so a call over N elements that ran
+``STALL_MIN_NS`` beyond N µs waited (``slow_pass_calls``). With the loop's two intra-op threads
+sharing one core with another process, a Hugging Face GPT-2's ``generate`` ran
+``aten::native_layer_norm`` on 2x1x128 at a median of 3.8 ms (9 µs at best), and the step read
+"CPU compute-bound, layer norm 48%". The elements are the recorded tensor inputs' (their broadcast
+shape where it is larger: an output can be no larger for these ops); ops whose output is sized by other
+arguments (``repeat``, ``new_zeros``, padding, upsampling, a gather, an outer product, most
+backward ops) are not judged.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,6 +78,18 @@ STEP_WORK_RATIO = 2.0
 STALL_CLASSES = tuple(c for c in COMPUTE_OP_CLASSES if c != "communication")
 MIN_GEMM_GFLOPS = 0.25  # a rate every CPU exceeds on a dense float/double matrix product (module doc)
 GEMM_TYPES = ("float", "double")  # the element types judged by rate (half precision may be emulated)
+NS_PER_ELEMENT = 1_000  # longer than any CPU takes an element on a pass over tensors (module doc)
+PASS_CLASSES = ("elementwise", "reduction", "copy", "cast")  # ops judged by NS_PER_ELEMENT
+# Ops of those classes whose output is sized by other arguments than their tensor inputs (a size, a
+# repeat count, an index, a scale), and the backward ops but those that return their inputs' sizes.
+SIZED_BY_ARGS = re.compile(
+    r"^aten::(new_\w+|\w*_like|repeat\w*|tile|expand\w*|broadcast_to|_?upsample\w*|interpolate|\w*pad\w*|one_hot|"
+    r"embedding\w*|index\w*|gather|take\w*|outer|ger|kron|cartesian_prod|meshgrid|_?cdist\w*|diag\w*|block_diag|"
+    r"combinations|bincount|histc|histogram\w*|multinomial|arange|linspace|logspace|full|zeros|ones|empty\w*|"
+    r"rand\w*|normal\w*|bernoulli\w*|eye|tril_indices|triu_indices|resize\w*|scatter\w*|masked_scatter\w*|put_?|"
+    r"unfold\w*|im2col|col2im|pixel_\w*|channel_shuffle|as_strided\w*|unsqueeze_copy|\w+_backward\w*)$")
+PASS_BACKWARD = re.compile(r"^aten::((native_(layer|group|batch)_norm|threshold|gelu|silu|sigmoid|tanh|hardtanh|"
+                           r"leaky_relu|elu|softplus|mse_loss)_backward|_(log_)?softmax_backward_data)$")
 
 
 @dataclass
@@ -119,6 +143,12 @@ class Stalls:
         lost = self.stall_ns.sum()
         head = (f"{n} op call{'s' if n > 1 else ''} stalled, losing {lost / 1e6:,.2f} ms ({lost / span_ns:.0%} of step "
                 f"time): {short_name(frame.name(row))} in step {frame.step[row]} ran {self.self_ns[worst] / 1e6:,.2f} ms ")
+        if self.by_rate[worst] and frame.name(row) not in GEMM_FLOP_OPS:
+            return (head + f"for a pass over {med / NS_PER_ELEMENT:,.0f} elements, which any CPU makes in {_time(med)} "
+                    f"or less ({NS_PER_ELEMENT / 1e3:.0f} µs an element); {int(self.by_rate.sum())} call"
+                    f"{'s' if self.by_rate.sum() > 1 else ''} slower than their work allows. Its thread was not running or was "
+                    "kept waiting: more runnable threads than cores (intra-op threads, a BLAS library's own threads, "
+                    "other processes), a thread pool busy with other ops, or the OS")
         if self.by_rate[worst]:
             flops = med * MIN_GEMM_GFLOPS
             return (head + f"for {flops / 1e6:,.2f} MFLOP of matrix product ({flops / self.self_ns[worst]:.2f} GFLOP/s), "
@@ -143,23 +173,25 @@ def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls
     CPU-only trace, matrix products by their rate."""
     compared = _stalled_against_other_steps(frame, classes, steps)
     if frame.rows(*GPU_BUSY_KINDS).size:
-        return compared  # a product's host time on a GPU trace is its launch, not its arithmetic
-    codes = [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS]
-    if not codes:
-        return compared  # no matrix product by name: the common case costs one pass over the names
-    rows = frame.rows("cpu_op")
-    rows = rows[member_mask(frame.name_code[rows], codes)]
+        return compared  # an op's host time on a GPU trace is its launch (or a wait for the GPU), not its arithmetic
+    ops = frame.rows("cpu_op")
     first_step = int(frame.step[frame.rows("step")].min()) if frame.rows("step").size else min(steps, default=-1)
-    rows = rows[member_mask(frame.step[rows], [s for s in steps if s >= 0 and s != first_step])]
-    rows = rows[~member_mask(rows, compared.rows.tolist())]
-    if not rows.size:
+    # Judged by their rate: calls of STALL_MIN_NS or more self time (the least a stall loses) in the
+    # steps compared but the first, not stalled against other steps already.
+    ops = ops[member_mask(frame.step[ops], [s for s in steps if s >= 0 and s != first_step])]
+    self_ns = op_self_time(frame, ops) if ops.size else np.zeros(0, np.int64)
+    long = self_ns >= STALL_MIN_NS
+    ops, self_ns = ops[long], self_ns[long]
+    fresh = ~member_mask(ops, compared.rows.tolist())
+    ops, self_ns = ops[fresh], self_ns[fresh]
+    if not ops.size:
         return compared
-    slow = slow_gemm_calls(frame, rows, op_self_time(frame, rows))
-    if not slow.rows.size:
-        return compared
-    return Stalls(np.concatenate([compared.rows, slow.rows]), np.concatenate([compared.self_ns, slow.self_ns]),
-                  np.concatenate([compared.median_ns, slow.median_ns]), compared.steps_compared,
-                  np.concatenate([compared.by_rate, slow.by_rate]))
+    gemm = member_mask(frame.name_code[ops], [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS])
+    passes = byte_mask(classes.op[ops], [OP_CLASSES.index(c) for c in PASS_CLASSES]) & ~gemm
+    found = [compared, slow_gemm_calls(frame, ops[gemm], self_ns[gemm]), slow_pass_calls(frame, ops[passes], self_ns[passes])]
+    return Stalls(np.concatenate([f.rows for f in found]), np.concatenate([f.self_ns for f in found]),
+                  np.concatenate([f.median_ns for f in found]), compared.steps_compared,
+                  np.concatenate([f.by_rate for f in found]))
 
 
 @dataclass(frozen=True)
@@ -319,6 +351,53 @@ def slow_gemm_calls(frame: Frame, rows: np.ndarray, self_ns: np.ndarray) -> Stal
     return Stalls(rows[hit], self_ns[hit], allowed[slow], 0, np.ones(hit.size, bool))
 
 
+def slow_pass_calls(frame: Frame, rows: np.ndarray, self_ns: np.ndarray) -> Stalls:
+    """Of these op rows of ``PASS_CLASSES`` (with their self times), those that took ``STALL_MIN_NS``
+    beyond ``NS_PER_ELEMENT`` an element of their recorded tensor inputs (module doc); ``median_ns``
+    is the time that allows. Judged only where the inputs' shapes are recorded."""
+    none = Stalls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64), 0)
+    names = {c: frame.names[c] for c in distinct(frame.name_code[rows]).tolist() if c >= 0}
+    judged = [c for c, n in names.items() if not SIZED_BY_ARGS.match(n) or PASS_BACKWARD.match(n)]
+    at = np.flatnonzero(member_mask(frame.name_code[rows], judged)) if judged else np.zeros(0, np.int64)
+    if not at.size:
+        return none
+    dims_code, dims = input_dims(frame.table, rows[at])
+    elements = np.array([_pass_elements(text) for text in dims], np.float64)[dims_code]
+    allowed = elements * NS_PER_ELEMENT
+    slow = (elements > 0) & (self_ns[at] - allowed >= STALL_MIN_NS)
+    hit = at[slow]
+    return Stalls(rows[hit], self_ns[hit], allowed[slow], 0, np.ones(hit.size, bool))
+
+
+def _pass_elements(dims_text: str) -> int:
+    """The elements a pass over these recorded ``Input Dims`` touches: the tensor inputs' (tensor lists
+    included), or their broadcast shape's where larger; 0 when no tensor's shape is recorded."""
+    try:
+        dims = json.loads(dims_text) if dims_text else []
+    except ValueError:
+        return 0
+    shapes: list[list[int]] = []
+
+    def collect(item: object) -> None:
+        if isinstance(item, list) and item and all(isinstance(d, int) for d in item):
+            shapes.append(item)  # a tensor's shape ([] is a scalar or not a tensor: not counted)
+        elif isinstance(item, list):
+            for sub in item:
+                if isinstance(sub, list):
+                    collect(sub)
+
+    for one in dims if isinstance(dims, list) else []:
+        collect(one)
+    if not shapes:
+        return 0
+    total = sum(int(np.prod(s)) for s in shapes)
+    try:
+        total = max(total, int(np.prod(np.broadcast_shapes(*(tuple(s) for s in shapes)))))
+    except ValueError:
+        pass  # not broadcast together (cat's inputs, a tensor list)
+    return total
+
+
 # Kineto's op args: "Input type":["float","float","float","Scalar","Scalar"]
 INPUT_TYPES = r'"Input type":(?P<types>\[[^\]]*\])'
 
@@ -342,5 +421,5 @@ def float_factors(name: str, types_text: str) -> bool:
     return factors is not None and all(t in GEMM_TYPES for t in factors)
 
 
-__all__ = ["INPUT_TYPES", "MIN_GEMM_GFLOPS", "STALL_MIN_NS", "STALL_RATIO", "CallSeries", "Stalls", "call_series", "compared_calls", "compute_calls",
-           "factor_types", "float_factors", "slow_gemm_calls", "stalled_calls"]
+__all__ = ["INPUT_TYPES", "MIN_GEMM_GFLOPS", "NS_PER_ELEMENT", "STALL_MIN_NS", "STALL_RATIO", "CallSeries", "Stalls", "call_series", "compared_calls", "compute_calls",
+           "factor_types", "float_factors", "slow_gemm_calls", "slow_pass_calls", "stalled_calls"]

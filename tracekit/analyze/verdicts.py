@@ -1000,9 +1000,10 @@ RULES: tuple[Rule, ...] = (
     # A call that does the same work every step but ran 10x longer in one did not compute that time: the
     # thread was not running, and neither compute nor dispatch remedies would recover it.
     Rule("CPU-contended", lambda e: not e.has_gpu and e.stall_step_share >= STALL_SHARE, None,
-         lambda e: [TF_CONTENTION_REMEDY if e.source == "tf" else CONTENTION_REMEDY], "CPU-only: op calls that run 10x their median over the steps, or matrix "
-                                        "products below 0.25 GFLOP/s (stalled: the thread was not running), lose at "
-                                        "least 30% of the step time"),
+         lambda e: [TF_CONTENTION_REMEDY if e.source == "tf" else CONTENTION_REMEDY], "CPU-only: op calls that run 10x their median over the steps, matrix "
+                                        "products below 0.25 GFLOP/s, or passes over tensors slower than 1 µs an "
+                                        "element (stalled: the thread was not running), lose at least 30% of the "
+                                        "step time"),
     # Time outside compute ops that sits inside long ops of no class may be arithmetic the rules do not
     # know: when it decides the verdict, say so rather than call it dispatch.
     # A tf.function traced again on most calls spends the step building graphs: no executor or compiler
