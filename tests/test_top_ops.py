@@ -303,3 +303,16 @@ def test_a_copy_inside_a_gemm_op_is_said_to_be_one() -> None:
     launch = api.report(Path(__file__).parent / "data" / "cpu" / "gru_layer.pt.trace.json.gz").launch
     said = next(e for e in launch.evidence if e.startswith("top ops by self time"))
     assert "aten::copy_ (inside gemm ops) 11%" in said and "aten::addmm 30%" in said, said
+
+
+def test_tensor_lists_read_as_their_count_in_sentences():
+    """A fused optimizer's inputs are lists of every parameter, its grads and states: written out,
+    a Hugging Face GPT-2's aten::_fused_adamw_ read "1000x128+128x128+...(40 shapes), +++++++++" (the
+    step counts, scalar tensors, left as empty dims)."""
+    from tracekit.analyze.top_ops import compact_shapes
+
+    params = "[[1000,128],[128,128],[128,384],[128,128],[128,512]]"
+    text = compact_shapes(f"[{params},{params},{params},{params},[],[[],[],[],[],[]],[],[]]")
+    assert text == "5 tensors (1000x128+128x128+…) (x4)", text
+    assert compact_shapes("[[[16,512],[8,512]],[]]") == "16x512+8x512"
+    assert compact_shapes("[[8,64,128],[8,64,128]]") == "8x64x128, 8x64x128"  # tensors, not lists: not merged
