@@ -79,3 +79,13 @@ def test_a_series_whose_call_count_varies_between_steps_is_not_read_as_a_matrix(
     shuffled.write_text(json.dumps(doc))
     same, original = (json.loads(api.render(api.report(p), "json"))["verdict"] for p in (shuffled, path))
     assert same == original
+
+
+def test_a_product_slow_in_one_step_only_is_a_stall_not_subnormal_drift() -> None:
+    """The slowest third of 4 steps is one step: one product's wait there read as subnormal drift (a
+    BERT inference loop, the same values every step, got the flush remedy beside the stall). The real
+    capture's first three steps and one slowed step: not judged; with two slowed steps it is."""
+    frame = frame_of(load(SUBNORMAL))
+    classes = classify_rows(frame)
+    assert slowing_products(frame, classes, [1, 2, 3, 12]) is None
+    assert slowing_products(frame, classes, [1, 2, 3, 11, 12]) is not None
