@@ -316,3 +316,6 @@ def test_tensor_lists_read_as_their_count_in_sentences():
     assert text == "5 tensors (1000x128+128x128+…) (x4)", text
     assert compact_shapes("[[[16,512],[8,512]],[]]") == "16x512+8x512"
     assert compact_shapes("[[8,64,128],[8,64,128]]") == "8x64x128, 8x64x128"  # tensors, not lists: not merged
+    # A torch.compile'd GPT-2's CompiledFunction takes its input and every weight: 30 inputs.
+    many = compact_shapes("[[8,64],[1000,128],[1024,128]," + ",".join(["[128]"] * 27) + "]")
+    assert many == "8x64, 1000x128, 1024x128, 128, … (30 inputs)", many

@@ -243,12 +243,16 @@ def sentence_labels(names: list[str], shapes: list[str], classes: list[str] | No
     return labels
 
 
+MAX_INPUTS_SAID = 6
+
+
 def compact_shapes(shapes: str) -> str:
     """Input dims for a sentence: ``[[8,32,128],[],[]]`` -> ``8x32x128``, ``[[64,128],[128,256]]`` ->
     ``64x128, 128x256``, a tensor list ``[[[16,512],[8,512]],[]]`` -> ``16x512+8x512`` (scalars and empty
     inputs left out); a list of more than 3 tensors by its count and first two (a fused optimizer's
-    ``10 tensors (1000x128+128x128+…)``), the same list passed again as ``(xN)``; the text itself when
-    it is not such a list."""
+    ``10 tensors (1000x128+128x128+…)``), the same list passed again as ``(xN)``; of more than
+    ``MAX_INPUTS_SAID`` inputs (a compiled graph's call) the first few and the count; the text itself
+    when it is not such a list."""
     def one_input(dims: list) -> str:
         if dims and all(isinstance(d, list) for d in dims):
             parts = [p for p in (one_input(d) for d in dims) if p]
@@ -271,6 +275,8 @@ def compact_shapes(shapes: str) -> str:
             out[-1] = f"{text} (x2)"
         else:
             out.append(text)
+    if len(out) > MAX_INPUTS_SAID:  # a compiled graph's call takes every weight: its first inputs and the count
+        return ", ".join(out[:MAX_INPUTS_SAID - 2]) + f", … ({len(out)} inputs)"
     return ", ".join(out) or shapes
 
 
