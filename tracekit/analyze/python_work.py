@@ -7,7 +7,14 @@ the verdict uses (warm-up steps, where first calls initialize, are not among the
 is Python doing work of its own between two ops (preparing data inside the step: building tensors
 from Python lists, tokenizing, per-sample loops; metrics; logging), or a wait the trace does not
 record. In a JAX trace the loop's thread runs the runtime's ranges (``PjitFunction(f)``,
-``DevicePut``) and XLA's threads the ops: a stretch with none of them is the same. A compiled graph (torch.compile, TorchScript) removes dispatch, not such work, so
+``DevicePut``) and XLA's threads the ops: a stretch with none of them is the same, except in a step
+JAX runs op by op (not jitted: each primitive dispatched as a computation of its own,
+``JAX_EAGER_DISPATCHES`` or more a step). There JAX's own Python runs between the dispatches and
+costs tens to hundreds of µs each (tracing and abstract evaluation under ``value_and_grad``,
+``partial_eval.py``, ``core.py``, ``ad.py`` in the stacks): a Flax NNX transformer's training step run
+eagerly (1,199 dispatches a step) spent 58% of its time in 327 such stretches a step, read as "the
+step's own Python, which a compiler does not remove"; jitted, the same step has 3.6 a step and runs
+14x faster. Such steps have no long stretches here: their time is dispatch, which jax.jit removes. A compiled graph (torch.compile, TorchScript) removes dispatch, not such work, so
 ``whatif``'s dispatch scenarios keep these stretches. Over the stored PyTorch captures no steady step
 has one; their longest stretches outside ops are in first steps (up to 4.2 ms, lazy initialization).
 PyTorch 2.13, 2-core Xeon: an MLP step whose input features are computed in Python from nested lists
@@ -20,6 +27,7 @@ accounted for elsewhere and is not counted here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +40,19 @@ from tracekit.ingest.links import byte_mask, member_mask
 from tracekit.schema import source_of
 
 LONG_STRETCH_NS = 200_000
+# Flax NNX's transforms (nnx.jit, nnx.grad) walk the model's object graph in Python on every call
+# (flax/nnx/graphlib.py). Not the standard library's graphlib: its functions have other names.
+FLAX_GRAPH_TRAVERSAL = re.compile(r"graphlib\.py:\d+ (_graph_)?(un)?flatten\b")
+FLAX_NNX_REMEDY = ("the stretches are Flax NNX walking the model's object graph in Python on each nnx.jit call "
+                   "(graphlib's flatten): cache the traversal with nnx.cached_partial(train_step, model, "
+                   "optimizer), or split once and jax.jit a pure step (graphdef, state = nnx.split((model, optimizer)); "
+                   "nnx.merge inside the jitted function, which returns the new state), as Flax's performance guide "
+                   "describes (a 2-layer transformer's training step on 2 CPU cores: 23-25 ms with nnx.jit, 19 ms "
+                   "cached, 18 ms split)")
+JAX_EAGER_DISPATCHES = 50  # jitted dispatches a step (nested ones too): JAX runs the step op by op
+# How each framework's profiler records the Python frames that would name the stretches' work.
+PYTHON_FRAMES_HINT = {"torch": "torch.profiler(with_stack=True)",
+                      "jax": "jax.profiler with Python tracing on (ProfileOptions python_tracer_level=1)"}
 REMEDY_SHARE = 0.2  # of the steps' time in such stretches: evidence and a remedy
 
 
@@ -51,22 +72,30 @@ class PythonWork:
     after: str
     before: str
     python: str = ""
+    frames_recorded: bool = False  # the trace records Python frames (JAX's by default, torch's with_stack)
+    source: str = "torch"
 
     def evidence(self) -> str:
         where = f"after {self.after}" if self.after else "at the step's start"
         where += f", before {self.before}" if self.before else ""
-        frames = f"; {self.python}" if self.python else (
-            " (torch.profiler(with_stack=True) names the Python running in them)")
+        if self.python:
+            frames = f"; {self.python}"
+        elif self.frames_recorded:  # recorded, but many short calls: no function holds half the time
+            frames = "; the trace's Python frames in them are many short calls, none holding half their time"
+        else:
+            frames = f" ({PYTHON_FRAMES_HINT.get(self.source, PYTHON_FRAMES_HINT['torch'])} names the Python running in them)"
         # Without Python stacks the trace cannot tell the step's Python from native code that records no
         # op: an AOTInductor package's kernels leave the same stretches.
-        native = "" if self.python else (", or native code that records no op (NumPy, a C++ extension, an "
-                                         "AOTInductor package)")
+        native = "" if self.python or self.frames_recorded else (
+            ", or native code that records no op (NumPy, a C++ extension, an AOTInductor package)")
         return (f"{self.share:.0%} of step time is in stretches of {LONG_STRETCH_NS / 1e3:.0f} µs or more with no op running "
                 f"({self.stretches:.1f} a step, {self.per_step_ns / 1e6:,.2f} ms; the longest {self.longest_ns / 1e6:,.2f} ms, "
                 f"{where}){frames}: Python doing work of its own between the ops{native}, not per-op dispatch, which "
                 "costs µs an op")
 
     def remedy(self) -> str:
+        if FLAX_GRAPH_TRAVERSAL.search(self.python):
+            return FLAX_NNX_REMEDY
         return ("take the Python work out of the step: the stretches with no op running are the step's own Python "
                 "(data preparation, per-sample loops, tensors built from lists, metrics), which a compiler "
                 "(torch.compile, jax.jit) does not remove; prepare batches in the input pipeline (DataLoader workers, "
@@ -95,13 +124,25 @@ def _loop_work(frame: Frame, steps: np.ndarray) -> np.ndarray:
     return rows[on_loop[rows]]
 
 
+def _jax_op_by_op(frame: Frame, w_start: np.ndarray, w_end: np.ndarray) -> bool:
+    """Whether a JAX trace's windows dispatch ``JAX_EAGER_DISPATCHES`` jitted computations or more each
+    (``PjitFunction``): a step run op by op, whose stretches between ops are JAX's own Python (module doc)."""
+    if source_of(frame.table) != "jax":
+        return False
+    codes = [i for i, n in enumerate(frame.names) if n.startswith(("PjitFunction(", "PmapFunction("))]
+    rows = np.flatnonzero(member_mask(frame.name_code, codes)) if codes else np.zeros(0, np.int64)
+    at = np.searchsorted(w_start, frame.start[rows], side="right") - 1
+    inside = int(((at >= 0) & (frame.end[rows] <= w_end[np.maximum(at, 0)])).sum())
+    return inside >= JAX_EAGER_DISPATCHES * w_start.size
+
+
 def long_stretches(frame: Frame, w_start: np.ndarray, w_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stretches of ``LONG_STRETCH_NS`` or more inside the windows (disjoint, sorted: the steps)
     with none of the framework's work (``_loop_work``), compiled graph's code, batch fetch or blocking
     Python frame on the threads that mark the steps, and no collective or compute op on any other
     thread (the loop waits for those: gloo's all-reduce under DDP's reducer)."""
     steps = frame.rows("step")
-    if not steps.size or not w_start.size:
+    if not steps.size or not w_start.size or _jax_op_by_op(frame, w_start, w_end):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[steps]).tolist())
     ops = frame.rows("cpu_op")
@@ -145,5 +186,8 @@ def python_work(frame: Frame, w_start: np.ndarray, w_end: np.ndarray, steps: int
     after = frame.name(int(ends[i])) if i >= 0 and frame.end[ends[i]] >= w_start[window] else ""
     before = frame.name(int(starts[j])) if j < starts.size and frame.start[starts[j]] <= w_end[window] else ""
     total = int((e - s).sum())
+    on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[frame.rows("step")]).tolist())
     return PythonWork(share=total / span, per_step_ns=total / max(steps, 1), stretches=s.size / max(steps, 1),
-                      longest_ns=int(e[longest] - s[longest]), after=after, before=before)
+                      longest_ns=int(e[longest] - s[longest]), after=after, before=before,
+                      frames_recorded=bool(on_loop[frame.rows("python_function")].any()),
+                      source=source_of(frame.table))
