@@ -105,3 +105,11 @@ def test_flax_nnx_graph_traversal_in_the_stretches_gets_flaxs_remedy() -> None:
     assert "many short calls" in spread and "with_stack" not in spread and "native code" not in spread, spread
     hint = replace(r.python_work, python="", frames_recorded=False, source="jax").evidence()
     assert "python_tracer_level=1" in hint and "torch.profiler" not in hint, hint
+
+
+def test_compare_names_the_python_tracer_of_the_traces_framework() -> None:
+    """The jitted capture traced Python's calls (JAX's default), the eager one not: the caveat named
+    torch.profiler's with_stack=True for a pair of JAX traces."""
+    said = api.compare([JAX / "flax_nnx_eager.xplane.pb", JAX / "flax_nnx_jit.xplane.pb"]).result.findings
+    caveat = next(line for line in said if "profiled with Python's calls traced" in line)
+    assert "jax.profiler's Python tracer" in caveat and "torch.profiler" not in caveat, caveat

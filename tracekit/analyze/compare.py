@@ -718,6 +718,10 @@ def _waiting_finding(col: pd.Series, bcol: pd.Series, lab: str, base: str, ms) -
 DENSE_OPS_PER_MS = 20
 # Python calls a step that say the Python tracer was on (a trace without it records none).
 PYTHON_TRACED_CALLS = 10
+# The profiler option that traces Python's calls, per framework.
+PYTHON_TRACER_OPTION = {"torch": "torch.profiler's with_stack=True",
+                        "jax": "jax.profiler's Python tracer, on by default (ProfileOptions python_tracer_level)",
+                        "tf": "the TF profiler's python_tracer_level=1"}
 
 
 def _unprofiled(base: TraceSummary, other: TraceSummary, profiled_ratio: float) -> list[str]:
@@ -736,7 +740,7 @@ def _unprofiled(base: TraceSummary, other: TraceSummary, profiled_ratio: float) 
         traced = stacks[0]
         bare = other if traced is base else base
         out.append(f"{traced.label} was profiled with Python's calls traced ({traced.python_calls_per_step:,.0f} a step: "
-                   f"torch.profiler's with_stack=True, or a Python tracer), {bare.label} without: the tracer's own "
+                   f"{PYTHON_TRACER_OPTION.get(traced.source, 'a Python tracer')}), {bare.label} without: the tracer's own "
                    f"cost per call is part of {traced.label}'s step time only, so the profiled ratio overstates "
                    f"{traced.label}'s time; compare captures made with the same profiler options, or give unprofiled "
                    f"step times with --step-time {traced.label}=TIME and {bare.label}=TIME.")
