@@ -14,8 +14,9 @@ costs tens to hundreds of µs each (tracing and abstract evaluation under ``valu
 ``partial_eval.py``, ``core.py``, ``ad.py`` in the stacks): a Flax NNX transformer's training step run
 eagerly (1,199 dispatches a step) spent 58% of its time in 327 such stretches a step, read as "the
 step's own Python, which a compiler does not remove"; jitted, the same step has 3.6 a step and runs
-14x faster. Such steps have no long stretches here: their time is dispatch, which jax.jit removes. A compiled graph (torch.compile, TorchScript) removes dispatch, not such work, so
-``whatif``'s dispatch scenarios keep these stretches. Over the stored PyTorch captures no steady step
+14x faster. Such steps have no long stretches here: their time is dispatch, which jax.jit removes.
+A compiled graph (torch.compile, TorchScript) removes dispatch, not such work, so ``whatif``'s
+dispatch scenarios keep these stretches. Over the stored PyTorch captures no steady step
 has one; their longest stretches outside ops are in first steps (up to 4.2 ms, lazy initialization).
 PyTorch 2.13, 2-core Xeon: an MLP step whose input features are computed in Python from nested lists
 (``tests/data/cpu/python_in_step``) spends about three quarters of its time in such stretches, which

@@ -170,7 +170,7 @@ def _time(ns: float) -> str:
 def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls:
     """The stalled compute-op calls of ``steps`` (the steps to compare: warm-up and cut-short steps
     left out), as the module doc defines them: against the same call in the other steps, and on a
-    CPU-only trace, matrix products by their rate."""
+    CPU-only trace, matrix products and passes over tensors by their rate."""
     compared = _stalled_against_other_steps(frame, classes, steps)
     if frame.rows(*GPU_BUSY_KINDS).size:
         return compared  # an op's host time on a GPU trace is its launch (or a wait for the GPU), not its arithmetic
@@ -179,15 +179,15 @@ def stalled_calls(frame: Frame, classes: RowClasses, steps: list[int]) -> Stalls
     # Judged by their rate: calls of STALL_MIN_NS or more self time (the least a stall loses) in the
     # steps compared but the first, not stalled against other steps already.
     ops = ops[member_mask(frame.step[ops], [s for s in steps if s >= 0 and s != first_step])]
+    gemm = member_mask(frame.name_code[ops], [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS])
+    judged = gemm | byte_mask(classes.op[ops], [OP_CLASSES.index(c) for c in PASS_CLASSES])
+    ops, gemm = ops[judged], gemm[judged]
     self_ns = op_self_time(frame, ops) if ops.size else np.zeros(0, np.int64)
-    long = self_ns >= STALL_MIN_NS
-    ops, self_ns = ops[long], self_ns[long]
-    fresh = ~member_mask(ops, compared.rows.tolist())
-    ops, self_ns = ops[fresh], self_ns[fresh]
+    keep = (self_ns >= STALL_MIN_NS) & ~member_mask(ops, compared.rows.tolist())
+    ops, gemm, self_ns = ops[keep], gemm[keep], self_ns[keep]
     if not ops.size:
         return compared
-    gemm = member_mask(frame.name_code[ops], [c for c, n in enumerate(frame.names) if n in GEMM_FLOP_OPS])
-    passes = byte_mask(classes.op[ops], [OP_CLASSES.index(c) for c in PASS_CLASSES]) & ~gemm
+    passes = ~gemm
     found = [compared, slow_gemm_calls(frame, ops[gemm], self_ns[gemm]), slow_pass_calls(frame, ops[passes], self_ns[passes])]
     return Stalls(np.concatenate([f.rows for f in found]), np.concatenate([f.self_ns for f in found]),
                   np.concatenate([f.median_ns for f in found]), compared.steps_compared,
