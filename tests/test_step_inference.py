@@ -292,3 +292,68 @@ def test_batches_fetched_before_the_work_are_not_iterations():
     between them hold none of the loop's work: no steps."""
     table = tracekit.load(CPU_DATA / "fetch_loop_prefetched.pt.trace.json.gz")
     assert _step_rows(table) == [] and _steps_from(table) == ""
+
+
+def _capture_with_stack(path, loop: str) -> None:
+    """A small MLP's loop under torch.profiler(with_stack=True), no schedule: ``train`` (SGD, no range),
+    ``epoch`` (the same inside a record_function("epoch") around the whole loop) or ``fetch`` (inference
+    over a DataLoader)."""
+    from torch import nn
+    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 64), torch.randn(16, 8)
+    loader = DataLoader(TensorDataset(torch.randn(96, 64)), batch_size=16)
+
+    def train() -> None:
+        for _ in range(6):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        if loop == "fetch":
+            with torch.no_grad():
+                for (batch,) in loader:
+                    model(batch)
+        elif loop == "epoch":
+            with record_function("epoch"):
+                train()
+        else:
+            train()
+    prof.export_chrome_trace(str(path))
+
+
+@pytest.mark.parametrize("loop, origin", [
+    ("train", "training iterations ending with Optimizer.step#SGD.step"),
+    ("fetch", "iterations from one batch fetch")])
+def test_python_stacks_do_not_hide_a_loops_iterations(tmp_path, loop, origin):
+    """With Python stacks the loop's ops sit in the frames of the functions that run the loop, which
+    span every iteration: a bound fell inside them, and a training loop without step markers read as
+    one whole capture (a Hugging Face Trainer's, with_stack=True: "no steps are marked"). The
+    iterations are now found, and each goes inside the innermost frame around it."""
+    path = tmp_path / f"{loop}.json"
+    _capture_with_stack(path, loop)
+    table = tracekit.load(path)
+    assert _steps_from(table).startswith(origin), _steps_from(table)
+    rows = table.select(["kind", "name", "parent", "depth", "start_ns", "dur_ns"]).to_pylist()
+    steps = [i for i, r in enumerate(rows) if r["kind"] == "step"]
+    assert len(steps) >= 4
+    for i in steps:  # each iteration inside a Python frame that holds it, one level below it
+        up = rows[i]["parent"]
+        assert up is not None and rows[up]["kind"] == "python_function", rows[i]
+        assert rows[up]["start_ns"] <= rows[i]["start_ns"] and rows[i]["depth"] == rows[up]["depth"] + 1
+    children = [r for r in rows if r["parent"] in set(steps)]
+    assert children and all(r["depth"] == rows[r["parent"]]["depth"] + 1 for r in children)
+    launch = tracekit.launch(table).result
+    assert not any("no steps are marked" in e for e in launch.evidence), launch.evidence
+
+
+def test_with_python_stacks_a_range_around_the_whole_loop_still_holds_no_iteration(tmp_path):
+    path = tmp_path / "epoch.json"
+    _capture_with_stack(path, "epoch")
+    table = tracekit.load(path)
+    assert _step_rows(table) == [] and _steps_from(table) == ""

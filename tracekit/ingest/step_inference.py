@@ -203,6 +203,24 @@ def _outermost(calls: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np
     return calls[links.nearest_ancestor(parent, calls, wanted) < 0]
 
 
+def _structural_parent(kind: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Each row's nearest ancestor that is not a Python frame (-1: none). A trace with Python stacks
+    (torch.profiler's with_stack, JAX's default) nests the loop's ops and ranges in the frames of the
+    functions that run the loop, which span every iteration: the loop's structure is what is left
+    without them (with them a training loop's iterations went unfound: every bound fell inside
+    ``_inner_training_loop``'s frame)."""
+    python = kind == schema.KIND_CODES["python_function"]
+    if not python.any():
+        return parent
+    return links.nearest_ancestor(parent, np.arange(parent.size), ~python)
+
+
+def _top_level(kind: np.ndarray, structural: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Of ``rows``, those with no ancestor but Python frames, Python frames left out: the rows an
+    iteration bound must not fall inside."""
+    return rows[(structural[rows] < 0) & (kind[rows] != schema.KIND_CODES["python_function"])]
+
+
 def _busy_pieces(rows: np.ndarray, thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The rows' busy time as disjoint pieces per thread (a thread's nested calls counted once)."""
     pieces_s, pieces_e = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
@@ -291,7 +309,8 @@ def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, 
                           calls: np.ndarray) -> pa.Table | None:
     """The table with one step per training iteration, each ending where an optimizer step ends, or
     None when the calls do not show iterations (the module doc's last paragraph)."""
-    calls = _outermost(_in_time_order(calls, start), start, end, parent)
+    structural = _structural_parent(kind, parent)
+    calls = _outermost(_in_time_order(calls, start), start, end, structural)
     if calls.size < MIN_CALLS or (thread[calls] != thread[calls[0]]).any() or (start[calls[1:]] < end[calls[:-1]]).any():
         return None
     optimizers = columns.distinct(name_code[calls]).size
@@ -315,7 +334,7 @@ def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, 
     # Top-level rows of the loop's thread nest in the iteration that holds them; none may span a bound
     # (a range around the whole loop: the iterations would not nest in it).
     nested = np.flatnonzero((thread == loop_thread) & links.kind_mask(kind, *links.NESTED_KINDS))
-    top = nested[parent[nested] < 0]
+    top = _top_level(kind, structural, nested)
     inner = bounds[:-1]
     if (np.searchsorted(inner, end[top], side="left") > np.searchsorted(inner, start[top], side="right")).any():
         return None  # a bound strictly inside a top-level row
@@ -342,10 +361,11 @@ def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end:
     the iterations holding ``MIN_COVER`` of the process's host work (and of the kernel time)."""
     if fetches.size <= MIN_CALLS:
         return None
-    calls = _outermost(_in_time_order(fetches, start), start, end, parent)
+    structural = _structural_parent(kind, parent)
+    calls = _outermost(_in_time_order(fetches, start), start, end, structural)
     roots = calls.copy()  # each fetch's outermost row: where its iteration begins
-    while (parent[roots] >= 0).any():
-        roots = np.where(parent[roots] >= 0, parent[roots], roots)
+    while (structural[roots] >= 0).any():
+        roots = np.where(structural[roots] >= 0, structural[roots], roots)
     if roots.size <= MIN_CALLS or (thread[roots] != thread[roots[0]]).any() or (start[roots[1:]] < end[roots[:-1]]).any():
         return None
     loop_thread, process = int(thread[roots[0]]), int(pid[roots[0]])
@@ -367,7 +387,7 @@ def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end:
     if win_s.size < MIN_CALLS:
         return None
     nested = np.flatnonzero((thread == loop_thread) & links.kind_mask(kind, *links.NESTED_KINDS))
-    top = nested[parent[nested] < 0]
+    top = _top_level(kind, structural, nested)
     # The last fetch begins one more iteration where no fetch ends it (Keras's fit knows its batch count
     # and never finds the data exhausted): it ends with the loop thread's last top-level row, when that
     # stretch runs about as many ops as an iteration (an exhausted fetch's stretch runs next to none).
@@ -474,19 +494,34 @@ def _alternate(signature: np.ndarray, p: int) -> bool:
 def _with_iteration_rows(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
                          nested: np.ndarray, win_s: np.ndarray, win_e: np.ndarray, like: int, origin: str) -> pa.Table:
     """The table with a step row per window appended (``Iteration#k`` on the loop's thread, like row
-    ``like``'s), the thread's top-level rows inside each made its children (one level deeper), and
-    every row's step recomputed (``_with_steps``)."""
+    ``like``'s), the thread's rows inside each whose parent is not (top-level rows; rows in a Python
+    frame around the loop) made its children, everything inside one level deeper, each iteration the
+    child of the innermost frame around it, and every row's step recomputed (``_with_steps``)."""
     n, k = table.num_rows, win_s.size
     rows = np.arange(n, n + k)
     k_of = np.searchsorted(win_s, start[nested], side="right") - 1  # the last iteration starting at or before
     inside = (k_of >= 0) & (end[nested] <= win_e[np.maximum(k_of, 0)])
     nested, k_of = nested[inside], k_of[inside]
     new_parent = parent.copy()
-    roots = parent[nested] < 0
+    up = parent[nested]
+    at = np.maximum(up, 0)
+    roots = (up < 0) | (start[at] < win_s[k_of]) | (end[at] > win_e[k_of])
     new_parent[nested[roots]] = rows[k_of[roots]]
     depth, depth_valid = columns.values_and_validity(table.column("depth"))
     depth = depth.astype(np.int64)
-    depth[nested] += 1
+    # Each iteration goes inside the innermost of its roots' parents that holds all of it (a Python frame).
+    holds = roots & (up >= 0) & (start[at] <= win_s[k_of]) & (end[at] >= win_e[k_of])
+    iteration_parent = np.full(k, -1, np.int64)
+    order = np.lexsort((depth[at[holds]], k_of[holds]))  # by window, deepest last
+    iteration_parent[k_of[holds][order]] = up[holds][order]
+    iteration_depth = np.where(iteration_parent >= 0, depth[np.maximum(iteration_parent, 0)] + 1, 0)
+    # Depths below the iterations from the new parents, a level at a time (a parent's level comes first):
+    # a root whose Python frame ended past the bound now sits right under its iteration.
+    all_depth = np.concatenate([depth, iteration_depth])
+    for level in columns.distinct(depth[nested]).tolist():
+        at_level = nested[depth[nested] == level]
+        all_depth[at_level] = all_depth[new_parent[at_level]] + 1
+    depth = all_depth[:n]
     added = {
         "kind": columns.dictionary(np.full(k, schema.KIND_CODES["step"]), columns.KIND_DICTIONARY,
                                    table.schema.field("kind").type.index_type),
@@ -512,8 +547,8 @@ def _with_iteration_rows(table: pa.Table, kind: np.ndarray, start: np.ndarray, e
                       else column.combine_chunks())
     grown = pa.Table.from_arrays(arrays, schema=table.schema)
     grown = grown.set_column(grown.schema.get_field_index("parent"), grown.schema.field("parent"),
-                             columns.nullable(np.concatenate([new_parent, np.full(k, -1)]), -1, pa.int64()))
-    depth_all = np.concatenate([np.where(depth_valid, depth, -1), np.zeros(k, np.int64)])
+                             columns.nullable(np.concatenate([new_parent, iteration_parent]), -1, pa.int64()))
+    depth_all = np.concatenate([np.where(depth_valid, depth, -1), iteration_depth])
     grown = grown.set_column(grown.schema.get_field_index("depth"), grown.schema.field("depth"),
                              columns.nullable(depth_all, -1, grown.schema.field("depth").type))
     return _with_steps(grown, np.concatenate([kind, np.full(k, schema.KIND_CODES["step"], kind.dtype)]),
