@@ -149,10 +149,11 @@ def infer_steps(table: pa.Table) -> pa.Table:
                 and _traced_share(thread, start, end, calls) >= MIN_WALL:
             best = (cover, calls.size, label, calls)
     if best is None:
-        return (_optimizer_iterations(table, kind, start, end, parent, thread, pid, work, kernels, launch_row,
-                                      name_code, names, optimizer)
-                or _fetch_iterations(table, kind, start, end, parent, thread, pid, work, kernels, launch_row,
-                                     name_code, names, fetches) or table)
+        structural = _structural_parent(kind, parent)
+        return (_optimizer_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels,
+                                      launch_row, name_code, names, optimizer)
+                or _fetch_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels,
+                                     launch_row, name_code, names, fetches) or table)
     outside = 1.0 - best[0]
     between = f"; {outside:.0%} of the loop's work runs between the calls, outside every step" if outside >= 0.01 else ""
     return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace{between})")
@@ -304,12 +305,12 @@ def _named(codes: np.ndarray, names: list[str], pattern: re.Pattern[str]) -> np.
 
 
 def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
-                          thread: np.ndarray, pid: np.ndarray, work: np.ndarray, kernels: np.ndarray,
+                          structural: np.ndarray, thread: np.ndarray, pid: np.ndarray, work: np.ndarray, kernels: np.ndarray,
                           launch_row: np.ndarray, name_code: np.ndarray, names: list[str],
                           calls: np.ndarray) -> pa.Table | None:
     """The table with one step per training iteration, each ending where an optimizer step ends, or
-    None when the calls do not show iterations (the module doc's last paragraph)."""
-    structural = _structural_parent(kind, parent)
+    None when the calls do not show iterations (the module doc's last paragraph). ``structural``: each
+    row's nearest ancestor that is not a Python frame (``_structural_parent``)."""
     calls = _outermost(_in_time_order(calls, start), start, end, structural)
     if calls.size < MIN_CALLS or (thread[calls] != thread[calls[0]]).any() or (start[calls[1:]] < end[calls[:-1]]).any():
         return None
@@ -350,7 +351,7 @@ def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, 
 
 
 def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
-                      thread: np.ndarray, pid: np.ndarray, work: np.ndarray, kernels: np.ndarray,
+                      structural: np.ndarray, thread: np.ndarray, pid: np.ndarray, work: np.ndarray, kernels: np.ndarray,
                       launch_row: np.ndarray, name_code: np.ndarray, names: list[str],
                       fetches: np.ndarray) -> pa.Table | None:
     """The table with one step per iteration of a loop fed batch by batch, each from one batch fetch to
@@ -361,7 +362,6 @@ def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end:
     the iterations holding ``MIN_COVER`` of the process's host work (and of the kernel time)."""
     if fetches.size <= MIN_CALLS:
         return None
-    structural = _structural_parent(kind, parent)
     calls = _outermost(_in_time_order(fetches, start), start, end, structural)
     roots = calls.copy()  # each fetch's outermost row: where its iteration begins
     while (structural[roots] >= 0).any():
