@@ -1173,3 +1173,11 @@ def test_a_loop_already_accumulating_gradients_is_not_told_to_start():
     assert "already all-reduces once every 4 micro-batches" in said and "(gradient accumulation under" not in said
     plain = tracekit.launch(ROOT / "tests" / "data" / "cpu" / "ddp_gloo_rank0.pt.trace.json.gz").result
     assert not any("already all-reduces" in x for x in plain.remedies)
+
+
+def test_the_batch_remedy_speaks_of_launches_only_where_there_are_any():
+    """A CPU-only trace launches no kernels: "so each launch and op does more work" read oddly there."""
+    cpu = tracekit.report(ROOT / "tests" / "data" / "cpu" / "lightning_mlp.pt.trace.json.gz").launch
+    assert cpu.verdict == "CPU/framework-bound" and verdicts.CPU_BATCH_REMEDY in cpu.remedies, cpu.remedies
+    assert verdicts.BATCH_REMEDY not in cpu.remedies
+    assert "launch" not in verdicts.CPU_BATCH_REMEDY and "launch" in verdicts.BATCH_REMEDY

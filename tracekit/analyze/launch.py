@@ -803,8 +803,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)
     r.remedies.extend(remedies)
-    if verdicts.BATCH_REMEDY in r.remedies and any(DECODE_BATCHING in x for x in r.remedies):
-        r.remedies.remove(verdicts.BATCH_REMEDY)  # the decode loop's own remedy says how to batch it
+    batching = [x for x in (verdicts.BATCH_REMEDY, verdicts.CPU_BATCH_REMEDY) if x in r.remedies]
+    if batching and any(DECODE_BATCHING in x for x in r.remedies):
+        r.remedies.remove(batching[0])  # the decode loop's own remedy says how to batch it
     if (talking := verdicts.gpu_communication_note(e, r.verdict)) is not None:
         r.remedies.append(talking)
     if e.source == "torch":

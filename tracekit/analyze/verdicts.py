@@ -283,6 +283,7 @@ TF_LEVEL_3_REMEDY = ("to see the inexpensive ops, profile at host_tracer_level=3
                      "tf-host3` does)")
 CPU_COMPUTE_REMEDY = "the time is in compute ops: look at the op breakdown (GEMM share, casts) and the thread count"
 BATCH_REMEDY = "use larger batches so each launch and op does more work"
+CPU_BATCH_REMEDY = "use larger batches so each op does more work"  # a CPU-only trace launches nothing
 KERNEL_PROFILE_REMEDY = ("profile again with torch._inductor.config.cpp.enable_kernel_profile = True: Inductor's C++ "
                          "kernels then appear as graph_N_cpp_fused_* ops, and the compiled code splits into kernels "
                          "and wrapper")
@@ -590,7 +591,8 @@ def _torch_compiler_remedy(e: Evidence, goal: str) -> str:
 
 def _host_bound_remedies(launch_bound: bool) -> Callable[[Evidence], list[str]]:
     def remedies(e: Evidence) -> list[str]:
-        return [*recurrent_remedies(e), *_compile_remedies(e, launch_bound), BATCH_REMEDY]
+        return [*recurrent_remedies(e), *_compile_remedies(e, launch_bound),
+                BATCH_REMEDY if e.has_gpu else CPU_BATCH_REMEDY]
     return remedies
 
 
