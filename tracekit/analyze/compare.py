@@ -50,6 +50,7 @@ from tracekit.analyze.breakdown import Breakdown, breakdown, op_self_time, step_
 from tracekit.analyze.classify import KERNEL_CLASSES, OP_CLASSES, op_name_codes, short_name, tf_base_op
 from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, frame_of
 from tracekit.analyze.optimizer import optimizer_calls, outermost, own_time
+from tracekit.analyze.python_work import PYTHON_TRACER_OPTION
 from tracekit.analyze.ranges import ranges
 from tracekit.analyze.rank_balance import collective_times_per_step
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
@@ -718,10 +719,6 @@ def _waiting_finding(col: pd.Series, bcol: pd.Series, lab: str, base: str, ms) -
 DENSE_OPS_PER_MS = 20
 # Python calls a step that say the Python tracer was on (a trace without it records none).
 PYTHON_TRACED_CALLS = 10
-# The profiler option that traces Python's calls, per framework.
-PYTHON_TRACER_OPTION = {"torch": "torch.profiler's with_stack=True",
-                        "jax": "jax.profiler's Python tracer, on by default (ProfileOptions python_tracer_level)",
-                        "tf": "the TF profiler's python_tracer_level=1"}
 
 
 def _unprofiled(base: TraceSummary, other: TraceSummary, profiled_ratio: float) -> list[str]:

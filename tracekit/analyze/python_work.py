@@ -51,9 +51,11 @@ FLAX_NNX_REMEDY = ("the stretches are Flax NNX walking the model's object graph 
                    "describes (a 2-layer transformer's training step on 2 CPU cores: 23-25 ms with nnx.jit, 19 ms "
                    "cached, 18 ms split)")
 JAX_EAGER_DISPATCHES = 50  # jitted dispatches a step (nested ones too): JAX runs the step op by op
-# How each framework's profiler records the Python frames that would name the stretches' work.
-PYTHON_FRAMES_HINT = {"torch": "torch.profiler(with_stack=True)",
-                      "jax": "jax.profiler with Python tracing on (ProfileOptions python_tracer_level=1)"}
+# How each framework's profiler traces Python's calls (the frames that would name the stretches' work;
+# compare's caveat on captures made with and without it).
+PYTHON_TRACER_OPTION = {"torch": "torch.profiler's with_stack=True",
+                        "jax": "jax.profiler's Python tracer (ProfileOptions python_tracer_level=1, on by default)",
+                        "tf": "the TF profiler's python_tracer_level=1"}
 REMEDY_SHARE = 0.2  # of the steps' time in such stretches: evidence and a remedy
 
 
@@ -84,7 +86,7 @@ class PythonWork:
         elif self.frames_recorded:  # recorded, but many short calls: no function holds half the time
             frames = "; the trace's Python frames in them are many short calls, none holding half their time"
         else:
-            frames = f" ({PYTHON_FRAMES_HINT.get(self.source, PYTHON_FRAMES_HINT['torch'])} names the Python running in them)"
+            frames = f" ({PYTHON_TRACER_OPTION.get(self.source, PYTHON_TRACER_OPTION['torch'])} names the Python running in them)"
         # Without Python stacks the trace cannot tell the step's Python from native code that records no
         # op: an AOTInductor package's kernels leave the same stretches.
         native = "" if self.python or self.frames_recorded else (
