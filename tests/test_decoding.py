@@ -49,6 +49,20 @@ def test_a_dispatch_bound_decode_loop_is_told_how_to_batch_once() -> None:
     assert not any(x.startswith("use larger batches") for x in r.remedies), r.remedies
 
 
+def test_the_decode_remedy_reads_the_weights_type() -> None:
+    """A bf16 model's decode loop was told "weights in fewer bytes ... bf16 where the CPU has native bf16
+    math": its weights are bf16 already. The remedy names their recorded type and what is left (int8,
+    int4); a float32 model's keeps bf16 among the options."""
+    def decode_remedies(name: str) -> list[str]:
+        remedies = tracekit.report(DATA / f"{name}.pt.trace.json.gz").launch.remedies
+        return [x for x in remedies if "decode more sequences at once" in x]
+
+    bf16 = decode_remedies("decode_bf16")
+    assert bf16 and all("16-bit already (c10::BFloat16)" in x and "bf16 where" not in x for x in bf16), bf16
+    fp32 = decode_remedies("decode_sdpa")
+    assert fp32 and all("bf16 where the CPU has native bf16 math" in x and "already" not in x for x in fp32), fp32
+
+
 def test_generation_without_a_cache_is_named_and_its_remedy_comes_first() -> None:
     frame = _frame("decode_no_cache")
     found = uncached_generation(frame, None)

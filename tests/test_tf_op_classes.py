@@ -5,6 +5,7 @@ and ``*Grad`` ops). An op left "other" is not compute, so its time would read as
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,17 @@ def test_an_xla_compiled_cnn_step_has_hlo_classes_and_its_program_is_compiled_co
     r = tracekit.launch(tmp_path).result
     assert not any("no class" in e for e in r.evidence), r.evidence
     assert any("compiled graphs' own code" in e for e in r.evidence), r.evidence
+
+
+def test_xla_instructions_are_summed_by_their_name_without_the_instance_number():
+    """Keras fit with jit_compile=True (tests/data/tf/fit_jit.xplane.pb): XLA names its instructions
+    for the TF op or fusion they came from plus an instance number (MatMul.14, MatMul.20, ...). The op
+    types table listed each instance apart (MatMul.20 5.5%, MatMul.14 5.5%, ...), the ops table again;
+    summed by name without the number, MatMul is 17% of the step."""
+    r = tracekit.launch(Path(__file__).parent / "data" / "tf" / "fit_jit.xplane.pb").result
+    assert r.top_ops is not None
+    types = dict(r.top_ops.op_types)
+    assert not any(re.search(r"\.\d+$", t) for t in types), list(types)
+    assert types["MatMul"] > 2 * r.top_ops.ops.share.max(), types
+    said = next(e for e in r.evidence if e.startswith("top op types by self time: "))
+    assert said.startswith("top op types by self time: MatMul 1"), said

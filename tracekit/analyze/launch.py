@@ -85,7 +85,7 @@ from tracekit.analyze.slow_launches import slow_launch_calls
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
-from tracekit.analyze.top_ops import DECODE_BATCHING, TopOps, compact_shapes, sentence_labels, top_ops
+from tracekit.analyze.top_ops import DECODE_BATCHING, TopOps, compact_shapes, op_type_of, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
 from tracekit.analyze.unclassified import (
     UNCLASSIFIED_WORK_NS,
@@ -1859,9 +1859,6 @@ def _communication(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
     return intervals.union(frame.start[rows], frame.end[rows])
 
 
-_HLO_INSTANCE = re.compile(r"\.\d+$")
-
-
 def _collective_names(frame: Frame, windows: tuple[np.ndarray, np.ndarray], most: int = 3) -> str:
     """The collectives that start in the step windows, by their summed time (TF ops by op type:
     ``CollectiveReduceV2``, not each scoped instance), at most ``most``, comma-separated."""
@@ -1874,7 +1871,7 @@ def _collective_names(frame: Frame, windows: tuple[np.ndarray, np.ndarray], most
         name = frame.names[code] if code >= 0 else ""
         op_type = tf_base_op(name)  # TF op types are CamelCase; gloo:all_reduce keeps its prefix
         name = op_type if op_type[:1].isupper() or op_type[:2].lstrip("_")[:1].isupper() else name
-        name = _HLO_INSTANCE.sub("", name)  # XLA's psum.7, all-reduce.3: the instruction, not its number
+        name = op_type_of(name)  # XLA's psum.7, all-reduce.3: the instruction, not its number
         per_name[name] = per_name.get(name, 0) + int(ns)
     return ", ".join(n for n, _ in sorted(per_name.items(), key=lambda kv: -kv[1])[:most] if n)
 

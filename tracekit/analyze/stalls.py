@@ -67,7 +67,7 @@ import pyarrow.compute as pc
 from tracekit.analyze.breakdown import COMPUTE_OP_CLASSES, op_self_time
 from tracekit.analyze.classify import OP_CLASSES, OP_RULES, RowClasses, classify_name, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
-from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, gemm_flops, input_dims
+from tracekit.analyze.top_ops import GEMM_FLOP_OPS, INPUT_TYPES, args_text, factor_types, gemm_flops, input_dims
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import byte_mask, member_mask
 
@@ -396,23 +396,6 @@ def _pass_elements(dims_text: str) -> int:
     except ValueError:
         pass  # not broadcast together (cat's inputs, a tensor list)
     return total
-
-
-# Kineto's op args: "Input type":["float","float","float","Scalar","Scalar"]
-INPUT_TYPES = r'"Input type":(?P<types>\[[^\]]*\])'
-
-
-def factor_types(name: str, types_text: str) -> tuple[str, str] | None:
-    """The element types of this product's two factors (the add* ops take the added term first), from
-    its recorded ``Input type``; None when they are not there."""
-    try:
-        types = json.loads(types_text)
-    except ValueError:
-        return None
-    first = 1 if name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm", "aten::addbmm", "aten::addmv") else 0
-    if not isinstance(types, list) or len(types) < first + 2:
-        return None
-    return str(types[first]), str(types[first + 1])
 
 
 def float_factors(name: str, types_text: str) -> bool:

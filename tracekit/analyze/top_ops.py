@@ -161,8 +161,12 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
         mine = ranked_rows[by_op.index == chosen[i]]
         return _recurrent_op_around(frame, classes, rows[mine], self_ns[mine])
 
+    def weight_type(row: int) -> str | None:  # asked only of a decode loop's skinny GEMM
+        return second_factor_type(frame.table, int(rows[row]), frame.name(int(rows[row])))
+
     result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None, recurrent_op_around,
-                                            lambda: decoding(frame, used_steps))
+                                            lambda: decoding(frame, used_steps),
+                                            lambda i: weight_type(int(first[chosen[i]])))
     # Per row: whether its input dims were recorded (code 0 is "" here, not always in a test's reference).
     has_dims = np.array([bool(text) for text in shape_texts] or [False])[shape_code]
     gemm_codes = [c for c in distinct(code[first]).tolist() if c >= 0 and _is_gemm_op(frame.names[c])]
@@ -170,8 +174,9 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     result.remedies += _spread_skinny_gemm_remedies(pd.DataFrame({
         "name": [frame.names[code[first[g]]] for g in gemm.tolist()],
         "shapes": [shape_texts[shape_code[first[g]]] for g in gemm.tolist()],
-        "calls": op_calls[gemm].astype(np.int64), "self_ns": op_self[gemm].astype(np.int64)}),
-        window, used_steps is not None, lambda: decoding(frame, used_steps))
+        "calls": op_calls[gemm].astype(np.int64), "self_ns": op_self[gemm].astype(np.int64),
+        "row": first[gemm].astype(np.int64)}),
+        window, used_steps is not None, lambda: decoding(frame, used_steps), weight_type)
     result.op_types = _op_types(frame, code[by_name.first[~waiting]], name_self[~waiting], window)
     result.by_name = _by_name(frame, code, cls, by_name, name_self, ~waiting, shape_code, has_dims, window, top)
     return result
@@ -201,16 +206,33 @@ def _by_name(frame: Frame, code: np.ndarray, cls: np.ndarray, by_name: _Groups, 
     return out
 
 
+# An XLA HLO instruction as XLA names it: its kind or the TF op it came from, and an instance number
+# (MatMul.14, divide_subtract_fusion.3, all-reduce.3); a TF op's own name is scoped ("dense/MatMul:MatMul").
+HLO_INSTRUCTION = re.compile(r"^(?P<kind>[A-Za-z_][\w\-]*)\.\d+$")
+
+
+def op_type_of(name: str) -> str:
+    """The op type an op name ran: a TF op's type (``tf_base_op``), an XLA instruction's name without
+    its instance number (``MatMul.14`` -> ``MatMul``); other names unchanged."""
+    op_type = tf_base_op(name)
+    if op_type == name and (instruction := HLO_INSTRUCTION.match(name)):
+        return instruction.group("kind")
+    return op_type
+
+
 def _op_types(frame: Frame, codes: np.ndarray, self_ns: np.ndarray, window: int) -> list[tuple[str, float]]:
-    """Self time per TF op type of the named ops, as shares of the window; [] when no name is a scoped TF op."""
+    """Self time per op type of the named ops (``op_type_of``), as shares of the window; [] when no name
+    is a scoped TF op or an XLA instruction, or no type holds two names (the types would repeat the ops)."""
     per_type: dict[str, int] = {}
+    names_of_type: dict[str, int] = {}
     scoped = False
     for c, t in zip(codes.tolist(), self_ns.tolist(), strict=True):
         name = frame.names[c] if c >= 0 else ""
-        op_type = tf_base_op(name)
+        op_type = op_type_of(name)
+        names_of_type[op_type] = names_of_type.get(op_type, 0) + 1
         scoped |= op_type != name and not name.startswith(EAGER_OP)
         per_type[op_type] = per_type.get(op_type, 0) + int(t)
-    if not scoped or not window:
+    if not scoped or not window or max(names_of_type.values()) < 2:
         return []
     return [(k, v / window) for k, v in sorted(per_type.items(), key=lambda kv: -kv[1])]
 
@@ -472,19 +494,65 @@ SPREAD_SHAPES_READ = 2_000
 
 # What widens a decode loop's GEMMs (tracekit.analyze.decoding), and what shrinks them.
 DECODE_BATCHING = ("M is the sequences decoded at once, and one sequence's tokens cannot be batched (each needs the "
-                   "last); decode more sequences at once (a larger batch, or continuous batching in a server), and as "
-                   "each token reads every weight, weights in fewer bytes cut its time (int8 weight-only quantization, "
-                   "torchao; bf16 where the CPU has native bf16 math). A 4-layer GPT-2 on 2 CPU cores: 16 prompts at "
-                   "once gave 3.1x the tokens/s of 4, its LM head in int8 1.3x")
+                   "last); decode more sequences at once (a larger batch, or continuous batching in a server)")
+DECODE_EXAMPLE = "A 4-layer GPT-2 on 2 CPU cores: 16 prompts at once gave 3.1x the tokens/s of 4, its LM head in int8 1.3x"
+# Element types as torch.profiler records them ("Input type"), by bytes.
+SIXTEEN_BIT_TYPES = frozenset({"c10::BFloat16", "c10::Half"})
+EIGHT_BIT_TYPES = frozenset({"signed char", "unsigned char", "c10::qint8", "c10::quint8", "c10::Float8_e4m3fn",
+                             "c10::Float8_e5m2", "c10::Float8_e4m3fnuz", "c10::Float8_e5m2fnuz"})
+
+
+def decode_remedy(weight_type: str | None) -> str:
+    """The decode loop's remedy: batch more sequences, and weights in fewer bytes than the ones the
+    GEMMs read (``weight_type``: the recorded type of their second factor, None when not recorded;
+    a bf16 model is not told to use bf16)."""
+    fewer = "as each token reads every weight, weights in fewer bytes cut its time"
+    if weight_type in SIXTEEN_BIT_TYPES:
+        fewer += (f": they are 16-bit already ({weight_type}); int8 or int4 weight-only quantization (torchao) "
+                  "halves or quarters them")
+    elif weight_type in EIGHT_BIT_TYPES:
+        fewer += f": they are 8-bit already ({weight_type}); int4 weight-only quantization (torchao) halves them"
+    else:
+        fewer += " (int8 weight-only quantization, torchao; bf16 where the CPU has native bf16 math)"
+    return f"{DECODE_BATCHING}, and {fewer}. {DECODE_EXAMPLE}"
+
+
+# Kineto's op args: "Input type":["float","float","float","Scalar","Scalar"]
+INPUT_TYPES = r'"Input type":(?P<types>\[[^\]]*\])'
+
+
+def factor_types(name: str, types_text: str) -> tuple[str, str] | None:
+    """The element types of this product's two factors (the add* ops take the added term first), from
+    its recorded ``Input type``; None when they are not there."""
+    try:
+        types = json.loads(types_text)
+    except ValueError:
+        return None
+    first = 1 if name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm", "aten::addbmm", "aten::addmv") else 0
+    if not isinstance(types, list) or len(types) < first + 2:
+        return None
+    return str(types[first]), str(types[first + 1])
+
+
+
+def second_factor_type(table: pa.Table, row: int, name: str) -> str | None:
+    """The recorded element type of a product op's second factor (its weight in a linear layer's
+    ``mm(x, w.t())``) at this row; None where types were not recorded."""
+    text = args_text(table, np.array([row], np.int64))[0].as_py() or ""
+    found = re.search(INPUT_TYPES, text)
+    factors = factor_types(name, found.group("types")) if found else None
+    return factors[1] if factors else None
 
 
 def _spread_skinny_gemm_remedies(groups: pd.DataFrame, window: int, per_step: bool,
-                                 decode_loop: Callable[[], Decoding | None] = lambda: None) -> list[str]:
+                                 decode_loop: Callable[[], Decoding | None] = lambda: None,
+                                 weight_type: Callable[[int], str | None] = lambda row: None) -> list[str]:
     """The skinny-GEMM remedy for an op whose skinny calls are spread over several shapes, none of
     them ``REMEDY_SHARE`` of the time alone but together at least that (dynamic batching at M of 1 to
     16, a batch that shrinks at the end of each sequence): ``_skinny_gemm_remedies`` reads one shape
     at a time. ``groups``: one row per (GEMM op, shapes): name, shapes, calls, self_ns; ``decode_loop()``
-    the steps' decoding, where M is the sequences decoded at once (a beam search's projections at 4 shapes)."""
+    the steps' decoding, where M is the sequences decoded at once (a beam search's projections at 4 shapes);
+    ``weight_type(row)`` the element type of the GEMM's second factor at ``groups.row`` (a row of the op)."""
     out: list[str] = []
     if not window or groups.empty:
         return out
@@ -505,7 +573,9 @@ def _spread_skinny_gemm_remedies(groups: pd.DataFrame, window: int, per_step: bo
                 f"though no one shape holds {REMEDY_SHARE:.0%}")
         decode = decode_loop() if max(m) <= SKINNY_DIM else None
         if decode is not None and decode.cached:
-            out.append(f"{said}: skinny GEMMs run far below GEMM throughput, {decode.phrase()}: {DECODE_BATCHING}")
+            heaviest = int(g.row.to_numpy()[skinny][np.argmax(self_ns)])
+            out.append(f"{said}: skinny GEMMs run far below GEMM throughput, {decode.phrase()}: "
+                       f"{decode_remedy(weight_type(heaviest))}")
         else:
             out.append(f"{said}: skinny GEMMs run far below GEMM throughput; batch them (more rows a call: several "
                        "requests or sequences at once, or a fixed larger batch)")
@@ -518,10 +588,12 @@ def _span(dim: str, values: list[int]) -> str:
 
 def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool,
                           recurrent_op_around: Callable[[int], str] = lambda i: "",
-                          decode_loop: Callable[[], Decoding | None] = lambda: None) -> list[str]:
+                          decode_loop: Callable[[], Decoding | None] = lambda: None,
+                          weight_type: Callable[[int], str | None] = lambda i: None) -> list[str]:
     """The skinny-GEMM remedy of each qualifying row; ``recurrent_op_around(i)`` names the recurrent op
-    enclosing most of row ``i``'s time ("" when none), and ``decode_loop()`` the steps' autoregressive
-    decoding (``tracekit.analyze.decoding``), which change what can be batched."""
+    enclosing most of row ``i``'s time ("" when none), ``decode_loop()`` the steps' autoregressive
+    decoding (``tracekit.analyze.decoding``), which change what can be batched, and ``weight_type(i)``
+    the element type of row ``i``'s second factor (None when not recorded)."""
     out = []
     decode: list[Decoding | None] = []  # asked once, and only for a skinny M
     where = "of the steps" if per_step else "of the trace"
@@ -552,7 +624,7 @@ def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool,
                 decode.append(decode_loop())
             if m <= SKINNY_DIM and decode[0] is not None and decode[0].cached:
                 # Tokens of one sequence cannot be batched: each needs the one before.
-                out.append(f"{said}, {decode[0].phrase()}: {DECODE_BATCHING}")
+                out.append(f"{said}, {decode[0].phrase()}: {decode_remedy(weight_type(i))}")
             else:
                 out.append(f"{said}; batch it (across timesteps, or several small GEMMs into one)")
     return out

@@ -11,9 +11,12 @@ of 8 tokens, 12 new tokens by greedy search, each step one generate() call.
 - decode_one_prompt: decode_sdpa's loop on one prompt, 24 new tokens: its steps are mostly the
   framework's dispatch between ops, and the decode loop's own remedy (more sequences at once) is its
   batching remedy.
+- decode_bf16: decode_sdpa's loop with the model in bfloat16 (``model.to(torch.bfloat16)``): its weights are
+  16-bit already, and the decode remedy says so rather than suggest bf16.
 
     python tests/data/cpu/make_decoding.py [NAME ...]   # needs transformers (made with 5.24.0), not a tracekit dependency
-Made with torch 2.13.0 (CPU build) on a 2-core AMD EPYC (Zen 4: AVX-512 with BF16, no AMX).
+Made with torch 2.13.0 (CPU build) on a 2-core AMD EPYC (Zen 4: AVX-512 with BF16, no AMX); decode_bf16 on a
+2-core Intel Xeon (Sapphire Rapids class: AVX-512, AMX).
 """
 
 import torch
@@ -21,11 +24,12 @@ from profiled import unprofiled_ms, write_capture
 from transformers import GPT2Config, GPT2LMHeadModel
 
 
-def capture(name: str, attention: str, use_cache: bool, width: int = 256, prompts: int = 4, tokens: int = 12) -> None:
+def capture(name: str, attention: str, use_cache: bool, width: int = 256, prompts: int = 4, tokens: int = 12,
+            dtype: torch.dtype = torch.float32) -> None:
     torch.manual_seed(0)
     config = GPT2Config(n_embd=width, n_layer=2, n_head=4, vocab_size=8000, n_positions=64,
                         attn_implementation=attention)
-    model = GPT2LMHeadModel(config).eval()
+    model = GPT2LMHeadModel(config).eval().to(dtype)
     batch = torch.randint(0, 8000, (prompts, 8))
 
     def step(_: int) -> None:
@@ -41,6 +45,7 @@ if __name__ == "__main__":
 
     torch.set_num_threads(1)
     captures = {"decode_sdpa": ("sdpa", True), "decode_eager": ("eager", True), "decode_no_cache": ("sdpa", False),
-                "decode_one_prompt": ("sdpa", True, 256, 1, 24)}
+                "decode_one_prompt": ("sdpa", True, 256, 1, 24),
+                "decode_bf16": ("sdpa", True, 256, 4, 12, torch.bfloat16)}
     for name in sys.argv[1:] or captures:
         capture(name, *captures[name])
