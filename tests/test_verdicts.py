@@ -796,8 +796,10 @@ def test_a_tf_loop_fetching_its_batches_between_marked_steps_is_data_loading_bou
     between = [e for e in r.evidence if e.startswith("the steps cover")]
     assert len(between) == 1 and "fetching batches 9" in between[0], r.evidence
     assert not any("EagerPyFunc" in e for e in r.evidence if "no class" in e), r.evidence
-    # A TF pipeline gets tf.data's remedy (parallel map, prefetch, the py_function's GIL), not DataLoader's.
-    assert r.remedies[0].startswith("make tf.data load ahead and in parallel"), r.remedies
+    # A TF pipeline gets tf.data's remedy for its slowest stage (tracekit/analyze/tf_data.py: the map fused
+    # with its batch, running a py_function, whose GIL parallel calls would share), not DataLoader's.
+    assert r.remedies[0].startswith("tf.data's MapAndBatch stage makes the batches: its Python (tf.py_function) "
+                                    "holds the GIL"), r.remedies
 
 
 def test_a_tf_step_whose_ops_run_eagerly_is_told_to_run_as_a_graph_and_how_keras_runs_it_eagerly():

@@ -85,7 +85,8 @@ from tracekit.analyze.slow_launches import slow_launch_calls
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
-from tracekit.analyze.top_ops import DECODE_BATCHING, TopOps, compact_shapes, op_type_of, sentence_labels, top_ops
+from tracekit.analyze.tf_data import input_pipeline, pipeline_work
+from tracekit.analyze.top_ops import DECODE_BATCHING, HLO_INSTRUCTION, TopOps, compact_shapes, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
 from tracekit.analyze.unclassified import (
     UNCLASSIFIED_WORK_NS,
@@ -798,7 +799,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         ev.append("top ops by self time: " + ", ".join(named))
         # Spread over many per-layer TF op names, the time is told by op type too.
         types = r.top_ops.op_types
-        if types and float(top.share.sum()) < SPREAD_TOP_SHARE:
+        # Said where summing by type shows more than the top op does (not three types of 0%).
+        if types and float(top.share.sum()) < SPREAD_TOP_SHARE and types[0][1] >= TYPE_OVER_OP * float(top.share.max()):
             ev.append("top op types by self time: " + ", ".join(f"{t} {share:.0%}" for t, share in types[:3]))
         ev.extend(r.top_ops.describe_waiting())
         r.remedies.extend(r.top_ops.remedies)
@@ -1160,6 +1162,9 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     e.loader_workers = loader_has_workers(frame)
     if span and loading[0].size:
         e.load_step_share = intervals.overlap_total(*loading, *_step_windows(frame, used)) / span
+    if e.source == "tf":
+        e.tf_input = input_pipeline(frame)
+        e.pipeline_work = pipeline_work(frame, _step_windows(frame, used), span)
     _measure_between_steps(r, frame, e, used, span, loading)
     talking = _communication(frame)
     if span and talking[0].size:
@@ -1222,6 +1227,7 @@ def _over_shapes(ops: TopOps, name: str, op_class: str, shapes: int, share: floa
 
 
 SPREAD_TOP_SHARE = 0.3  # the top three ops holding less than this: the time is spread over many ops
+TYPE_OVER_OP = 1.5  # ... and the top op type holds this many times the top op's share: the types are said
 ENCLOSING_CLASSES = ("gemm", "convolution", "rnn")  # op classes an op's callees take in the op view
 STALL_NOTE_SHARE = 0.05  # stalls losing this much of the step time are stated as evidence
 UNCLASSIFIED_WORK_NOTE_SHARE = 0.05  # ops of no class doing long work: this much of the step time is stated
@@ -1747,7 +1753,11 @@ def pipeline_builds(frame: Frame) -> int:
     loading = intervals.union(frame.start[rows], frame.end[rows])
     if built * 2 < int((loading[1] - loading[0]).sum()):
         return 0
-    return int(frame.named(rows[building], _ITERATOR_MADE).sum())
+    made = int(frame.named(rows[building], _ITERATOR_MADE).sum())
+    # Per call only where iterators are made about as often as steps run: one fit() over many steps
+    # makes its iterator once (its first batch waits for it), which is no remedy's concern.
+    steps = int(frame.rows("step").size)
+    return 0 if steps and made * 2 < steps else made
 
 
 def _data_loading(frame: Frame) -> tuple[np.ndarray, np.ndarray]:
@@ -1871,7 +1881,8 @@ def _collective_names(frame: Frame, windows: tuple[np.ndarray, np.ndarray], most
         name = frame.names[code] if code >= 0 else ""
         op_type = tf_base_op(name)  # TF op types are CamelCase; gloo:all_reduce keeps its prefix
         name = op_type if op_type[:1].isupper() or op_type[:2].lstrip("_")[:1].isupper() else name
-        name = op_type_of(name)  # XLA's psum.7, all-reduce.3: the instruction, not its number
+        if instruction := HLO_INSTRUCTION.match(name):  # XLA's psum.7, all-reduce.3: the instruction, not its number
+            name = instruction.group("kind")
         per_name[name] = per_name.get(name, 0) + int(ns)
     return ", ".join(n for n, _ in sorted(per_name.items(), key=lambda kv: -kv[1])[:most] if n)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tracekit.analyze.fsdp import FsdpCollectives
     from tracekit.analyze.gpu_communication import GpuCommunication
+    from tracekit.analyze.tf_data import InputPipeline, PipelineWork
 
 # Thresholds (shares in 0..1).
 DISPATCH_SHARE = 0.5      # CPU-only: step time outside compute ops at or above this is framework-bound
@@ -112,6 +113,10 @@ class Evidence:
     compute_step_share: float | None = None
     loader_workers: bool = False  # the batch fetches are a multi-process DataLoader's (num_workers > 0)
     pipeline_builds: int = 0  # tf.data pipelines built (MakeIterator calls) when that is most of the loading time
+    # TF: the tf.data pipeline's stages and its slowest, and the shares of the step time in which tf.data's
+    # threads run ops, Python ops among them, and the other threads compute ops (analyze.tf_data)
+    tf_input: InputPipeline | None = None
+    pipeline_work: PipelineWork | None = None
     # Casts: CPU-only, cast ops' self time over the step time (GEMM ops' beside it); with a GPU, cast
     # kernels' share of GPU busy time (GEMM kernels' beside it)
     cast_share: float = 0.0
@@ -653,11 +658,23 @@ def _dispatch_largest_says(e: Evidence) -> str | None:
     return f"framework dispatch takes {e.dispatch_share:.0%} of the step time, more than " + " or ".join(others)
 
 
+def _pipeline_outworks_model(e: Evidence) -> bool:
+    """tf.data's threads run ops during half the step time or more, longer than the step's own compute
+    ops run: on a CPU the input pipeline's work takes the cores (and its Python the GIL) the step needs,
+    even where the batches are ready (prefetched) when fetched. A from_generator source doing 6 ms of
+    Python a batch: its ops ran during 91% of a 7 ms step, the model's 5%; a parallel map of TF ops
+    (FFTs): 69%, the model's 9%, the fetches themselves 48%."""
+    w = e.pipeline_work
+    return w is not None and w.work >= DATA_LOADING_SHARE and w.work > w.model
+
+
 def _loading_remedies(e: Evidence) -> list[str]:
     if e.pipeline_builds:
         return [PIPELINE_PER_CALL_REMEDY]
     if e.loader_workers:
         return [DATA_LOADING_WORKERS_REMEDY]
+    if e.source == "tf" and e.tf_input is not None:
+        return [e.tf_input.remedy()]
     return [TF_DATA_REMEDY if e.source == "tf" else DATA_LOADING_REMEDY]
 
 
@@ -666,10 +683,19 @@ def _loading_says(e: Evidence) -> str:
         e.source, "the DataLoader's __next__ / IteratorGetNext")
     what = (f"building tf.data pipelines and their iterators ({e.pipeline_builds} MakeIterator calls) with the "
             "batch fetches" if e.pipeline_builds else fetch)
+    pipeline = f"; {e.tf_input.says()}" if e.source == "tf" and e.tf_input is not None and not e.pipeline_builds else ""
+    if max(e.load_step_share, e.load_loop_share) < DATA_LOADING_SHARE and _pipeline_outworks_model(e):
+        w = e.pipeline_work
+        assert w is not None
+        python = (f", Python ops {w.python:.0%}, which hold the GIL the loop's own Python needs"
+                  if w.python * 2 >= w.work else "")
+        return (f"tf.data's threads run the input pipeline's ops during {w.work:.0%} of the step time{python}; the "
+                f"step's own compute ops run during {w.model:.0%}: the pipeline's work takes the CPU the step needs "
+                f"({what} itself runs during {e.load_step_share:.0%}){pipeline}")
     if e.load_loop_share > e.load_step_share:
         return (f"{what} runs during {share_below(e.load_loop_share, DATA_LOADING_SHARE)} of the loop (the "
-                f"steps and the time between them; the steps are {1 - e.between_step_share:.0%} of it)")
-    return f"{what} runs during {share_below(e.load_step_share, DATA_LOADING_SHARE)} of the step time"
+                f"steps and the time between them; the steps are {1 - e.between_step_share:.0%} of it){pipeline}")
+    return f"{what} runs during {share_below(e.load_step_share, DATA_LOADING_SHARE)} of the step time{pipeline}"
 
 
 def _communication_says(e: Evidence) -> str:
@@ -970,8 +996,10 @@ RULES: tuple[Rule, ...] = (
     Rule("undetermined", lambda e: not e.has_ops and not e.has_gpu, _nothing_recorded_says,
          lambda e: [], "no framework ops and no GPU activity: nothing to judge"),
     Rule("data-loading-bound",
-         lambda e: not e.has_gpu and max(e.load_step_share, e.load_loop_share) >= DATA_LOADING_SHARE, _loading_says,
-         _loading_remedies, "CPU-only: batch fetching covers at least half the step time"),
+         lambda e: not e.has_gpu and (max(e.load_step_share, e.load_loop_share) >= DATA_LOADING_SHARE
+                                      or _pipeline_outworks_model(e)), _loading_says,
+         _loading_remedies, "CPU-only: batch fetching covers at least half the step time, or tf.data's threads run "
+         "ops during half of it, longer than the step's own compute ops"),
     Rule("communication-bound", lambda e: not e.has_gpu and e.communication_step_share >= COMMUNICATION_SHARE,
          _communication_says, _communication_remedies,
          "CPU-only: collective communication covers at least half the step time"),

@@ -1,0 +1,93 @@
+"""tf.data's input pipeline (tracekit/analyze/tf_data.py): the slowest stage read from the iterator
+events, and input-bound loops whose fetches are quick. Real TF profiler captures of Keras fit fed by
+slow pipelines (tests/data/tf/make_input_pipelines.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tracekit
+from tracekit.analyze.frame import frame_of
+from tracekit.analyze.tf_data import PipelineStage, input_pipeline
+from tracekit.ingest import load
+
+DATA = Path(__file__).parent / "data" / "tf"
+
+
+def _pipeline(name: str):
+    found = input_pipeline(frame_of(load(DATA / f"{name}.xplane.pb")))
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize(("name", "slowest", "chain"), [
+    ("input_py_map", "Map", "Prefetch > FiniteTake > Map > BatchV2 > TensorSlice"),
+    ("input_parallel_py_map", "ParallelMapV2", "Prefetch > FiniteTake > ParallelMapV2 > BatchV2 > TensorSlice"),
+    ("input_generator", "Generator", "Prefetch > FiniteTake > ParallelMapV2 > FlatMap > Generator"),
+    ("input_parallel_tf_map", "MapAndBatch", "Prefetch > FiniteTake > MapAndBatch > TensorSlice"),
+])
+def test_the_slowest_stage_is_the_one_whose_own_time_is_largest(name: str, slowest: str, chain: str) -> None:
+    """A stage's own time is its events' less its inputs' (the stages one level below it by name):
+    the Prefetch at the root waits on the loop's thread while its input runs on tf.data's, so its
+    own time is 0, not the largest."""
+    p = _pipeline(name)
+    assert p.slowest.kind == slowest, p.stages
+    assert p.chain == chain
+    assert p.slowest.own_ns > 0.8 * p.own_total_ns, p.stages
+    prefetch = next(s for s in p.stages if s.path == "Prefetch")
+    assert prefetch.own_ns < 0.05 * p.slowest.own_ns, prefetch
+
+
+def test_python_ops_in_the_pipeline_are_found_on_its_threads() -> None:
+    assert _pipeline("input_py_map").python_ops == "EagerPyFunc"
+    assert _pipeline("input_generator").python_ops == "PyFunc"  # from_generator calls its generator by PyFunc
+    assert _pipeline("input_parallel_tf_map").python_ns == 0
+
+
+def test_a_stage_kind_drops_the_flat_map_index() -> None:
+    assert PipelineStage("Prefetch::FlatMap[0]::Generator", 9, 1).kind == "Generator"
+
+
+@pytest.mark.parametrize(("name", "says"), [
+    ("input_py_map", "its Map stage takes 99% of the pipeline's own time"),
+    ("input_parallel_py_map", "its ParallelMapV2 stage takes"),
+])
+def test_a_fetch_bound_loop_names_the_stage_and_its_python(name: str, says: str) -> None:
+    """Before: the generic tf.data remedy (map in parallel, prefetch), for a map that is Python: a
+    parallel map of Python runs one call at a time under the GIL, and Keras' fit prefetches already."""
+    r = tracekit.launch(DATA / f"{name}.xplane.pb").result
+    assert r.verdict == "data-loading-bound"
+    assert any(says in e and "EagerPyFunc" in e for e in r.evidence), r.evidence
+    assert len(r.remedies) == 1 and "holds the GIL" in r.remedies[0] and "write the transform with TF ops" in r.remedies[0]
+
+
+def test_a_python_generator_source_is_input_bound_though_its_batches_are_ready() -> None:
+    """from_generator doing 6 ms of Python a batch: each step's IteratorGetNext took 1% of the step (the
+    prefetched batch was there), yet the steps ran 6.5-7.5 ms for a model whose ops run 5% of them. The
+    verdict was CPU/framework-bound (95% "dispatch"), the remedy a compiled graph; the loop's Python
+    waited for the GIL the generator held."""
+    r = tracekit.launch(DATA / "input_generator.xplane.pb").result
+    assert r.verdict == "data-loading-bound", r.verdict
+    said = next(e for e in r.evidence if e.startswith("tf.data's threads run the input pipeline's ops during"))
+    assert "hold the GIL the loop's own Python needs" in said and "Generator stage" in said, said
+    assert r.remedies[0].startswith("the pipeline's source is a Python generator (Dataset.from_generator)")
+    # One fit() makes its iterator once: not "build the input pipeline once, not per call".
+    assert not any("build the input pipeline once" in x for x in r.remedies)
+
+
+def test_a_parallel_map_of_tf_ops_that_outworks_the_model_is_input_bound() -> None:
+    """An FFT map on 2 threads: its ops ran during 63% of the step, the model's 8%, the fetches 48%. The
+    verdict was "CPU compute-bound" (the pipeline's FFTs counted as the step's compute) with "look at
+    the op breakdown"."""
+    r = tracekit.launch(DATA / "input_parallel_tf_map.xplane.pb").result
+    assert r.verdict == "data-loading-bound", r.verdict
+    assert any("MapAndBatch stage" in e and "the step's own compute ops run during" in e for e in r.evidence)
+    assert "runs in parallel already" in r.remedies[0]
+
+
+@pytest.mark.parametrize("name", ["keras_fit", "fit_jit", "fetch_in_step", "mirrored_fit"])
+def test_pipelines_that_keep_up_are_not_called_input_bound(name: str) -> None:
+    r = tracekit.launch(DATA / f"{name}.xplane.pb").result
+    assert r.verdict != "data-loading-bound", (r.verdict, r.evidence)
