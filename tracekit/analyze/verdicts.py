@@ -1126,7 +1126,7 @@ RULES: tuple[Rule, ...] = (
          "thread stalled in the call)"),
     Rule("data-loading-bound", lambda e: e.load_gap_share >= DATA_LOADING_SHARE,
          lambda e: f"the DataLoader's __next__ / IteratorGetNext runs during {e.load_gap_share:.0%} of the GPU's "
-                   "idle time",
+                   "idle time" + (f"; {e.tf_input.says()}" if e.source == "tf" and e.tf_input is not None else ""),
          _loading_remedies, "batch fetching covers at least half the GPU's idle time"),
     # Launch or framework verdicts would blame a host that was doing nothing: the wait is elsewhere.
     Rule("host-idle gaps", lambda e: e.host_idle_share >= HOST_IDLE_SHARE and e.host_work_traced,
