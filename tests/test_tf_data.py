@@ -10,7 +10,7 @@ import pytest
 
 import tracekit
 from tracekit.analyze.frame import frame_of
-from tracekit.analyze.tf_data import PipelineStage, input_pipeline
+from tracekit.analyze.tf_data import InputPipeline, PipelineStage, input_pipeline
 from tracekit.ingest import load
 
 DATA = Path(__file__).parent / "data" / "tf"
@@ -91,3 +91,19 @@ def test_a_parallel_map_of_tf_ops_that_outworks_the_model_is_input_bound() -> No
 def test_pipelines_that_keep_up_are_not_called_input_bound(name: str) -> None:
     r = tracekit.launch(DATA / f"{name}.xplane.pb").result
     assert r.verdict != "data-loading-bound", (r.verdict, r.evidence)
+
+
+def test_prefetch_is_advised_only_where_the_loop_reads_from_a_stage_that_does_not_run_ahead() -> None:
+    """tf.data adds a Prefetch after a synchronous last stage (input_py_map's root); a pipeline ending in
+    a parallel MapAndBatch runs ahead already (a TFRecord pipeline here had no Prefetch); one ending in a
+    plain Map with prefetch injection off (``options.experimental_optimization.inject_prefetch = False``)
+    is told to prefetch."""
+    assert "does not prefetch" not in _pipeline("input_py_map").remedy()
+    assert "does not prefetch" not in _pipeline("input_parallel_tf_map").remedy()
+    stages = (PipelineStage("Map", 7, 59_000_000), PipelineStage("Map::BatchV2", 7, 400_000))
+    plain = InputPipeline(stages, stages[0], python_ns=0, python_ops="")
+    assert plain.remedy().endswith("end it with .prefetch(tf.data.AUTOTUNE), so the next batch is made while the "
+                                   "step runs"), plain.remedy()
+    ahead = InputPipeline((PipelineStage("MapAndBatch", 8, 24_000_000),), PipelineStage("MapAndBatch", 8, 24_000_000),
+                          python_ns=0, python_ops="", concurrency=1.4)
+    assert "does not prefetch" not in ahead.remedy() and "runs in parallel already" in ahead.remedy()

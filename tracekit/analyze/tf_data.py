@@ -84,9 +84,16 @@ class InputPipeline:
     def chain(self) -> str:
         """The path through the slowest stage to its deepest input, source last:
         ``Prefetch > Map > BatchV2 > TensorSlice``."""
-        below = [s.path for s in self.stages if s.path.startswith(self.slowest.path)]
-        longest = max(below, key=lambda p: p.count("::"))
+        below = [s for s in self.stages if s.path.startswith(self.slowest.path)]
+        longest = max(below, key=lambda s: (s.path.count("::"), s.own_ns)).path  # the busiest of the deepest
         return " > ".join(_INDEX.sub("", part) for part in longest.split("::"))
+
+    @property
+    def runs_ahead(self) -> bool:
+        """Whether the stage the loop reads from makes batches ahead on other threads: a Prefetch (tf.data
+        adds one after a synchronous last stage by default), or a parallel map or MapAndBatch."""
+        top = [s for s in self.stages if "::" not in s.path]
+        return any(s.kind.startswith(("Prefetch", "Parallel", "MapAndBatch")) for s in top)
 
     def says(self) -> str:
         s = self.slowest
@@ -99,7 +106,15 @@ class InputPipeline:
         return out
 
     def remedy(self) -> str:
-        """What to change, by the slowest stage's kind and whether the pipeline runs Python."""
+        """What to change, by the slowest stage's kind and whether the pipeline runs Python; and to
+        prefetch, where the stage the loop reads from does not run ahead."""
+        said = self._stage_remedy()
+        if self.runs_ahead:
+            return said
+        return (f"{said}; and the pipeline does not prefetch: end it with .prefetch(tf.data.AUTOTUNE), so the "
+                "next batch is made while the step runs")
+
+    def _stage_remedy(self) -> str:
         kind = self.slowest.kind
         called = sorted({PYTHON_CALLS[op] for op in self.python_ops.split(", ") if op in PYTHON_CALLS})
         python = (f"its Python ({', '.join(called) or 'tf.py_function'}) holds the GIL, so parallel calls of it run one at a "
@@ -124,12 +139,10 @@ class InputPipeline:
                     "fits in memory")
         if READER_STAGES.match(kind):
             return (f"tf.data's {kind} stage (reading) makes the batches: read files in parallel "
-                    "(interleave(..., num_parallel_calls=tf.data.AUTOTUNE)), .cache() what fits in memory, and "
-                    "prefetch(tf.data.AUTOTUNE) at the end")
+                    "(interleave(..., num_parallel_calls=tf.data.AUTOTUNE)) and .cache() what fits in memory")
         if self.python_ns:
             return f"tf.data's {kind} stage makes the batches, and the pipeline runs Python: {python}"
-        return (f"tf.data's {kind} stage makes the batches: make it cheaper or move it before a .cache(), and "
-                "prefetch(tf.data.AUTOTUNE) at the end")
+        return f"tf.data's {kind} stage makes the batches: make it cheaper, or move it before a .cache()"
 
     def as_dict(self) -> dict[str, object]:
         return {"chain": self.chain, "slowest": self.slowest.path, "python_ns": self.python_ns,
