@@ -48,6 +48,7 @@ from tracekit.analyze.classify import (
     classify_rows,
     collectives_beside,
     data_loading_rows,
+    input_pipeline_mask,
     python_wait_rows,
 )
 from tracekit.analyze.copies import PAGEABLE, RATE_COPY_BYTES, copy_bytes, host_memory, host_to_device, pinned_rate
@@ -61,6 +62,7 @@ from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
 from tracekit.analyze.sample_loop import READ_OPS
 from tracekit.analyze.slow_launches import slow_launch_calls
 from tracekit.analyze.steps import driving_threads
+from tracekit.analyze.tf_data import python_op_rows
 from tracekit.analyze.unclassified import unclassified_work_rows
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 from tracekit.ingest.step_inference import OPTIMIZER_STEP
@@ -347,8 +349,13 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     # A CPU PyTorch or JAX step's own Python work (long stretches with no op) is not dispatch a compiler removes.
     python_work = (long_stretches(frame, np.array([start]), np.array([end]))
                    if not gpu_all.size and source_of(frame.table) in ("torch", "jax") else None)
-    _mark_waits(frame, classes, segments, others, collectives, fetches[member_mask(frame.thread_key[fetches], threads)],
-                python_work)
+    # tf.data fetches a tf.function's batch on its own thread (IteratorGetNextOp) while the step's thread
+    # waits in the call, and its Python ops (tf.py_function, from_generator) hold the GIL the loop's
+    # Python needs: the loop waits for both, which no compiler removes.
+    pipeline = input_pipeline_mask(frame)
+    fetches = np.concatenate([fetches[member_mask(frame.thread_key[fetches], threads) | pipeline[fetches]],
+                              python_op_rows(frame)])
+    _mark_waits(frame, classes, segments, others, collectives, fetches, python_work)
     _mark_gpu_waits(frame, segments, gpu)
     ready = _stream_ready(frame, gpu_all, gpu, start)
     launch_cost = int(np.median([seg.dur for seg in segments if seg.kind == "launch"] or [0]))

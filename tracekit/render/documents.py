@@ -662,12 +662,17 @@ def whatif_document(name: str, facts: list[tuple[str, str]], w: WhatIf) -> Docum
                                  f"{format_cell(w.gpu_stream_busy_ns, 'ns')}, longer than the window: the GPU runs "
                                  "behind the host, so its time, not the host's, bounds each step, and the replay "
                                  "starts from it.")
-    head.tables.append(Table("", [Column("scenario"), Column("predicted step", "ns"), Column("saving", "ns"),
-                                  Column("saving %", "pct"), Column("assumptions")],
-                             [[s.name, s.predicted_step_ns, s.saving_ns,
-                               s.saving_ns / w.replayed_step_ns if w.replayed_step_ns else 0.0, s.assumptions]
-                              for s in w.scenarios]))
+    if not w.scenarios:
+        head.sentences.append("No scenario changes this step: what the scenarios change (dispatch between ops, launch "
+                              "calls, runs of elementwise ops, cell loops, syncs, per-parameter loops) is not in it; "
+                              "its time is in compute ops, in waits for other threads' work, or in batch fetching, "
+                              "which every scenario keeps.")
     if w.scenarios:
+        head.tables.append(Table("", [Column("scenario"), Column("predicted step", "ns"), Column("saving", "ns"),
+                                      Column("saving %", "pct"), Column("assumptions")],
+                                 [[s.name, s.predicted_step_ns, s.saving_ns,
+                                   s.saving_ns / w.replayed_step_ns if w.replayed_step_ns else 0.0, s.assumptions]
+                                  for s in w.scenarios]))
         head.charts.append(Chart("stacked", "Predicted step time per scenario", ["replayed", *[s.name for s in w.scenarios]],
                                  ["step"], [[w.replayed_step_ns / 1e6], *[[s.predicted_step_ns / 1e6] for s in w.scenarios]]))
     data = {"window": w.window, "measured_step_ns": w.measured_step_ns, "replayed_step_ns": w.replayed_step_ns,
