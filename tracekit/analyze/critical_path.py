@@ -35,6 +35,7 @@ collectives on the host) or data loading.
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -81,6 +82,7 @@ OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = range(5)
 CATEGORIES = ("cpu_bound", "data_loading", "gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead",
               "gpu_compute_bound", "gpu_communication_bound", "cpu_communication_bound")
 HOST_KINDS = ("cpu_op", "runtime_api", "driver_api")
+_ITERATOR_GET_NEXT = re.compile(r"^IteratorGetNext")
 GPU_KINDS = ("gpu_kernel", "gpu_memcpy", "gpu_memset")
 
 
@@ -277,9 +279,23 @@ def median_step_instance(frame: Frame) -> int | None:
 
 
 def _host_rows(frame: Frame, start: int, end: int) -> np.ndarray:
+    """Host rows that start in the window: framework ops and runtime calls, except on tf.data's threads,
+    whose map functions and prefetching run beside the step, linked to it only by the fetch of its batch
+    (``_pipeline_fetches``, which is kept): a sequential map's calls back to back on one thread made a
+    chain twice the window's length, the step's own path left out."""
     rows = frame.rows(*HOST_KINDS)
+    rows = np.union1d(rows[~input_pipeline_mask(frame)[rows]], _pipeline_fetches(frame))
     keep = (frame.start[rows] >= start) & (frame.start[rows] <= end) & (frame.dur[rows] > 0)
     return rows[keep]
+
+
+def _pipeline_fetches(frame: Frame) -> np.ndarray:
+    """tf.data's fetches of a batch for a tf.function's IteratorGetNext, on tf.data's own thread
+    (``IteratorGetNextOp::DoCompute`` on ``tf_data_iterator_get_next``): the function's ops wait for it,
+    so it is on the path as the function's own ops are (a hand-off), as data loading."""
+    fetches = data_loading_rows(frame)
+    fetches = fetches[input_pipeline_mask(frame)[fetches]]
+    return fetches[frame.named(fetches, _ITERATOR_GET_NEXT)]
 
 
 def _gpu_rows(frame: Frame, host: np.ndarray) -> np.ndarray:
@@ -512,6 +528,8 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
     hi = np.searchsorted(outer_start, frame.end[calls], "left")
     found: dict[int, np.ndarray] = {}
     pipeline = input_pipeline_mask(frame)
+    fetching = np.zeros(len(frame), bool)
+    fetching[_pipeline_fetches(frame)] = True
     workers = worker_event_rows(frame)
     workers = workers[np.argsort(frame.start[workers], kind="stable")]
     worker_start = frame.start[workers]
@@ -522,9 +540,10 @@ def _handoffs(frame: Frame, classes: RowClasses, host: np.ndarray) -> dict[int, 
         if b - a < 1:
             continue
         inside = outer[a:b]
-        # Not tf.data's threads: its prefetching runs beside the call, which waits for its function's ops.
+        # Not tf.data's threads, its prefetching runs beside the call, but its fetch for the call's
+        # function: the function's ops wait for it.
         inside = inside[(frame.thread_key[inside] != frame.thread_key[call]) & (frame.pid[inside] == frame.pid[call])
-                        & (frame.end[inside] <= frame.end[call]) & ~pipeline[inside]]
+                        & (frame.end[inside] <= frame.end[call]) & (~pipeline[inside] | fetching[inside])]
         if not inside.size:
             continue
         # The workers are busy in their ops and in TF's runtime work around them (top_ops.TF_WORKER_EVENTS).
