@@ -109,17 +109,34 @@ def test_prefetch_is_advised_only_where_the_loop_reads_from_a_stage_that_does_no
     assert "does not prefetch" not in ahead.remedy() and "runs in parallel already" in ahead.remedy()
 
 
-@pytest.mark.parametrize(("name", "most"), [("input_py_map", 0.05), ("input_generator", 0.15),
-                                            ("input_parallel_py_map", 0.05)])
-def test_whatif_keeps_the_wait_for_tf_data(name: str, most: float) -> None:
+def test_whatif_keeps_the_wait_for_tf_data_and_doubts_a_saving_beside_its_python() -> None:
     """The step's thread waits in its tf.function call while tf.data fetches the batch on its own thread
-    (IteratorGetNextOp) and the pipeline's Python holds the GIL: no-dispatch predicted 96-97% saved on
-    input_py_map and input_generator, as if a compiler removed the wait. A step whose whole time is such
-    waiting has no scenario, and the page says so (it showed an empty table)."""
-    found = tracekit.whatif(DATA / f"{name}.xplane.pb")
-    w = found.result
-    saving = max((s.saving_ns for s in w.scenarios if s.name == "no-dispatch"), default=0)
-    assert saving <= most * w.replayed_step_ns, (saving, w.replayed_step_ns)
-    if not w.scenarios:
-        page = tracekit.render(found, "markdown")
-        assert "No scenario changes this step" in page and "| scenario |" not in page
+    (IteratorGetNextOp): no-dispatch predicted 96% saved on input_py_map, as if a compiler removed the
+    wait. Beside tf.data's Python ops the saving is uncertain: a from_generator source computing in
+    Python holds the GIL the step's Python needs (97% predicted there), and the trace does not say
+    whether a py_function computes or sleeps."""
+    def no_dispatch(name: str):
+        w = tracekit.whatif(DATA / f"{name}.xplane.pb").result
+        found = next(s for s in w.scenarios if s.name == "no-dispatch")
+        return found, found.saving_ns / w.replayed_step_ns
+
+    kept, share = no_dispatch("input_py_map")
+    assert share < 0.15, share
+    for name in ("input_generator", "input_parallel_py_map", "input_py_map"):
+        found, _ = no_dispatch(name)
+        assert found.uncertain and "tf.data's Python ops" in found.assumptions, (name, found.assumptions)
+    assert not no_dispatch_of_keras_fit().uncertain
+
+
+def no_dispatch_of_keras_fit():
+    w = tracekit.whatif(DATA / "keras_fit.xplane.pb").result
+    return next(s for s in w.scenarios if s.name == "no-dispatch")
+
+
+def test_a_step_no_scenario_changes_says_so() -> None:
+    """It rendered an empty table."""
+    from dataclasses import replace
+
+    found = tracekit.whatif(DATA / "input_py_map.xplane.pb")
+    page = tracekit.render(replace(found, result=replace(found.result, scenarios=[])), "markdown")
+    assert "No scenario changes this step" in page and "| scenario |" not in page

@@ -665,7 +665,10 @@ def _pipeline_outworks_model(e: Evidence) -> bool:
     Python a batch: its ops ran during 91% of a 7 ms step, the model's 5%; a parallel map of TF ops
     (FFTs): 69%, the model's 9%, the fetches themselves 48%."""
     w = e.pipeline_work
-    return w is not None and w.work >= DATA_LOADING_SHARE and w.work > w.model
+    if w is None or w.work < DATA_LOADING_SHARE or w.work <= w.model:
+        return False
+    # Mostly Python: the loop is held only through the GIL, seen as its time outside any op.
+    return w.python * 2 < w.work or e.dispatch_share >= DATA_LOADING_SHARE
 
 
 def _loading_remedies(e: Evidence) -> list[str]:
@@ -687,8 +690,8 @@ def _loading_says(e: Evidence) -> str:
     if max(e.load_step_share, e.load_loop_share) < DATA_LOADING_SHARE and _pipeline_outworks_model(e):
         w = e.pipeline_work
         assert w is not None
-        python = (f", Python ops {w.python:.0%}, which hold the GIL the loop's own Python needs"
-                  if w.python * 2 >= w.work else "")
+        python = (f", Python ops {w.python:.0%}, which hold the GIL the loop's own Python needs where they compute "
+                  "(not where they sleep or wait on I/O: the trace does not say which)" if w.python * 2 >= w.work else "")
         return (f"tf.data's threads run the input pipeline's ops during {w.work:.0%} of the step time{python}; the "
                 f"step's own compute ops run during {w.model:.0%}: the pipeline's work takes the CPU the step needs "
                 f"({what} itself runs during {e.load_step_share:.0%}){pipeline}")

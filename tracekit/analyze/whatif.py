@@ -215,6 +215,13 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
                             "library op, which picks its algorithm per precision (cuDNN's LSTM on an H100 runs one "
                             "persistent kernel per call at 16 bits, and autocast casts and re-flattens its weights "
                             "each call): measured on an H100, 0.5x to 2.4x the step this predicts (docs/whatif.md)")
+        pipeline_python = _pipeline_python_share(step) if name == "no-dispatch" else 0.0
+        if pipeline_python >= PIPELINE_PYTHON_SHARE:
+            uncertain = True
+            assumptions += (f"; uncertain: tf.data's Python ops (tf.py_function, tf.numpy_function, from_generator) "
+                            f"run during {pipeline_python:.0%} of the step: where that Python computes (holds the "
+                            "GIL) rather than sleeps or waits on I/O, the step's own Python waits for it, which no "
+                            "compiler removes; the trace does not say which")
         reads = _python_reads(step) if name == "no-dispatch" else 0
         if reads >= UNCOMPILED_READS:
             uncertain = True
@@ -230,8 +237,9 @@ def whatif(table: pa.Table, range_name: str | None = None, instance: int | None 
         if name == "no-dispatch" and untraced >= untraced_ops.NOTE_SHARE * (end - start):
             # Were it all the inexpensive ops' work, the saving would be short by this much: beyond the
             # replay's own accuracy (UNTRACED_SAVING_SHARE of the saving), the prediction is uncertain.
-            uncertain = untraced >= UNTRACED_SAVING_SHARE * (baseline - predicted)
-            assumptions += (f"; {'uncertain: ' if uncertain else ''}{untraced / (end - start):.0%} of the step is "
+            untraced_decides = untraced >= UNTRACED_SAVING_SHARE * (baseline - predicted)
+            uncertain = uncertain or untraced_decides
+            assumptions += (f"; {'uncertain: ' if untraced_decides else ''}{untraced / (end - start):.0%} of the step is "
                             f"inside TF's graph executor with no op traced (at {untraced_ops.LEVEL_WORDS} TF "
                             "records only the ops it deems expensive): the replay removes it as dispatch, but part "
                             "of it is the inexpensive ops the executor runs inline, whose work a compiler fuses but "
@@ -349,12 +357,10 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
     # A CPU PyTorch or JAX step's own Python work (long stretches with no op) is not dispatch a compiler removes.
     python_work = (long_stretches(frame, np.array([start]), np.array([end]))
                    if not gpu_all.size and source_of(frame.table) in ("torch", "jax") else None)
-    # tf.data fetches a tf.function's batch on its own thread (IteratorGetNextOp) while the step's thread
-    # waits in the call, and its Python ops (tf.py_function, from_generator) hold the GIL the loop's
-    # Python needs: the loop waits for both, which no compiler removes.
+    # tf.data fetches a tf.function's batch on its own thread (IteratorGetNextOp) while the step's
+    # thread waits in the call: a wait no compiler removes.
     pipeline = input_pipeline_mask(frame)
-    fetches = np.concatenate([fetches[member_mask(frame.thread_key[fetches], threads) | pipeline[fetches]],
-                              python_op_rows(frame)])
+    fetches = fetches[member_mask(frame.thread_key[fetches], threads) | pipeline[fetches]]
     _mark_waits(frame, classes, segments, others, collectives, fetches, python_work)
     _mark_gpu_waits(frame, segments, gpu)
     ready = _stream_ready(frame, gpu_all, gpu, start)
@@ -470,6 +476,18 @@ def _enclosing_ops(frame: Frame, row: int, op: np.ndarray) -> list[int]:
             out.append(parent)
         parent = int(frame.parent[parent])
     return out
+
+
+PIPELINE_PYTHON_SHARE = 0.25  # of the step with tf.data's Python ops running: no-dispatch is uncertain
+
+
+def _pipeline_python_share(step: _Step) -> float:
+    """Share of the step's window in which Python ops run on tf.data's threads."""
+    rows = python_op_rows(step.frame)
+    if not rows.size or step.end <= step.start:
+        return 0.0
+    return intervals.overlap_total(*intervals.union(step.frame.start[rows], step.frame.end[rows]),
+                                   np.array([step.start]), np.array([step.end])) / (step.end - step.start)
 
 
 def _mark_waits(frame: Frame, classes, segments: list[Segment], others: np.ndarray, collectives: np.ndarray,
