@@ -7,19 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import TRACES, needs_shared
 
 import tracekit
 from tracekit.analyze.frame import frame_of
-from tracekit.analyze.tf_data import InputPipeline, PipelineStage, input_pipeline
+from tracekit.analyze.tf_data import InputPipeline, PipelineStage, input_pipeline, stage_path
 from tracekit.ingest import load
 
 DATA = Path(__file__).parent / "data" / "tf"
 
 
-def _pipeline(name: str):
-    found = input_pipeline(frame_of(load(DATA / f"{name}.xplane.pb")))
+def _pipeline_of(path: Path):
+    found = input_pipeline(frame_of(load(path)))
     assert found is not None
     return found
+
+
+def _pipeline(name: str):
+    return _pipeline_of(DATA / f"{name}.xplane.pb")
 
 
 @pytest.mark.parametrize(("name", "slowest", "chain"), [
@@ -48,6 +53,21 @@ def test_python_ops_in_the_pipeline_are_found_on_its_threads() -> None:
 
 def test_a_stage_kind_drops_the_flat_map_index() -> None:
     assert PipelineStage("Prefetch::FlatMap[0]::Generator", 9, 1).kind == "Generator"
+
+
+def test_stage_paths_of_every_root_naming() -> None:
+    """TF 2.21 names the root Root; before TF 2.5 it was Model, or not named (the shared 8xV100 BERT
+    capture: Iterator::Prefetch::Generator, whose pipeline reads Prefetch > Generator)."""
+    assert stage_path("Iterator::Root::Prefetch::Map") == "Prefetch::Map"
+    assert stage_path("Iterator::Model::Prefetch") == "Prefetch"
+    assert stage_path("Iterator::Prefetch::Generator") == "Prefetch::Generator"
+    assert stage_path("Iterator::Root") == "" and stage_path("IteratorGetNextOp::DoCompute") == ""
+
+
+@needs_shared
+def test_the_shared_bert_capture_reads_its_generator_source() -> None:
+    found = _pipeline_of(TRACES / "xprof" / "tf_bert_8xV100_gpu_multi_worker.xplane.pb")
+    assert found.chain == "Prefetch > Generator" and found.slowest.kind == "Generator"
 
 
 @pytest.mark.parametrize(("name", "says"), [

@@ -10,12 +10,13 @@ its input runs on others, so its input's time can exceed its own and its own tim
 parallel map's wait is its function's time. The stage with the most own time is the one to work on.
 
 Python in the pipeline (``tf.py_function``: ``EagerPyFunc``; ``tf.numpy_function`` and
-``Dataset.from_generator``: ``PyFunc``) runs on tf.data's threads holding Python's GIL: parallel calls
-of it run one at a time, and the training loop's own Python waits for it. Measured here (TF 2.21 with
-Keras 3, a 2-core Xeon; tests/data/tf/make_input_pipelines.py): Keras fit of a small MLP fed by a map of
-8 ms of Python a batch ran 8.3 ms a step, the map stage 99% of the pipeline; from_generator doing 6 ms of
-Python a batch made the loop's steps 6.5-7.5 ms while the batches were ready (the loop waited for the GIL,
-not for the batches).
+``Dataset.from_generator``: ``PyFunc``) runs on tf.data's threads, holding Python's GIL while it
+computes (not while it sleeps or waits on I/O, which the trace does not tell apart): parallel calls of
+computing Python run one at a time, and the training loop's own Python waits for it. Measured here (TF
+2.21 with Keras 3, a 2-core Xeon; tests/data/tf/make_input_pipelines.py): Keras fit of a small MLP fed
+by a map of 8 ms of Python a batch ran 8.3 ms a step, the map stage 99% of the pipeline; from_generator
+computing 6 ms of Python a batch made the loop's steps 6.5-7.5 ms for a model whose ops ran 5% of them,
+though each fetch found its batch ready.
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ class InputPipeline:
                f"of the pipeline's own time ({s.own_ns / 1e6:,.1f} ms, {s.own_ns / max(s.calls, 1) / 1e6:,.2f} ms a call, "
                f"{s.calls} calls)")
         if self.python_ns:
-            out += (f"; Python ops ({self.python_ops}) run {self.python_ns / 1e6:,.1f} ms on tf.data's threads, "
-                    "holding Python's GIL")
+            out += (f"; Python ops ({self.python_ops}) run {self.python_ns / 1e6:,.1f} ms on tf.data's threads "
+                    "(holding Python's GIL while they compute)")
         return out
 
     def remedy(self) -> str:
@@ -117,13 +118,15 @@ class InputPipeline:
     def _stage_remedy(self) -> str:
         kind = self.slowest.kind
         called = sorted({PYTHON_CALLS[op] for op in self.python_ops.split(", ") if op in PYTHON_CALLS})
-        python = (f"its Python ({', '.join(called) or 'tf.py_function'}) holds the GIL, so parallel calls of it run one at a "
-                  "time and the training loop's Python waits for it too: write the transform with TF ops (then "
+        python = (f"its Python ({', '.join(called) or 'tf.py_function'}) holds the GIL while it computes, so parallel "
+                  "calls of it run one at a time and the training loop's Python waits for it too: write the transform "
+                  "with TF ops (then "
                   "num_parallel_calls=tf.data.AUTOTUNE runs it on every core), or do the Python work once ahead "
                   "(precompute the data, or .cache() after the map when it fits in memory)")
         if kind == GENERATOR_STAGE:
             return ("the pipeline's source is a Python generator (Dataset.from_generator), which tf.data calls one "
-                    "batch at a time under Python's GIL, beside the training loop's own Python: read the data with "
+                    "batch at a time, in Python (holding the GIL while it computes) beside the training loop's own "
+                    "Python: read the data with "
                     "TF ops instead (from_tensor_slices on arrays in memory, TFRecordDataset with "
                     "interleave(num_parallel_calls=tf.data.AUTOTUNE) for files), or precompute what the generator "
                     "computes")
@@ -149,6 +152,19 @@ class InputPipeline:
                 "stages": [{"path": s.path, "calls": s.calls, "own_ns": s.own_ns} for s in self.stages]}
 
 
+def stage_path(name: str) -> str:
+    """A stage's path below the pipeline's root from its iterator event's name
+    (``Iterator::Root::Prefetch::Map`` -> ``Prefetch::Map``; before TF 2.5 the root was ``Model``, or not
+    named: ``Iterator::Prefetch::Generator``); "" for other names and for the root itself."""
+    if not name.startswith(ITERATOR_PREFIX):
+        return ""
+    path = name[len(ITERATOR_PREFIX):]
+    for root in ("Root::", "Model::"):
+        if path.startswith(root):
+            return path[len(root):]
+    return "" if path in ("Root", "Model") else path
+
+
 def python_op_rows(frame: Frame) -> np.ndarray:
     """Rows of ops that run Python (``PYTHON_OPS``) on tf.data's threads."""
     codes = [i for i, n in enumerate(frame.names) if tf_base_op(n) in PYTHON_OPS]
@@ -160,13 +176,13 @@ def python_op_rows(frame: Frame) -> np.ndarray:
 @per_frame
 def input_pipeline(frame: Frame) -> InputPipeline | None:
     """The capture's tf.data pipeline and its slowest stage; None without iterator events."""
-    codes = [i for i, n in enumerate(frame.names) if n.startswith(ITERATOR_PREFIX + "Root::")]
-    if not codes:
+    paths = {path: i for i, n in enumerate(frame.names) if (path := stage_path(n))}
+    if not paths:
         return None
+    codes = list(paths.values())
     rows = np.flatnonzero(member_mask(frame.name_code, codes))
     total = np.bincount(frame.name_code[rows], weights=frame.dur[rows], minlength=len(frame.names))
     calls = np.bincount(frame.name_code[rows], minlength=len(frame.names))
-    paths = {frame.names[c][len(ITERATOR_PREFIX + "Root::"):]: c for c in codes}
     inputs_ns: dict[str, float] = {}
     for path, c in paths.items():  # a stage's inputs: the stages one level below it by name
         parent = path.rsplit("::", 1)[0] if "::" in path else ""
