@@ -4,6 +4,7 @@ slow pipelines (tests/data/tf/make_input_pipelines.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,13 @@ def test_the_slowest_stage_is_the_one_whose_own_time_is_largest(name: str, slowe
     assert p.slowest.own_ns > 0.8 * p.own_total_ns, p.stages
     prefetch = next(s for s in p.stages if s.path == "Prefetch")
     assert prefetch.own_ns < 0.05 * p.slowest.own_ns, prefetch
+
+
+def test_the_report_json_holds_the_pipeline() -> None:
+    doc = json.loads(tracekit.render(tracekit.report(DATA / "input_py_map.xplane.pb"), "json"))
+    found = doc["input_pipeline"]
+    assert found["slowest"] == "Prefetch::FiniteTake::Map" and found["python_ops"] == "EagerPyFunc"
+    assert {s["path"] for s in found["stages"]} >= {"Prefetch", "Prefetch::FiniteTake::Map::BatchV2::TensorSlice"}
 
 
 def test_python_ops_in_the_pipeline_are_found_on_its_threads() -> None:

@@ -85,7 +85,7 @@ from tracekit.analyze.slow_launches import slow_launch_calls
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
-from tracekit.analyze.tf_data import input_pipeline, pipeline_work
+from tracekit.analyze.tf_data import InputPipeline, input_pipeline, pipeline_work
 from tracekit.analyze.top_ops import DECODE_BATCHING, HLO_INSTRUCTION, TopOps, compact_shapes, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
 from tracekit.analyze.unclassified import (
@@ -184,6 +184,7 @@ class LaunchReport:
     anomaly_detection: AnomalyDetection | None = None  # autograd's anomaly mode left on (tracekit.analyze.anomaly)
     emulated_products: EmulatedProducts | None = None  # 16-bit products a CPU emulates (tracekit.analyze.emulated_precision)
     sample_loop: SampleLoop | None = None  # a batch walked one sample at a time (tracekit.analyze.sample_loop)
+    input_pipeline: InputPipeline | None = None  # TF: tf.data's stages and its slowest (tracekit.analyze.tf_data)
     inference_with_grad: InferenceWithGrad | None = None  # forward-only with grad mode on (tracekit.analyze.grad_mode)
     nchw_convolutions: NchwConvolutions | None = None  # CPU convolutions on NCHW tensors (tracekit.analyze.conv_layout)
     growing_cat: GrowingCat | None = None  # a tensor grown by cat a piece at a time (tracekit.analyze.growing_cat)
@@ -235,7 +236,8 @@ class LaunchReport:
             "parameter_loop": self.parameter_loop,
             "uncached_generation": self.uncached_generation, "message_passing": self.message_passing,
             "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
-            "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor}
+            "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor,
+            "input_pipeline": self.input_pipeline}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -1163,7 +1165,7 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     if span and loading[0].size:
         e.load_step_share = intervals.overlap_total(*loading, *_step_windows(frame, used)) / span
     if e.source == "tf":
-        e.tf_input = input_pipeline(frame)
+        e.tf_input = r.input_pipeline = input_pipeline(frame)
         e.pipeline_work = pipeline_work(frame, _step_windows(frame, used), span)
     _measure_between_steps(r, frame, e, used, span, loading)
     talking = _communication(frame)

@@ -149,6 +149,7 @@ class InputPipeline:
 
     def as_dict(self) -> dict[str, object]:
         return {"chain": self.chain, "slowest": self.slowest.path, "python_ns": self.python_ns,
+                "python_ops": self.python_ops, "concurrency": round(self.concurrency, 3),
                 "stages": [{"path": s.path, "calls": s.calls, "own_ns": s.own_ns} for s in self.stages]}
 
 

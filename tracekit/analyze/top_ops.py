@@ -534,7 +534,6 @@ def factor_types(name: str, types_text: str) -> tuple[str, str] | None:
     return str(types[first]), str(types[first + 1])
 
 
-
 def second_factor_type(table: pa.Table, row: int, name: str) -> str | None:
     """The recorded element type of a product op's second factor (its weight in a linear layer's
     ``mm(x, w.t())``) at this row; None where types were not recorded."""
