@@ -166,8 +166,10 @@ def stage_path(name: str) -> str:
     return "" if path in ("Root", "Model") else path
 
 
+@per_frame
 def python_op_rows(frame: Frame) -> np.ndarray:
-    """Rows of ops that run Python (``PYTHON_OPS``) on tf.data's threads."""
+    """Rows of ops that run Python (``PYTHON_OPS``) on tf.data's threads (the verdict, whatif and the
+    pipeline's figures all ask: once per frame)."""
     codes = [i for i, n in enumerate(frame.names) if tf_base_op(n) in PYTHON_OPS]
     if not codes:
         return np.zeros(0, np.int64)
@@ -210,6 +212,7 @@ def input_pipeline(frame: Frame) -> InputPipeline | None:
                          concurrency)
 
 
+@per_frame
 def _pipeline_leaf_ops(frame: Frame) -> np.ndarray:
     """Ops on tf.data's threads with no op below them (an executor's function op holds the ops it runs)."""
     ops = frame.rows("cpu_op")
