@@ -742,7 +742,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         e.xla_loop = _runs_xla_loop(frame, table)
         e.blocks_each_step = _blocks_each_step(frame)
     e.accumulation_cycle = r.steps.cycle if r.steps is not None else 0
-    if e.source == "tf":
+    if e.source == "tf":  # CPU and GPU traces alike: the data-loading verdicts name its slowest stage
+        e.tf_input = r.input_pipeline = input_pipeline(frame)
         e.xla_program_steps = _runs_xla_program_each_step(frame, r.steps)
         e.tf_eager_share = _tf_eager_share(frame)
     if e.source == "torch":
@@ -1165,7 +1166,6 @@ def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list
     if span and loading[0].size:
         e.load_step_share = intervals.overlap_total(*loading, *_step_windows(frame, used)) / span
     if e.source == "tf":
-        e.tf_input = r.input_pipeline = input_pipeline(frame)
         e.pipeline_work = pipeline_work(frame, _step_windows(frame, used), span)
     _measure_between_steps(r, frame, e, used, span, loading)
     talking = _communication(frame)
