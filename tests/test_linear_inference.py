@@ -42,3 +42,14 @@ def test_float32_linear_inference_is_told_int8() -> None:
 ])
 def test_not_for_int8_small_products_decoding_or_training(name: str) -> None:
     assert _found(name) is None
+
+
+def test_linear_layers_on_two_threads_at_once_are_a_share_of_the_steps_wall_time() -> None:
+    """tests/data/cpu/fork_branches: a TorchScript fork runs half the Linear layers on a second thread
+    beside the first half. Their calls' durations summed came to 129-176% of the steps, told as
+    'spends 129% of the step time in float32 Linear layers'; the time any of them runs is what a
+    share of the steps can be, and the top ops' shares are said to be summed over the threads."""
+    r = tracekit.report(DATA / "fork_branches.pt.trace.json.gz").launch
+    assert r.float32_linears is not None and 0.4 < r.float32_linears.share <= 1.0
+    top = next(e for e in r.evidence if e.startswith("top ops by self time"))
+    assert top.startswith("top ops by self time (summed over the 3 threads that ran ops"), top

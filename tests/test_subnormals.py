@@ -89,3 +89,15 @@ def test_a_product_slow_in_one_step_only_is_a_stall_not_subnormal_drift() -> Non
     classes = classify_rows(frame)
     assert slowing_products(frame, classes, [1, 2, 3, 12]) is None
     assert slowing_products(frame, classes, [1, 2, 3, 11, 12]) is not None
+
+
+def test_products_slowed_by_another_threads_products_are_not_called_subnormal() -> None:
+    """tests/data/cpu/fork_branches: a TorchScript fork's branch beside the main one on 2 cores, the
+    same input every step. A main-thread aten::addmm took 15x as long in the slowest steps while the
+    steps did not grow, other threads' ops running during 92% of it: the report told subnormal drift
+    and the flush remedy."""
+    path = DATA / "fork_branches.pt.trace.json.gz"
+    assert _found(load(path)) is None
+    r = api.report(path).launch
+    assert r.slowing_products is None
+    assert not any("subnormal" in x for x in r.remedies + r.evidence)

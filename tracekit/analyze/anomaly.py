@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyze.frame import BACKWARD_NODE, Frame
+from tracekit.analyze.frame import BACKWARD_NODE, Frame, wall_time
 from tracekit.ingest.links import member_mask
 
 MIN_CHECKS = 3  # a step
@@ -80,4 +80,4 @@ def anomaly_detection(frame: Frame, used: list[int] | None) -> AnomalyDetection 
     children = ops[member_mask(frame.parent[ops], np.unique(parent).tolist()) & member_mask(frame.name_code[ops], check_codes)]
     if used is not None:
         children = children[member_mask(frame.step[children], used)]
-    return AnomalyDetection(checks=isnan.size / n_steps, share=int(frame.dur[children].sum()) / step_ns)
+    return AnomalyDetection(checks=isnan.size / n_steps, share=wall_time(frame, children) / step_ns)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analyze import intervals
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, wall_time
 from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.top_ops import first_input_shape, input_dims
 from tracekit.analyze.train_mode import DROPOUT_OPS
@@ -184,7 +184,7 @@ def sdpa_math_path(frame: Frame, used: list[int] | None) -> SdpaMathPath | None:
     holding = np.unique(nearest_ancestor(frame.parent, dropouts, is_math))
     calls = holding[holding >= 0]
     calls = calls[nearest_ancestor(frame.parent, calls, is_math) < 0]  # outermost: not one inside another
-    share = int(frame.dur[calls].sum()) / step_ns
+    share = wall_time(frame, calls) / step_ns
     if share < MIN_MATH_SHARE:
         return None
     query, masked = "", False

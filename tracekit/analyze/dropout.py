@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analyze import intervals
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, step_rows
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, step_rows, wall_time
 from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.top_ops import input_dims
 from tracekit.analyze.train_mode import DROPOUT_OPS, MASK_OPS, dropouts_drawing
@@ -146,7 +146,7 @@ def dropout_masks(frame: Frame, used: list[int] | None, framework: str = "torch"
     ops = ops[member_mask(frame.step[ops], np.unique(frame.step[steps]).tolist())]
     drawing = dropouts_drawing(frame, ops, dropout_codes, mask_codes)
     whole = int(frame.dur[steps].sum())
-    share = int(frame.dur[drawing].sum()) / whole if whole else 0.0
+    share = wall_time(frame, drawing) / whole if whole else 0.0
     if share < MIN_SHARE:
         return None
     per = max(int(np.unique(frame.step[steps]).size), 1)

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit import schema
+from tracekit.analyze import intervals
 from tracekit.ingest.columns import distinct, kind_codes, validity_mask, values_view
 from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 
@@ -241,6 +242,14 @@ def launched_kernel_time(frame: Frame, calls: np.ndarray, gpu: np.ndarray) -> in
     ops = launcher[linked]
     mine = wanted[ops] | (nearest_ancestor(frame.parent, ops, wanted) >= 0)
     return int(frame.dur[gpu[linked][mine]].sum())
+
+
+def wall_time(frame: Frame, rows: np.ndarray) -> int:
+    """The time during which at least one of ``rows`` runs: their durations' sum where they run one
+    after another (one thread's outermost calls), less where calls on several threads overlap (a
+    ``torch.jit.fork`` branch beside the main thread). A share of the step is of this, not of the sum,
+    which on such a trace exceeds the step."""
+    return intervals.total(frame.start[rows], frame.end[rows]) if rows.size else 0
 
 
 def step_rows(frame: Frame, used: list[int] | None) -> np.ndarray:

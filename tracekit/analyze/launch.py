@@ -799,7 +799,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         named = [f"{label} {share:.0%}" + _over_shapes(r.top_ops, name, op_class, shapes, share)
                  for label, name, op_class, share, shapes in zip(labels, top.name.tolist(), top.op_class.tolist(),
                                                                  top.share.tolist(), top.shapes.tolist(), strict=True)]
-        ev.append("top ops by self time: " + ", ".join(named))
+        # Ops on threads running side by side (a jit.fork branch, TF's inter-op pool) sum to more than the steps.
+        summed = (f" (summed over the {r.top_ops.threads} threads that ran ops, so shares can add up to more than 100%)"
+                  if r.top_ops.threads > 1 and r.top_ops.by_name.share.sum() > 1.0 else "")
+        ev.append(f"top ops by self time{summed}: " + ", ".join(named))
         # Spread over many per-layer TF op names, the time is told by op type too.
         types = r.top_ops.op_types
         # Said where summing by type shows more than the top op does (not three types of 0%).
@@ -846,7 +849,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.unused_gradients = _told(r, unused_gradients(frame, steps_used))
         r.parameter_loop = _told(r, parameter_loop(frame, steps_used))
         # Only where the host paces the step do the host's per-op savings shorten it.
-        r.inference_with_grad = _told(r, inference_with_grad(frame) if r.verdict in HOST_PACED_VERDICTS else None)
+        r.inference_with_grad = _told(r, inference_with_grad(frame, steps_used) if r.verdict in HOST_PACED_VERDICTS else None)
         r.anomaly_detection = anomaly_detection(frame, steps_used)
         if r.anomaly_detection is not None:
             ev.append(r.anomaly_detection.evidence())

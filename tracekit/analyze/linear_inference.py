@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from tracekit.analyze.decoding import decoding
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps, wall_time
 from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.stalls import INPUT_TYPES
 from tracekit.analyze.top_ops import args_mention, args_text, input_dims
@@ -96,7 +96,7 @@ def float32_linears(frame: Frame, used: list[int] | None) -> Float32Linears | No
     float_type = np.array([_float_inputs(t) for t in types.dictionary.to_pylist()], bool)
     big = np.array([_flop(d) >= MIN_FLOP for d in dims], bool)
     float_calls = calls[float_type[types.indices.to_numpy(zero_copy_only=False)] & big[dims_code]]
-    share = int(frame.dur[float_calls].sum()) / step_ns
+    share = wall_time(frame, float_calls) / step_ns
     if share < MIN_SHARE or decoding(frame, used) is not None:
         return None
     per_step = np.bincount(np.unique(frame.step[float_calls], return_inverse=True)[1])

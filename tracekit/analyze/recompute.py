@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, step_rows
+from tracekit.analyze.frame import BACKWARD_NODE, GPU_BUSY_KINDS, Frame, step_rows, wall_time
 from tracekit.analyze.top_ops import args_mention, args_text
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
@@ -97,7 +97,7 @@ def recompute(frame: Frame, used: list[int] | None) -> Recompute | None:
     flagged = np.zeros(len(frame), bool)
     flagged[sequenced] = True
     outermost = sequenced[~flagged[np.maximum(frame.op_parent[sequenced], 0)] | (frame.op_parent[sequenced] < 0)]
-    share = int(frame.dur[outermost].sum()) / step_ns
+    share = wall_time(frame, outermost) / step_ns
     if share < MIN_SHARE:
         return None
     codes, counts = np.unique(frame.name_code[forward], return_counts=True)

@@ -24,7 +24,16 @@ The evidence, each part checked on the trace (CPU-only traces, ``record_shapes=T
 * the slowed products add at least half of what the compared calls add in the slow steps, at
   least ``MIN_EXCESS_NS`` a step, and slowed ``CONCENTRATION`` times more than the rest of those
   calls did (a slower machine, a busy core or lower clocks slow every op alike).
-* each slowed product took ``SLOWED_RATIO`` times its fast time in ``MIN_SLOW_STEPS`` steps or more.
+* each slowed product took ``SLOWED_RATIO`` times its fast time in ``MIN_SLOW_STEPS`` steps or more;
+* the steps grew with them: the slowest third's median step is longer than the fastest third's by
+  ``STEP_GROWTH_SHARE`` of what the slowed products add a step or more;
+* in the slow steps the slowed products ran alone: other threads of the process ran ops during less
+  than ``MAX_CONCURRENT_SHARE`` of their time. Two threads' products share the cores (each calls the
+  same intra-op pool), and that slows them the way subnormals do: a TorchScript model whose
+  ``torch.jit.fork`` branch ran beside the main one on 2 cores (tests/data/cpu/fork_branches) had a
+  main-thread ``aten::addmm`` take 0.18 ms a call in the fastest steps and 2.7 ms in the slowest, other
+  threads' ops running during 92% of it there, while the steps stayed at 20.4-20.8 ms, on the same
+  input every step.
 A single slow call in one step is a stall (``tracekit.analyze.stalls``), not this: a Hugging Face BERT's
 inference loop (the same input every step, so the same values) had one ``aten::addmm`` wait 4.3 ms
 in the last of 4 steps (0.25 ms in the others), and the report named it both a stall and a product
@@ -38,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
+from tracekit.analyze import intervals
 from tracekit.analyze.breakdown import op_self_time
 from tracekit.analyze.classify import RowClasses, short_name
 from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
@@ -51,6 +61,8 @@ MIN_EXCESS_NS = 500_000
 MIN_GROWTH_SHARE = 0.5
 MIN_STEPS = 4
 MIN_SLOW_STEPS = 2  # steps a product must be slowed in (module doc)
+STEP_GROWTH_SHARE = 0.5  # of the slowed products' added time a step that the steps must grow by
+MAX_CONCURRENT_SHARE = 0.5  # of the slowed products' slow-step time other threads may run ops in
 FAULT_NS_PER_PAGE = 5_000  # generous: a minor fault with its page zeroing takes 1-3 µs, in a VM too
 PAGE_BYTES = 4096
 _ELEMENT_BYTES = {"float": 4, "double": 8}
@@ -157,7 +169,42 @@ def slowing_products(frame: Frame, classes: RowClasses, steps: list[int]) -> Slo
     others_ratio = float(slow[rest].sum() / fast[rest].sum()) if rest.any() and fast[rest].sum() > 0 else 1.0
     if slowed_ratio < CONCENTRATION * others_ratio:
         return None
+    slow_steps = order[-third:]
+    if _steps_grew(frame, steps, order, third) < STEP_GROWTH_SHARE * added[chosen].sum():
+        return None
+    slow_cells = cs.rows[cells[chosen][:, slow_steps].ravel()]
+    if _concurrent_share(frame, slow_cells) >= MAX_CONCURRENT_SHARE:
+        return None
     return _describe(frame, cs.rows, cells, chosen, took, fast, slow, order, third, steps, slowed_ratio, others_ratio)
+
+
+def _step_durations(frame: Frame, steps: list[int]) -> np.ndarray:
+    step_rows = frame.rows("step")
+    marked = {int(s): int(d) for s, d in zip(frame.step[step_rows].tolist(), frame.dur[step_rows].tolist(), strict=True)}
+    return np.array([marked.get(s, 0) for s in steps], np.float64)
+
+
+def _steps_grew(frame: Frame, steps: list[int], order: np.ndarray, third: int) -> float:
+    """How much longer the slowest third's median step (by the compared calls' time) is than the fastest third's."""
+    durations = _step_durations(frame, steps)
+    return float(np.median(durations[order[-third:]]) - np.median(durations[order[:third]]))
+
+
+def _concurrent_share(frame: Frame, rows: np.ndarray) -> float:
+    """Of the time of ``rows`` (ops, one thread's or several), the share during which ops of other
+    threads of the same process run."""
+    ops = frame.rows("cpu_op")
+    total = int(frame.dur[rows].sum())
+    if not total or ops.size == 0:
+        return 0.0
+    covered = 0
+    for key in np.unique(frame.thread_key[rows]).tolist():
+        mine = rows[frame.thread_key[rows] == key]
+        others = ops[(frame.thread_key[ops] != key) & (frame.pid[ops] == frame.pid[mine[0]])]
+        if others.size:
+            covered += int(intervals.overlap_per_interval(frame.start[mine], frame.end[mine],
+                                                          frame.start[others], frame.end[others]).sum())
+    return covered / total
 
 
 def _same_float_products(frame: Frame, rows: np.ndarray, cells: np.ndarray, added: np.ndarray) -> np.ndarray:
@@ -191,9 +238,7 @@ def _describe(frame: Frame, rows: np.ndarray, cells: np.ndarray, chosen: np.ndar
     _, dims = input_dims(frame.table, np.array([row]))
     shape = gemm_shape(frame.name(row), dims[0])
     flop = 2.0 * float(np.prod(shape)) if shape else 0.0
-    step_rows = frame.rows("step")
-    marked = {int(s): int(d) for s, d in zip(frame.step[step_rows].tolist(), frame.dur[step_rows].tolist(), strict=True)}
-    durations = np.array([marked.get(s, 0) for s in steps], np.float64)
+    durations = _step_durations(frame, steps)
     excess = np.maximum(took[chosen] - fast[chosen, None], 0).sum()
     per_step = took[chosen].sum(axis=0)
     first = next((s for s, t in zip(steps, per_step.tolist(), strict=True) if t >= 2 * fast[chosen].sum()), steps[0])

@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tracekit.analyze import intervals
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, wall_time
 from tracekit.analyze.grad_mode import BACKWARD
 from tracekit.analyze.top_ops import args_text
 from tracekit.ingest.links import member_mask, nearest_ancestor
@@ -123,7 +123,7 @@ def _training_mode_calls(frame: Frame, used: list[int] | None, dropout_codes: li
     else:  # no step marked: the ops' busy time
         top = ops[frame.op_parent[ops] < 0]
         whole, per = intervals.total(frame.start[top], frame.end[top]), 1
-    share = int(frame.dur[drawing].sum()) / whole if whole else 0.0
+    share = wall_time(frame, drawing) / whole if whole else 0.0
     normalizing = _batch_norms_in_training(frame, ops)
     if share < MIN_SHARE and normalizing.size < per:  # not even one BatchNorm a step
         return None
