@@ -407,6 +407,15 @@ def test_a_keras_gru_classifier_is_judged_on_its_steady_steps(keras_logdirs):
     assert (r.top_ops.ops.op_class.head(10) == "gemm").any()  # MatMul, or oneDNN's _MklMatMul
 
 
+def test_a_keras_gru_inside_bidirectional_is_the_keras_layer() -> None:
+    """tests/data/tf/bidirectional_gru: keras.layers.Bidirectional names its layers forward_gru_1 and
+    backward_gru_1; their loops were taken for an RNN(cell)'s and got that remedy."""
+    r = tracekit.launch(Path(__file__).parent / "data" / "tf" / "bidirectional_gru.xplane.pb").result
+    assert verdicts.KERAS_CPU_LOOP_REMEDY in r.remedies and verdicts.TF_CELL_CPU_REMEDY not in r.remedies
+    xla = next(x for x in r.remedies if x.startswith("run the step as a graph with XLA"))
+    assert "model.compile(jit_compile=True) for Keras's fit" in xla
+
+
 def test_a_keras_rnn_cell_gets_the_layer_remedy_for_its_device(keras_logdirs):
     r = tracekit.launch(keras_logdirs["cell"]).result
     assert verdicts.TF_CELL_CPU_REMEDY in r.remedies and verdicts.KERAS_CPU_LOOP_REMEDY not in r.remedies

@@ -799,9 +799,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         named = [f"{label} {share:.0%}" + _over_shapes(r.top_ops, name, op_class, shapes, share)
                  for label, name, op_class, share, shapes in zip(labels, top.name.tolist(), top.op_class.tolist(),
                                                                  top.share.tolist(), top.shapes.tolist(), strict=True)]
-        # Ops on threads running side by side (a jit.fork branch, TF's inter-op pool) sum to more than the steps.
+        # Ops on threads running side by side (a jit.fork branch, TF's inter-op pool) sum to more than the steps:
+        # said where the shares named do.
         summed = (f" (summed over the {r.top_ops.threads} threads that ran ops, so shares can add up to more than 100%)"
-                  if r.top_ops.threads > 1 and r.top_ops.by_name.share.sum() > 1.0 else "")
+                  if r.top_ops.threads > 1 and top.share.sum() > 1.0 else "")
         ev.append(f"top ops by self time{summed}: " + ", ".join(named))
         # Spread over many per-layer TF op names, the time is told by op type too.
         types = r.top_ops.op_types
@@ -1663,8 +1664,9 @@ def _repeated_enclosing_range(frame: Frame, rows: np.ndarray) -> int:
     return instances if instances >= 2 else 0
 
 
-# A Keras LSTM/GRU layer's scope ("gru_1/while/...") as opposed to RNN(cell) ("rnn/while/...") or a raw loop.
-_KERAS_LAYER_LOOP = re.compile(r"(?:^|/)(?:lstm|gru|simple_rnn)(?:_\d+)?/while/")
+# A Keras LSTM/GRU layer's scope ("gru_1/while/...", in keras.layers.Bidirectional "forward_gru_1/while/...")
+# as opposed to RNN(cell) ("rnn/while/...") or a raw loop. A layer given its own name is not told apart.
+_KERAS_LAYER_LOOP = re.compile(r"(?:^|/)(?:forward_|backward_)?(?:lstm|gru|simple_rnn)(?:_\d+)?/while/")
 _RECURRENT_WORD = re.compile(r"lstm|gru|rnn|cell", re.IGNORECASE)
 
 

@@ -490,7 +490,9 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
                 "classifier on 2 CPU cores: 2.3-2.7 ms a batch with TextVectorization in the model, 1.7-1.8 ms with it "
                 "in tf.data and XLA)"]
     if e.source == "tf":
-        return ["run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels"]
+        return ["run the step as a graph with XLA: tf.function(jit_compile=True) around a custom step, "
+                "model.compile(jit_compile=True) for Keras's fit (its default, 'auto', leaves XLA off on a CPU-only "
+                "machine and under tf.distribute), which also fuses small kernels"]
     if e.source == "jax" and e.jax_nested_dispatches >= JAX_OP_BY_OP_DISPATCHES:
         return [f"the jitted step runs op by op: each of its primitives is dispatched as a computation of its own "
                 f"({e.jax_nested_dispatches:.0f} inside each jitted call), as under jax.disable_jit(), JAX_DISABLE_JIT=1 "
