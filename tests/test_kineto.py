@@ -234,3 +234,22 @@ def test_a_chrome_trace_no_framework_wrote_is_not_taken_for_pytorch(tmp_path):
     assert r.verdict == "undetermined" and not any("torch.profiler(" in e for e in r.evidence), r.evidence
     # It says what the trace is, not "was the profiler attached to the work".
     assert any("a Chrome trace from another tool" in e for e in r.evidence), r.evidence
+
+
+def test_op_names_are_read_without_their_overload():
+    """tests/data/cpu/make_overload_names.py: one training loop captured with torch.profiler's
+    capture_overload_names on (aten::div.Tensor, aten::lerp_.Scalar, aten::sum.IntList_out) and off.
+    With them the report found "ops tracekit has no class for" and no verdict; read without them, the
+    two captures hold the same op names and the same verdict."""
+    data = Path(__file__).parent / "data" / "cpu"
+    with_overloads = tracekit.load(data / "overload_names.pt.trace.json.gz")
+    without = tracekit.load(data / "overload_names_off.pt.trace.json.gz")
+    ops = [set(pc.unique(t.filter(pc.equal(pc.cast(t.column("kind"), pa.string()), "cpu_op")).column("name")
+                         .combine_chunks().dictionary_decode()).to_pylist()) for t in (with_overloads, without)]
+    assert "aten::div" in ops[0] and "aten::lerp_" in ops[0] and not any("." in n for n in ops[0])
+    assert ops[0] == ops[1]
+    raw = raw_events(data / "overload_names.pt.trace.json.gz")[1]
+    assert any(e.get("name") == "aten::div.Tensor" for e in raw)  # the file does name the overloads
+    reports = [tracekit.report(data / f"{name}.pt.trace.json.gz").launch for name in ("overload_names", "overload_names_off")]
+    assert reports[0].verdict == reports[1].verdict == "CPU compute-bound"
+    assert not any("no class for" in e for e in reports[0].evidence)

@@ -79,6 +79,12 @@ CATEGORY_KINDS = {
 # Kinds whose pid is a device: GPU activities and the user ranges mirrored on the GPU timeline.
 GPU_CATEGORY_KINDS = {*schema.GPU_ACTIVITY_KINDS, "gpu_user_range"}
 STEP_NAME = re.compile(r"^ProfilerStep#(\d+)$")
+# An op named with its overload: torch.profiler's _ExperimentalConfig(capture_overload_names=True) names
+# aten::add.Tensor, aten::mean.dim, aten::sum.IntList_out, mylib::op.default. The overload is dropped
+# on reading (aten::add): every rule, class and comparison reads op names without it, and a trace
+# with overloads then reads as the same workload's without (it was "ops tracekit has no class for:
+# aten::div.Tensor, aten::lerp_.Scalar"). No event other than an op is named namespace::name.word.
+OVERLOADED_OP = re.compile(r"^(\w+::\w+)\.\w+$")
 
 
 def read(path: Path, raw: bytes | bytearray | None = None, gz: bool = False, file_sha256: str | None = None) -> pa.Table:
@@ -255,6 +261,8 @@ class Dictionaries:
         """Replace the code columns of scan result ``r`` by codes into these dictionaries."""
         for f in self.FIELDS:
             local, index, values = r[f + "_values"], self._index[f], self.values[f]
+            if f == "name":
+                local = [OVERLOADED_OP.sub(r"\1", v) if "." in v else v for v in local]
             mapping = np.empty(len(local) + 1, np.int32)
             for i, v in enumerate(local):
                 code = index.get(v)
