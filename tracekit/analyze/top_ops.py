@@ -164,9 +164,11 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
     def weight_type(row: int) -> str | None:  # asked only of a decode loop's skinny GEMM
         return second_factor_type(frame.table, int(rows[row]), frame.name(int(rows[row])))
 
+    # Ops on threads side by side (serving threads, a jit.fork branch): a share is of their summed time.
+    summed = f", summed over {result.threads} threads" if result.threads > 1 and op_self.sum() > window else ""
     result.remedies = _skinny_gemm_remedies(result.ops, used_steps is not None, recurrent_op_around,
                                             lambda: decoding(frame, used_steps),
-                                            lambda i: weight_type(int(first[chosen[i]])))
+                                            lambda i: weight_type(int(first[chosen[i]])), summed)
     # Per row: whether its input dims were recorded (code 0 is "" here, not always in a test's reference).
     has_dims = np.array([bool(text) for text in shape_texts] or [False])[shape_code]
     gemm_codes = [c for c in distinct(code[first]).tolist() if c >= 0 and _is_gemm_op(frame.names[c])]
@@ -176,7 +178,7 @@ def top_ops(frame: Frame, classes: RowClasses, used_steps: list[int] | None = No
         "shapes": [shape_texts[shape_code[first[g]]] for g in gemm.tolist()],
         "calls": op_calls[gemm].astype(np.int64), "self_ns": op_self[gemm].astype(np.int64),
         "row": first[gemm].astype(np.int64)}),
-        window, used_steps is not None, lambda: decoding(frame, used_steps), weight_type)
+        window, used_steps is not None, lambda: decoding(frame, used_steps), weight_type, summed)
     result.op_types = _op_types(frame, code[by_name.first[~waiting]], name_self[~waiting], window)
     result.by_name = _by_name(frame, code, cls, by_name, name_self, ~waiting, shape_code, has_dims, window, top)
     return result
@@ -545,7 +547,8 @@ def second_factor_type(table: pa.Table, row: int, name: str) -> str | None:
 
 def _spread_skinny_gemm_remedies(groups: pd.DataFrame, window: int, per_step: bool,
                                  decode_loop: Callable[[], Decoding | None] = lambda: None,
-                                 weight_type: Callable[[int], str | None] = lambda row: None) -> list[str]:
+                                 weight_type: Callable[[int], str | None] = lambda row: None,
+                                 summed: str = "") -> list[str]:
     """The skinny-GEMM remedy for an op whose skinny calls are spread over several shapes, none of
     them ``REMEDY_SHARE`` of the time alone but together at least that (dynamic batching at M of 1 to
     16, a batch that shrinks at the end of each sequence): ``_skinny_gemm_remedies`` reads one shape
@@ -555,7 +558,7 @@ def _spread_skinny_gemm_remedies(groups: pd.DataFrame, window: int, per_step: bo
     out: list[str] = []
     if not window or groups.empty:
         return out
-    where = "of the steps" if per_step else "of the trace"
+    where = ("of the steps" if per_step else "of the trace") + summed
     for name, g in groups.groupby("name", sort=False):
         g = g.sort_values("self_ns", ascending=False, kind="stable").head(SPREAD_SHAPES_READ)
         dims = [_gemm_dims(str(name), text) for text in g.shapes]
@@ -588,14 +591,15 @@ def _span(dim: str, values: list[int]) -> str:
 def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool,
                           recurrent_op_around: Callable[[int], str] = lambda i: "",
                           decode_loop: Callable[[], Decoding | None] = lambda: None,
-                          weight_type: Callable[[int], str | None] = lambda i: None) -> list[str]:
+                          weight_type: Callable[[int], str | None] = lambda i: None, summed: str = "") -> list[str]:
     """The skinny-GEMM remedy of each qualifying row; ``recurrent_op_around(i)`` names the recurrent op
     enclosing most of row ``i``'s time ("" when none), ``decode_loop()`` the steps' autoregressive
     decoding (``tracekit.analyze.decoding``), which change what can be batched, and ``weight_type(i)``
-    the element type of row ``i``'s second factor (None when not recorded)."""
+    the element type of row ``i``'s second factor (None when not recorded); ``summed`` follows the
+    share where it is of threads' time summed past the window (", summed over 4 threads")."""
     out = []
     decode: list[Decoding | None] = []  # asked once, and only for a skinny M
-    where = "of the steps" if per_step else "of the trace"
+    where = ("of the steps" if per_step else "of the trace") + summed
     for i, r in enumerate(ops.itertuples()):
         if r.share < REMEDY_SHARE or not _is_gemm_op(r.name):
             continue

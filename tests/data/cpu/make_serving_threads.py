@@ -1,0 +1,55 @@
+"""Writes tests/data/cpu/serving_threads.pt.trace.json.gz: a real torch.profiler capture (CPU, shapes
+recorded, _ExperimentalConfig(profile_all_threads=True), which records the ops of every thread, not
+only the one that entered the profiler) of an MLP (256-1024-256, GELU) served by 3 Python threads at
+once, each running 10 requests of batch 8 under inference_mode, 3 steps marked (a step starts the
+threads and joins them). The ops' self times summed over the threads exceed the steps (aten::addmm
+79% and aten::gelu 31% of them): the report said the Linear layers took 89% of the steps, their calls'
+durations summed, where one or more ran during 67% of them.
+
+    python tests/data/cpu/make_serving_threads.py
+Made with torch 2.13.0 (CPU build).
+"""
+
+import gzip
+import shutil
+import tempfile
+import threading
+
+import torch
+from profiled import HERE
+from torch._C._profiler import _ExperimentalConfig
+from torch.profiler import ProfilerActivity, profile, schedule
+
+
+def main() -> None:
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)).eval()
+
+    def serve() -> None:
+        with torch.inference_mode():
+            for _ in range(10):
+                model(torch.randn(8, 256))
+
+    def step() -> None:
+        threads = [threading.Thread(target=serve) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    step()
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = f"{tmp}/t.json"
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=3),
+                     experimental_config=_ExperimentalConfig(profile_all_threads=True),
+                     on_trace_ready=lambda p: p.export_chrome_trace(raw)) as prof:
+            for _ in range(4):
+                step()
+                prof.step()
+        with open(raw, "rb") as src, gzip.open(HERE / "serving_threads.pt.trace.json.gz", "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+
+
+if __name__ == "__main__":
+    main()
