@@ -413,7 +413,10 @@ def test_a_keras_gru_inside_bidirectional_is_the_keras_layer() -> None:
     r = tracekit.launch(Path(__file__).parent / "data" / "tf" / "bidirectional_gru.xplane.pb").result
     assert verdicts.KERAS_CPU_LOOP_REMEDY in r.remedies and verdicts.TF_CELL_CPU_REMEDY not in r.remedies
     xla = next(x for x in r.remedies if x.startswith("run the step as a graph with XLA"))
-    assert "model.compile(jit_compile=True) for Keras's fit" in xla
+    assert xla.startswith("run the step as a graph with XLA: model.compile(jit_compile=True) for Keras's fit"), xla
+    # A custom tf.function step (no Keras fit in the trace) is told tf.function's own spelling.
+    custom = tracekit.launch(Path(__file__).parent / "data" / "tf" / "function_loop.xplane.pb").result
+    assert all("model.compile" not in x for x in custom.remedies if x.startswith("run the step as a graph with XLA"))
 
 
 def test_a_keras_rnn_cell_gets_the_layer_remedy_for_its_device(keras_logdirs):

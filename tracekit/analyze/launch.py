@@ -746,6 +746,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         e.tf_input = r.input_pipeline = input_pipeline(frame)
         e.xla_program_steps = _runs_xla_program_each_step(frame, r.steps)
         e.tf_eager_share = _tf_eager_share(frame)
+        e.keras_fit = any(_KERAS_FUNCTION.search(n) for n in frame.names)
     if e.source == "torch":
         e.compiled_calls_per_step, e.calls_per_step_known = _calls_per_step(frame, _TORCH_COMPILED_CALLS,
                                                                             _TORCH_COMPILED_NOT_CALLS)
@@ -1664,6 +1665,8 @@ def _repeated_enclosing_range(frame: Frame, rows: np.ndarray) -> int:
     return instances if instances >= 2 else 0
 
 
+# Keras's fit/evaluate/predict step functions, by the names TF gives their graphs (Keras 3, Keras 2).
+_KERAS_FUNCTION = re.compile(r"__inference_(?:multi_step_on_\w+|one_step_on_\w+|train_function|test_function|predict_function)_\d+")
 # A Keras LSTM/GRU layer's scope ("gru_1/while/...", in keras.layers.Bidirectional "forward_gru_1/while/...")
 # as opposed to RNN(cell) ("rnn/while/...") or a raw loop. A layer given its own name is not told apart.
 _KERAS_LAYER_LOOP = re.compile(r"(?:^|/)(?:forward_|backward_)?(?:lstm|gru|simple_rnn)(?:_\d+)?/while/")

@@ -168,6 +168,7 @@ class Evidence:
     accumulation_cycle: int = 0  # the steps run periodic work every this many (gradient accumulation), else 0
     xla_program_steps: bool = False  # TF: the steps used run an XLA program (jit_compile): XLA's executable runs in each
     tf_eager_share: float = 0.0  # of the TF compute ops' time, in ops run eagerly (EagerExecute), one at a time
+    keras_fit: bool = False  # TF: Keras's fit/evaluate/predict functions ran (multi_step_on_iterator, train_function)
     jax_nested_dispatches: float = 0.0  # JAX: dispatches run inside a jitted call, per call (op by op: disable_jit)
     python_callback_share: float = 0.0  # of the step time, in Python called from the compiled program (TF's PyFunc, JAX's callbacks)
     no_xla_ops: str = ""  # TF: the string and lookup-table op types the step runs, which XLA cannot compile
@@ -490,9 +491,11 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
                 "classifier on 2 CPU cores: 2.3-2.7 ms a batch with TextVectorization in the model, 1.7-1.8 ms with it "
                 "in tf.data and XLA)"]
     if e.source == "tf":
-        return ["run the step as a graph with XLA: tf.function(jit_compile=True) around a custom step, "
-                "model.compile(jit_compile=True) for Keras's fit (its default, 'auto', leaves XLA off on a CPU-only "
-                "machine and under tf.distribute), which also fuses small kernels"]
+        if e.keras_fit:
+            return ["run the step as a graph with XLA: model.compile(jit_compile=True) for Keras's fit (its default, "
+                    "'auto', leaves XLA off on a CPU-only machine and under tf.distribute), tf.function(jit_compile=True) "
+                    "around a custom step, which also fuses small kernels"]
+        return ["run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels"]
     if e.source == "jax" and e.jax_nested_dispatches >= JAX_OP_BY_OP_DISPATCHES:
         return [f"the jitted step runs op by op: each of its primitives is dispatched as a computation of its own "
                 f"({e.jax_nested_dispatches:.0f} inside each jitted call), as under jax.disable_jit(), JAX_DISABLE_JIT=1 "
