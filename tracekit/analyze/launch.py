@@ -86,6 +86,7 @@ from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
 from tracekit.analyze.tf_data import InputPipeline, input_pipeline, pipeline_work
+from tracekit.analyze.tf_eager import EagerBesideFunction, eager_beside_function, eager_ops
 from tracekit.analyze.top_ops import DECODE_BATCHING, HLO_INSTRUCTION, TopOps, compact_shapes, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
 from tracekit.analyze.unclassified import (
@@ -181,6 +182,7 @@ class LaunchReport:
     embeddings: DenseEmbeddingGradients | None = None  # dense embedding backward (tracekit.analyze.embeddings)
     slowing_products: SlowingProducts | None = None  # products slowed by subnormal floats (tracekit.analyze.subnormals)
     python_work: PythonWork | None = None  # the steps' own Python work (tracekit.analyze.python_work)
+    eager_beside_function: EagerBesideFunction | None = None  # TF ops run eagerly beside the step's tf.function
     anomaly_detection: AnomalyDetection | None = None  # autograd's anomaly mode left on (tracekit.analyze.anomaly)
     emulated_products: EmulatedProducts | None = None  # 16-bit products a CPU emulates (tracekit.analyze.emulated_precision)
     sample_loop: SampleLoop | None = None  # a batch walked one sample at a time (tracekit.analyze.sample_loop)
@@ -227,6 +229,7 @@ class LaunchReport:
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
+            "eager_beside_function": self.eager_beside_function,
             "emulated_products": self.emulated_products, "sample_loop": self.sample_loop,
             "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
             "growing_cat": self.growing_cat, "indexed_gradients": self.indexed_gradients, "float64_products": self.float64_products,
@@ -752,6 +755,11 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                                                                             _TORCH_COMPILED_NOT_CALLS)
     ev = r.evidence
     used = r.steps.used_step_numbers() if r.steps is not None and not r.steps.left_out.empty else None
+    if e.source == "tf":
+        r.eager_beside_function = eager_beside_function(frame, used)
+        e.tf_function_steps = r.eager_beside_function is not None
+        if e.tf_eager_share >= verdicts.TF_EAGER_SHARE:
+            e.tf_eager_types = eager_ops(frame, used).named_types(frame)
     if e.source == "torch":
         e.torchscript_share = _torchscript_share(frame, used)
     if e.source in ("tf", "jax"):
@@ -861,6 +869,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.indexed_gradients = _told(r, indexed_gradients(frame, indexed_steps))
     if e.source in ("tf", "paddle"):  # Keras's and Paddle's dropout layers (PyTorch's are read with its other findings)
         r.dropout_masks = _told(r, dropout_masks(frame, used, e.source))
+    _told(r, r.eager_beside_function if r.verdict in HOST_PACED_VERDICTS else None)
     if r.python_work is not None:
         r.remedies.append(r.python_work.remedy())
     if verdicts.CPU_COMPUTE_REMEDY in r.remedies:  # a pointer to the tables: after every remedy that names a fix
@@ -889,6 +898,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                                                       r.indexed_gradients.saving)
         if r.sample_loop is not None:  # batched, the loop's work on the samples' data stays
             measured[r.sample_loop.remedy()] = (r.sample_loop.measured, r.sample_loop.saving)
+        if r.eager_beside_function is not None and r.verdict in HOST_PACED_VERDICTS:  # inside: ~0.1 of their time
+            measured[r.eager_beside_function.remedy()] = ("the eager ops' calls", r.eager_beside_function.share)
         if r.float32_linears is not None:  # int8 Linear layers ran 1.8-1.9x the float32 rate (linear_inference)
             measured[r.float32_linears.remedy()] = ("half the float32 Linear layers' time", r.float32_linears.share / 2)
         if r.dropout_masks is not None and not r.dropout_masks.on_gpu:  # dropout at 0 draws no mask, scales nothing

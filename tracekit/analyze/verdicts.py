@@ -169,6 +169,8 @@ class Evidence:
     xla_program_steps: bool = False  # TF: the steps used run an XLA program (jit_compile): XLA's executable runs in each
     tf_eager_share: float = 0.0  # of the TF compute ops' time, in ops run eagerly (EagerExecute), one at a time
     keras_fit: bool = False  # TF: Keras's fit/evaluate/predict functions ran (multi_step_on_iterator, train_function)
+    tf_function_steps: bool = False  # TF: the steps run a tf.function with many ops run eagerly beside it (tf_eager)
+    tf_eager_types: str = ""  # TF: the op types run eagerly that take most of their time ("Mul 31%, AssignVariableOp 20%")
     jax_nested_dispatches: float = 0.0  # JAX: dispatches run inside a jitted call, per call (op by op: disable_jit)
     python_callback_share: float = 0.0  # of the step time, in Python called from the compiled program (TF's PyFunc, JAX's callbacks)
     no_xla_ops: str = ""  # TF: the string and lookup-table op types the step runs, which XLA cannot compile
@@ -476,8 +478,9 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
         return [PADDLE_STATIC_REMEDY]
     if e.source == "tf" and e.xla_program_steps:
         return [TF_XLA_ALREADY_REMEDY]
-    if e.source == "tf" and e.tf_eager_share >= TF_EAGER_SHARE:
-        return [TF_EAGER_REMEDY]
+    if e.source == "tf" and e.tf_eager_share >= TF_EAGER_SHARE and not e.tf_function_steps:
+        # Which ops: a tf.function step beside an eager loop of variable updates is found by them.
+        return [TF_EAGER_REMEDY + (f" (the eager ops, by their time: {e.tf_eager_types})" if e.tf_eager_types else "")]
     if e.source == "tf" and e.python_callback_share:
         return [f"the step calls Python from its graph (tf.py_function / tf.numpy_function: PyFunc ops, "
                 f"{e.python_callback_share:.0%} of the step time), which XLA cannot compile (jit_compile fails on it): write "
