@@ -28,7 +28,7 @@ def main() -> None:
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(model(x) - y))
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
     x, y = tf.random.normal((32, 64)), tf.random.normal((32, 10))
