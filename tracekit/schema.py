@@ -90,7 +90,8 @@ COLUMNS: Final[tuple[Column, ...]] = (
            "`cat` (`cpu_op`, `kernel`, old `Kernel`/`Runtime`, ...); `ph` for uncategorised events",
            "`<plane>/<line kind>` e.g. `/host:CPU/tf_Compute`", "table name, e.g. `CUPTI_ACTIVITY_KIND_KERNEL`"),
     Column("name", _dict(), "-", "event name (kernel name, op name, API name, range text)",
-           "`name`", "event metadata name (`node:OpType` for graph ops)",
+           "`name`; an op named with its overload (`capture_overload_names=True`: `aten::div.Tensor`) without it "
+           "(`aten::div`)", "event metadata name (`node:OpType` for graph ops)",
            "`StringIds` value of demangledName / nameId / textId, or NVTX `text`; NVTX ranges in a named domain are `domain:text`"),
     Column("pid", pa.int64(), "-", "host process id; null for device rows and for non-numeric pids",
            "`pid` when numeric and the row is not a GPU activity", "null (XSpace has no pids)",
