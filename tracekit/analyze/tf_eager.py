@@ -31,6 +31,7 @@ from tracekit.ingest.links import member_mask
 
 EAGER_OP = re.compile(r"^EagerLocalExecute: (?!__inference_)(\w+)$")
 FUNCTION_CALL = re.compile(r"^EagerLocalExecute: __inference_\w+$")
+_BINDING = re.compile(r"^(?:TFE_Py_\w+|tf\.constant)$")
 TYPES_NAMED = 3
 MIN_CALLS = 8  # eager op calls a step
 MIN_SHARE = 0.15  # of the steps' time, in those calls' Python bindings
@@ -74,8 +75,12 @@ def eager_ops(frame: Frame, used: list[int] | None) -> EagerOps:
     if not typed.size:
         return empty
     types = [EAGER_OP.match(frame.name(int(r))).group(1) for r in typed.tolist()]  # type: ignore[union-attr]
-    bindings = np.where(frame.parent[calls] >= 0, frame.parent[calls], calls)
-    return EagerOps(calls, types, bindings)
+    # The Python binding's call around each (TFE_Py_FastPathExecute_C, TFE_Py_ExecuteCancelable,
+    # tf.constant); not a range of the user's around several (a step's TraceMe).
+    parent = frame.parent[calls]
+    binding = parent >= 0
+    binding[binding] = frame.named(parent[binding], _BINDING)
+    return EagerOps(calls, types, np.where(binding, parent, calls))
 
 
 @dataclass(frozen=True)
