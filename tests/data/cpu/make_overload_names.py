@@ -9,14 +9,9 @@ second without. tracekit's report of the first put aten::div.Tensor and aten::le
 Made with torch 2.13.0 (CPU build).
 """
 
-import gzip
-import shutil
-import tempfile
-
 import torch
-from profiled import HERE
+from profiled import write_capture
 from torch._C._profiler import _ExperimentalConfig
-from torch.profiler import ProfilerActivity, profile, schedule
 
 
 def main() -> None:
@@ -34,17 +29,8 @@ def main() -> None:
     for _ in range(3):
         step()
     for name, overloads in (("overload_names", True), ("overload_names_off", False)):
-        with tempfile.TemporaryDirectory() as tmp:
-            raw = f"{tmp}/t.json"
-            with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                         schedule=schedule(wait=0, warmup=1, active=3),
-                         experimental_config=_ExperimentalConfig(capture_overload_names=overloads),
-                         on_trace_ready=lambda p, raw=raw: p.export_chrome_trace(raw)) as prof:
-                for _ in range(4):
-                    step()
-                    prof.step()
-            with open(raw, "rb") as src, gzip.open(HERE / f"{name}.pt.trace.json.gz", "wb", compresslevel=9) as dst:
-                shutil.copyfileobj(src, dst)
+        write_capture(name, lambda _: step(), active=3, record_shapes=True,
+                      experimental_config=_ExperimentalConfig(capture_overload_names=overloads))
 
 
 if __name__ == "__main__":

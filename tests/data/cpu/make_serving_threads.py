@@ -3,22 +3,18 @@ recorded, _ExperimentalConfig(profile_all_threads=True), which records the ops o
 only the one that entered the profiler) of an MLP (256-1024-256, GELU) served by 3 Python threads at
 once, each running 10 requests of batch 8 under inference_mode, 3 steps marked (a step starts the
 threads and joins them). The ops' self times summed over the threads exceed the steps (aten::addmm
-79% and aten::gelu 31% of them): the report said the Linear layers took 89% of the steps, their calls'
-durations summed, where one or more ran during 67% of them.
+83% and aten::gelu 23% of them): the report said the Linear layers took 91% of the steps, their calls'
+durations summed, where one or more ran during 71% of them.
 
     python tests/data/cpu/make_serving_threads.py
 Made with torch 2.13.0 (CPU build).
 """
 
-import gzip
-import shutil
-import tempfile
 import threading
 
 import torch
-from profiled import HERE
+from profiled import write_capture
 from torch._C._profiler import _ExperimentalConfig
-from torch.profiler import ProfilerActivity, profile, schedule
 
 
 def main() -> None:
@@ -39,16 +35,8 @@ def main() -> None:
             t.join()
 
     step()
-    with tempfile.TemporaryDirectory() as tmp:
-        raw = f"{tmp}/t.json"
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=3),
-                     experimental_config=_ExperimentalConfig(profile_all_threads=True),
-                     on_trace_ready=lambda p: p.export_chrome_trace(raw)) as prof:
-            for _ in range(4):
-                step()
-                prof.step()
-        with open(raw, "rb") as src, gzip.open(HERE / "serving_threads.pt.trace.json.gz", "wb", compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+    write_capture("serving_threads", lambda _: step(), active=3, record_shapes=True,
+                  experimental_config=_ExperimentalConfig(profile_all_threads=True))
 
 
 if __name__ == "__main__":

@@ -15,14 +15,15 @@ HERE = Path(__file__).parent
 
 
 def write_capture(name: str, step: Callable[[int], object], active: int, record_shapes: bool = False,
-                  with_stack: bool = False) -> Path:
+                  with_stack: bool = False, experimental_config: object = None) -> Path:
     """Profile ``step(i)`` for i in 0..active (the first, i = 0, the schedule's warm-up), each call one
-    marked step, and write ``tests/data/cpu/<name>.pt.trace.json.gz``."""
+    marked step, and write ``tests/data/cpu/<name>.pt.trace.json.gz``. ``experimental_config``: a
+    ``torch._C._profiler._ExperimentalConfig`` (profile_all_threads, capture_overload_names)."""
     out = HERE / f"{name}.pt.trace.json.gz"
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "t.json"
         with profile(activities=[ProfilerActivity.CPU], record_shapes=record_shapes, with_stack=with_stack,
-                     schedule=schedule(wait=0, warmup=1, active=active),
+                     schedule=schedule(wait=0, warmup=1, active=active), experimental_config=experimental_config,
                      on_trace_ready=lambda p: p.export_chrome_trace(str(raw))) as prof:
             for i in range(active + 1):
                 step(i)
