@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from conftest import TRACES, needs_shared
 
+import tracekit
 from tracekit.analyze import classify
-from tracekit.analyze.classify import API_RULES, KERNEL_RULES, classify_name
+from tracekit.analyze.classify import API_RULES, KERNEL_RULES, classify_name, classify_op_name
 from tracekit.analyze.frame import Frame
 from tracekit.ingest import load
 
@@ -326,3 +327,15 @@ def test_copies_inside_composite_ops_are_data_movement_not_their_math():
         elif names[0] == "aten::contiguous" and names[1].startswith("ProfilerStep#"):
             seen["top contiguous"].add(cls)
     assert seen == {"matmul clone": {"copy"}, "addmm bias": {"gemm"}, "top contiguous": {"copy"}}, seen
+
+
+def test_a_custom_ops_autograd_range_takes_the_ops_class():
+    """tests/data/cpu/roi_align: torchvision's roi_align runs its forward inside a range named
+    GeneratedBackwardFor_torchvision_roi_align_default (torch.library's autograd registration), whose
+    own time is the kernel's: read as work of no class (13% of the step, 'counted as dispatch')."""
+    assert classify_op_name("GeneratedBackwardFor_torchvision_roi_align_default") == "elementwise"
+    assert classify_op_name("GeneratedBackwardFor_torch_scatter_scatter_sum_default") == "reduction"
+    assert classify_op_name("GeneratedBackwardFor_torchvision_roi_align_defaultBackward") == "other"  # its op is classed
+    assert classify_op_name("GeneratedBackwardFor_mylib_unknown_default") == "other"
+    r = tracekit.report(Path(__file__).parent / "data" / "cpu" / "roi_align.pt.trace.json.gz").launch
+    assert not any("inside ops with no class" in e for e in r.evidence), r.evidence
