@@ -77,3 +77,17 @@ def test_batch_norm_normalizing_by_the_batch_at_inference_is_told_unranked() -> 
     assert any(x.startswith("call model.eval() before inference") for x in r.remedies)
     assert not any("dropout masks" in e for e in r.evidence if e.startswith("remedies ordered"))
     assert train_mode_inference(frame_of(load(DATA / "train_mode_batch_norm_eval.pt.trace.json.gz")), None) is None
+
+
+def test_dropout_switched_on_beside_batch_norm_in_eval_mode_is_monte_carlo_not_a_missing_eval() -> None:
+    """tests/data/cpu/mc_dropout: model.eval(), then the dropout layers back to train(), 8 passes a step.
+    The recorded BatchNorm calls say eval mode; the report said "model.eval() was not called" and ranked
+    calling it at the masks' time, which Monte Carlo dropout does not save."""
+    r = api.report(DATA / "mc_dropout.pt.trace.json.gz").launch
+    found = r.train_mode_inference
+    assert found is not None and found.dropout_alone and found.eval_batch_norms == 16 and found.batch_norms == 0
+    said = next(e for e in r.evidence if "dropout" in e and "eval mode" in e)
+    assert "model.eval() was called and the dropout layers switched back on" in said
+    assert "model.eval() was not called" not in said
+    assert not any(x.startswith("call model.eval()") for x in r.remedies)
+    assert not any("the dropout masks' time" in e for e in r.evidence if e.startswith("remedies ordered"))

@@ -883,7 +883,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         # Masks drawn in evaluation steps are not the judged step's time, and BatchNorm's batch statistics
         # are not measured: those remedies are not ranked.
         t = r.train_mode_inference
-        masks_in_step = t if t is not None and t.share > 0 and not t.evaluation_steps else None
+        # Masks drawn on purpose (Monte Carlo dropout, beside BatchNorm in eval mode) stay: not a saving.
+        masks_in_step = t if t is not None and t.share > 0 and not t.evaluation_steps and not t.dropout_alone else None
         measured = {found.remedy(): (what, found.share) for what, found in
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),

@@ -60,6 +60,12 @@ class TrainModeInference:
     share: float
     evaluation_steps: int = 0  # judged on a training trace's evaluation steps, this many
     batch_norms: int = 0
+    eval_batch_norms: int = 0  # BatchNorm calls a step in eval mode beside the masks: model.eval() was called
+
+    @property
+    def dropout_alone(self) -> bool:
+        """Masks drawn beside BatchNorm in eval mode: model.eval() was called, dropout switched back on."""
+        return bool(self.eval_batch_norms and not self.batch_norms and self.calls)
 
     def evidence(self) -> str:
         where = "a step" if self.per_step else "in the trace"
@@ -73,6 +79,12 @@ class TrainModeInference:
         if self.evaluation_steps:
             return (f"the evaluation steps ({self.evaluation_steps}, no backward in them) run with the model in training "
                     f"mode: {'; '.join(found)}: model.eval() was not called before evaluating")
+        if self.dropout_alone:
+            # eval() switches BatchNorm and dropout alike: dropout on beside it was switched on by itself.
+            return (f"inference draws dropout masks with the rest of the model in eval mode: {'; '.join(found)}, while "
+                    f"BatchNorm runs in eval mode ({self.eval_batch_norms} calls {where}, their recorded training "
+                    "argument False), so model.eval() was called and the dropout layers switched back on: Monte Carlo "
+                    "dropout, or a dropout layer left in train()")
         return (f"inference runs with the model in training mode: {'; '.join(found)}; and nothing in the trace runs "
                 "backward: model.eval() was not called")
 
@@ -81,6 +93,11 @@ class TrainModeInference:
             return ("call model.eval() before the evaluation batches and model.train() after: in training mode dropout "
                     "draws masks, BatchNorm uses and updates batch statistics, and the scores vary from run to run (an MLP "
                     "with dropout: 15.4-16.7 ms an evaluation step in training mode, 9.1-9.4 ms in eval mode)")
+        if self.dropout_alone:
+            return (f"the dropout masks cost {self.share:.0%} of the step: Monte Carlo dropout pays that for its spread of "
+                    "outputs (running its passes as one batch, model(x.repeat(T, 1)), saves their dispatch, not the masks: "
+                    "20 passes of an MLP with dropout on a CPU, 16.0-17.4 ms in a loop, 15.1-15.5 ms batched); a dropout "
+                    "layer not meant to be on goes back to eval mode with the rest (module.eval())")
         return ("call model.eval() before inference (unless the dropout is deliberate: Monte Carlo dropout): dropout "
                 "then passes its input through, BatchNorm uses its running statistics, the outputs stop varying from "
                 "call to call, and nn.TransformerEncoder / nn.MultiheadAttention take their fused inference path (a "
@@ -88,7 +105,8 @@ class TrainModeInference:
 
     def as_dict(self) -> dict[str, object]:
         return {"mask_calls": self.calls, "per_step": self.per_step, "share": self.share,
-                "evaluation_steps": self.evaluation_steps, "batch_norm_calls": self.batch_norms}
+                "evaluation_steps": self.evaluation_steps, "batch_norm_calls": self.batch_norms,
+                "eval_batch_norm_calls": self.eval_batch_norms}
 
 
 def train_mode_inference(frame: Frame, used: list[int] | None,
@@ -124,11 +142,13 @@ def _training_mode_calls(frame: Frame, used: list[int] | None, dropout_codes: li
         top = ops[frame.op_parent[ops] < 0]
         whole, per = intervals.total(frame.start[top], frame.end[top]), 1
     share = wall_time(frame, drawing) / whole if whole else 0.0
-    normalizing = _batch_norms_in_training(frame, ops)
+    normalizing = _batch_norms(frame, ops, training=True)
     if share < MIN_SHARE and normalizing.size < per:  # not even one BatchNorm a step
         return None
+    in_eval = _batch_norms(frame, ops, training=False)
     return TrainModeInference(calls=int(round(drawing.size / per)) if share >= MIN_SHARE else 0, per_step=bool(steps.size),
-                              share=share if share >= MIN_SHARE else 0.0, batch_norms=int(round(normalizing.size / per)))
+                              share=share if share >= MIN_SHARE else 0.0, batch_norms=int(round(normalizing.size / per)),
+                              eval_batch_norms=int(round(in_eval.size / per)))
 
 
 def dropouts_drawing(frame: Frame, ops: np.ndarray, dropout_codes: list[int], mask_codes: list[int]) -> np.ndarray:
@@ -147,20 +167,21 @@ def dropouts_drawing(frame: Frame, ops: np.ndarray, dropout_codes: list[int], ma
     return drawing
 
 
-def _batch_norms_in_training(frame: Frame, ops: np.ndarray) -> np.ndarray:
-    """The ``aten::batch_norm`` calls among ``ops`` run in training mode (its 6th argument) on a layer that
-    keeps running statistics (a 4th argument with dims: ``track_running_stats=False`` normalizes by the
-    batch in eval mode too). Needs the recorded arguments (``record_shapes=True``)."""
+def _batch_norms(frame: Frame, ops: np.ndarray, training: bool) -> np.ndarray:
+    """The ``aten::batch_norm`` calls among ``ops`` run in training mode (its 6th argument), or in eval
+    mode where ``training`` is False, on a layer that keeps running statistics (a 4th argument with
+    dims: ``track_running_stats=False`` normalizes by the batch in eval mode too). Needs the recorded
+    arguments (``record_shapes=True``)."""
     if BATCH_NORM not in frame.names or "args" not in frame.table.column_names:
         return ops[:0]
     calls = ops[frame.name_code[ops] == frame.names.index(BATCH_NORM)]
-    training = []
+    mode, found = str(training), []
     for row, text in zip(calls.tolist(), args_text(frame.table, calls).to_pylist(), strict=True):
         try:
             args = json.loads(text) if isinstance(text, str) else {}
             concrete, dims = args.get("Concrete Inputs") or [], args.get("Input Dims") or []
-            if len(concrete) > 5 and concrete[5] == "True" and len(dims) > 3 and dims[3]:
-                training.append(row)
+            if len(concrete) > 5 and concrete[5] == mode and len(dims) > 3 and dims[3]:
+                found.append(row)
         except (ValueError, AttributeError):
             continue
-    return np.array(training, np.int64)
+    return np.array(found, np.int64)
