@@ -52,3 +52,14 @@ def test_a_float64_lstm_layer_is_told_once_by_its_own_rule() -> None:
     r = api.report(DATA / "lstm_float64.pt.trace.json.gz").launch
     assert r.float64_products is None
     assert sum("float32" in x for x in r.remedies) == 1, r.remedies
+
+
+def test_float64_products_outside_any_model_get_the_precision_caveat_not_model_double() -> None:
+    """tests/data/cpu/float64_solver: a block conjugate gradient in float64, no model. It was told to keep
+    "the model and its inputs in float32 ... rather than calling model.double()"; a solver may need
+    float64, and its products are neither in a layer nor in a backward."""
+    found = float64_products(frame_of(load(DATA / "float64_solver.pt.trace.json.gz")), None)
+    assert found is not None and not found.in_layers
+    assert found.remedy().startswith("where the computation tolerates float32")
+    model = float64_products(frame_of(load(DATA / "float64_products.pt.trace.json.gz")), None)
+    assert model is not None and model.in_layers and model.remedy().startswith("keep the model and its inputs in float32")

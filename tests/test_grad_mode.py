@@ -19,8 +19,9 @@ def test_an_inference_loop_with_grad_mode_on_is_told_inference_mode() -> None:
     """0.332 ms a call with grad mode on, 0.277 ms under inference_mode; the report said nothing of it."""
     found = inference_with_grad(frame_of(load(DATA / "inference_grad_mode.pt.trace.json.gz")))
     assert found is not None and found.share > 0.9
-    # 114 ops at 3.5 µs: 15% of the steps, where inference_mode measured 0.332 -> 0.277 ms (17%)
-    assert 0.10 < found.saving < 0.25
+    # 114 ops at 1.3-3.5 µs: 5-15% of the steps, where inference_mode measured 0.332 -> 0.277 ms (17%),
+    # 0.316 -> 0.277 ms (12%) with the parameters frozen
+    assert 0.03 < found.saving < 0.12 < found.saving_high < 0.25
     r = api.report(DATA / "inference_grad_mode.pt.trace.json.gz").launch
     assert any(e.startswith("the forward runs with autograd on") for e in r.evidence), r.evidence
     assert any(x.startswith("run inference under torch.inference_mode()") for x in r.remedies), r.remedies
@@ -46,3 +47,12 @@ def test_grad_mode_on_where_the_ops_are_few_and_long_is_not_told() -> None:
     assert inference_with_grad(frame_of(load(path))) is None
     r = api.report(path).launch
     assert r.inference_with_grad is None and not any("inference_mode" in x for x in r.remedies)
+
+
+def test_the_saving_is_a_range_from_frozen_to_trained_parameters() -> None:
+    """tests/data/cpu/float64_solver: grad mode on, nothing requiring grad (a solver). The report said
+    inference_mode would save 10% at 3.5 µs an op, what an MLP whose parameters require grad saves; with
+    none requiring grad it is 1.3 µs (measured unprofiled: no difference beyond noise for the solver)."""
+    found = inference_with_grad(frame_of(load(DATA / "float64_solver.pt.trace.json.gz")))
+    assert found is not None and found.saving < 0.06 and found.saving_high > 2 * found.saving
+    assert "1.3 µs with its parameters frozen to 3.5 µs with them requiring grad" in found.evidence()
