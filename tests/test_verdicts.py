@@ -1211,3 +1211,17 @@ def test_a_jax_step_split_into_many_jitted_dispatches_is_told_to_jit_whole_below
     assert verdict == "CPU compute-bound" and any("jit the whole step" in x for x in remedies)
     assert not any("jit the whole step" in x for x in judge(Evidence(jit_calls_per_step=3, dispatch_share=0.27, **cpu))[2])
     assert not any("jit the whole step" in x for x in judge(Evidence(jit_calls_per_step=104, dispatch_share=0.1, **cpu))[2])
+
+
+def test_a_loop_mostly_between_its_steps_with_nothing_traced_names_what_runs_there() -> None:
+    """tests/data/tf/fit_callback_saves: Keras fit with a callback saving the weights every 4 batches.
+    Between the steps (53% of the loop) the trace records neither op nor Python frame: the report said
+    only "in framework ops 13%" and gave no remedy for the larger part of the loop."""
+    r = tracekit.report(Path(__file__).parent / "data" / "tf" / "fit_callback_saves.xplane.pb").launch
+    cover = next(e for e in r.evidence if e.startswith("the steps cover"))
+    assert "with nothing traced" in cover
+    fix = next(x for x in r.remedies if x.startswith("most of the loop runs between its steps with no op"))
+    assert "on_train_batch_end" in fix and "python_tracer_level=1" in fix
+    # A loop whose steps cover it (keras_fit: no callback work) gets no such remedy.
+    plain = tracekit.report(Path(__file__).parent / "data" / "tf" / "keras_fit.xplane.pb").launch
+    assert not any(x.startswith("most of the loop runs between its steps") for x in plain.remedies)

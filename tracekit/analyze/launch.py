@@ -1842,6 +1842,10 @@ def _measure_between_steps(r: LaunchReport, frame: Frame, e: verdicts.Evidence, 
     python = _python_between(frame, on_loop, g_start, g_end, between)
     if python:
         parts.append(python[0])
+    # Nothing recorded for most of it (no op, no Python frame): callbacks, logging, checkpoints.
+    untraced = not python and not fetching and 2 * in_ops < between
+    if untraced:
+        parts.append(f"with nothing traced {1 - in_ops / between:.0%}")
     r.evidence.append(f"the steps cover {1 - e.between_step_share:.0%} of the loop: between them "
                       f"({between / g_start.size / 1e6:,.2f} ms each, {g_start.size} gaps) the loop is "
                       + ", ".join(parts) + "; the steps' figures leave that time out")
@@ -1849,6 +1853,17 @@ def _measure_between_steps(r: LaunchReport, frame: Frame, e: verdicts.Evidence, 
         r.remedies.append(f"most of the loop runs between its steps, in Python ({python[1]}): speed that up or "
                           "overlap it with the steps (prepare the next batch in a background thread or a DataLoader "
                           "with workers, tf.data's prefetch); the steps' own figures are a small part of the loop")
+    elif untraced and e.between_step_share >= BETWEEN_MOSTLY:
+        keras = any(_KERAS_FUNCTION.search(n) for n in frame.names)
+        where = ("Keras's own loop and its callbacks' on_train_batch_begin / on_train_batch_end (a checkpoint or a log "
+                 "written every few batches)" if keras else
+                 "the loop's own Python (callbacks, logging, metrics, checkpoint writes)")
+        r.remedies.append(f"most of the loop runs between its steps with no op or Python frame recorded: {where}, which "
+                          "a Python-level profile names (py-spy, or the profiler's Python tracer: torch.profiler's "
+                          "with_stack=True, TF's python_tracer_level=1); do per-batch work every N batches or per "
+                          "epoch, or off the loop's thread; the steps' own figures are the smaller part of the loop "
+                          "(a Keras fit saving its weights from a callback every 4 batches: 53% of the loop between "
+                          "the steps)")
 
 
 BETWEEN_MOSTLY = 0.5  # of the loop between the steps: the Python there is what to work on
