@@ -749,7 +749,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         e.tf_input = r.input_pipeline = input_pipeline(frame)
         e.xla_program_steps = _runs_xla_program_each_step(frame, r.steps)
         e.tf_eager_share = _tf_eager_share(frame)
-        e.keras_fit = any(_KERAS_FUNCTION.search(n) for n in frame.names)
+        e.keras_fit = _runs_keras_fit(frame)
     if e.source == "torch":
         e.compiled_calls_per_step, e.calls_per_step_known = _calls_per_step(frame, _TORCH_COMPILED_CALLS,
                                                                             _TORCH_COMPILED_NOT_CALLS)
@@ -1679,6 +1679,11 @@ def _repeated_enclosing_range(frame: Frame, rows: np.ndarray) -> int:
 
 # Keras's fit/evaluate/predict step functions, by the names TF gives their graphs (Keras 3, Keras 2).
 _KERAS_FUNCTION = re.compile(r"__inference_(?:multi_step_on_\w+|one_step_on_\w+|train_function|test_function|predict_function)_\d+")
+def _runs_keras_fit(frame: Frame) -> bool:
+    """Whether Keras's fit/evaluate/predict step functions ran in the trace (TF's names for their graphs)."""
+    return any(_KERAS_FUNCTION.search(n) for n in frame.names)
+
+
 # A Keras LSTM/GRU layer's scope ("gru_1/while/...", in keras.layers.Bidirectional "forward_gru_1/while/...")
 # as opposed to RNN(cell) ("rnn/while/...") or a raw loop. A layer given its own name is not told apart.
 _KERAS_LAYER_LOOP = re.compile(r"(?:^|/)(?:forward_|backward_)?(?:lstm|gru|simple_rnn)(?:_\d+)?/while/")
@@ -1854,9 +1859,8 @@ def _measure_between_steps(r: LaunchReport, frame: Frame, e: verdicts.Evidence, 
                           "overlap it with the steps (prepare the next batch in a background thread or a DataLoader "
                           "with workers, tf.data's prefetch); the steps' own figures are a small part of the loop")
     elif untraced and e.between_step_share >= BETWEEN_MOSTLY:
-        keras = any(_KERAS_FUNCTION.search(n) for n in frame.names)
         where = ("Keras's own loop and its callbacks' on_train_batch_begin / on_train_batch_end (a checkpoint or a log "
-                 "written every few batches)" if keras else
+                 "written every few batches)" if _runs_keras_fit(frame) else
                  "the loop's own Python (callbacks, logging, metrics, checkpoint writes)")
         r.remedies.append(f"most of the loop runs between its steps with no op or Python frame recorded: {where}, which "
                           "a Python-level profile names (py-spy, or the profiler's Python tracer: torch.profiler's "

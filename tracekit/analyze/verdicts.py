@@ -218,7 +218,7 @@ CALLBACK_SHARE = 0.05  # of the step time in Python called from the compiled pro
 JAX_OP_BY_OP_DISPATCHES = 4  # dispatches inside each jitted call: it runs op by op (jax.pmap nests 1-2)
 # A CPU compute-bound JAX step of this many jitted dispatches a step, with this much of it dispatch, is
 # told to jit whole below the close-behind share: an optimizer update run op by op beside a jitted
-# gradient (optax.adamw on a small CNN, 104 dispatches a step, 32% dispatch): 8.3-8.5 ms a step, 5.1-5.3
+# gradient (optax.adamw on a small CNN, 104 dispatches a step, 27-32% dispatch): 8.3-8.5 ms a step, 5.1-5.3
 # ms with the whole step in one jax.jit (jax 0.10.2, 2-core Xeon).
 JAX_SPLIT_DISPATCHES = 8
 JAX_SPLIT_DISPATCH_SHARE = 0.2
