@@ -146,3 +146,15 @@ def test_batching_is_ranked_by_what_it_saves_not_by_the_loop_time() -> None:
     r = api.report(DATA / "sample_loop_cnn.pt.trace.json.gz").launch
     ordered = next(e for e in r.evidence if e.startswith("remedies ordered by predicted saving"))
     assert f"products beyond one {found.saving:.0%} of the steps' time" in ordered, ordered
+
+
+def test_a_jacobian_taken_row_by_row_is_told_to_vectorize() -> None:
+    """tests/data/cpu/jacobian_rows: torch.autograd.functional.jacobian's default, one backward per output
+    row after one forward. It was told to "run the model once on the whole batch"; vectorize=True took the
+    Jacobian in 0.79 ms against 3.06 ms row by row."""
+    r = api.report(DATA / "jacobian_rows.pt.trace.json.gz").launch
+    assert r.sample_loop is not None and r.sample_loop.backward_each
+    assert any(x.startswith("each iteration runs a backward pass: a Jacobian") and "vectorize=True" in x for x in r.remedies)
+    # A loop training per sample runs its forward in each iteration: the batching remedy stays.
+    per_sample = api.report(DATA / "sample_loop_grads.pt.trace.json.gz").launch
+    assert per_sample.sample_loop is not None and not per_sample.sample_loop.backward_each
