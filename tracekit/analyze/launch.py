@@ -1859,8 +1859,8 @@ def _measure_between_steps(r: LaunchReport, frame: Frame, e: verdicts.Evidence, 
                           "overlap it with the steps (prepare the next batch in a background thread or a DataLoader "
                           "with workers, tf.data's prefetch); the steps' own figures are a small part of the loop")
     elif untraced and e.between_step_share >= BETWEEN_MOSTLY:
-        where = ("Keras's own loop and its callbacks' on_train_batch_begin / on_train_batch_end (a checkpoint or a log "
-                 "written every few batches)" if _runs_keras_fit(frame) else
+        where = ("Keras's own loop and its callbacks' per-batch hooks (on_train_batch_end, on_predict_batch_end...: a "
+                 "checkpoint or a log written every few batches)" if _runs_keras_fit(frame) else
                  "the loop's own Python (callbacks, logging, metrics, checkpoint writes)")
         r.remedies.append(f"most of the loop runs between its steps with no op or Python frame recorded: {where}, which "
                           "a Python-level profile names (py-spy, or the profiler's Python tracer: torch.profiler's "

@@ -501,9 +501,9 @@ def _compile_remedies(e: Evidence, launch_bound: bool) -> list[str]:
                 "in tf.data and XLA)"]
     if e.source == "tf":
         if e.keras_fit:
-            return ["run the step as a graph with XLA: model.compile(jit_compile=True) for Keras's fit (its default, "
-                    "'auto', leaves XLA off on a CPU-only machine and under tf.distribute), tf.function(jit_compile=True) "
-                    "around a custom step, which also fuses small kernels"]
+            return ["run the step as a graph with XLA: model.compile(jit_compile=True) for Keras's fit, evaluate and "
+                    "predict (its default, 'auto', leaves XLA off on a CPU-only machine and under tf.distribute), "
+                    "tf.function(jit_compile=True) around a custom step, which also fuses small kernels"]
         return ["run the step as a graph with XLA: tf.function(jit_compile=True), which also fuses small kernels"]
     if e.source == "jax" and e.jax_nested_dispatches >= JAX_OP_BY_OP_DISPATCHES:
         return [f"the jitted step runs op by op: each of its primitives is dispatched as a computation of its own "
