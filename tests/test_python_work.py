@@ -113,3 +113,18 @@ def test_compare_names_the_python_tracer_of_the_traces_framework() -> None:
     said = api.compare([JAX / "flax_nnx_eager.xplane.pb", JAX / "flax_nnx_jit.xplane.pb"]).result.findings
     caveat = next(line for line in said if "profiled with Python's calls traced" in line)
     assert "jax.profiler's Python tracer" in caveat and "torch.profiler" not in caveat, caveat
+
+
+def test_a_loop_that_marks_no_steps_still_has_its_python_work_told_apart_from_dispatch() -> None:
+    """tests/data/cpu/environment_loop: no schedule (no ProfilerStep), each iteration's update in
+    record_function("train_step"), 3 ms of an environment's step (untraced) between them. The calls were
+    not taken as steps (a third of the loop's time), the whole capture was read as 87% dispatch with
+    no-dispatch predicted to save 88%, and the report advised wrapping each iteration in that range."""
+    path = DATA / "environment_loop.pt.trace.json.gz"
+    r = api.report(path).launch
+    assert r.python_work is not None and r.python_work.share > 0.5
+    said = next(e for e in r.evidence if e.startswith("no steps are marked"))
+    assert "the 8 calls of train_step hold the loop's work" in said and "wrap each iteration" not in said
+    w = whatif(load(path))
+    no_dispatch = next(s for s in w.scenarios if s.name == "no-dispatch")
+    assert no_dispatch.saving_ns < 0.4 * w.measured_step_ns  # the waits stay: the Python work is not dispatch

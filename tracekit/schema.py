@@ -188,7 +188,7 @@ METADATA_KEYS: Final = {
                            "Environment plane; at host level 2, the default, TF does not trace inexpensive ops, "
                            "`tracekit/analyze/untraced_ops.py`); tracekit's own notes: `steps_from` (where the steps of a "
                            "trace that marks none came from, `tracekit/ingest/step_inference.py`) and "
-                           "`steps_not_inferred` (why a windowed ingest did not look for them: memory); for ONNX Runtime "
+                           "`steps_not_inferred` (why a windowed ingest did not look for them: memory; or why a range around each iteration was not taken as the steps); for ONNX Runtime "
                            "`onnxruntime_providers`: node runs per execution provider (`tracekit/ingest/onnxruntime.py`)"),
     META_TRACEKIT_VERSION: "tracekit version that wrote the table",
 }

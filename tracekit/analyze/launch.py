@@ -77,7 +77,7 @@ from tracekit.analyze.message_passing import MessagePassing, message_passing
 from tracekit.analyze.onnxruntime_nodes import NodeFloor, node_floor
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.parameter_loops import ParameterLoop, parameter_loop
-from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, python_work
+from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, loop_threads, python_work
 from tracekit.analyze.recompute import Recompute, recompute
 from tracekit.analyze.recurrent import FLOAT64, lstm_per_timestep_reasons
 from tracekit.analyze.sample_loop import SampleLoop, sample_loop
@@ -101,7 +101,7 @@ from tracekit.analyze.untraced_ops import untraced_in_steps
 from tracekit.analyze.unused_grads import UnusedGradients, unused_gradients
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
-from tracekit.ingest.columns import distinct
+from tracekit.ingest.columns import distinct, trace_extra
 from tracekit.ingest.links import byte_mask, member_mask
 
 HOST_PACED_VERDICTS = ("launch-bound", "CPU/framework-bound", "CPU compute-bound")
@@ -772,7 +772,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     e.retrace_steps, e.steps_judged, e.retrace_share = _retracing(frame, used)
     if not e.has_ops and not e.has_gpu:  # read only by the verdict on a capture with nothing in it
         e.capture_ns = _capture_ns(frame)
-    _describe_ops(r, used, source)
+    _describe_ops(r, used, source, str(trace_extra(table).get("steps_not_inferred") or ""))
     if e.python_callback_share >= verdicts.CALLBACK_SHARE:
         how = "tf.py_function / tf.numpy_function" if e.source == "tf" else "host callbacks of the jitted function"
         ev.append(f"Python called from the step's {'graph' if e.source == 'tf' else 'compiled program'} ({how}: "
@@ -1056,9 +1056,10 @@ PADDLE_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: padd
                         "the steps)")
 
 
-def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> None:
+def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "", not_inferred: str = "") -> None:
     """Ops per step (or timestep), and which steps the verdict leaves out. ``source``: the trace's
-    source (``torch`` for a Kineto trace; not inferred from kernel names), for the hint on marking steps."""
+    source (``torch`` for a Kineto trace; not inferred from kernel names), for the hint on marking steps;
+    ``not_inferred``: why the reader took no range's calls as the steps (trace metadata), said instead."""
     bd = r.breakdown
     assert bd is not None
     marked = bool(bd.steps)  # "per step" only where steps are marked; else the count is the whole trace's
@@ -1078,7 +1079,9 @@ def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "") -> 
                           f"{ops_step:.0f} framework ops (no steps marked)")
     # A capture with nothing in it has no steps to mark: the verdict says why it is empty.
     if not marked and source == "torch" and (r.has_gpu or int(r.per_step.ops.sum())):
-        r.evidence.append(TORCH_NO_STEPS_HINT)
+        # A range around each iteration that was not taken as the steps: say why, not "wrap each iteration".
+        r.evidence.append(f"no steps are marked, so this is the whole capture: {not_inferred}" if not_inferred
+                          else TORCH_NO_STEPS_HINT)
     if not marked and source == "paddle" and int(r.per_step.ops.sum()):
         r.evidence.append(PADDLE_NO_STEPS_HINT)
 
@@ -1273,7 +1276,7 @@ def _python_work(frame: Frame, used: list[int] | None) -> PythonWork | None:
     found = python_work(frame, w_start, w_end, steps, (s_start, s_end))
     if found is None:
         return None
-    on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[frame.rows("step")]).tolist())
+    on_loop = member_mask(frame.thread_key, loop_threads(frame).tolist())
     named = _python_between(frame, on_loop, s_start, s_end, int((s_end - s_start).sum()))
     return replace(found, python=named[0]) if named else found
 
@@ -1861,7 +1864,7 @@ def _measure_between_steps(r: LaunchReport, frame: Frame, e: verdicts.Evidence, 
     elif untraced and e.between_step_share >= BETWEEN_MOSTLY:
         where = ("Keras's own loop and its callbacks' per-batch hooks (on_train_batch_end, on_predict_batch_end...: a "
                  "checkpoint or a log written every few batches)" if _runs_keras_fit(frame) else
-                 "the loop's own Python (callbacks, logging, metrics, checkpoint writes)")
+                 "the loop's own Python (an environment's step, callbacks, logging, metrics, checkpoint writes)")
         r.remedies.append(f"most of the loop runs between its steps with no op or Python frame recorded: {where}, which "
                           "a Python-level profile names (py-spy, or the profiler's Python tracer: torch.profiler's "
                           "with_stack=True, TF's python_tracer_level=1); do per-batch work every N batches or per "

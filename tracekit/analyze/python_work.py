@@ -110,11 +110,29 @@ class PythonWork:
                 "longest_ns": self.longest_ns, "after": self.after, "before": self.before, "python": self.python}
 
 
+def loop_threads(frame: Frame) -> np.ndarray:
+    """The threads that run the loop: those that mark the steps; in a PyTorch trace that marks none, the
+    thread whose top-level ops take the most time (a loop whose iterations are not recorded as steps, an
+    environment's step or data preparation in Python between them, still runs its ops there). None in
+    other traces without steps (JAX runs its ops on XLA's threads, not the loop's)."""
+    steps = frame.rows("step")
+    if steps.size:
+        return np.unique(frame.thread_key[steps])
+    if source_of(frame.table) != "torch":  # JAX's ops run on XLA's threads, not the loop's
+        return np.zeros(0, np.int64)
+    ops = frame.rows("cpu_op")
+    top = ops[frame.op_parent[ops] < 0]
+    if not top.size:
+        return np.zeros(0, np.int64)
+    keys, which = np.unique(frame.thread_key[top], return_inverse=True)
+    return keys[[int(np.argmax(np.bincount(which, weights=frame.dur[top])))]]
+
+
 def _loop_work(frame: Frame, steps: np.ndarray) -> np.ndarray:
-    """The framework's own work rows on the threads that mark the steps: ops, and in a JAX trace the
-    runtime's ranges (``PjitFunction(f)``, ``DevicePut``: its ops run on XLA's threads). A range around
-    steps (a user's TraceAnnotation("epoch")) is not among them: it holds the Python too."""
-    on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[steps]).tolist())
+    """The framework's own work rows on the threads that run the loop (``loop_threads``): ops, and in a
+    JAX trace the runtime's ranges (``PjitFunction(f)``, ``DevicePut``: its ops run on XLA's threads). A
+    range around steps (a user's TraceAnnotation("epoch")) is not among them: it holds the Python too."""
+    on_loop = member_mask(frame.thread_key, loop_threads(frame).tolist())
     runtime = frame.rows("user_range") if source_of(frame.table) == "jax" else np.zeros(0, np.int64)
     if runtime.size:
         order = steps[np.argsort(frame.start[steps], kind="stable")]
@@ -145,9 +163,10 @@ def long_stretches(frame: Frame, w_start: np.ndarray, w_end: np.ndarray) -> tupl
     Python frame on the threads that mark the steps, and no collective or compute op on any other
     thread (the loop waits for those: gloo's all-reduce under DDP's reducer)."""
     steps = frame.rows("step")
-    if not steps.size or not w_start.size or _jax_op_by_op(frame, w_start, w_end):
+    threads = loop_threads(frame)
+    if not threads.size or not w_start.size or _jax_op_by_op(frame, w_start, w_end):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[steps]).tolist())
+    on_loop = member_mask(frame.thread_key, threads.tolist())
     ops = frame.rows("cpu_op")
     compute = byte_mask(classify_rows(frame).op[ops], [OP_CLASSES.index(c) for c in COMPUTE_OP_CLASSES])
     waits = np.concatenate([data_loading_rows(frame), python_wait_rows(frame)])
@@ -189,7 +208,7 @@ def python_work(frame: Frame, w_start: np.ndarray, w_end: np.ndarray, steps: int
     after = frame.name(int(ends[i])) if i >= 0 and frame.end[ends[i]] >= w_start[window] else ""
     before = frame.name(int(starts[j])) if j < starts.size and frame.start[starts[j]] <= w_end[window] else ""
     total = int((e - s).sum())
-    on_loop = member_mask(frame.thread_key, np.unique(frame.thread_key[frame.rows("step")]).tolist())
+    on_loop = member_mask(frame.thread_key, loop_threads(frame).tolist())
     return PythonWork(share=total / span, per_step_ns=total / max(steps, 1), stretches=s.size / max(steps, 1),
                       longest_ns=int(e[longest] - s[longest]), after=after, before=before,
                       frames_recorded=bool(on_loop[frame.rows("python_function")].any()),

@@ -133,6 +133,7 @@ def infer_steps(table: pa.Table) -> pa.Table:
     kernels = np.flatnonzero(kind == schema.KIND_CODES["gpu_kernel"])
     launch_row = np.where(*_valid_or(table.column("launch_row"), -1))
     best: tuple[float, int, str, np.ndarray] | None = None
+    untraced: tuple[str, int, float] | None = None  # a range holding the work, its loop mostly untraced
     pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # each process's busy pieces, made once
     # The loop's range holds most of the capture: it is among the names with the most time in calls.
     candidates.sort(key=lambda c: -int((end[c[1]] - start[c[1]]).sum()))
@@ -145,15 +146,27 @@ def infer_steps(table: pa.Table) -> pa.Table:
         cover = _iteration_cover(pieces[process], start[calls], end[calls])
         if kernels.size:
             cover = min(cover, _kernel_cover(kernels, launch_row, start, end, start[calls], end[calls]))
-        if cover >= MIN_COVER and (best is None or (cover, calls.size) > (best[0], best[1])) \
-                and _traced_share(thread, start, end, calls) >= MIN_WALL:
+        if cover < MIN_COVER or (best is not None and (cover, calls.size) <= (best[0], best[1])):
+            continue
+        traced = _traced_share(thread, start, end, calls)
+        if traced >= MIN_WALL:
             best = (cover, calls.size, label, calls)
+        elif untraced is None:
+            untraced = (label, int(calls.size), traced)
     if best is None:
         structural = _structural_parent(kind, parent)
-        return (_optimizer_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels,
-                                      launch_row, name_code, names, optimizer)
-                or _fetch_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels,
-                                     launch_row, name_code, names, fetches) or table)
+        inferred = (_optimizer_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels,
+                                          launch_row, name_code, names, optimizer)
+                    or _fetch_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels,
+                                         launch_row, name_code, names, fetches))
+        if inferred is None and untraced is not None:
+            # Said, so that a report does not advise wrapping each iteration in the range it already has.
+            label, n, traced = untraced
+            return columns.with_extra(table, steps_not_inferred=(
+                f"the {n} calls of {label} hold the loop's work, but they and what the profiler traced between them "
+                f"cover {traced:.0%} of the loop's time, under {MIN_WALL:.0%}: the rest, between the calls, is untraced "
+                "(Python, an environment's step, I/O), and steps taken from them would leave it out"))
+        return inferred or table
     outside = 1.0 - best[0]
     between = f"; {outside:.0%} of the loop's work runs between the calls, outside every step" if outside >= 0.01 else ""
     return _with_steps(table, kind, start, end, best[3], f"calls of {best[2]} (no step markers in the trace{between})")
