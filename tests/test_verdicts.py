@@ -1225,3 +1225,13 @@ def test_a_loop_mostly_between_its_steps_with_nothing_traced_names_what_runs_the
     # A loop whose steps cover it (keras_fit: no callback work) gets no such remedy.
     plain = tracekit.report(Path(__file__).parent / "data" / "tf" / "keras_fit.xplane.pb").launch
     assert not any(x.startswith("most of the loop runs between its steps") for x in plain.remedies)
+
+
+def test_xla_autoclustering_is_not_the_step_as_one_xla_program() -> None:
+    """tests/data/tf/autojit_fit: TF's autoclustering runs clusters' executables inside _XlaRun ops beside
+    the graph's other ops; the report said "the step already runs as one XLA program (jit_compile)"."""
+    r = tracekit.report(Path(__file__).parent / "data" / "tf" / "autojit_fit.xplane.pb").launch
+    assert not any("already runs as one XLA program" in x for x in r.remedies), r.remedies
+    assert any(x.startswith("run the step as a graph with XLA: model.compile(jit_compile=True)") for x in r.remedies)
+    jit = tracekit.report(Path(__file__).parent / "data" / "tf" / "fit_jit.xplane.pb").launch
+    assert any("already runs as one XLA program" in x for x in jit.remedies)

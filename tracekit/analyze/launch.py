@@ -102,7 +102,7 @@ from tracekit.analyze.unused_grads import UnusedGradients, unused_gradients
 from tracekit.analyze.utilization import low_utilization
 from tracekit.analyze.verdicts import VERDICTS
 from tracekit.ingest.columns import distinct, trace_extra
-from tracekit.ingest.links import byte_mask, member_mask
+from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 
 HOST_PACED_VERDICTS = ("launch-bound", "CPU/framework-bound", "CPU compute-bound")
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
@@ -1697,6 +1697,7 @@ _RECURRENT_WORD = re.compile(r"lstm|gru|rnn|cell", re.IGNORECASE)
 # executable's run on XLA:CPU and XLA:GPU. Not TF's autoclustering (XlaLaunch / _XlaRun), which compiles
 # parts of a graph.
 _XLA_PROGRAM_RUN = re.compile(r"^(Cpu|Gpu)Executable::Execute\w*$")
+_XLA_CLUSTER_RUN = re.compile(r"(?:^|:)_?(?:XlaRun|XlaLaunch)$")
 
 
 def _runs_xla_program_each_step(frame: Frame, steps: StepStats | None) -> bool:
@@ -1706,6 +1707,10 @@ def _runs_xla_program_each_step(frame: Frame, steps: StepStats | None) -> bool:
         return False
     rows = frame.rows("cpu_op", "user_range", "other")
     runs = rows[frame.named(rows, _XLA_PROGRAM_RUN)]
+    # Autoclustering (TF_XLA_FLAGS=--tf_xla_auto_jit) runs its clusters' executables inside _XlaRun ops,
+    # beside the graph's other ops: parts of the step, not the step as one program.
+    clusters = frame.named(np.arange(len(frame)), _XLA_CLUSTER_RUN)
+    runs = runs[nearest_ancestor(frame.parent, runs, clusters) < 0] if clusters.any() else runs
     stepped = np.unique(frame.step[runs]) if runs.size else runs
     return 2 * int(member_mask(stepped, used).sum()) >= len(used)
 
