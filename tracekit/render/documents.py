@@ -576,7 +576,8 @@ def critical_path_document(name: str, facts: list[tuple[str, str]], cp: Critical
                                                 else "") +
             "Python between ops (eager TensorFlow, JAX's dispatch, which record no op), "
             "waits, or work on threads the graph does not link to the path. The path leaves it out, as HTA's does; "
-            "`tracekit report` counts the loop thread's share as dispatch or waiting, and `whatif` replays it.")
+            "`tracekit report` counts the loop thread's share as dispatch, waiting or (stretches of 200 µs or more with "
+            "no op) the loop's own Python work, and `whatif` replays it.")
     if span > 0 and cp.untraced_executor_ns >= UNTRACED_NOTE_SHARE * span:
         head.sentences.append(
             f"{format_cell(cp.untraced_executor_ns, 'ns')} of the window ({cp.untraced_executor_ns / span:.0%}) is inside "
