@@ -159,6 +159,10 @@ class Frame:
         code = int(self.name_code[row])
         return self.names[code] if code >= 0 else ""
 
+    def name_mask(self, pattern: re.Pattern[str]) -> np.ndarray:
+        """Per row of the whole table: whether its name matches ``pattern`` (searched once per name)."""
+        return member_mask(self.name_code, [c for c, n in enumerate(self.names) if pattern.search(n)])
+
     def named(self, rows: np.ndarray, pattern: re.Pattern[str]) -> np.ndarray:
         """Per row of ``rows``: whether its name matches ``pattern`` (searched once per distinct name)."""
         codes = self.name_code[rows]

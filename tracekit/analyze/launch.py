@@ -1709,7 +1709,7 @@ def _runs_xla_program_each_step(frame: Frame, steps: StepStats | None) -> bool:
     runs = rows[frame.named(rows, _XLA_PROGRAM_RUN)]
     # Autoclustering (TF_XLA_FLAGS=--tf_xla_auto_jit) runs its clusters' executables inside _XlaRun ops,
     # beside the graph's other ops: parts of the step, not the step as one program.
-    clusters = frame.named(np.arange(len(frame)), _XLA_CLUSTER_RUN)
+    clusters = frame.name_mask(_XLA_CLUSTER_RUN)
     runs = runs[nearest_ancestor(frame.parent, runs, clusters) < 0] if clusters.any() else runs
     stepped = np.unique(frame.step[runs]) if runs.size else runs
     return 2 * int(member_mask(stepped, used).sum()) >= len(used)

@@ -206,9 +206,8 @@ def _backward_each(frame: Frame, walk: _Walk) -> bool:
         at = np.searchsorted(starts, frame.start[rows], side="right")  # the iteration each row runs in
         return int(np.unique(at[(at >= 1) & (at < starts.size)]).size)
 
-    everything = np.arange(len(frame))
-    forward = everything[frame.named(everything, _FORWARD_LAYER) & (frame.op_parent < 0)]
-    backward = np.flatnonzero(frame.named(everything, BACKWARD_NODE))
+    forward = np.flatnonzero(frame.name_mask(_FORWARD_LAYER) & (frame.op_parent < 0))
+    backward = np.flatnonzero(frame.name_mask(BACKWARD_NODE))
     return iterations_with(backward) >= starts.size - 1 and iterations_with(forward) == 0
 
 

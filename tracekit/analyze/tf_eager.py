@@ -63,7 +63,7 @@ def eager_ops(frame: Frame, used: list[int] | None) -> EagerOps:
     empty = EagerOps(np.zeros(0, np.int64), [], np.zeros(0, np.int64))
     if "EagerExecute" not in frame.names:
         return empty
-    typed = np.flatnonzero(frame.named(np.arange(len(frame)), EAGER_OP))
+    typed = np.flatnonzero(frame.name_mask(EAGER_OP))
     calls = frame.parent[typed]
     keep = calls >= 0
     keep[keep] = frame.name_code[calls[keep]] == frame.names.index("EagerExecute")
@@ -115,7 +115,7 @@ def eager_beside_function(frame: Frame, used: list[int] | None) -> EagerBesideFu
     if not steps.size or "EagerExecute" not in frame.names:
         return None
     numbers = np.unique(frame.step[steps])
-    functions = np.flatnonzero(frame.named(np.arange(len(frame)), FUNCTION_CALL))
+    functions = np.flatnonzero(frame.name_mask(FUNCTION_CALL))
     with_function = np.unique(frame.step[functions]) if functions.size else functions
     if 2 * int(member_mask(with_function, numbers.tolist()).sum()) < numbers.size:
         return None

@@ -10,13 +10,10 @@ as steps: with the waits between them they cover a third of the loop's time).
 Made with torch 2.13.0 (CPU build).
 """
 
-import gzip
-import shutil
-import tempfile
 import time
 
 import torch
-from profiled import HERE
+from profiled import store
 from torch.profiler import ProfilerActivity, profile, record_function
 
 
@@ -26,21 +23,17 @@ def main() -> None:
     policy = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4))
     optimizer = torch.optim.Adam(policy.parameters())
     observation = torch.randn(32)
-    with tempfile.TemporaryDirectory() as tmp:
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-            for _ in range(8):
-                with record_function("train_step"):
-                    logits = policy(observation)
-                    action = torch.distributions.Categorical(logits=logits).sample()
-                    optimizer.zero_grad()
-                    (-logits[action]).backward()
-                    optimizer.step()
-                time.sleep(0.003)  # the environment's step: Python or C the profiler does not see
-                observation = torch.randn(32)
-        prof.export_chrome_trace(f"{tmp}/t.json")
-        with open(f"{tmp}/t.json", "rb") as src, gzip.open(HERE / "environment_loop.pt.trace.json.gz", "wb",
-                                                           compresslevel=9) as dst:
-            shutil.copyfileobj(src, dst)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(8):
+            with record_function("train_step"):
+                logits = policy(observation)
+                action = torch.distributions.Categorical(logits=logits).sample()
+                optimizer.zero_grad()
+                (-logits[action]).backward()
+                optimizer.step()
+            time.sleep(0.003)  # the environment's step: Python or C the profiler does not see
+            observation = torch.randn(32)
+    store(prof, "environment_loop")
 
 
 if __name__ == "__main__":
