@@ -45,21 +45,37 @@ def test_a_jax_annotation_around_each_iteration_gives_the_steps(trace):
     assert _steps_from(table).startswith("calls of train_step (no step markers")
 
 
-def test_jitted_calls_are_steps_only_where_they_hold_the_work():
+def test_jitted_calls_are_steps_where_they_hold_the_work_and_bound_them_where_they_dispatch_it():
     """Without an annotation the loop's only per-iteration range is PjitFunction(train_step). In one
     capture XLA's CPU thread ran each step's ops before the call returned: the calls hold the work and
     are the steps. In another (jit_loop_async) the call returned once the step was dispatched and the
-    ops ran after it, while the loop blocked on the result: the calls hold none of the work and the
-    capture keeps no steps. Neither takes one of the runtime's per-call ranges (PjRt's execution,
-    its buffer waits)."""
+    ops ran after it, while the loop blocked on the result: the calls hold none of the work, and the
+    iterations run from one call's start to the next, each holding its step's ops. Neither takes one
+    of the runtime's per-call ranges (PjRt's execution, its buffer waits)."""
     held = tracekit.load(DATA / "jax" / "jit_loop.xplane.pb")
     assert sum(k == "step" for k in held["kind"].to_pylist()) == 8
     assert _steps_from(held).startswith("calls of PjitFunction(train_step) (no step markers")
     dispatched = tracekit.load(DATA / "jax" / "jit_loop_async.xplane.pb")
-    assert "step" not in dispatched["kind"].to_pylist() and _steps_from(dispatched) == ""
+    assert sum(k == "step" for k in dispatched["kind"].to_pylist()) == 8
+    assert _steps_from(dispatched).startswith("iterations from one call of PjitFunction(train_step) to the next")
+    report = tracekit.launch(dispatched).result
+    # Each iteration holds its step's 10 ops (the loop blocks on every result before the next call).
+    assert report.steps is not None and len(report.steps.steps) >= 7
+    per_step = report.breakdown.host[report.breakdown.host.step >= 0].ops
+    assert (per_step == 10).all(), per_step.tolist()
     names = set(dispatched["name"].to_pylist())
     assert "PjitFunction(train_step)" in names
     assert any("Execute" in n for n in names if n)  # the runtime's ranges are there, and were not taken
+
+
+def test_dispatches_that_run_ahead_of_their_work_bound_no_iterations():
+    """Keras's fit on the JAX backend (tests/data/jax/make_keras_jax_fit.py): each batch's jitted call
+    returns once dispatched and the calls run ahead of XLA's threads, so the windows between calls hold
+    0 to 300 ops and most of the epoch's ops run after the last call: no steps, rather than 32 steps
+    each holding some other batch's work."""
+    table = tracekit.load(DATA / "jax" / "keras_jax_fit.xplane.pb")
+    assert "step" not in table["kind"].to_pylist() and _steps_from(table) == ""
+    assert table["name"].to_pylist().count("PjitFunction(train_step)") == 64  # each call nests one in another
 
 
 @pytest.mark.parametrize("trace", ["h200/jax_train", "h200/jax_scan_lstm", "jax/jit_loop_async"])

@@ -51,7 +51,13 @@ Where neither qualifies, a loop fed batch by batch (a DataLoader's ``__next__``,
 ``fit(run_eagerly=True)``) runs each iteration from one fetch to the next (``_fetch_iterations``), on
 the same evidence: one thread's fetches back to back, three or more; the iterations' op counts
 regular; no top-level row spanning a bound; the iterations holding ``MIN_COVER`` of the process's host
-work. Windows whose ops alternate with a period of 2-4 (Keras's predict per call fetches its batch,
+work. Where none of those qualifies either, a range whose calls held too little of the work to be the
+steps (a jitted JAX function returns once its step is dispatched, and XLA's threads run the ops after
+it) cuts the iterations from one call's start to the next, on the same evidence
+(``_dispatch_iterations``): a loop that waits for each step's result holds the step's ops between two
+calls; one whose dispatches run ahead of the work (Keras's fit on the JAX backend: 5 to 148 ops
+between calls, then 2,965 after the last) fails the op-count check and keeps no steps. Windows whose
+ops alternate with a period of 2-4 (Keras's predict per call fetches its batch,
 then finds the data exhausted) make one iteration per period. The last fetch begins one more iteration
 where no fetch ends it (Keras's fit knows its batch count): it ends with the loop thread's last row when
 that stretch runs about as many ops as an iteration (``TAIL_OPS``). Before this, an eager TF loop read
@@ -134,6 +140,7 @@ def infer_steps(table: pa.Table) -> pa.Table:
     launch_row = np.where(*_valid_or(table.column("launch_row"), -1))
     best: tuple[float, int, str, np.ndarray] | None = None
     untraced: tuple[str, int, float] | None = None  # a range holding the work, its loop mostly untraced
+    dispatches: list[tuple[str, np.ndarray]] = []  # one thread's calls in turn that hold too little of the work
     pieces: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # each process's busy pieces, made once
     # The loop's range holds most of the capture: it is among the names with the most time in calls.
     candidates.sort(key=lambda c: -int((end[c[1]] - start[c[1]]).sum()))
@@ -146,7 +153,10 @@ def infer_steps(table: pa.Table) -> pa.Table:
         cover = _iteration_cover(pieces[process], start[calls], end[calls])
         if kernels.size:
             cover = min(cover, _kernel_cover(kernels, launch_row, start, end, start[calls], end[calls]))
-        if cover < MIN_COVER or (best is not None and (cover, calls.size) <= (best[0], best[1])):
+        if cover < MIN_COVER:
+            dispatches.append((label, calls))
+            continue
+        if best is not None and (cover, calls.size) <= (best[0], best[1]):
             continue
         traced = _traced_share(thread, start, end, calls)
         if traced >= MIN_WALL:
@@ -158,7 +168,9 @@ def infer_steps(table: pa.Table) -> pa.Table:
         inferred = (_optimizer_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels,
                                           launch_row, name_code, names, optimizer)
                     or _fetch_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels,
-                                         launch_row, name_code, names, fetches))
+                                         launch_row, name_code, names, fetches)
+                    or _dispatch_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels,
+                                            launch_row, name_code, names, dispatches))
         if inferred is None and untraced is not None:
             # Said, so that a report does not advise wrapping each iteration in the range it already has.
             label, n, traced = untraced
@@ -363,10 +375,30 @@ def _optimizer_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, 
                                 f"training iterations ending with {label}{each} (no step markers in the trace)")
 
 
+def _dispatch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
+                         structural: np.ndarray, thread: np.ndarray, pid: np.ndarray, work: np.ndarray,
+                         kernels: np.ndarray, launch_row: np.ndarray, name_code: np.ndarray, names: list[str],
+                         dispatches: list[tuple[str, np.ndarray]]) -> pa.Table | None:
+    """The table with one step per iteration from one call of a range to the next, for the first range
+    (most time in its calls first) whose calls held too little of the work to be the steps themselves
+    but whose iterations, so cut, pass ``_fetch_iterations``'s checks. A jitted JAX function returns
+    once its step is dispatched and XLA's threads run the ops after it (Keras's fit on the JAX backend:
+    ``PjitFunction(train_step)``, 60 µs a call, the step's ops on 4 other threads): the calls hold none
+    of the work, their starts bound the iterations. Tried last, where no range, optimizer step or batch
+    fetch gave the steps."""
+    for label, calls in dispatches:
+        found = _fetch_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels, launch_row,
+                                  name_code, names, calls, f"iterations from one call of {label} to the next (its "
+                                  "calls return before their work is done; no step markers in the trace)")
+        if found is not None:
+            return found
+    return None
+
+
 def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end: np.ndarray, parent: np.ndarray,
                       structural: np.ndarray, thread: np.ndarray, pid: np.ndarray, work: np.ndarray, kernels: np.ndarray,
                       launch_row: np.ndarray, name_code: np.ndarray, names: list[str],
-                      fetches: np.ndarray) -> pa.Table | None:
+                      fetches: np.ndarray, described: str = "") -> pa.Table | None:
     """The table with one step per iteration of a loop fed batch by batch, each from one batch fetch to
     the next (the last fetch ends the last iteration: a loop's final fetch finds the data exhausted, or
     the capture stops inside an iteration, which is left out), or None when the fetches do not show a
@@ -420,7 +452,7 @@ def _fetch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, end:
     if kernels.size and _kernel_cover(kernels, launch_row, start, end, win_s, win_e) < MIN_COVER:
         return None
     label = " and ".join(sorted({names[c] for c in name_code[calls].tolist()}))
-    return _with_iteration_rows(table, kind, start, end, parent, nested, win_s, win_e, int(roots[0]),
+    return _with_iteration_rows(table, kind, start, end, parent, nested, win_s, win_e, int(roots[0]), described or
                                 f"iterations from one batch fetch ({label}) to the next (no step markers in the trace)")
 
 
