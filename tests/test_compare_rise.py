@@ -4,6 +4,7 @@ and in float32 twice; products on subnormal numbers and with them flushed)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from tracekit import api
@@ -76,3 +77,26 @@ def test_a_backward_nodes_own_time_is_said_to_be_hooks_and_waits() -> None:
     said = next(f for f in cmp.findings if "fell most by name" in f)
     assert "evaluate_function: ReluBackward0" in said and "each with 648.5x less own time" in said, said
     assert "not its arithmetic (that is in the ops it runs) but the hooks and waits at it" in said
+
+
+def test_verdicts_either_side_of_the_rules_line_say_the_figure_that_split_them():
+    """One MLP loop captured until two captures fell either side of the CPU line between framework-bound
+    and compute-bound (tests/data/cpu/make_verdict_line.py): compare says both traces' share outside
+    compute ops and that they lie near the 50% line, in either order; two GPU captures whose idle
+    shares lie far apart (an H200 MLP in bf16 and fp8) get their idle shares and the 30% line, not
+    "near"."""
+    a, b = (str(DATA / f"verdict_line_{s}.pt.trace.json.gz") for s in "ab")
+    for first, second, verdicts in ((a, b, ("CPU/framework-bound", "CPU compute-bound")),
+                                    (b, a, ("CPU compute-bound", "CPU/framework-bound"))):
+        said = [f for f in api.compare([first, second]).result.findings if f.startswith(f"A is {verdicts[0]}")]
+        assert len(said) == 1, said
+        assert f"B {verdicts[1]} (outside compute ops: " in said[0]
+        assert "the rules' line between the two verdicts is 50%, and both lie near it" in said[0]
+        shares = re.findall(r"(\d+(?:\.\d)?)% of [AB]'s", said[0])
+        framework, compute = (float(x) for x in (shares if first == a else shares[::-1]))
+        assert 50 <= framework < 60 and 40 <= compute < 50
+    gpu = DATA.parent / "h200"
+    said = [f for f in api.compare([str(gpu / "fp8_mlp_bf16.pt.trace.json.gz"), str(gpu / "fp8_mlp.pt.trace.json.gz")])
+            .result.findings if f.startswith("A is GPU-bound")]
+    assert len(said) == 1 and "B CPU/framework-bound (the GPU idle: " in said[0], said
+    assert "line between the two verdicts is 30%)" in said[0] and "near it" not in said[0]

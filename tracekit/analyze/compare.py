@@ -55,6 +55,7 @@ from tracekit.analyze.ranges import ranges
 from tracekit.analyze.rank_balance import collective_times_per_step
 from tracekit.analyze.steps import StepStats, speedup_interval, step_stats
 from tracekit.analyze.top_ops import compact_shapes, main_input_dims
+from tracekit.analyze.verdicts import DISPATCH_SHARE, Evidence, share_below
 from tracekit.errors import UsageError
 from tracekit.ingest.columns import trace_extra
 from tracekit.ingest.links import member_mask
@@ -102,6 +103,7 @@ class Diagnosis:
     remedies: list[str]
     findings: list[str]
     step_cover: float | None = None  # the share of its loop the steps cover (LaunchReport.step_cover)
+    evidence: Evidence | None = field(default=None, repr=False)  # what the verdict rules read
 
     def as_dict(self) -> dict[str, object]:
         return {"label": self.label, "verdict": self.verdict, "remedies": self.remedies, "findings": self.findings,
@@ -448,7 +450,7 @@ def _diagnosis(table: pa.Table, label: str, skip_steps: int, keep_all_steps: boo
     from tracekit.analyze.launch import launch
 
     r = launch(table, skip_steps=skip_steps, keep_all_steps=keep_all_steps)
-    return Diagnosis(label, r.verdict, list(r.remedies), list(r.findings()), r.step_cover)
+    return Diagnosis(label, r.verdict, list(r.remedies), list(r.findings()), r.step_cover, r.verdict_evidence)
 
 
 _NUMBER = re.compile(r"\d[\d,.]*")
@@ -494,7 +496,7 @@ def _verdict_findings(diagnoses: list[Diagnosis], changes: list[RemedyChange]) -
     out = []
     for d, change in zip(diagnoses[1:], changes, strict=True):
         verdicts = (f"{base.label} and {d.label} are both {base.verdict}" if d.verdict == base.verdict else
-                    f"{base.label} is {base.verdict}, {d.label} {d.verdict}")
+                    f"{base.label} is {base.verdict}, {d.label} {d.verdict}" + _deciding_figure(base, d))
         said = []
         if change.added:
             said.append(f"remedies for {d.label} only: " + "; ".join(f"'{_clause(x)}'" for x in change.added))
@@ -502,6 +504,38 @@ def _verdict_findings(diagnoses: list[Diagnosis], changes: list[RemedyChange]) -
             said.append(f"for {base.label} only: " + "; ".join(f"'{_clause(x)}'" for x in change.dropped))
         out.append(verdicts + ("; " + "; ".join(said) if said else ", with the same remedies") + ".")
     return out
+
+
+# Two figures this close to the line the rules draw between two verdicts tell the traces apart by a few
+# points of their steps, not in kind.
+NEAR_THE_LINE = 0.1
+_CPU_SIDES = ("CPU/framework-bound", "CPU compute-bound")
+
+
+def _deciding_figure(base: Diagnosis, other: Diagnosis) -> str:
+    """Where two verdicts differ on the figure that one rule draws a line through (CPU-only: the step's
+    share outside compute ops, framework-bound from ``DISPATCH_SHARE``; with a GPU: its idle share,
+    GPU-bound below the idle threshold), that figure for both, and whether both lie near the line:
+    two captures of one program 54% and 48% outside compute ops fall either side of 50%."""
+    a, b = base.evidence, other.evidence
+    if a is None or b is None or a.has_gpu != b.has_gpu:
+        return ""
+    if not a.has_gpu and {base.verdict, other.verdict} == set(_CPU_SIDES):
+        what, of, line, x, y = "outside compute ops", "step time", DISPATCH_SHARE, a.dispatch_share, b.dispatch_share
+        above = base.verdict == _CPU_SIDES[0]
+    elif a.has_gpu and "GPU-bound" in (base.verdict, other.verdict) and a.idle_threshold == b.idle_threshold:
+        what, of, line, x, y = "the GPU idle", "span", a.idle_threshold, a.idle_share, b.idle_share
+        above = other.verdict == "GPU-bound"
+    else:
+        return ""
+    # Only where the line decided: framework-bound with dispatch the largest part below it, or a GPU
+    # trace's host-side verdict from another rule, is a different story.
+    if not ((x >= line > y) if above else (y >= line > x)):
+        return ""
+    near = abs(x - line) < NEAR_THE_LINE and abs(y - line) < NEAR_THE_LINE
+    return (f" ({what}: {share_below(x, line)} of {base.label}'s {of}, {share_below(y, line)} of {other.label}'s; the rules' line between the two "
+            f"verdicts is {line:.0%}" + (", and both lie near it: the traces differ there by a few points, not in kind)"
+                                         if near else ")"))
 
 
 def _clause(remedy: str) -> str:

@@ -213,6 +213,8 @@ class LaunchReport:
     step_cover: float | None = None
     # Per device, the time judged (the steps used; None: the whole trace), from _used_step_windows.
     judged_windows: dict[int, tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
+    # What the verdict rules read (compare states the figure that separates two traces' verdicts).
+    verdict_evidence: verdicts.Evidence | None = field(default=None, repr=False)
 
     def findings(self) -> dict[str, Finding]:
         """The verdict's own findings that were found, by the report JSON's key: optimizer steps, dense
@@ -788,6 +790,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         elif not e.unrecorded_gpu_work:  # else its ops' host time is launching, not CPU work
             _measure_cpu(r, frame, e, used, stalls)
     r.verdict, says, remedies = verdicts.judge(e)
+    r.verdict_evidence = e
     ev.extend(says)
     if r.verdict == "GPU-bound" and (top := _top_kernels(frame, used)):
         ev.append(top)
