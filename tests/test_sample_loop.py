@@ -158,3 +158,22 @@ def test_a_jacobian_taken_row_by_row_is_told_to_vectorize() -> None:
     # A loop training per sample runs its forward in each iteration: the batching remedy stays.
     per_sample = api.report(DATA / "sample_loop_grads.pt.trace.json.gz").launch
     assert per_sample.sample_loop is not None and not per_sample.sample_loop.backward_each
+
+
+def test_a_batch_augmented_image_by_image_in_the_step_is_told_to_prepare_it_outside() -> None:
+    """torchvision.transforms.v2 applied image by image inside a training step, then stacked
+    (tests/data/cpu/make_sample_transforms.py): told as the batch prepared sample by sample, ranked first
+    by its time (8.5 of 18.2 ms unprofiled); the same transforms on the batch tensor are not, nor is a
+    per-sample loop that runs a model (the walks above)."""
+    report = api.report(DATA / "sample_transforms.pt.trace.json.gz")
+    found = report.launch.sample_transforms
+    assert found is not None and found.walked == "32x3x96x96" and found.samples == 32 and found.stack == "aten::stack"
+    assert "aten::_upsample_bilinear2d_aa" in found.names and 20 < found.ops < 200
+    assert 0.4 < found.share < 0.8  # unbind to stack, of the profiled steps
+    said = [e for e in report.launch.evidence if e.startswith("the step prepares its batch sample by sample")]
+    assert len(said) == 1 and "aten::unbind of 32x3x96x96 into 32 samples" in said[0], report.launch.evidence
+    assert report.launch.remedies[0].startswith("prepare the samples outside the step"), report.launch.remedies
+    assert json.loads(api.render(report, "json"))["sample_transforms"]["samples"] == 32
+    assert api.report(DATA / "sample_transforms_batched.pt.trace.json.gz").launch.sample_transforms is None
+    for name in ("sample_loop", "sample_loop_zip", "sample_loop_metric"):
+        assert api.report(DATA / f"{name}.pt.trace.json.gz").launch.sample_transforms is None

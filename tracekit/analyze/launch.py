@@ -80,7 +80,7 @@ from tracekit.analyze.parameter_loops import ParameterLoop, parameter_loop
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, loop_threads, python_work
 from tracekit.analyze.recompute import Recompute, recompute
 from tracekit.analyze.recurrent import FLOAT64, lstm_per_timestep_reasons
-from tracekit.analyze.sample_loop import SampleLoop, sample_loop
+from tracekit.analyze.sample_loop import SampleLoop, SampleTransforms, sample_loop, sample_transforms
 from tracekit.analyze.slow_launches import slow_launch_calls
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
@@ -190,6 +190,7 @@ class LaunchReport:
     inference_with_grad: InferenceWithGrad | None = None  # forward-only with grad mode on (tracekit.analyze.grad_mode)
     nchw_convolutions: NchwConvolutions | None = None  # CPU convolutions on NCHW tensors (tracekit.analyze.conv_layout)
     growing_cat: GrowingCat | None = None  # a tensor grown by cat a piece at a time (tracekit.analyze.growing_cat)
+    sample_transforms: SampleTransforms | None = None  # a batch prepared sample by sample (tracekit.analyze.sample_loop)
     message_passing: MessagePassing | None = None  # graph messages as per-edge tensors (tracekit.analyze.message_passing)
     float32_linears: Float32Linears | None = None  # CPU inference in float32 Linear layers (tracekit.analyze.linear_inference)
     indexed_gradients: IndexedGradients | None = None  # x[t] in a loop, each backward a whole-size gradient
@@ -234,7 +235,8 @@ class LaunchReport:
             "eager_beside_function": self.eager_beside_function,
             "emulated_products": self.emulated_products, "sample_loop": self.sample_loop,
             "inference_with_grad": self.inference_with_grad, "nchw_convolutions": self.nchw_convolutions,
-            "growing_cat": self.growing_cat, "indexed_gradients": self.indexed_gradients, "float64_products": self.float64_products,
+            "growing_cat": self.growing_cat, "sample_transforms": self.sample_transforms,
+            "indexed_gradients": self.indexed_gradients, "float64_products": self.float64_products,
             "unfused_attention": self.unfused_attention, "sdpa_math_path": self.sdpa_math_path,
             "graph_breaks": self.graph_breaks, "recompute": self.recompute,
             "train_mode_inference": self.train_mode_inference, "unused_gradients": self.unused_gradients,
@@ -854,6 +856,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.float32_linears = _told(r, float32_linears(frame, steps_used))
         r.dropout_masks = _told(r, dropout_masks(frame, steps_used))
         r.sample_loop = _told(r, sample_loop(frame, steps_used))
+        r.sample_transforms = _told(r, sample_transforms(frame, steps_used, classify_rows(frame))
+                                    if r.sample_loop is None else None)
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used))
         r.uncached_generation = _told(r, uncached_generation(frame, steps_used))
@@ -892,6 +896,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),
                      ("the concatenations beyond one final cat", r.growing_cat),
+                     ("the per-sample preparation's time", r.sample_transforms),
                      ("the ops on the gathered rows", r.message_passing),
                      ("the forward recomputed in backward", r.recompute),
                      ("the dropout masks' time", masks_in_step),
