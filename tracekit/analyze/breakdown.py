@@ -85,7 +85,8 @@ class Breakdown:
     host: one row per step plus a whole-trace row (step = -1): ``<class>_ns`` for each of
         ``HOST_CLASSES``, busy_ns, ops (framework op count), launches.
     cpu_ops: CPU-only view, per step plus whole trace: span_ns, ``<class>_ns`` self time per op
-        class, compute_ns (union of compute ops, ``unrecorded_ops_ns`` included), unrecorded_ops_ns
+        class, waiting_calls_ns (the self time of calls that wait while other threads run their ops, a
+        TF function call's: in no class, ``waiting.waiting_calls``), compute_ns (union of compute ops, ``unrecorded_ops_ns`` included), unrecorded_ops_ns
         (TorchScript calls' own time that is ops the profiler did not record: ``unrecorded_script_calls``),
         dispatch_ns (span not in a compute op, waiting nor fetching),
         waiting_ns (the loop's thread blocked in a Python wait, no compute op running: a sleep, a
@@ -144,7 +145,7 @@ def breakdown(table: pa.Table, timesteps: int | None = None, exclude_last_step: 
     partition = cpu_partition(frame, op_class, op_rows, steps, waiting,
                               member_mask(op_rows, unrecorded_script_calls(frame)) if not gpu_rows.size else None)
     return Breakdown(
-        gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, op_class, steps),
+        gpu=gpu, gpu_classes=gpu_classes, host=_host(frame, classes, steps), cpu_ops=_cpu_ops(frame, classes, op_class, steps, waiting),
         has_gpu=gpu_rows.size > 0, steps=steps, timesteps=timesteps if timesteps is not None else _meta_timesteps(table),
         cpu_partition=partition, unrecorded_gpu_work="" if gpu_rows.size else unrecorded_gpu_work(frame, classes),
     )
@@ -483,13 +484,19 @@ def _op_child_total(frame: Frame) -> np.ndarray:
     return child_total
 
 
-def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[int]) -> pd.DataFrame:
-    """CPU op time per step; ``view``: each op row's effective class (``_effective_op_class``)."""
+def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[int],
+             waiting_call: np.ndarray | None = None) -> pd.DataFrame:
+    """CPU op time per step; ``view``: each op row's effective class (``_effective_op_class``);
+    ``waiting_call``: per op row, a call that waits while other threads run its ops (a TF function call:
+    ``waiting.waiting_calls``), whose self time is that wait, counted apart (``waiting_calls_ns``) and in
+    no class."""
     op_rows = frame.rows("cpu_op")
     if op_rows.size == 0:
-        return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "compute_ns",
+        return pd.DataFrame(columns=["step", "span_ns", *[f"{c}_ns" for c in OP_CLASSES], "waiting_calls_ns", "compute_ns",
                                      "unrecorded_ops_ns", "dispatch_ns", "waiting_ns", "fetching_ns", "compiled_code_ns", "ops"])
     self_ns = op_self_time(frame, op_rows)
+    waited = np.where(waiting_call, self_ns, 0) if waiting_call is not None else np.zeros(op_rows.size, np.int64)
+    class_ns = self_ns - waited
     compute_rows = innermost_compute_ops(frame, classes, op_rows)
     step_rows = frame.rows("step")
     records = []
@@ -505,7 +512,7 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     waiting = intervals.clip_total(wait_s, wait_e, lo, hi)
     fetch_s, fetch_e = _fetches_outside_compute(frame, op_rows, compute_rows, wait_s, wait_e)
     fetching = intervals.clip_total(fetch_s, fetch_e, lo, hi)
-    per_class = np.bincount(view[sel], weights=self_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
+    per_class = np.bincount(view[sel], weights=class_ns[sel], minlength=len(OP_CLASSES)).astype(np.int64)
     unrec_s, unrec_e = _unrecorded_ops_pieces(frame, compute_rows, wait_s, wait_e, fetch_s, fetch_e)
     unrecorded = intervals.clip_total(unrec_s, unrec_e, lo, hi)
     compute += unrecorded
@@ -513,7 +520,7 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     bodies, body_self = compiled_code_self(frame)
     in_loop = frame.step[bodies] >= 0 if step_rows.size else np.ones(bodies.size, bool)
     records.append({"step": ALL_STEPS, "span_ns": hi - lo, **{f"{c}_ns": int(per_class[i]) for i, c in enumerate(OP_CLASSES)},
-                    "compute_ns": compute, "unrecorded_ops_ns": unrecorded, "dispatch_ns": dispatch, "waiting_ns": waiting,
+                    "waiting_calls_ns": int(waited[sel].sum()), "compute_ns": compute, "unrecorded_ops_ns": unrecorded, "dispatch_ns": dispatch, "waiting_ns": waiting,
                     "fetching_ns": fetching, "compiled_code_ns": min(int(body_self[in_loop].sum()), max(dispatch, 0)),
                     "ops": int(sel.sum())})
     if not steps:
@@ -526,8 +533,9 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
     compute_by_step = intervals.total_by_group(c_index, np.clip(frame.start[c_rows], w_lo[c_index], w_hi[c_index]),
                                                np.clip(frame.end[c_rows], w_lo[c_index], w_hi[c_index]), n)
     o_index, o_in = step_index(frame.step[op_rows], steps)
-    by_class = np.bincount(o_index[o_in] * len(OP_CLASSES) + view[o_in], weights=self_ns[o_in],
+    by_class = np.bincount(o_index[o_in] * len(OP_CLASSES) + view[o_in], weights=class_ns[o_in],
                            minlength=n * len(OP_CLASSES)).astype(np.int64).reshape(n, len(OP_CLASSES))
+    waited_by_step = np.bincount(o_index[o_in], weights=waited[o_in], minlength=n).astype(np.int64)
     ops = np.bincount(o_index[o_in], minlength=n)
     waiting_by_step = intervals.overlap_per_interval(w_lo, w_hi, wait_s, wait_e, merged=True)
     fetching_by_step = intervals.overlap_per_interval(w_lo, w_hi, fetch_s, fetch_e, merged=True)
@@ -541,7 +549,7 @@ def _cpu_ops(frame: Frame, classes: RowClasses, view: np.ndarray, steps: list[in
         dispatch = span - compute - waiting - fetching
         records.append({"step": st, "span_ns": span,
                         **{f"{c}_ns": int(by_class[j, i]) for i, c in enumerate(OP_CLASSES)},
-                        "compute_ns": compute, "unrecorded_ops_ns": unrecorded, "dispatch_ns": dispatch,
+                        "waiting_calls_ns": int(waited_by_step[j]), "compute_ns": compute, "unrecorded_ops_ns": unrecorded, "dispatch_ns": dispatch,
                         "waiting_ns": waiting, "fetching_ns": fetching,
                         "compiled_code_ns": min(int(compiled_by_step[j]), max(dispatch, 0)), "ops": int(ops[j])})
     return pd.DataFrame.from_records(records)

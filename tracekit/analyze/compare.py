@@ -9,6 +9,8 @@ CPU-op classes, per-name totals, per-range totals, step times) before comparing.
     METRIC    total_time | gpu_time | gpu_busy | idle_time | gpu_devices | kernel_count | launch_count | op_count |
               step_time | <class>_time (a GPU kernel class, e.g. gemm_time, cast_time) |
               op_<class>_time (framework-op self time by op class, e.g. op_gemm_time, op_cast_time) |
+              waiting_calls_time (self time of calls that wait while other threads run their ops, a TF
+              function call's: in no op class, CPU traces) |
               ops_per_step | dispatch_time (step time outside any compute op, not waiting or fetching, CPU traces) |
               unrecorded_ops_time (TorchScript calls' own time that is ops they ran unrecorded, counted as
               compute: a frozen model's convolutions, CPU traces) |
@@ -201,6 +203,7 @@ def summarize(table: pa.Table, label: str, skip_steps: int = 0, keep_all_steps: 
             metrics[f"op_{c}_time"] = float(ops[f"{c}_ns"])
         metrics["ops_per_step"] = float(ops["ops"]) / max(1, len(bd.steps))
         metrics["dispatch_time"] = float(ops["dispatch_ns"])
+        metrics["waiting_calls_time"] = float(ops["waiting_calls_ns"])
         metrics["unrecorded_ops_time"] = float(ops["unrecorded_ops_ns"])
         metrics["waiting_time"] = float(ops["waiting_ns"])
         metrics["fetching_time"] = float(ops["fetching_ns"])
@@ -294,6 +297,7 @@ def _per_step_metrics(frame: Frame, bd: Breakdown, used: list[int], whole: dict[
         out.update({f"op_{c}_time": median(bd.cpu_ops, f"{c}_ns") for c in OP_CLASSES})
         out["ops_per_step"] = out["op_count"]
         out["dispatch_time"] = median(bd.cpu_ops, "dispatch_ns")
+        out["waiting_calls_time"] = median(bd.cpu_ops, "waiting_calls_ns")
         out["unrecorded_ops_time"] = median(bd.cpu_ops, "unrecorded_ops_ns")
         out["waiting_time"] = median(bd.cpu_ops, "waiting_ns")
         out["fetching_time"] = median(bd.cpu_ops, "fetching_ns")

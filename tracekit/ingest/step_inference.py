@@ -384,9 +384,18 @@ def _dispatch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, e
     but whose iterations, so cut, pass ``_fetch_iterations``'s checks. A jitted JAX function returns
     once its step is dispatched and XLA's threads run the ops after it (Keras's fit on the JAX backend:
     ``PjitFunction(train_step)``, 60 µs a call, the step's ops on 4 other threads): the calls hold none
-    of the work, their starts bound the iterations. Tried last, where no range, optimizer step or batch
-    fetch gave the steps."""
+    of the work, their starts bound the iterations. Only where other threads do most of the work
+    between the first call and the last (``MIN_LOOP``). Tried last, where no range, optimizer step or
+    batch fetch gave the steps."""
     for label, calls in dispatches:
+        # The work runs elsewhere: a range whose own thread does most of the loop's work (a per-layer
+        # range of a PyTorch loop, ``layer_0``) is not a dispatch, whatever its calls hold.
+        process = pid[calls[0]]
+        mine = work[(pid[work] == process) & (thread[work] == thread[calls[0]])]
+        loop_s, loop_e = start[calls[:1]], end[calls[-1:]]
+        all_work = _overlap(*_busy_pieces(work[pid[work] == process], thread, start, end), loop_s, loop_e)
+        if not all_work or _overlap(*_busy_pieces(mine, thread, start, end), loop_s, loop_e) >= MIN_LOOP * all_work:
+            continue
         found = _fetch_iterations(table, kind, start, end, parent, structural, thread, pid, work, kernels, launch_row,
                                   name_code, names, calls, f"iterations from one call of {label} to the next (its "
                                   "calls return before their work is done; no step markers in the trace)")

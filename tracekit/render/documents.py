@@ -196,8 +196,16 @@ def breakdown_sections(bd: Breakdown, used_steps: list[int] | None = None) -> li
             s.sentences.append(f"{fetching:.0%} of step time the loop's thread fetches a batch (DataLoader __next__ / "
                                "IteratorGetNext) with no compute op running: the loader's own work or its wait for "
                                "worker processes. Not dispatch.")
+        waiting_calls = rows.waiting_calls_ns.sum() / max(rows.span_ns.sum(), 1)
+        if waiting_calls:
+            s.sentences.append(f"Calls that wait while other threads run their ops (a TF function call on the Python "
+                               f"thread while the executor's threads run the function's ops) hold {waiting_calls:.0%} "
+                               "of step time as their own: the calling thread waiting for that work (the ops, and "
+                               "the runtime's own work between them), counted in no op class (the waiting calls "
+                               "column).")
         used = [c for c in OP_CLASSES if bd.cpu_ops[f"{c}_ns"].sum() > 0]
-        extra = [*(["unrecorded_ops"] if bd.cpu_ops.unrecorded_ops_ns.sum() > 0 else []), "dispatch",
+        extra = [*(["waiting_calls"] if bd.cpu_ops.waiting_calls_ns.sum() > 0 else []),
+                 *(["unrecorded_ops"] if bd.cpu_ops.unrecorded_ops_ns.sum() > 0 else []), "dispatch",
                  *(["compiled_code"] if bd.cpu_ops.compiled_code_ns.sum() > 0 else []),
                  *(["waiting"] if bd.cpu_ops.waiting_ns.sum() > 0 else []),
                  *(["fetching"] if bd.cpu_ops.fetching_ns.sum() > 0 else [])]
