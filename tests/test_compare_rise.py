@@ -100,3 +100,21 @@ def test_verdicts_either_side_of_the_rules_line_say_the_figure_that_split_them()
             .result.findings if f.startswith("A is GPU-bound")]
     assert len(said) == 1 and "B CPU/framework-bound (the GPU idle: " in said[0], said
     assert "line between the two verdicts is 30%)" in said[0] and "near it" not in said[0]
+
+
+def test_a_tf_function_calls_wait_is_its_own_metric_not_other_op_time():
+    """Keras's fit: the step function's call on the Python thread holds the step while the executor's
+    threads run its ops. Its self time was op_other_time (0.94 of a 1.59 ms step, as if framework work
+    rose with the step); it is waiting_calls_time now, and the report's op table gives it a column."""
+    tf = DATA.parent / "tf"
+    cmp = api.compare([str(tf / "keras_fit.xplane.pb"), str(tf / "fit_jit.xplane.pb")]).result
+    metrics = cmp.metrics.set_index("metric")
+    step = float(metrics.loc["step_time", "A"])
+    assert float(metrics.loc["waiting_calls_time", "A"]) > 0.4 * step
+    assert float(metrics.loc["op_other_time", "A"]) < 0.05 * step
+    bd = api.report(str(tf / "keras_fit.xplane.pb")).breakdown
+    whole = bd.cpu_ops[bd.cpu_ops.step == -1].iloc[0]
+    assert whole.waiting_calls_ns > 10 * whole.other_ns
+    # A PyTorch CPU loop on one thread waits on no other thread: nothing moves out of its classes.
+    torch_bd = api.report(str(DATA / "verdict_line_a.pt.trace.json.gz")).breakdown
+    assert (torch_bd.cpu_ops.waiting_calls_ns == 0).all()
