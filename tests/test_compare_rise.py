@@ -113,8 +113,8 @@ def test_a_tf_function_calls_wait_is_its_own_metric_not_other_op_time():
     assert float(metrics.loc["waiting_calls_time", "A"]) > 0.4 * step
     assert float(metrics.loc["op_other_time", "A"]) < 0.05 * step
     bd = api.report(str(tf / "keras_fit.xplane.pb")).breakdown
-    whole = bd.cpu_ops[bd.cpu_ops.step == -1].iloc[0]
-    assert whole.waiting_calls_ns > 10 * whole.other_ns
+    steady = bd.cpu_ops[bd.cpu_ops.step >= 1]  # step 0 traces and builds the function: its call works then
+    assert steady.waiting_calls_ns.sum() > 10 * steady.other_ns.sum()
     # A PyTorch CPU loop on one thread waits on no other thread: nothing moves out of its classes.
     torch_bd = api.report(str(DATA / "verdict_line_a.pt.trace.json.gz")).breakdown
     assert (torch_bd.cpu_ops.waiting_calls_ns == 0).all()
