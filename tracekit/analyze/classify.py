@@ -80,16 +80,14 @@ KERNEL_RULES: list[tuple[str, str, str]] = [
                   r"BatchNorm|welford|triton_red_|triton_per_|cub::Device(Reduce|Segmented|Scan)|DeviceScan|argmax|ArgMax|"
                   r"sum_functor|norm_kernel|ColumnReduce|RowReduce|BlockReduce|bn_fw|bn_bw|GammaBeta|RowwiseMoments|"
                   r"rms_?norm|RMSNorm|group_norm|max_pool|avg_pool|adaptive_\w*pool|pooling|MaxPool|AvgPool|"
-                  r"^input_\w*fusion|^wrapped_reduce(_\d+)?$|"
-                  # an embedding's backward sums each row's gradients over its lookups
-                  r"embedding_backward|compute_grad_weight|sum_and_scatter", "base"),
+                  r"^input_\w*fusion|^wrapped_reduce(_\d+)?$", "base"),
     ("elementwise", r"elementwise_kernel|elementwise|triton_poi_|Functor|CatArrayBatchedCopy|"
                     r"direct_copy_kernel|multi_tensor_apply|fused_dropout|where_kernel|clamp|CUDAFunctor|"
                     r"vectorized_|unrolled_|kernelPointwiseApply|sigmoid|tanh|fused_|"
                     r"CudaCodeGen::kernel\d+|^func_\d+$|EigenMetaKernel|BiasNHWCKernel|BiasNCHWKernel|BiasGradNHWC|"
                     r"^loop_\w*fusion|act_and_mul|silu|gelu|rotary|rope_|"
-                    # gathers and cache writes: memory-bound copies of rows (index_select, vLLM's KV cache)
-                    r"indexSelect(Small|Large)Index|index_select|reshape_and_cache|"
+                    # vLLM's KV cache write: a copy of each token's keys and values into the cache
+                    r"reshape_and_cache|"
                     # cuDNN's layout conversions around its NHWC kernels for NCHW tensors (memory-bound)
                     r"nchwToNhwc|nhwcToNchw|"
                     # XLA:GPU runs a lone HLO it did not fuse as a kernel named wrapped_<opcode>
