@@ -124,6 +124,7 @@ def test_a_loop_reading_batch_wide_values_is_not() -> None:
     ("cpu/sample_loop_metric.pt.trace.json.gz", True), ("cpu/sample_loop_thresholds.pt.trace.json.gz", True),
     ("cpu/sample_loop.pt.trace.json.gz", False),  # one loss.item() a step
     ("cpu/adamw_foreach.pt.trace.json.gz", False),  # AdamW's own reads of each parameter's step count
+    ("cpu/lbfgs.pt.trace.json.gz", True),  # LBFGS's reads inside its step decide its line search: they stay
     ("h200/item_sync.pt.trace.json.gz", False)])  # 8 reads a step, ~90 ops between two
 def test_compiling_a_step_cut_small_by_reads_into_python_is_not_ranked(path: str, uncertain: bool) -> None:
     """torch.compile breaks its graph at each .item(): where a step's reads leave only a few ops between
@@ -177,3 +178,16 @@ def test_a_batch_augmented_image_by_image_in_the_step_is_told_to_prepare_it_outs
     assert api.report(DATA / "sample_transforms_batched.pt.trace.json.gz").launch.sample_transforms is None
     for name in ("sample_loop", "sample_loop_zip", "sample_loop_metric"):
         assert api.report(DATA / f"{name}.pt.trace.json.gz").launch.sample_transforms is None
+
+
+def test_an_uncertain_prediction_says_why_in_the_report() -> None:
+    """LBFGS (tests/data/cpu/make_lbfgs.py) reads ~300 values a step into Python inside its optimizer
+    step: no-dispatch is not ranked, and the report says why beside its torch.compile remedy; AdamW's
+    step gets no such line."""
+    r = api.report(DATA / "lbfgs.pt.trace.json.gz").launch
+    said = [e for e in r.evidence if e.startswith("what no-dispatch would save is not predicted: the step reads ")]
+    assert len(said) == 1 and "torch.compile breaks its graph at each" in said[0], r.evidence
+    assert any(x.startswith("cut per-op dispatch") for x in r.remedies)
+    assert r.optimizer is None or "fused" not in (r.optimizer.remedy() or "")
+    adamw = api.report(DATA / "adamw_foreach.pt.trace.json.gz").launch
+    assert not [e for e in adamw.evidence if "not predicted" in e]

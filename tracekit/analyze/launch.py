@@ -971,6 +971,9 @@ NO_SAVING_SHARE = 0.01  # a remedy whose predicted saving is below this share of
 WHATIF_MAX_EVENTS = 200_000  # the replay walks the step's events in Python: bounded for huge traces
 
 
+UNTRACED_EXECUTOR = "graph executor with no op traced"
+
+
 def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float | None = None,
                               measured: dict[str, tuple[str, float]] | None = None) -> None:
     """Order the remedies by what ``tracekit whatif`` predicts each saves on the median step (those it
@@ -1002,6 +1005,14 @@ def _rank_by_predicted_saving(r: LaunchReport, frame: Frame, loop_share: float |
         total = (k - 1) * w.replayed_step_ns + w_cycle.replayed_step_ns
         saving = {sc: ((k - 1) * plain.get(sc, 0) + extra.get(sc, 0)) / total for sc in {*plain, *extra}}
     scenario = [next((sc for key, sc in _REMEDY_SCENARIOS if key in remedy), None) for remedy in r.remedies]
+    # A remedy whose prediction is uncertain is not ranked: say why, so that its advice reads with the caveat.
+    for s in w.scenarios:
+        if s.uncertain and s.name in scenario and "uncertain: " in s.assumptions:
+            # TF's untraced executor time is said by its own evidence (untraced_ops) already.
+            parts = [part.rstrip("; ") for part in s.assumptions.split("uncertain: ")[1:]
+                     if not (UNTRACED_EXECUTOR in part and any(UNTRACED_EXECUTOR in e for e in r.evidence))]
+            if parts:
+                r.evidence.append(f"what {s.name} would save is not predicted: {'; '.join(parts)} (tracekit whatif)")
     measured = {remedy: m for remedy, m in (measured or {}).items() if remedy in r.remedies}
     costed = [measured[remedy][1] if remedy in measured else saving.get(sc) if sc else None
               for remedy, sc in zip(r.remedies, scenario, strict=True)]
