@@ -306,3 +306,22 @@ def test_fusing_a_repeated_run_of_elementwise_ops_on_a_cpu_says_what_compiling_i
     fuse = next(s for s in w.scenarios if s.name == "fuse-elementwise")
     assert "here one run of elementwise ops comes 20 times a step" in fuse.assumptions
     assert "compile what calls it, one call a step" in fuse.assumptions and not fuse.uncertain
+
+
+def test_a_recurrent_cell_compiled_per_timestep_pays_each_calls_cost():
+    """compile-loop-body: fuse-elementwise as a recurrence is compiled in practice, the cell's step alone
+    and called once a timestep (collectors' custom_compile), each call 40 µs beyond its ops. On a
+    hand-written LSTM cell over x.unbind(0) (tests/data/cpu/sample_loop_unbind_recurrence) it is
+    fuse-elementwise's step plus that cost per repetition of the gates' run; a loop over independent
+    parameters (an EMA a tensor at a time) is no recurrence and gets none (foreach is its fix)."""
+    from tracekit.analyze.whatif import CPU_COMPILED_CALL_NS
+
+    cpu = Path(__file__).parent / "data" / "cpu"
+    found = {s.name: s for s in whatif(load(cpu / "sample_loop_unbind_recurrence.pt.trace.json.gz")).scenarios}
+    body, fused = found["compile-loop-body"], found["fuse-elementwise"]
+    added = body.predicted_step_ns - fused.predicted_step_ns
+    assert added > 0 and added % CPU_COMPILED_CALL_NS == 0
+    repeats = added // CPU_COMPILED_CALL_NS
+    assert repeats >= 4 and f"{repeats} times a step" in body.assumptions
+    names = {s.name for s in whatif(load(cpu / "parameter_loop_ema.pt.trace.json.gz")).scenarios}
+    assert "fuse-elementwise" in names and "compile-loop-body" not in names
