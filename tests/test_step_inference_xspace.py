@@ -76,6 +76,9 @@ def test_dispatches_that_run_ahead_of_their_work_bound_no_iterations():
     table = tracekit.load(DATA / "jax" / "keras_jax_fit.xplane.pb")
     assert "step" not in table["kind"].to_pylist() and _steps_from(table) == ""
     assert table["name"].to_pylist().count("PjitFunction(train_step)") == 64  # each call nests one in another
+    # The report says how jax.profiler marks steps, and that a mark must hold the work, not its dispatch.
+    hint = [e for e in tracekit.launch(table).result.evidence if e.startswith("no steps are marked")]
+    assert len(hint) == 1 and "StepTraceAnnotation" in hint[0] and "block_until_ready" in hint[0], hint
 
 
 @pytest.mark.parametrize("trace", ["h200/jax_train", "h200/jax_scan_lstm", "jax/jit_loop_async"])

@@ -1074,6 +1074,16 @@ PADDLE_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: padd
                         "wrap each iteration in paddle.profiler.RecordEvent(\"train_step\"): its calls are taken as "
                         "the steps)")
 
+JAX_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: jax.profiler marks a step with "
+                     "jax.profiler.StepTraceAnnotation(\"train\", step_num=i) around each iteration; a jitted call "
+                     "returns once its work is dispatched, so end each marked iteration with its result ready "
+                     "(block_until_ready on the loss) or the marks hold the dispatches, not the work")
+TF_NO_STEPS_HINT = ("no steps are marked, so this is the whole capture: the TF profiler marks a step with "
+                    "tf.profiler.experimental.Trace(\"train\", step_num=i, _r=1) around each iteration (Keras's fit "
+                    "marks its per-batch function itself)")
+NO_STEPS_HINTS = {"torch": TORCH_NO_STEPS_HINT, "paddle": PADDLE_NO_STEPS_HINT, "jax": JAX_NO_STEPS_HINT,
+                  "tf": TF_NO_STEPS_HINT}
+
 
 def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "", not_inferred: str = "") -> None:
     """Ops per step (or timestep), and which steps the verdict leaves out. ``source``: the trace's
@@ -1097,12 +1107,10 @@ def _describe_ops(r: LaunchReport, used: list[int] | None, source: str = "", not
         r.evidence.append(f"{ops_step:.0f} framework ops per step" if marked else
                           f"{ops_step:.0f} framework ops (no steps marked)")
     # A capture with nothing in it has no steps to mark: the verdict says why it is empty.
-    if not marked and source == "torch" and (r.has_gpu or int(r.per_step.ops.sum())):
+    if not marked and source in NO_STEPS_HINTS and (r.has_gpu or int(r.per_step.ops.sum())):
         # A range around each iteration that was not taken as the steps: say why, not "wrap each iteration".
         r.evidence.append(f"no steps are marked, so this is the whole capture: {not_inferred}" if not_inferred
-                          else TORCH_NO_STEPS_HINT)
-    if not marked and source == "paddle" and int(r.per_step.ops.sum()):
-        r.evidence.append(PADDLE_NO_STEPS_HINT)
+                          else NO_STEPS_HINTS[source])
 
 
 def _measure_cpu(r: LaunchReport, frame: Frame, e: verdicts.Evidence, used: list[int] | None,
