@@ -148,8 +148,7 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
     codes = [c for c, n in enumerate(frame.names) if n in WALK_OPS or n == UNBIND]
     if not codes or "args" not in frame.table.column_names:
         return None
-    steps = step_rows(frame, used)
-    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
+    steps, step_ns = _steps_and_time(frame, used)
     if not step_ns:
         return None
     ops = frame.rows("cpu_op")
@@ -191,6 +190,12 @@ def sample_loop(frame: Frame, used: list[int] | None) -> SampleLoop | None:
                       iterations=int(np.median([f[0].rows.size for f in found])), ops=n_ops,
                       product_rows=product_rows, loop_share=loop_share,
                       share=share, saving=sum(f[5] for f in found) / step_ns)
+
+
+def _steps_and_time(frame: Frame, used: list[int] | None) -> tuple[np.ndarray, int]:
+    """The step rows of the steps used and their summed time (what a share here is of)."""
+    steps = step_rows(frame, used)
+    return steps, int(frame.dur[steps].sum()) if steps.size else 0
 
 
 def _backward_each(frame: Frame, walk: _Walk) -> bool:
@@ -538,8 +543,7 @@ def sample_transforms(frame: Frame, used: list[int] | None, classes: RowClasses)
     step, unbind to stack, ``PREPARATION_SHARE`` of the steps' time."""
     if UNBIND not in frame.names or "args" not in frame.table.column_names:
         return None
-    steps = step_rows(frame, used)
-    step_ns = int(frame.dur[steps].sum()) if steps.size else 0
+    steps, step_ns = _steps_and_time(frame, used)
     if not step_ns:
         return None
     ops = frame.rows("cpu_op")
