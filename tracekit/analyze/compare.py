@@ -105,7 +105,7 @@ class Diagnosis:
     remedies: list[str]
     findings: list[str]
     step_cover: float | None = None  # the share of its loop the steps cover (LaunchReport.step_cover)
-    evidence: Evidence | None = field(default=None, repr=False)  # what the verdict rules read
+    rule_evidence: Evidence | None = field(default=None, repr=False)  # what the verdict rules read
 
     def as_dict(self) -> dict[str, object]:
         return {"label": self.label, "verdict": self.verdict, "remedies": self.remedies, "findings": self.findings,
@@ -521,7 +521,7 @@ def _deciding_figure(base: Diagnosis, other: Diagnosis) -> str:
     share outside compute ops, framework-bound from ``DISPATCH_SHARE``; with a GPU: its idle share,
     GPU-bound below the idle threshold), that figure for both, and whether both lie near the line:
     two captures of one program 54% and 48% outside compute ops fall either side of 50%."""
-    a, b = base.evidence, other.evidence
+    a, b = base.rule_evidence, other.rule_evidence
     if a is None or b is None or a.has_gpu != b.has_gpu:
         return ""
     if not a.has_gpu and {base.verdict, other.verdict} == set(_CPU_SIDES):

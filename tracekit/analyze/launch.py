@@ -971,6 +971,7 @@ NO_SAVING_SHARE = 0.01  # a remedy whose predicted saving is below this share of
 WHATIF_MAX_EVENTS = 200_000  # the replay walks the step's events in Python: bounded for huge traces
 
 
+# The phrase of whatif's uncertainty about TF's untraced executor time, which untraced_ops' evidence says.
 UNTRACED_EXECUTOR = "graph executor with no op traced"
 
 

@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 from tracekit.analyze.classify import OP_CLASSES, RowClasses
 from tracekit.analyze.frame import BACKWARD_NODE, Frame, step_rows
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, gemm_shape, input_dims
+from tracekit.ingest.columns import factorize
 from tracekit.ingest.links import member_mask, nearest_ancestor
 
 WALK_OPS = ("aten::slice", "aten::select", "aten::narrow")
@@ -551,15 +552,18 @@ def sample_transforms(frame: Frame, used: list[int] | None, classes: RowClasses)
     unbinds = top[frame.name_code[top] == frame.names.index(UNBIND)][:MAX_WALKS]
     if not unbinds.size:
         return None
-    top = top[np.lexsort((frame.start[top], frame.thread_key[top]))]  # by thread, then start
-    position = {int(r): int(i) for i, r in zip(np.flatnonzero(member_mask(top, unbinds)).tolist(),
-                                                top[member_mask(top, unbinds)].tolist(), strict=True)}
+    # The top-level ops by (thread, step), then start: each thread's step is one block.
+    _, thread_code = factorize(frame.thread_key[top])
+    block = thread_code.astype(np.int64) * (int(frame.step[top].max()) + 2) + frame.step[top] + 1
+    order = np.lexsort((frame.start[top], block))
+    top, block = top[order], block[order]
+    where = np.flatnonzero(member_mask(top, unbinds))
+    at_of = dict(zip(top[where].tolist(), where.tolist(), strict=True))  # each unbind's place in the sorted rows
     ends = member_mask(frame.name_code[top], [frame.names.index(n) for n in STACK_OPS if n in frame.names])
-    model_classes = [OP_CLASSES.index(c) for c in MODEL_OP_CLASSES]
-    model = member_mask(classes.op[top], model_classes) | frame.name_mask(BACKWARD_NODE)[top]
+    model = member_mask(classes.op[top], [OP_CLASSES.index(c) for c in MODEL_OP_CLASSES]) | frame.name_mask(BACKWARD_NODE)[top]
     dims_code, dims = input_dims(frame.table, unbinds)
     concrete = pc.fill_null(pc.struct_field(pc.extract_regex(args_text(frame.table, unbinds), _CONCRETE), "concrete"), "")
-    best: dict[tuple[int, int], tuple[int, int, int, int, int]] = {}  # (thread, step): (ns, unbind, first, end, pieces)
+    best: dict[int, tuple[int, int, int, int, int]] = {}  # block: (ns, unbind's index in unbinds, at, stop, pieces)
     for i, (row, args_text_) in enumerate(zip(unbinds.tolist(), concrete.to_pylist(), strict=True)):
         try:
             args = json.loads(args_text_) if args_text_ else None
@@ -569,38 +573,29 @@ def sample_transforms(frame: Frame, used: list[int] | None, classes: RowClasses)
             continue
         if not isinstance(shape, list) or len(shape) < 2 or int(shape[0]) < MIN_ITERATIONS:
             continue
-        pieces = int(shape[0])
-        thread, step = int(frame.thread_key[row]), int(frame.step[row])
-        at = int(position[row])
-        mine = (frame.thread_key[top] == thread) & (frame.step[top] == step)
-        if model[: at][mine[: at]].any():
+        pieces, at = int(shape[0]), at_of[row]
+        lo, hi = np.searchsorted(block, block[at], "left"), np.searchsorted(block, block[at], "right")
+        if model[lo:at].any():
             continue  # the model ran before it: its outputs, not a batch being prepared
-        after = np.flatnonzero(mine[at + 1:] & ends[at + 1:])
+        after = np.flatnonzero(ends[at + 1:hi])
         if not after.size:
             continue
         stop = at + 1 + int(after[0])
-        inside = np.arange(at + 1, stop)[mine[at + 1:stop]]
-        if inside.size < pieces or model[inside].any():
+        if stop - at - 1 < pieces or model[at + 1:stop].any():
             continue
         ns = int(frame.end[top[stop]] - frame.start[row])
-        key = (thread, step)
-        if key not in best or ns > best[key][0]:
-            best[key] = (ns, row, at + 1, stop, pieces)
+        if int(block[at]) not in best or ns > best[int(block[at])][0]:
+            best[int(block[at])] = (ns, i, at, stop, pieces)
     if not best:
         return None
     share = sum(b[0] for b in best.values()) / step_ns
     if share < PREPARATION_SHARE:
         return None
-    def region(first: int, stop: int, row: int) -> np.ndarray:  # the top-level ops between unbind and stack
-        rows = top[first:stop]
-        return rows[(frame.thread_key[rows] == frame.thread_key[row]) & (frame.step[rows] == frame.step[row])]
-
-    ns, row, first, stop, pieces = max(best.values())
-    inside = region(first, stop, row)
+    _, i, at, stop, pieces = max(best.values())
+    inside = top[at + 1:stop]
     # By their time, nested ops included (a transform's top-level op holds its kernels).
     by_name = np.bincount(frame.name_code[inside], weights=frame.dur[inside], minlength=len(frame.names))
     names = tuple(frame.names[c] for c in np.argsort(-by_name, kind="stable")[:3] if by_name[c] > 0)
-    ops_a_sample = float(np.median([region(b[2], b[3], b[1]).size / b[4] for b in best.values()]))
-    walked = _walked_shape(dims[dims_code[int(np.flatnonzero(unbinds == row)[0])]]) or ""
-    return SampleTransforms(walked=walked, samples=pieces, ops=ops_a_sample, names=names, stack=frame.name(int(top[stop])),
-                            share=share)
+    ops_a_sample = float(np.median([(b[3] - b[2] - 1) / b[4] for b in best.values()]))
+    return SampleTransforms(walked=_walked_shape(dims[dims_code[i]]) or "", samples=pieces, ops=ops_a_sample, names=names,
+                            stack=frame.name(int(top[stop])), share=share)
