@@ -382,11 +382,12 @@ def _dispatch_iterations(table: pa.Table, kind: np.ndarray, start: np.ndarray, e
     """The table with one step per iteration from one call of a range to the next, for the first range
     (most time in its calls first) whose calls held too little of the work to be the steps themselves
     but whose iterations, so cut, pass ``_fetch_iterations``'s checks. A jitted JAX function returns
-    once its step is dispatched and XLA's threads run the ops after it (Keras's fit on the JAX backend:
-    ``PjitFunction(train_step)``, 60 µs a call, the step's ops on 4 other threads): the calls hold none
-    of the work, their starts bound the iterations. Only where other threads do most of the work
-    between the first call and the last (``MIN_LOOP``). Tried last, where no range, optimizer step or
-    batch fetch gave the steps."""
+    once its step is dispatched and XLA's threads run the ops after it: in a loop that blocks on each
+    result (``tests/data/jax/jit_loop_async``) the ``PjitFunction(train_step)`` calls hold none of the
+    work, and their starts bound the iterations; where the dispatches run ahead of the work (Keras's fit
+    on the JAX backend) the op counts between calls are irregular and no steps are made. Only where
+    other threads do most of the work between the first call and the last (``MIN_LOOP``). Tried last,
+    where no range, optimizer step or batch fetch gave the steps."""
     for label, calls in dispatches:
         # The work runs elsewhere: a range whose own thread does most of the loop's work (a per-layer
         # range of a PyTorch loop, ``layer_0``) is not a dispatch, whatever its calls hold.
