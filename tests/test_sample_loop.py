@@ -181,7 +181,7 @@ def test_a_batch_augmented_image_by_image_in_the_step_is_told_to_prepare_it_outs
 
 
 def test_an_uncertain_prediction_says_why_in_the_report() -> None:
-    """LBFGS (tests/data/cpu/make_lbfgs.py) reads ~300 values a step into Python inside its optimizer
+    """LBFGS (tests/data/cpu/make_lbfgs.py) reads 700-1,100 values a step into Python inside its optimizer
     step: no-dispatch is not ranked, and the report says why beside its torch.compile remedy; AdamW's
     step gets no such line."""
     r = api.report(DATA / "lbfgs.pt.trace.json.gz").launch

@@ -71,7 +71,7 @@ def test_jitted_calls_are_steps_where_they_hold_the_work_and_bound_them_where_th
 def test_dispatches_that_run_ahead_of_their_work_bound_no_iterations():
     """Keras's fit on the JAX backend (tests/data/jax/make_keras_jax_fit.py): each batch's jitted call
     returns once dispatched and the calls run ahead of XLA's threads, so the windows between calls hold
-    0 to 300 ops and most of the epoch's ops run after the last call: no steps, rather than 32 steps
+    0 to 296 ops and most of the epoch's ops run after the last call: no steps, rather than 32 steps
     each holding some other batch's work."""
     table = tracekit.load(DATA / "jax" / "keras_jax_fit.xplane.pb")
     assert "step" not in table["kind"].to_pylist() and _steps_from(table) == ""

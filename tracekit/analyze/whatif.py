@@ -815,7 +815,7 @@ UNEXPLAINED_STRETCH_SHARE = 0.5
 # small to save dispatch (a compiled region's call costs tens of µs on a CPU, an eager op a few).
 UNCOMPILED_READS = 8
 # Optimizers whose step branches on the values it reads (torch.optim.LBFGS: its line search and stopping
-# tests, 1,100 reads a step of max_iter=10 on a 2-layer MLP): not reads a compiled optimizer step drops.
+# tests, 700-1,100 reads a step of max_iter=10 on a 2-layer MLP): not reads a compiled optimizer step drops.
 BRANCHING_OPTIMIZER = re.compile(r"^Optimizer\.step#LBFGS\.step$")
 MAX_OPS_PER_READ = 16
 

@@ -55,8 +55,8 @@ work. Where none of those qualifies either, a range whose calls held too little 
 steps (a jitted JAX function returns once its step is dispatched, and XLA's threads run the ops after
 it) cuts the iterations from one call's start to the next, on the same evidence
 (``_dispatch_iterations``): a loop that waits for each step's result holds the step's ops between two
-calls; one whose dispatches run ahead of the work (Keras's fit on the JAX backend: 5 to 148 ops
-between calls, then 2,965 after the last) fails the op-count check and keeps no steps. Windows whose
+calls; one whose dispatches run ahead of the work (Keras's fit on the JAX backend: 0 to 296 ops
+between calls, then 3,283 after the last) fails the op-count check and keeps no steps. Windows whose
 ops alternate with a period of 2-4 (Keras's predict per call fetches its batch,
 then finds the data exhausted) make one iteration per period. The last fetch begins one more iteration
 where no fetch ends it (Keras's fit knows its batch count): it ends with the loop thread's last row when

@@ -1,6 +1,6 @@
 """Writes tests/data/cpu/lbfgs.pt.trace.json.gz: a real torch.profiler capture (CPU, shapes recorded, 3
 steps marked) of a 2-layer MLP (32 -> 64 -> 1, tanh) fitted with torch.optim.LBFGS (max_iter=10) on 256
-samples: each step calls the closure (forward, backward) up to 10 times, and LBFGS reads some 1,100
+samples: each step calls the closure (forward, backward) up to 10 times, and LBFGS reads 700-1,100
 values into Python a step for its direction updates and stopping tests, all inside its optimizer step.
 whatif's no-dispatch scenario left those reads out (it exempts an optimizer step's own reads, which
 Adam's compiled step does without) and ranked torch.compile first with 62% predicted; LBFGS branches

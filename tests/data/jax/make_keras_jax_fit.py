@@ -3,8 +3,8 @@ off) of Keras 3's ``fit`` on the JAX backend: an MLP (32 -> 256 -> 256 -> 10, dr
 with Adam for one epoch of 32 batches of 64, after a first epoch outside the profile (compilation).
 No step is marked: Keras's JAX trainer records none, and each batch's only range is its jitted
 ``PjitFunction(train_step)`` call, which returns once the step is dispatched (about 60 µs) while
-XLA's threads run the step's ops. The dispatches run ahead of the work: between two calls lie 5 to
-150 ops, and most of the epoch's ops run after the last call, so neither the calls nor the windows
+XLA's threads run the step's ops. The dispatches run ahead of the work: between two calls lie 0 to
+296 ops, and most of the epoch's ops run after the last call, so neither the calls nor the windows
 between them are the steps.
 
 Run in a separate venv with jax and keras installed (tracekit depends on neither):
