@@ -1,7 +1,8 @@
 """Autoregressive decoding (tracekit/analyze/decoding.py): a skinny GEMM run once per generated token is
 not told to batch across timesteps, and generation with no key/value cache is named. Real captures of
 transformers' generate() on a small GPT-2 (tests/data/cpu/make_decoding.py), beside attention captures
-that are not decoding."""
+that are not decoding; and recurrent cells that generate, beside one trained with teacher forcing
+(tests/data/cpu/make_cell_decoder.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyze.decoding import Decoding, decoding, uncached_generation
+from tracekit.analyze.decoding import Decoding, decoding, fed_back_cells, uncached_generation
 from tracekit.analyze.frame import frame_of
 from tracekit.ingest import load
 
@@ -99,3 +100,48 @@ def test_a_training_loop_over_samples_of_growing_length_is_not_generation(tmp_pa
     found = decoding(frame, None)
     assert found is not None and not found.cached and found.positions == 6  # what the dims alone say
     assert uncached_generation(frame, None) is None
+
+
+@pytest.mark.parametrize(("name", "cell", "chooser", "reader"), [
+    ("cell_decoder_beam", "aten::gru_cell", "aten::topk", "aten::index"),
+    ("cell_decoder_greedy", "aten::lstm_cell", "aten::max", "aten::embedding"),
+])
+def test_a_cell_loop_fed_its_chosen_output_is_a_decoder(name: str, cell: str, chooser: str, reader: str) -> None:
+    """A GRU cell beam-searching 16 tokens was told "replace the per-timestep cell loop with the recurrent
+    layer (nn.GRU ...) ... makes the input GEMMs of all timesteps one", whatif ranked fused-rnn (22% on a
+    30-token run), and its skinny GEMMs were told to batch across timesteps: each token's input is chosen
+    from the last one's output, so no layer can take them all at once. Found by the ops between the cells
+    (greedy decoding's max is its dim overload, read from the recorded inputs)."""
+    frame = _frame(name)
+    found = decoding(frame, None)
+    assert found is not None and found.positions == 16 and found.cached
+    assert found.via.startswith(f"{cell} once a token") and f"({chooser}, then {reader} " in found.via, found.via
+    launch = tracekit.report(frame.table).launch
+    assert not any("replace the per-timestep cell loop" in x for x in launch.remedies), launch.remedies
+    assert any(x.startswith("the cell loop generates") for x in launch.remedies), launch.remedies
+    skinny = [x for x in launch.remedies if "a skinny GEMM" in x]
+    assert skinny and all("once per generated token (16 a step" in x and "across timesteps" not in x
+                          and "makes the input GEMMs of all timesteps one" not in x for x in skinny), skinny
+    scenarios = {s.name for s in tracekit.whatif(frame.table).result.scenarios}
+    assert "fused-rnn" not in scenarios and "no-dispatch" in scenarios, scenarios
+
+
+def test_a_teacher_forced_cell_loop_is_not_a_decoder() -> None:
+    """The LSTM cell trained with teacher forcing counts its accuracy with argmax and embeds the next
+    target token each timestep (a chooser, then a reader, between the cells), but the step runs a
+    backward pass and its inputs are known up front: the recurrent layer can replace the loop."""
+    frame = _frame("cell_teacher_forced")
+    cells = frame.rows("cpu_op")[[frame.name(int(r)) == "aten::lstm_cell" for r in frame.rows("cpu_op")]]
+    assert cells.size == 48
+    assert decoding(frame, None) is None and fed_back_cells(frame, cells) is None
+    launch = tracekit.report(frame.table).launch
+    assert any(x.startswith("replace the per-timestep cell loop with the fused recurrent layer") for x in launch.remedies)
+    assert "fused-rnn" in {s.name for s in tracekit.whatif(frame.table).result.scenarios}
+
+
+@pytest.mark.parametrize("name", ["gru_cell_loop", "sample_loop_decode", "sample_loop_char_rnn"])
+def test_other_loops_are_not_cell_decoders(name: str) -> None:
+    """A GRU cell loop over a known sequence, an MLP decoding greedily (no cell: its remedy was never the
+    layer's), and the char-RNN walking its line: no recurrent decoder."""
+    found = decoding(_frame(name), None)
+    assert found is None or not found.via

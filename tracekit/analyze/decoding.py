@@ -10,6 +10,18 @@ for each token, with no key/value cache (``use_cache=False``, or a hand-written 
 ``model(ids)`` on the grown ids), does work that grows with the length: that is told as such, where
 the steps run no backward pass (a training loop over samples sorted by length is not generation).
 
+A recurrent decoder (a seq2seq model's ``nn.GRUCell`` or ``nn.LSTMCell`` called once a token, greedy,
+sampled or beam search) has no attention to read; it shows by what runs between one cell call and
+the next on its thread: an op that chooses indices from the output (``CHOOSING_OPS``: argmax, topk,
+multinomial, ...), then one that reads by them (``READING_OPS``: the next token's embedding, the
+beams' states reordered), in at least half of those gaps, in steps with no backward pass. Each
+timestep's input is then unknown until the last one has run, so the recurrent layer (``nn.GRU``),
+which takes all timesteps' inputs at once, cannot replace the loop, and its skinny GEMMs widen only
+with more sequences at once. A teacher-forced training loop (the next input read from the target,
+a backward pass in the step) is not one. PyTorch 2.13, a GRU cell (hidden 256, vocabulary 2,000)
+beam-searching 30 tokens with 5 beams on a 2-core Xeon: the cell and output GEMMs at M=5 were 29%
+of the step, and ``fused-rnn`` predicted 22% for a layer that cannot run it.
+
 The trace shows it by the attention calls' input dims (``record_shapes=True``): the query with one
 position (dim -2 of ``[batch, heads, 1, head_dim]``) against keys whose position count (dim -2 of
 ``[batch, heads, L, head_dim]``) takes ``MIN_POSITIONS`` or more consecutive values in one step,
@@ -28,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow.compute as pc
 
-from tracekit.analyze.frame import BACKWARD_NODE, Frame, calls_in_steps
+from tracekit.analyze.frame import BACKWARD_NODE, RNN_CELL_OPS, Frame, calls_in_steps
+from tracekit.ingest.links import member_mask, nearest_ancestor
 
 SDPA_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
             "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
@@ -37,6 +50,13 @@ PRODUCT_OPS = ("aten::matmul", "aten::bmm")  # eager attention's q @ k^T
 MIN_POSITIONS = 4
 MAX_CALLS = 100_000  # attention calls read; a trace with more is read in part
 # The first two tensors' dims: "Input Dims":[[a...],[b...],...
+# A recurrent decoder's feedback (module doc): ops that choose indices from an output, and ops that read by them.
+CHOOSING_OPS = ("aten::argmax", "aten::argmin", "aten::topk", "aten::multinomial", "aten::sort", "aten::argsort")
+# max / min choose only in their dim overload (values and indices), recorded as "Input Dims":[[5,2000],[],[]];
+# the elementwise one takes two tensors.
+DIM_CHOOSING_OPS = ("aten::max", "aten::min")
+READING_OPS = ("aten::embedding", "aten::index_select", "aten::index", "aten::gather", "aten::take", "aten::one_hot")
+_DIM_OVERLOAD = r'"Input Dims":\[\[[0-9, ]+\],\[\],\[\]\]'
 _TWO_INPUTS = r'"Input Dims":\[\[(?P<first>[0-9, ]*)\],\[(?P<second>[0-9, ]*)\]'
 
 
@@ -50,8 +70,11 @@ class Decoding:
     first: int
     last: int
     cached: bool = True
+    via: str = ""  # a recurrent decoder's feedback (fed_back_cells), "" for attention's
 
     def phrase(self) -> str:
+        if self.via:
+            return f"once per generated token ({self.positions} a step: {self.via})"
         return (f"once per generated token ({self.positions} a step: attention of one query position over a key/value "
                 f"cache growing from {self.first} to {self.last} positions)")
 
@@ -69,7 +92,11 @@ class Decoding:
                 "a call against 72.5 ms without the cache, a gap that grows with the length)")
 
     def as_dict(self) -> dict[str, object]:
-        return {"positions_per_step": self.positions, "first": self.first, "last": self.last, "cached": self.cached}
+        out: dict[str, object] = {"positions_per_step": self.positions, "first": self.first, "last": self.last,
+                                  "cached": self.cached}
+        if self.via:
+            out["via"] = self.via
+        return out
 
 
 def decoding(frame: Frame, used: list[int] | None) -> Decoding | None:
@@ -79,6 +106,14 @@ def decoding(frame: Frame, used: list[int] | None) -> Decoding | None:
 
 
 def _decoding(frame: Frame, used: list[int] | None) -> Decoding | None:
+    found = _attention_decoding(frame, used)
+    if found is None:
+        cells, _ = calls_in_steps(frame, RNN_CELL_OPS, used)
+        found = fed_back_cells(frame, cells)
+    return found
+
+
+def _attention_decoding(frame: Frame, used: list[int] | None) -> Decoding | None:
     if "args" not in frame.table.column_names:
         return None
     from tracekit.analyze.top_ops import args_text  # top_ops reads this module's result
@@ -115,6 +150,75 @@ def _decoding(frame: Frame, used: list[int] | None) -> Decoding | None:
             _, lo, hi = max(runs)
             return Decoding(positions=int(np.median([n for n, _, _ in runs])), first=lo, last=hi, cached=cached)
     return None
+
+
+def fed_back_cells(frame: Frame, cells: np.ndarray) -> Decoding | None:
+    """A recurrent decoder (module doc) among these cell op rows: the outermost cells, paired with the
+    next on their thread in the same step; a decode loop where at least half of the gaps between them
+    choose indices and then read by them, and the cells' steps run no backward pass. None otherwise."""
+    is_cell = np.zeros(len(frame), bool)
+    is_cell[cells] = True
+    cells = cells[nearest_ancestor(frame.parent, cells, is_cell) < 0]  # lstm_cell calls a fused cell on a GPU
+    cells = cells[np.lexsort((frame.start[cells], frame.step[cells], frame.thread_key[cells]))]
+    thread, step = frame.thread_key[cells], frame.step[cells]
+    paired = (thread[:-1] == thread[1:]) & (step[:-1] == step[1:])
+    if int(paired.sum()) < MIN_POSITIONS:
+        return None
+    gap_start, gap_end = frame.end[cells[:-1]][paired], frame.start[cells[1:]][paired]
+    gap_thread = thread[:-1][paired]
+    choosing, reading = _named_ops(frame, CHOOSING_OPS), _named_ops(frame, READING_OPS)
+    choosing = np.concatenate([choosing, _dim_overloads(frame, _named_ops(frame, DIM_CHOOSING_OPS))])
+    chooser, reader = np.full(gap_start.size, -1, np.int64), np.full(gap_start.size, -1, np.int64)
+    for key in np.unique(gap_thread).tolist():
+        mine = gap_thread == key
+        chooser[mine] = _first_after(frame, choosing[frame.thread_key[choosing] == key], gap_start[mine], gap_end[mine])
+        chose = mine & (chooser >= 0)
+        reader[chose] = _first_after(frame, reading[frame.thread_key[reading] == key],
+                                     frame.start[chooser[chose]] + 1, gap_end[chose])
+    fed = reader >= 0
+    if 2 * int(fed.sum()) < fed.size:
+        return None
+    steps = np.unique(step).tolist()
+    backward, _ = calls_in_steps(frame, [n for n in frame.names if BACKWARD_NODE.match(n)], steps)
+    if backward.size:
+        return None  # teacher forcing: the next input comes from the target, known up front
+    per_step = [int((step == s).sum()) for s in steps]
+
+    def most(rows: np.ndarray) -> str:
+        names, counts = np.unique(frame.name_code[rows], return_counts=True)
+        return frame.names[int(names[np.argmax(counts)])]
+    via = (f"{most(cells)} once a token, its next input chosen from its output ({most(chooser[fed])}, then "
+           f"{most(reader[fed])} between one call and the next)")
+    return Decoding(positions=int(np.median(per_step)), first=0, last=0, via=via)
+
+
+def _named_ops(frame: Frame, names: tuple[str, ...]) -> np.ndarray:
+    codes = [c for c, n in enumerate(frame.names) if n in names]
+    ops = frame.rows("cpu_op")
+    return ops[member_mask(frame.name_code[ops], codes)] if codes else ops[:0]
+
+
+def _dim_overloads(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """Those of ``rows`` (max / min) recorded with the dim overload's inputs (none without shapes)."""
+    if not rows.size or "args" not in frame.table.column_names:
+        return rows[:0]
+    from tracekit.analyze.top_ops import args_text
+
+    rows = rows[:MAX_CALLS]
+    return rows[np.asarray(pc.fill_null(pc.match_substring_regex(args_text(frame.table, rows), _DIM_OVERLOAD), False))]
+
+
+def _first_after(frame: Frame, rows: np.ndarray, after: np.ndarray, before: np.ndarray) -> np.ndarray:
+    """For each window [after, before): the first of ``rows`` (one thread's) starting in it, -1 if none."""
+    out = np.full(after.size, -1, np.int64)
+    if not rows.size:
+        return out
+    rows = rows[np.argsort(frame.start[rows], kind="stable")]
+    at = np.searchsorted(frame.start[rows], after, side="left")
+    found = at < rows.size
+    found[found] = frame.start[rows[at[found]]] < before[found]
+    out[found] = rows[at[found]]
+    return out
 
 
 def _longest_run(calls: dict[int, int]) -> tuple[int, int, int]:

@@ -24,6 +24,9 @@ KIND_INDEX = schema.KIND_CODES
 # autograd's range around each backward node it runs: "autograd::engine::evaluate_function: AddmmBackward0".
 BACKWARD_NODE = re.compile(r"^autograd::engine::evaluate_function: ")
 GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
+# PyTorch's per-timestep recurrent cells (nn.LSTMCell, nn.GRUCell, nn.RNNCell), which a Python loop calls.
+RNN_CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
+                "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
 
 LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")
 

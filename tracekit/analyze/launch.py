@@ -58,12 +58,12 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.conv_layout import NchwConvolutions, nchw_convolutions
 from tracekit.analyze.copies import pageable_share
-from tracekit.analyze.decoding import Decoding, uncached_generation
+from tracekit.analyze.decoding import Decoding, decoding, uncached_generation
 from tracekit.analyze.dropout import DropoutMasks, dropout_masks
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
 from tracekit.analyze.float64 import Float64Products, float64_products
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps, frame_of
+from tracekit.analyze.frame import GPU_BUSY_KINDS, RNN_CELL_OPS, Frame, calls_in_steps, frame_of
 from tracekit.analyze.fsdp import fsdp_collectives
 from tracekit.analyze.gpu_communication import NOTE_SHARE as GPU_COMMUNICATION_NOTE_SHARE
 from tracekit.analyze.gpu_communication import GpuCommunication, gpu_communication
@@ -106,12 +106,10 @@ from tracekit.ingest.links import byte_mask, member_mask, nearest_ancestor
 
 HOST_PACED_VERDICTS = ("launch-bound", "CPU/framework-bound", "CPU compute-bound")
 GAP_HOST_CLASSES = ("launching", "synchronizing", "data_transfer", "framework", "python", "host_idle")
-# Whole-sequence RNN ops (PyTorch, TF) and the per-timestep cells a Python or tf.while_loop calls.
+# Whole-sequence RNN ops (PyTorch, TF); the per-timestep cells a Python loop calls are frame.RNN_CELL_OPS.
 FUSED_RNN_OPS = ("aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu", "aten::_cudnn_rnn",
                  "aten::mkldnn_rnn_layer", "aten::miopen_rnn")
 FUSED_RNN_TF_SUFFIXES = (":CudnnRNN", ":CudnnRNNV2", ":CudnnRNNV3", ":BlockLSTMV2", ":BlockLSTM")
-RNN_CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
-                "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
 # Cells whose layer (nn.GRU, nn.RNN) has no fused CPU kernel: PyTorch's CPU layer loops over their ops
 # per timestep in C++ (only the LSTM has oneDNN's fused op). aten::_thnn_fused_gru_cell runs on GPUs only.
 CPU_UNFUSED_CELL_OPS = ("aten::gru_cell", "aten::_thnn_fused_gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
@@ -736,7 +734,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     framework = source if source in ("torch", "tf", "jax", "paddle") else _framework_from_kernels(frame, r.evidence)
     e = verdicts.Evidence(source=framework, has_ops=bool(frame.mask("cpu_op").any()), has_gpu=r.has_gpu,
                           intel_gpu=_launches_through(frame, _INTEL_LAUNCH),
-                          idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame))
+                          idle_share=r.idle_share, idle_threshold=idle_threshold, recurrent=_recurrent_style(frame, r.steps))
     e.pipeline_builds = pipeline_builds(frame)
     e.chrome_trace = source == "chrome"
     e.onnxruntime = source == "onnxruntime"
@@ -1743,10 +1741,14 @@ def _runs_xla_program_each_step(frame: Frame, steps: StepStats | None) -> bool:
     return 2 * int(member_mask(stepped, used).sum()) >= len(used)
 
 
-def _recurrent_style(frame: Frame) -> str:
-    """How the trace runs its recurrent layers (``verdicts`` styles), from its op names."""
+def _recurrent_style(frame: Frame, steps: StepStats | None) -> str:
+    """How the trace runs its recurrent layers (``verdicts`` styles), from its op names (and for a cell
+    loop, what runs between its cells in the steps used)."""
     op_names = [frame.names[c] for c in distinct(frame.name_code[frame.mask("cpu_op")]) if c >= 0]
     cells = [n for n in op_names if n in RNN_CELL_OPS]
+    used = steps.used_step_numbers() if steps is not None and len(steps.steps) else None
+    if cells and (found := decoding(frame, used)) is not None and found.via:
+        return verdicts.TORCH_CELL_DECODER
     if cells:
         unfused_on_cpu = all(n in CPU_UNFUSED_CELL_OPS for n in cells)
         return verdicts.TORCH_GRU_RNN_CELL_LOOP if unfused_on_cpu else verdicts.TORCH_CELL_LOOP

@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from tracekit.analyze.classify import OP_CLASSES, RowClasses
-from tracekit.analyze.frame import BACKWARD_NODE, Frame, step_rows
+from tracekit.analyze.frame import BACKWARD_NODE, RNN_CELL_OPS, Frame, step_rows
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_text, compact_shapes, gemm_shape, input_dims
 from tracekit.ingest.columns import factorize
 from tracekit.ingest.links import member_mask, nearest_ancestor
@@ -55,9 +55,7 @@ WALK_OPS = ("aten::slice", "aten::select", "aten::narrow")
 UNBIND = "aten::unbind"
 WRITE_OPS = ("aten::copy_", "aten::fill_", "aten::zero_", "aten::index_put_")
 READ_OPS = ("aten::item", "aten::_local_scalar_dense")  # a tensor's value read into Python (.item(), int(t))
-# Ops a timestep's recurrence runs: its cell, or the gates' sigmoid and tanh together.
-CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
-            "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
+# Ops a timestep's recurrence runs: its cell (frame.RNN_CELL_OPS), or the gates' sigmoid and tanh together.
 GATE_OPS = ("aten::sigmoid", "aten::tanh")
 MIN_ITERATIONS = 8
 MAX_ROWS = 8
@@ -366,7 +364,7 @@ def _iterations(frame: Frame, by_start: np.ndarray, walk: _Walk) -> tuple[int, i
     inside = by_start[lo:hi][frame.thread_key[by_start[lo:hi]] == thread]
     iteration = np.searchsorted(bounds, frame.start[inside], side="right") - 1
     names = np.asarray(frame.names, object)[frame.name_code[inside]]
-    if np.isin(names, CELL_OPS).any():
+    if np.isin(names, RNN_CELL_OPS).any():
         return None
     gated = [set(names[iteration == j].tolist()) >= set(GATE_OPS) for j in range(walk.rows.size)]
     if sum(gated) * 2 >= walk.rows.size:

@@ -584,6 +584,13 @@ def _spread_skinny_gemm_remedies(groups: pd.DataFrame, window: int, per_step: bo
     return out
 
 
+def _cell_decoder(asked: list[Decoding | None], decode_loop: Callable[[], Decoding | None]) -> Decoding | None:
+    """The steps' recurrent decoder (a cell loop fed its chosen output), asking ``decode_loop`` once."""
+    if not asked:
+        asked.append(decode_loop())
+    return asked[0] if asked[0] is not None and asked[0].via else None
+
+
 def _span(dim: str, values: list[int]) -> str:
     return f"{dim}={values[0]}" if min(values) == max(values) else f"{dim} from {min(values)} to {max(values)}"
 
@@ -617,6 +624,8 @@ def _skinny_gemm_remedies(ops: pd.DataFrame, per_step: bool,
             out.append(f"{said}, once per timestep inside {recurrent} (the recurrent layer's own loop): M is the "
                        f"batch, and the hidden-state GEMM cannot be batched across timesteps; only more "
                        f"sequences at once (a larger batch) widen it")
+        elif recurrent and (found := _cell_decoder(decode, decode_loop)) is not None:
+            out.append(f"{said}, once per timestep inside {recurrent}, {found.phrase()}: {decode_remedy(weight_type(i))}")
         elif recurrent:
             layer = {"lstm": "nn.LSTM", "gru": "nn.GRU"}.get(recurrent[6:-5], "nn.RNN")
             out.append(f"{said}, once per timestep inside {recurrent}: the recurrent layer ({layer}) makes "

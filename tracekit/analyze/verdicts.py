@@ -53,6 +53,7 @@ VERDICTS = ("launch-bound", "GPU-bound", "sync-bound", "copy-bound", "data-loadi
 TORCH_CELL_LOOP = "torch cell loop"          # aten::lstm_cell (with or without gru_cell / rnn_*_cell) per timestep
 TORCH_GRU_RNN_CELL_LOOP = "torch gru/rnn cell loop"  # aten::gru_cell / rnn_*_cell only: no fused CPU layer for them
 TORCH_LSTM_PER_TIMESTEP = "torch lstm layer per timestep"  # CPU aten::lstm without oneDNN's op (packed, float64, proj_size)
+TORCH_CELL_DECODER = "torch cell decoder"    # a cell loop fed its own chosen output (tracekit.analyze.decoding)
 KERAS_WHILE_LAYER = "keras while-loop layer"  # a Keras LSTM/GRU layer run as a tf.while_loop (not cuDNN)
 TF_CELL_LOOP = "tf cell loop"                # keras.layers.RNN(cell) or a hand-written tf.while_loop cell
 FUSED = "fused"                              # one op for all timesteps (cuDNN, oneDNN, BlockLSTM)
@@ -201,6 +202,11 @@ CPU_GRU_RNN_LAYER_REMEDY = ("replace the per-timestep cell loop with the recurre
                             "it is not one fused op (PyTorch's fused CPU kernel is the LSTM's) but a C++ loop over the "
                             "same ops, which saves the Python loop and makes the input GEMMs of all timesteps one; the "
                             "per-op dispatch stays, which a compiled loop (torch.compile, TorchScript) cuts")
+# A decoder's loop cannot become the layer: each timestep's input is chosen from the last one's output.
+CELL_DECODER_REMEDY = ("the cell loop generates (each timestep's input is chosen from the last one's output), so the "
+                       "recurrent layer (nn.LSTM / nn.GRU), which takes every timestep's input at once, cannot replace "
+                       "it; what widens its per-timestep GEMMs is more sequences (or beams) decoded at once, and what "
+                       "cuts its per-op dispatch is compiling the decode step (torch.compile, TorchScript)")
 TF_CELL_GPU_REMEDY = ("use keras.layers.LSTM / GRU instead of an RNN(cell) or hand-written while loop: with their "
                       "default arguments they run as one cuDNN op for all timesteps on a GPU")
 TF_CELL_CPU_REMEDY = ("the cell runs per timestep in a tf.while_loop: compile the step with XLA "
@@ -446,6 +452,8 @@ def recurrent_remedies(e: Evidence) -> list[str]:
         return [FUSED_RNN_REMEDY]
     if e.recurrent == TORCH_GRU_RNN_CELL_LOOP:
         return [CPU_GRU_RNN_LAYER_REMEDY]
+    if e.recurrent == TORCH_CELL_DECODER:
+        return [CELL_DECODER_REMEDY]
     if e.recurrent == TORCH_LSTM_PER_TIMESTEP:
         return [_lstm_per_timestep_remedy(e.recurrent_reasons)]
     if e.recurrent == TF_CELL_LOOP:

@@ -53,9 +53,10 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.copies import PAGEABLE, RATE_COPY_BYTES, copy_bytes, host_memory, host_to_device, pinned_rate
 from tracekit.analyze.critical_path import GPU_KINDS, empty_window, median_step_instance, step_window
-from tracekit.analyze.frame import Frame, frame_of
+from tracekit.analyze.decoding import fed_back_cells
+from tracekit.analyze.frame import RNN_CELL_OPS, Frame, frame_of
 from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
-from tracekit.analyze.launch import CPU_UNFUSED_CELL_OPS, JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION, RNN_CELL_OPS
+from tracekit.analyze.launch import CPU_UNFUSED_CELL_OPS, JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION
 from tracekit.analyze.optimizer import fusable, fused_arithmetic, fused_streams, on_gpu, optimizer_calls, update_of
 from tracekit.analyze.parameter_loops import loops_in
 from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
@@ -1094,8 +1095,8 @@ def _fused_rnn(step: _Step) -> tuple[int, str] | None:
     f = step.frame
     cell_codes = {i for i, n in enumerate(f.names) if n in RNN_CELL_OPS}
     cells = {s.top for s in step.segments if s.top >= 0 and int(f.name_code[s.top]) in cell_codes}
-    if not cells:
-        return None
+    if not cells or fed_back_cells(f, np.array(sorted(cells), np.int64)) is not None:
+        return None  # a decoder's next input is chosen from its output: no layer takes them all at once
     first_cell = min(int(f.start[c]) for c in cells)
     last_cell = max(int(f.end[c]) for c in cells)
     # On a CPU only the LSTM has a fused kernel (oneDNN's, aten::mkldnn_rnn_layer): nn.GRU and nn.RNN
