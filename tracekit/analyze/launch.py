@@ -81,6 +81,7 @@ from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stret
 from tracekit.analyze.recompute import Recompute, recompute
 from tracekit.analyze.recurrent import FLOAT64, lstm_per_timestep_reasons
 from tracekit.analyze.sample_loop import SampleLoop, SampleTransforms, sample_loop, sample_transforms
+from tracekit.analyze.slow_forward import SlowForward, slow_forward
 from tracekit.analyze.slow_launches import slow_launch_calls
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
@@ -204,6 +205,7 @@ class LaunchReport:
     gpu_communication: GpuCommunication | None = None  # collective kernels against compute (analyze.gpu_communication)
     dropout_masks: DropoutMasks | None = None  # CPU training drawing dropout masks (tracekit.analyze.dropout)
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
+    slow_forward: SlowForward | None = None  # TF forward products far slower than their gradients (analyze.slow_forward)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
     judged_capture: bool = False  # no step judged, the span from the first call linked to GPU work (_capture_windows)
@@ -226,7 +228,8 @@ class LaunchReport:
         optimizer reads, tokens generated with no key/value cache, graph messages passed as per-edge tensors,
         CPU inference spent in float32 Linear layers, GPU collective kernels and the compute beside them, CPU
         training spent drawing dropout masks, the fixed cost of each node run in an ONNX Runtime profile, a
-        Python loop over the parameters outside the optimizer."""
+        Python loop over the parameters outside the optimizer, TF forward products far slower than their
+        layer's gradient products."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -242,7 +245,7 @@ class LaunchReport:
             "uncached_generation": self.uncached_generation, "message_passing": self.message_passing,
             "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
             "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor,
-            "input_pipeline": self.input_pipeline}
+            "input_pipeline": self.input_pipeline, "slow_forward": self.slow_forward}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -874,6 +877,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.indexed_gradients = _told(r, indexed_gradients(frame, indexed_steps))
     if e.source in ("tf", "paddle"):  # Keras's and Paddle's dropout layers (PyTorch's are read with its other findings)
         r.dropout_masks = _told(r, dropout_masks(frame, used, e.source))
+    if e.source == "tf":  # PyTorch's 16-bit products are read by their recorded types (emulated_precision)
+        r.slow_forward = _told(r, slow_forward(frame, classify_rows(frame), indexed_steps))
     _told(r, r.eager_beside_function if r.verdict in HOST_PACED_VERDICTS else None)
     if r.python_work is not None:
         r.remedies.append(r.python_work.remedy())
@@ -893,6 +898,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         measured = {found.remedy(): (what, found.share) for what, found in
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),
+                     ("the slow forward products' time", r.slow_forward),
                      ("the concatenations beyond one final cat", r.growing_cat),
                      ("the per-sample preparation's time", r.sample_transforms),
                      ("the ops on the gathered rows", r.message_passing),
