@@ -1,6 +1,7 @@
 """The steps' own Python work (tracekit.analyze.python_work), on real captures made by
 tests/data/cpu/make_python_in_step.py: an MLP step whose input features are computed in Python from
-nested lists, without and with Python stacks."""
+nested lists, without and with Python stacks; and one saving a checkpoint each step
+(make_checkpoint_in_step.py)."""
 
 from __future__ import annotations
 
@@ -128,3 +129,15 @@ def test_a_loop_that_marks_no_steps_still_has_its_python_work_told_apart_from_di
     w = whatif(load(path))
     no_dispatch = next(s for s in w.scenarios if s.name == "no-dispatch")
     assert no_dispatch.saving_ns < 0.4 * w.measured_step_ns  # the waits stay: the Python work is not dispatch
+
+
+def test_a_checkpoint_saved_each_step_is_named_by_the_op_before_it() -> None:
+    """torch.save of the model's and Adam's state each step (tests/data/cpu/make_checkpoint_in_step.py):
+    the serialization records no op, a stretch right after state_dict()'s aten::detach calls; the
+    evidence says what that op is, and the remedy lists checkpoints and saving every N steps."""
+    r = api.report(DATA / "checkpoint_in_step.pt.trace.json.gz").launch
+    assert r.python_work is not None and r.python_work.after == "aten::detach" and r.python_work.share > 0.2
+    said = next(x for x in r.evidence if "with no op running (" in x)
+    assert "after aten::detach, which state_dict() runs for each tensor it returns" in said, said
+    fix = next(x for x in r.remedies if x.startswith("take the Python work out of the step"))
+    assert "checkpoints and logs written" in fix and "save and log every N steps" in fix, fix

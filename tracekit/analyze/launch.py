@@ -86,6 +86,7 @@ from tracekit.analyze.slow_launches import slow_launch_calls
 from tracekit.analyze.stalls import Stalls, stalled_calls
 from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
+from tracekit.analyze.tensor_text import TensorText, tensor_text
 from tracekit.analyze.tf_data import InputPipeline, input_pipeline, pipeline_work
 from tracekit.analyze.tf_eager import EagerBesideFunction, eager_beside_function, eager_ops
 from tracekit.analyze.top_ops import DECODE_BATCHING, HLO_INSTRUCTION, TopOps, compact_shapes, sentence_labels, top_ops
@@ -205,6 +206,7 @@ class LaunchReport:
     gpu_communication: GpuCommunication | None = None  # collective kernels against compute (analyze.gpu_communication)
     dropout_masks: DropoutMasks | None = None  # CPU training drawing dropout masks (tracekit.analyze.dropout)
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
+    tensor_text: TensorText | None = None  # tensors formatted as text in the step (tracekit.analyze.tensor_text)
     slow_forward: SlowForward | None = None  # TF forward products far slower than their gradients (analyze.slow_forward)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
@@ -229,7 +231,7 @@ class LaunchReport:
         CPU inference spent in float32 Linear layers, GPU collective kernels and the compute beside them, CPU
         training spent drawing dropout masks, the fixed cost of each node run in an ONNX Runtime profile, a
         Python loop over the parameters outside the optimizer, TF forward products far slower than their
-        layer's gradient products."""
+        layer's gradient products, tensors formatted as text in the step."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -245,7 +247,8 @@ class LaunchReport:
             "uncached_generation": self.uncached_generation, "message_passing": self.message_passing,
             "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
             "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor,
-            "input_pipeline": self.input_pipeline, "slow_forward": self.slow_forward}
+            "input_pipeline": self.input_pipeline, "slow_forward": self.slow_forward,
+            "tensor_text": self.tensor_text}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -862,6 +865,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.graph_breaks = _told(r, graph_breaks(frame, steps_used))
         r.recompute = _told(r, recompute(frame, steps_used))
         r.uncached_generation = _told(r, uncached_generation(frame, steps_used))
+        r.tensor_text = _told(r, tensor_text(frame, steps_used))
         evaluating = r.steps.steps.step[r.steps.steps.status == "evaluation"].tolist() if r.steps is not None else []
         r.train_mode_inference = _told(r, train_mode_inference(frame, steps_used, evaluating))
         r.unused_gradients = _told(r, unused_gradients(frame, steps_used))
@@ -899,6 +903,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                     (("flushing subnormals", r.slowing_products), ("the step's own Python work", r.python_work),
                      ("the emulated products' time", r.emulated_products),
                      ("the slow forward products' time", r.slow_forward),
+                     ("the tensors' formatting time", r.tensor_text),
                      ("the concatenations beyond one final cat", r.growing_cat),
                      ("the per-sample preparation's time", r.sample_transforms),
                      ("the ops on the gathered rows", r.message_passing),
