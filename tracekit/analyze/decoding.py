@@ -184,9 +184,9 @@ def fed_back_cells(frame: Frame, cells: np.ndarray) -> Decoding | None:
         return None  # teacher forcing: the next input comes from the target, known up front
     per_step = [int((step == s).sum()) for s in steps]
 
-    def most(rows: np.ndarray) -> str:
-        names, counts = np.unique(frame.name_code[rows], return_counts=True)
-        return frame.names[int(names[np.argmax(counts)])]
+    def most(rows: np.ndarray) -> str:  # ties by name: the table's name codes follow its row order
+        codes, counts = np.unique(frame.name_code[rows], return_counts=True)
+        return min(zip((-counts).tolist(), (frame.names[c] for c in codes.tolist()), strict=True))[1]
     via = (f"{most(cells)} once a token, its next input chosen from its output ({most(chooser[fed])}, then "
            f"{most(reader[fed])} between one call and the next)")
     return Decoding(positions=int(np.median(per_step)), first=0, last=0, via=via)

@@ -104,13 +104,13 @@ def slow_forward(frame: Frame, classes: RowClasses, used: list[int] | None) -> S
         layer = path.rpartition("/")[0]
         if gradient or calls < MIN_CALLS or med < MIN_CALL_NS or "/" not in layer:
             continue  # a product at a model's top scope has no one layer's gradients to compare with
-        mine = [g for g, p in gradients if p.startswith(layer + "/")]
+        mine = sorted((g for g, p in gradients if p.startswith(layer + "/")), key=lambda g: frame.names[g])
         if mine and len(mine) <= MAX_GRADIENT_NAMES and all(med >= MIN_RATIO * median[g][3] for g in mine):
             slow.append((code, total, mine))
     total_slow = sum(total for _, total, _ in slow)
     if not slow or total_slow < MIN_SHARE * step_ns:
         return None
-    code, _, mine = max(slow, key=lambda s: s[1])
+    code, _, mine = max(slow, key=lambda s: (s[1], frame.names[s[0]]))
     float16 = any(n.endswith(LOSS_SCALE_CHECK) for n in _names_in(frame, ops))
     return SlowForward(layers=len(slow), share=total_slow / step_ns, worst=short_name(frame.names[code]),
                        worst_ns=median[code][3],
