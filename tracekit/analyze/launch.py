@@ -69,6 +69,7 @@ from tracekit.analyze.gpu_communication import NOTE_SHARE as GPU_COMMUNICATION_N
 from tracekit.analyze.gpu_communication import GpuCommunication, gpu_communication
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
 from tracekit.analyze.grad_mode import InferenceWithGrad, inference_with_grad
+from tracekit.analyze.gradient_sync import GradientSync, gradient_sync
 from tracekit.analyze.graph_breaks import GraphBreaks, graph_breaks
 from tracekit.analyze.growing_cat import GrowingCat, growing_cat
 from tracekit.analyze.indexed_gradients import IndexedGradients, indexed_gradients
@@ -206,6 +207,7 @@ class LaunchReport:
     gpu_communication: GpuCommunication | None = None  # collective kernels against compute (analyze.gpu_communication)
     dropout_masks: DropoutMasks | None = None  # CPU training drawing dropout masks (tracekit.analyze.dropout)
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
+    gradient_sync: GradientSync | None = None  # gradients all-reduced a tensor at a time (analyze.gradient_sync)
     tensor_text: TensorText | None = None  # tensors formatted as text in the step (tracekit.analyze.tensor_text)
     slow_forward: SlowForward | None = None  # TF forward products far slower than their gradients (analyze.slow_forward)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
@@ -231,7 +233,8 @@ class LaunchReport:
         CPU inference spent in float32 Linear layers, GPU collective kernels and the compute beside them, CPU
         training spent drawing dropout masks, the fixed cost of each node run in an ONNX Runtime profile, a
         Python loop over the parameters outside the optimizer, TF forward products far slower than their
-        layer's gradient products, tensors formatted as text in the step."""
+        layer's gradient products, tensors formatted as text in the step, gradients all-reduced one tensor at
+        a time after the backward pass."""
         found: dict[str, Finding | None] = {
             "optimizer": self.optimizer, "embedding_gradients": self.embeddings, "slowing_products": self.slowing_products,
             "python_work": self.python_work, "anomaly_detection": self.anomaly_detection,
@@ -248,7 +251,7 @@ class LaunchReport:
             "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
             "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor,
             "input_pipeline": self.input_pipeline, "slow_forward": self.slow_forward,
-            "tensor_text": self.tensor_text}
+            "tensor_text": self.tensor_text, "gradient_sync": self.gradient_sync}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -866,6 +869,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.recompute = _told(r, recompute(frame, steps_used))
         r.uncached_generation = _told(r, uncached_generation(frame, steps_used))
         r.tensor_text = _told(r, tensor_text(frame, steps_used))
+        r.gradient_sync = _told(r, gradient_sync(frame, steps_used))
+        if r.gradient_sync is not None:  # the specific fix before the communication rule's general one
+            r.remedies.insert(0, r.remedies.pop(r.remedies.index(r.gradient_sync.remedy())))
         evaluating = r.steps.steps.step[r.steps.steps.status == "evaluation"].tolist() if r.steps is not None else []
         r.train_mode_inference = _told(r, train_mode_inference(frame, steps_used, evaluating))
         r.unused_gradients = _told(r, unused_gradients(frame, steps_used))
