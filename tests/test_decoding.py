@@ -145,3 +145,17 @@ def test_other_loops_are_not_cell_decoders(name: str) -> None:
     layer's), and the char-RNN walking its line: no recurrent decoder."""
     found = decoding(_frame(name), None)
     assert found is None or not found.via
+
+
+def test_a_tf_while_loop_decoder_is_not_told_to_use_the_keras_layer() -> None:
+    """A GRU cell decoding greedily in a tf.function (tests/data/tf/make_tf_decoder.py): tf.argmax, then the
+    embedding's GatherV2, inside the while loop, and no gradient. The TF cell-loop remedy ("use
+    keras.layers.LSTM / GRU" with a GPU, BlockLSTMV2 on a CPU) cannot apply to it."""
+    from tracekit.analyze import verdicts
+    from tracekit.analyze.launch import _recurrent_style
+
+    path = Path(__file__).parent / "data" / "tf" / "tf_decoder.xplane.pb"
+    assert _recurrent_style(frame_of(load(path)), None) == verdicts.TF_CELL_DECODER
+    remedies = tracekit.report(path).launch.remedies
+    assert remedies[0] == verdicts.TF_CELL_DECODER_REMEDY, remedies
+    assert not any("BlockLSTMV2" in x or x.startswith("use keras.layers.LSTM") for x in remedies), remedies

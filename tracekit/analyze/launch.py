@@ -967,6 +967,8 @@ def _told(r: LaunchReport, found: _T | None) -> _T | None:
 # None: advice no scenario costs (a step already in one XLA program: what is left is TF's per-call work,
 # which steps_per_execution divides, not dispatch that goes to 0).
 _REMEDY_SCENARIOS: tuple[tuple[str, str | None], ...] = (("already runs as one XLA program", None),
+                     # A decoder's loop names the layer it cannot become: its fix is the compiled decode step.
+                     ("the cell loop generates", "no-dispatch"),
                      # Remedies whose text names a compiler for another reason than dispatch: dropout on a
                      # GPU is separate elementwise kernels XLA fuses; collectives' XLA combiner is no replay.
                      ("dropout's kernels take", "fuse-elementwise"), ("dropout's masks cost", None),
@@ -1774,7 +1776,23 @@ def _recurrent_style(frame: Frame, steps: StepStats | None) -> str:
     loops = [n for n in op_names if "while" in n and _RECURRENT_WORD.search(n)]
     if any(_KERAS_LAYER_LOOP.search(n) for n in loops):
         return verdicts.KERAS_WHILE_LAYER
+    if loops and _tf_decoder(op_names):
+        return verdicts.TF_CELL_DECODER
     return verdicts.TF_CELL_LOOP if loops else ""
+
+
+# A TF decode loop (the cell decoder of tracekit.analyze.decoding, in a tf.while_loop): its body chooses
+# indices from the output (tf.argmax, tf.math.top_k, tf.random.categorical) and reads by them (the next
+# token's embedding), with no gradient in the trace (a teacher-forced training loop reads its targets).
+_TF_CHOOSING = (":ArgMax", ":ArgMin", ":TopKV2", ":Multinomial", ":StatelessMultinomial")
+_TF_READING = (":GatherV2", ":ResourceGather", ":GatherNd", ":OneHot")
+_TF_GRADIENT_SCOPES = ("gradient_tape/", "gradients/")
+
+
+def _tf_decoder(op_names: list[str]) -> bool:
+    looped = [n for n in op_names if "/while/" in n or n.startswith("while/")]
+    return (any(n.endswith(_TF_CHOOSING) for n in looped) and any(n.endswith(_TF_READING) for n in looped)
+            and not any(scope in n for n in op_names for scope in _TF_GRADIENT_SCOPES))
 
 
 # A graph built again: TF (2.12 on) records each tracing of a tf.function as tf.function-graph_building;

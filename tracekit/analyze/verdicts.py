@@ -56,6 +56,7 @@ TORCH_LSTM_PER_TIMESTEP = "torch lstm layer per timestep"  # CPU aten::lstm with
 TORCH_CELL_DECODER = "torch cell decoder"    # a cell loop fed its own chosen output (tracekit.analyze.decoding)
 KERAS_WHILE_LAYER = "keras while-loop layer"  # a Keras LSTM/GRU layer run as a tf.while_loop (not cuDNN)
 TF_CELL_LOOP = "tf cell loop"                # keras.layers.RNN(cell) or a hand-written tf.while_loop cell
+TF_CELL_DECODER = "tf cell decoder"          # a tf.while_loop cell fed its own chosen output (launch._tf_decoder)
 FUSED = "fused"                              # one op for all timesteps (cuDNN, oneDNN, BlockLSTM)
 
 
@@ -207,6 +208,11 @@ CELL_DECODER_REMEDY = ("the cell loop generates (each timestep's input is chosen
                        "recurrent layer (nn.LSTM / nn.GRU), which takes every timestep's input at once, cannot replace "
                        "it; what widens its per-timestep GEMMs is more sequences (or beams) decoded at once, and what "
                        "cuts its per-op dispatch is compiling the decode step (torch.compile, TorchScript)")
+TF_CELL_DECODER_REMEDY = ("the cell loop generates (each timestep's input is chosen from the last one's output: an "
+                          "argmax, top_k or sampling op, then a gather of the embedding, inside the while loop), so "
+                          "keras.layers.LSTM / GRU, which take every timestep's input at once, cannot replace it; "
+                          "compile the decode loop with XLA (tf.function(jit_compile=True)), and decode more sequences "
+                          "(or beams) at once to widen its per-timestep products")
 TF_CELL_GPU_REMEDY = ("use keras.layers.LSTM / GRU instead of an RNN(cell) or hand-written while loop: with their "
                       "default arguments they run as one cuDNN op for all timesteps on a GPU")
 TF_CELL_CPU_REMEDY = ("the cell runs per timestep in a tf.while_loop: compile the step with XLA "
@@ -458,6 +464,8 @@ def recurrent_remedies(e: Evidence) -> list[str]:
         return [_lstm_per_timestep_remedy(e.recurrent_reasons)]
     if e.recurrent == TF_CELL_LOOP:
         return [TF_CELL_GPU_REMEDY] if e.has_gpu else [TF_CELL_CPU_REMEDY]
+    if e.recurrent == TF_CELL_DECODER:
+        return [TF_CELL_DECODER_REMEDY]
     if e.recurrent == KERAS_WHILE_LAYER:
         return [KERAS_GPU_FUSION_REMEDY] if e.has_gpu else [KERAS_CPU_LOOP_REMEDY]
     return []
