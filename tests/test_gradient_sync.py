@@ -1,6 +1,6 @@
 """Gradients all-reduced one tensor at a time after the backward pass (tracekit/analyze/gradient_sync.py):
-rank 0 of real 2-rank gloo captures of hand-written data parallelism, per tensor and with one flat
-buffer (tests/data/cpu/make_gradient_sync.py); DDP, FSDP and tensor-parallel captures have none."""
+rank 0 of real 2-rank gloo captures of hand-written data parallelism, per tensor, with one flat
+buffer, and with metrics all-reduced beside it (tests/data/cpu/make_gradient_sync.py); DDP, FSDP and tensor-parallel captures have none."""
 
 from __future__ import annotations
 
@@ -31,6 +31,15 @@ def test_per_tensor_all_reduces_are_told_first() -> None:
 
 def test_one_flat_all_reduce_is_not_told() -> None:
     assert tracekit.report(DATA / "gradient_sync_flat_rank0.pt.trace.json.gz").launch.gradient_sync is None
+
+
+def test_metrics_all_reduced_after_the_backward_are_not_gradients() -> None:
+    """The flat all-reduce, then 10 0-dim metrics averaged over the ranks, one call each: 11 calls after
+    the backward pass, of which only the flat one is of gradients' size."""
+    frame = frame_of(load(DATA / "gradient_sync_metrics_rank0.pt.trace.json.gz"))
+    calls = [r for r in frame.rows("cpu_op").tolist() if frame.name(r) == "c10d::allreduce_"]
+    assert len(calls) == 4 * 11
+    assert gradient_sync(frame, None) is None
 
 
 @pytest.mark.parametrize("name", ["ddp_gloo_rank0", "ddp_straggler_rank0", "ddp_accumulation_rank0", "fsdp_units_rank0",

@@ -11,9 +11,12 @@ step one tensor at a time, 7.6-8.1 ms with one flat buffer, 6.9-8.2 ms under DDP
 Evidence (PyTorch traces): ``c10d::allreduce_`` calls at the top level of the step's thread (no op
 around them: Python issued them) after the step's last autograd node, ``MIN_CALLS`` or more a step
 (median over the steps), taking ``MIN_SHARE`` of the steps' time from the first to the next op
-after the last (gloo's all-reduce blocks until done, and that wait is no op). A tensor-parallel layer's
+after the last (gloo's all-reduce blocks until done, and that wait is no op). Only calls recorded with
+their tensors (``record_shapes=True``) of more than ``METRIC_ELEMENTS`` elements count: metrics
+averaged over the ranks after the backward pass (a loss, an accuracy) are all-reduced so too, and the
+trace says which is which only by size. A tensor-parallel layer's
 all-reduces run inside the forward and backward passes, and a DDP reducer's or a gradient hook's
-inside autograd, so none of those is counted. With shapes recorded the calls' median size is given.
+inside autograd, so none of those is counted.
 """
 
 from __future__ import annotations
@@ -29,20 +32,20 @@ from tracekit.analyze.top_ops import args_text
 ALL_REDUCE = "c10d::allreduce_"
 MIN_CALLS = 8
 MIN_SHARE = 0.1
+METRIC_ELEMENTS = 4  # a loss, a count and a total; a 10-class head's bias is 10
 
 
 @dataclass(frozen=True)
 class GradientSync:
     """All-reduces after the backward pass, one tensor a call (module doc): ``per_step`` calls a step
-    (median), ``elements`` their median size (0: shapes not recorded), ``share`` their time over the
-    steps'."""
+    (median), ``elements`` their median size, ``share`` their time over the steps'."""
 
     per_step: int
     elements: int
     share: float
 
     def evidence(self) -> str:
-        size = f", median {self.elements:,} elements" if self.elements else ""
+        size = f", median {self.elements:,} elements"
         return (f"the step all-reduces its gradients one tensor at a time after the backward pass: {self.per_step} "
                 f"{ALL_REDUCE} calls a step issued from Python{size}, {self.share:.0%} of the step time; each call "
                 "pays the collective's latency, one after another")
@@ -74,13 +77,15 @@ def gradient_sync(frame: Frame, used: list[int] | None) -> GradientSync | None:
     after = np.array([frame.start[c] >= last_end.get(int(frame.step[c]), np.iinfo(np.int64).max)
                       for c in calls.tolist()], bool)
     calls = calls[after]
+    sizes = _elements(frame, calls)
+    calls, sizes = calls[sizes > METRIC_ELEMENTS], sizes[sizes > METRIC_ELEMENTS]
     if not calls.size:
         return None
     per_step = int(np.median(np.unique(frame.step[calls], return_counts=True)[1]))
     share = _sync_time(frame, calls, steps) / step_ns
     if per_step < MIN_CALLS or share < MIN_SHARE:
         return None
-    return GradientSync(per_step=per_step, elements=_median_elements(frame, calls), share=share)
+    return GradientSync(per_step=per_step, elements=int(np.median(sizes)), share=share)
 
 
 def _sync_time(frame: Frame, calls: np.ndarray, steps: np.ndarray) -> int:
@@ -98,17 +103,17 @@ def _sync_time(frame: Frame, calls: np.ndarray, steps: np.ndarray) -> int:
     return total
 
 
-def _median_elements(frame: Frame, calls: np.ndarray) -> int:
-    """The calls' median tensor size from their recorded ``Input Dims`` (a list of tensors first); 0
-    where not recorded."""
+def _elements(frame: Frame, calls: np.ndarray) -> np.ndarray:
+    """Each call's tensor elements from its recorded ``Input Dims`` (a list of tensors first); 0 where
+    not recorded."""
+    out = np.zeros(calls.size, np.int64)
     if "args" not in frame.table.column_names:
-        return 0
-    sizes = []
-    for text in args_text(frame.table, calls[:1_000]).to_pylist():
+        return out
+    for i, text in enumerate(args_text(frame.table, calls).to_pylist()):
         try:
             dims = json.loads(text).get("Input Dims") if text else None
         except (ValueError, AttributeError):
             dims = None
         if isinstance(dims, list) and dims and isinstance(dims[0], list):
-            sizes.append(sum(int(np.prod(d)) for d in dims[0] if isinstance(d, list)))
-    return int(np.median(sizes)) if sizes else 0
+            out[i] = sum(int(np.prod(d)) for d in dims[0] if isinstance(d, list))
+    return out

@@ -1,4 +1,4 @@
-"""Writes tests/data/cpu/gradient_sync_{per_tensor,flat}_rank0.pt.trace.json.gz: rank 0's real
+"""Writes tests/data/cpu/gradient_sync_{per_tensor,flat,metrics}_rank0.pt.trace.json.gz: rank 0's real
 torch.profiler captures (CPU, shapes recorded, 4 steps marked) of 2-rank data parallelism on gloo
 written by hand, a 9-layer MLP (256 wide, 18 gradient tensors, batch 32, SGD), its gradients averaged
 after the backward pass (tracekit.analyze.gradient_sync):
@@ -6,11 +6,13 @@ after the backward pass (tracekit.analyze.gradient_sync):
 - ``per_tensor``: the PyTorch distributed tutorial's ``average_gradients``, ``for p in
   model.parameters(): dist.all_reduce(p.grad); p.grad /= 2``: 18 all-reduces a step.
 - ``flat``: one all-reduce of ``torch.cat`` of the gradients, copied back.
+- ``metrics``: the flat all-reduce, then 10 metrics (a loss, counts) averaged over the ranks, one
+  0-dim all-reduce each: not gradients.
 
 Unprofiled, both ranks on a 2-core Xeon with one intra-op thread each: 16.8-17.7 ms a step per
 tensor, 7.6-8.1 ms flat, 6.9-8.2 ms under DistributedDataParallel.
 
-    python tests/data/cpu/make_gradient_sync.py
+    python tests/data/cpu/make_gradient_sync.py [MODE ...]
 Made with torch 2.13.0 (CPU build).
 """
 
@@ -45,7 +47,10 @@ def run(rank: int, mode: str, tmp: str) -> None:
             for p in model.parameters():
                 dist.all_reduce(p.grad)
                 p.grad /= 2
-        else:
+        if mode == "metrics":
+            for metric in [torch.tensor(float(i)) for i in range(10)]:
+                dist.all_reduce(metric)
+        if mode != "per_tensor":
             flat = torch.cat([p.grad.flatten() for p in model.parameters()])
             dist.all_reduce(flat)
             flat /= 2
@@ -66,7 +71,7 @@ def run(rank: int, mode: str, tmp: str) -> None:
 
 if __name__ == "__main__":
     ctx = torch.multiprocessing.get_context("spawn")
-    for mode in ("per_tensor", "flat"):
+    for mode in sys.argv[1:] or ("per_tensor", "flat", "metrics"):
         with tempfile.TemporaryDirectory() as tmp:
             procs = [ctx.Process(target=run, args=(r, mode, tmp)) for r in range(2)]
             for p in procs:
