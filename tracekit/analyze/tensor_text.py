@@ -8,8 +8,10 @@ loss's ``f"{loss.item():.4f}"`` (a 0-dim tensor formats through its one value, c
 scan). These are ops, so the step reads as framework dispatch that a compiler would cut, where
 ``torch.compile`` breaks its graph at the print and keeps it.
 
-The trace shows each formatting by its scan: a top-level ``aten::isfinite`` with ``aten::masked_select``
-within the next ``SCAN_OPS`` top-level ops on its thread, then the reads, the first within
+The trace shows each formatting by its scan, ``masked_select(t, isfinite(t) & t.ne(0))``: a top-level
+``aten::isfinite`` with ``aten::ne``, the and and ``aten::masked_select`` among the next ``SCAN_OPS``
+top-level ops on its thread (a metric that drops non-finite values, ``t.masked_select(t.isfinite())``,
+has no ``ne``), then the reads, the first within
 ``FIRST_READ`` top-level ops of the scan (PyTorch 2.13 runs 22 between: the range's min, max, ceil and
 comparisons), each next within ``READ_GAP`` of the last. Its time runs from the scan to the last read; told where the formattings
 take ``MIN_SHARE`` of the steps' time.
@@ -24,6 +26,7 @@ import numpy as np
 from tracekit.analyze.frame import Frame, calls_in_steps
 
 SCAN = ("aten::isfinite", "aten::masked_select")
+SCAN_BETWEEN = ("aten::ne", ("aten::__and__", "aten::bitwise_and", "aten::logical_and"))
 READ = "aten::item"
 SCAN_OPS = 4
 FIRST_READ = 40
@@ -76,7 +79,8 @@ def tensor_text(frame: Frame, used: list[int] | None) -> TensorText | None:
         i = at[scan]
         window = ops[i + 1:i + 1 + SCAN_OPS]
         same = window[frame.thread_key[window] == frame.thread_key[scan]]
-        if not any(names[int(c)] == SCAN[1] for c in frame.name_code[same].tolist()):
+        following = {names[int(c)] for c in frame.name_code[same].tolist()}
+        if SCAN[1] not in following or SCAN_BETWEEN[0] not in following or not following & set(SCAN_BETWEEN[1]):
             continue
         last, reads, j = i, 0, i + 1
         while (j < ops.size and j - last <= (READ_GAP if reads else FIRST_READ)
