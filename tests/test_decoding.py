@@ -159,3 +159,14 @@ def test_a_tf_while_loop_decoder_is_not_told_to_use_the_keras_layer() -> None:
     remedies = tracekit.report(path).launch.remedies
     assert remedies[0] == verdicts.TF_CELL_DECODER_REMEDY, remedies
     assert not any("BlockLSTMV2" in x or x.startswith("use keras.layers.LSTM") for x in remedies), remedies
+
+
+def test_a_teacher_forced_loop_evaluated_without_backward_is_not_a_decoder() -> None:
+    """The teacher-forced LSTM cell evaluated under no_grad: an argmax and the next input's embedding
+    between the cells, no backward pass, read as a decoder until the reads of the target by position
+    (target[:, t], aten::select of the [4, 17] targets) between the argmax and the embedding were looked
+    at; the recurrent layer can replace this loop."""
+    frame = _frame("cell_teacher_forced_eval")
+    assert decoding(frame, None) is None
+    launch = tracekit.report(frame.table).launch
+    assert any(x.startswith("replace the per-timestep cell loop with the fused recurrent layer") for x in launch.remedies)

@@ -14,11 +14,13 @@ A recurrent decoder (a seq2seq model's ``nn.GRUCell`` or ``nn.LSTMCell`` called 
 sampled or beam search) has no attention to read; it shows by what runs between one cell call and
 the next on its thread: an op that chooses indices from the output (``CHOOSING_OPS``: argmax, topk,
 multinomial, ...), then one that reads by them (``READING_OPS``: the next token's embedding, the
-beams' states reordered), in at least half of those gaps, in steps with no backward pass. Each
+beams' states reordered), with no read of a sequence by position between them (teacher forcing's
+``target[:, t]``, an aten::select of a tensor as long as the loop), in at least half of those gaps,
+in steps with no backward pass. Each
 timestep's input is then unknown until the last one has run, so the recurrent layer (``nn.GRU``),
 which takes all timesteps' inputs at once, cannot replace the loop, and its skinny GEMMs widen only
-with more sequences at once. A teacher-forced training loop (the next input read from the target,
-a backward pass in the step) is not one. PyTorch 2.13, a GRU cell (hidden 256, vocabulary 2,000)
+with more sequences at once. A teacher-forced loop (the next input read from the target by position;
+in training, a backward pass in the step too) is not one. PyTorch 2.13, a GRU cell (hidden 256, vocabulary 2,000)
 beam-searching 30 tokens with 5 beams on a 2-core Xeon: the cell and output GEMMs at M=5 were 29%
 of the step, and ``fused-rnn`` predicted 22% for a layer that cannot run it.
 
@@ -35,6 +37,7 @@ AMD EPYC: the LM head's ``aten::mm [[4,256],[256,8000]]`` was 26% of the step.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +58,10 @@ CHOOSING_OPS = ("aten::argmax", "aten::argmin", "aten::topk", "aten::multinomial
 # max / min choose only in their dim overload (values and indices), recorded as "Input Dims":[[5,2000],[],[]];
 # the elementwise one takes two tensors.
 DIM_CHOOSING_OPS = ("aten::max", "aten::min")
+# Teacher forcing's next input, read from the target by position; a write after one is a decoder's buffer.
+POSITIONAL_READS = ("aten::select", "aten::slice", "aten::narrow")
+WRITE_OPS = ("aten::copy_", "aten::fill_", "aten::index_put_")
+_FIRST_DIMS = r'"Input Dims":\[\[([0-9, ]*)\]'
 READING_OPS = ("aten::embedding", "aten::index_select", "aten::index", "aten::gather", "aten::take", "aten::one_hot")
 _DIM_OVERLOAD = r'"Input Dims":\[\[[0-9, ]+\],\[\],\[\]\]'
 _TWO_INPUTS = r'"Input Dims":\[\[(?P<first>[0-9, ]*)\],\[(?P<second>[0-9, ]*)\]'
@@ -176,9 +183,11 @@ def fed_back_cells(frame: Frame, cells: np.ndarray) -> Decoding | None:
         reader[chose] = _first_after(frame, reading[frame.thread_key[reading] == key],
                                      frame.start[chooser[chose]] + 1, gap_end[chose])
     fed = reader >= 0
+    loop_length = int(np.median(np.unique(gap_step := step[:-1][paired], return_counts=True)[1])) + 1
+    fed[fed] = ~_read_by_position(frame, chooser[fed], reader[fed], loop_length)
     if 2 * int(fed.sum()) < fed.size:
         return None
-    steps = np.unique(step).tolist()
+    steps = np.unique(gap_step).tolist()
     backward, _ = calls_in_steps(frame, [n for n in frame.names if BACKWARD_NODE.match(n)], steps)
     if backward.size:
         return None  # teacher forcing: the next input comes from the target, known up front
@@ -190,6 +199,53 @@ def fed_back_cells(frame: Frame, cells: np.ndarray) -> Decoding | None:
     via = (f"{most(cells)} once a token, its next input chosen from its output ({most(chooser[fed])}, then "
            f"{most(reader[fed])} between one call and the next)")
     return Decoding(positions=int(np.median(per_step)), first=0, last=0, via=via)
+
+
+def _read_by_position(frame: Frame, chooser: np.ndarray, reader: np.ndarray, loop_length: int) -> np.ndarray:
+    """For each (chooser, reader) pair: whether a top-level op between them on its thread reads a
+    sequence by position (``POSITIONAL_READS`` of a tensor with a dim of ``loop_length`` or more, not
+    written into next: ``target[:, t]``), as teacher forcing feeds the next input; a decoder writing its
+    token into an output buffer (``out[:, t] = tok``) writes there. Without recorded shapes any such
+    read counts."""
+    ops = frame.rows("cpu_op")
+    ops = ops[frame.op_parent[ops] < 0]
+    ops = ops[np.lexsort((frame.start[ops], frame.thread_key[ops]))]
+    names = np.asarray(frame.names, object)[frame.name_code[ops]] if ops.size else np.zeros(0, object)
+    positional = np.isin(names, POSITIONAL_READS)
+    written = np.zeros(ops.size, bool)
+    written[:-1] = np.isin(names[1:], WRITE_OPS) & (frame.thread_key[ops[1:]] == frame.thread_key[ops[:-1]])
+    candidates = np.flatnonzero(positional & ~written)
+    if candidates.size and "args" in frame.table.column_names:
+        from tracekit.analyze.top_ops import args_text
+
+        long = np.zeros(candidates.size, bool)
+        for i, text in enumerate(args_text(frame.table, ops[candidates[:MAX_CALLS]]).to_pylist()):
+            found = re.search(_FIRST_DIMS, text or "")
+            dims = [int(d) for d in found.group(1).split(",") if d.strip()] if found else []
+            long[i] = not found or max(dims, default=0) >= loop_length
+        candidates = candidates[long]
+    reads = np.zeros(ops.size + 1, np.int64)
+    reads[1:][candidates] = 1
+    reads = np.cumsum(reads)
+    # Rows -> positions in the sorted top-level ops (chooser and reader are top-level or inside one).
+    at = np.full(len(frame), -1, np.int64)
+    at[ops] = np.arange(ops.size)
+    top_of = lambda rows: np.where(frame.op_parent[rows] < 0, rows, _outermost(frame, rows))  # noqa: E731
+    lo, hi = at[top_of(chooser)], at[top_of(reader)]
+    known = (lo >= 0) & (hi > lo)
+    out = np.zeros(chooser.size, bool)
+    out[known] = reads[hi[known]] - reads[lo[known] + 1] > 0
+    return out
+
+
+def _outermost(frame: Frame, rows: np.ndarray) -> np.ndarray:
+    """Each op row's outermost enclosing op (itself at the top level)."""
+    out = rows.copy()
+    parent = frame.op_parent[out]
+    while (parent >= 0).any():
+        out = np.where(parent >= 0, parent, out)
+        parent = frame.op_parent[out]
+    return out
 
 
 def _named_ops(frame: Frame, names: tuple[str, ...]) -> np.ndarray:

@@ -10,6 +10,9 @@ one that does not (tracekit.analyze.decoding):
 - ``cell_teacher_forced`` (not a decoder): the same LSTM cell trained with teacher forcing on 16
   timesteps, the next input read from the target and the accuracy counted with argmax each timestep;
   one backward pass a step. The recurrent layer (nn.LSTM) can replace this loop.
+- ``cell_teacher_forced_eval`` (not a decoder either): the same loop evaluated under no_grad, no
+  backward pass: between the cells an argmax, then the next input's embedding, read from the target
+  by position (``target[:, t]``, aten::select).
 
     python tests/data/cpu/make_cell_decoder.py
 Made with torch 2.13.0 (CPU build).
@@ -58,14 +61,22 @@ def greedy() -> None:
     write_capture("cell_decoder_greedy", step, active=3, record_shapes=True)
 
 
-def teacher_forced() -> None:
+def teacher_forced(train: bool = True) -> None:
     embed, cell, out = lstm_parts()
     params = [*embed.parameters(), *cell.parameters(), *out.parameters()]
     opt = torch.optim.SGD(params, lr=0.01)
     target = torch.randint(0, 1000, (4, TOKENS + 1))
 
     def step(_: int) -> None:
+        if not train:
+            with torch.no_grad():
+                forward()
+            return
         opt.zero_grad()
+        forward().backward()
+        opt.step()
+
+    def forward() -> torch.Tensor:
         h = c = torch.zeros(4, 256)
         loss, correct = torch.zeros(()), torch.zeros((), dtype=torch.long)
         for t in range(TOKENS):
@@ -73,11 +84,10 @@ def teacher_forced() -> None:
             logits = out(h)
             loss = loss + torch.nn.functional.cross_entropy(logits, target[:, t + 1])
             correct += (logits.argmax(1) == target[:, t + 1]).sum()
-        loss.backward()
-        opt.step()
+        return loss
 
     step(0)
-    write_capture("cell_teacher_forced", step, active=3, record_shapes=True)
+    write_capture("cell_teacher_forced" if train else "cell_teacher_forced_eval", step, active=3, record_shapes=True)
 
 
 if __name__ == "__main__":
@@ -86,3 +96,4 @@ if __name__ == "__main__":
     beam()
     greedy()
     teacher_forced()
+    teacher_forced(train=False)
