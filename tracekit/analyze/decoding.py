@@ -183,6 +183,8 @@ def fed_back_cells(frame: Frame, cells: np.ndarray) -> Decoding | None:
         reader[chose] = _first_after(frame, reading[frame.thread_key[reading] == key],
                                      frame.start[chooser[chose]] + 1, gap_end[chose])
     fed = reader >= 0
+    if 2 * int(fed.sum()) < fed.size:
+        return None
     loop_length = int(np.median(np.unique(gap_step := step[:-1][paired], return_counts=True)[1])) + 1
     fed[fed] = ~_read_by_position(frame, chooser[fed], reader[fed], loop_length)
     if 2 * int(fed.sum()) < fed.size:
