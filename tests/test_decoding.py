@@ -170,3 +170,14 @@ def test_a_teacher_forced_loop_evaluated_without_backward_is_not_a_decoder() -> 
     assert decoding(frame, None) is None
     launch = tracekit.report(frame.table).launch
     assert any(x.startswith("replace the per-timestep cell loop with the fused recurrent layer") for x in launch.remedies)
+
+
+def test_a_tf_teacher_forced_evaluation_is_not_a_decoder() -> None:
+    """The same TF cell evaluated with teacher forcing: tf.argmax for the accuracy and the embedding's
+    GatherV2 in the loop, no gradient, but the next input read from the target by position in the loop's
+    own scope (while/strided_slice): a cell loop, not a decoder."""
+    from tracekit.analyze import verdicts
+    from tracekit.analyze.launch import _recurrent_style
+
+    path = Path(__file__).parent / "data" / "tf" / "tf_teacher_forced_eval.xplane.pb"
+    assert _recurrent_style(frame_of(load(path)), None) == verdicts.TF_CELL_LOOP

@@ -1783,16 +1783,22 @@ def _recurrent_style(frame: Frame, steps: StepStats | None) -> str:
 
 # A TF decode loop (the cell decoder of tracekit.analyze.decoding, in a tf.while_loop): its body chooses
 # indices from the output (tf.argmax, tf.math.top_k, tf.random.categorical) and reads by them (the next
-# token's embedding), with no gradient in the trace (a teacher-forced training loop reads its targets).
+# token's embedding), with no gradient in the trace and no read by position in the loop's own scope (a
+# teacher-forced loop, trained or evaluated, reads its targets so).
 _TF_CHOOSING = (":ArgMax", ":ArgMin", ":TopKV2", ":Multinomial", ":StatelessMultinomial")
 _TF_READING = (":GatherV2", ":ResourceGather", ":GatherNd", ":OneHot")
 _TF_GRADIENT_SCOPES = ("gradient_tape/", "gradients/")
+_TF_POSITIONAL = (":StridedSlice", ":Slice", ":TensorListGetItem", ":TensorArrayReadV3")
 
 
 def _tf_decoder(op_names: list[str]) -> bool:
     looped = [n for n in op_names if "/while/" in n or n.startswith("while/")]
+    # Teacher forcing reads its next input from the target by position in the loop's own scope
+    # ("while/strided_slice:StridedSlice" for target[:, t]); a layer's slices (gru_cell/strided_slice) are its own.
+    by_position = any("/" not in n.rpartition("while/")[2].partition(":")[0] and n.endswith(_TF_POSITIONAL)
+                      for n in looped)
     return (any(n.endswith(_TF_CHOOSING) for n in looped) and any(n.endswith(_TF_READING) for n in looped)
-            and not any(scope in n for n in op_names for scope in _TF_GRADIENT_SCOPES))
+            and not by_position and not any(scope in n for n in op_names for scope in _TF_GRADIENT_SCOPES))
 
 
 # A graph built again: TF (2.12 on) records each tracing of a tf.function as tf.function-graph_building;
