@@ -51,8 +51,7 @@ SDPA_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_fla
             "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_attention_math")
 PRODUCT_OPS = ("aten::matmul", "aten::bmm")  # eager attention's q @ k^T
 MIN_POSITIONS = 4
-MAX_CALLS = 100_000  # attention calls read; a trace with more is read in part
-# The first two tensors' dims: "Input Dims":[[a...],[b...],...
+MAX_CALLS = 100_000  # calls whose args are read (attention, max/min, positional reads); more are read in part
 # A recurrent decoder's feedback (module doc): ops that choose indices from an output, and ops that read by them.
 CHOOSING_OPS = ("aten::argmax", "aten::argmin", "aten::topk", "aten::multinomial", "aten::sort", "aten::argsort")
 # max / min choose only in their dim overload (values and indices), recorded as "Input Dims":[[5,2000],[],[]];
@@ -64,6 +63,7 @@ WRITE_OPS = ("aten::copy_", "aten::fill_", "aten::index_put_")
 _FIRST_DIMS = r'"Input Dims":\[\[([0-9, ]*)\]'
 READING_OPS = ("aten::embedding", "aten::index_select", "aten::index", "aten::gather", "aten::take", "aten::one_hot")
 _DIM_OVERLOAD = r'"Input Dims":\[\[[0-9, ]+\],\[\],\[\]\]'
+# The first two tensors' dims: "Input Dims":[[a...],[b...],...
 _TWO_INPUTS = r'"Input Dims":\[\[(?P<first>[0-9, ]*)\],\[(?P<second>[0-9, ]*)\]'
 
 
@@ -220,7 +220,7 @@ def _read_by_position(frame: Frame, chooser: np.ndarray, reader: np.ndarray, loo
     if candidates.size and "args" in frame.table.column_names:
         from tracekit.analyze.top_ops import args_text
 
-        long = np.zeros(candidates.size, bool)
+        long = np.ones(candidates.size, bool)  # past MAX_CALLS read, any such read counts
         for i, text in enumerate(args_text(frame.table, ops[candidates[:MAX_CALLS]]).to_pylist()):
             found = re.search(_FIRST_DIMS, text or "")
             dims = [int(d) for d in found.group(1).split(",") if d.strip()] if found else []
@@ -232,8 +232,7 @@ def _read_by_position(frame: Frame, chooser: np.ndarray, reader: np.ndarray, loo
     # Rows -> positions in the sorted top-level ops (chooser and reader are top-level or inside one).
     at = np.full(len(frame), -1, np.int64)
     at[ops] = np.arange(ops.size)
-    top_of = lambda rows: np.where(frame.op_parent[rows] < 0, rows, _outermost(frame, rows))  # noqa: E731
-    lo, hi = at[top_of(chooser)], at[top_of(reader)]
+    lo, hi = at[_outermost(frame, chooser)], at[_outermost(frame, reader)]
     known = (lo >= 0) & (hi > lo)
     out = np.zeros(chooser.size, bool)
     out[known] = reads[hi[known]] - reads[lo[known] + 1] > 0
