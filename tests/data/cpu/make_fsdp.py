@@ -16,11 +16,11 @@ steps): 64-74 ms a step as 7 units, 65-66 ms with reshard_after_forward=False, 3
 import gzip
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from profiled import run_ranks
 from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 from torch.profiler import ProfilerActivity, profile, schedule
@@ -68,12 +68,5 @@ def run(rank: int, name: str) -> None:
 
 
 if __name__ == "__main__":
-    ctx = torch.multiprocessing.get_context("spawn")
     for name in ("fsdp_units", "fsdp_fsdp1_units", "fsdp_ddp"):
-        procs = [ctx.Process(target=run, args=(r, name)) for r in range(2)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join()
-        if any(p.exitcode for p in procs):
-            sys.exit(1)
+        run_ranks(run, name)

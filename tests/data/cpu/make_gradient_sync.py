@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from profiled import run_ranks
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -70,16 +71,9 @@ def run(rank: int, mode: str, tmp: str) -> None:
 
 
 if __name__ == "__main__":
-    ctx = torch.multiprocessing.get_context("spawn")
     for mode in sys.argv[1:] or ("per_tensor", "flat", "metrics"):
         with tempfile.TemporaryDirectory() as tmp:
-            procs = [ctx.Process(target=run, args=(r, mode, tmp)) for r in range(2)]
-            for p in procs:
-                p.start()
-            for p in procs:
-                p.join()
-            if any(p.exitcode for p in procs):
-                sys.exit(1)
+            run_ranks(run, mode, tmp)
             with open(f"{tmp}/rank0.json", "rb") as src, gzip.open(HERE / f"gradient_sync_{mode}_rank0.pt.trace.json.gz",
                                                                    "wb", compresslevel=9) as dst:
                 shutil.copyfileobj(src, dst)

@@ -67,3 +67,16 @@ def unprofiled_ms(step: Callable[[int], object], calls: int, warmup: int = 5) ->
     for i in range(calls):
         step(i)
     return (time.perf_counter() - start) / calls * 1e3
+
+
+def run_ranks(target: Callable[..., None], *args: object, world: int = 2) -> None:
+    """``target(rank, *args)`` in ``world`` spawned processes (a distributed capture's ranks); exits
+    with status 1 where one of them failed."""
+    ctx = torch.multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=target, args=(rank, *args)) for rank in range(world)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    if any(p.exitcode for p in procs):
+        raise SystemExit(1)
