@@ -228,10 +228,17 @@ class Frame:
         return key
 
 
+def ops_in_steps(frame: Frame, used: list[int] | None) -> np.ndarray:
+    """Every op row of the steps ``used`` (every op row when None)."""
+    ops = frame.rows("cpu_op")
+    return ops[member_mask(frame.step[ops], used)] if used is not None else ops
+
+
 def calls_in_steps(frame: Frame, names: Collection[str], used: list[int] | None) -> tuple[np.ndarray, np.ndarray]:
     """The op rows named one of ``names`` and the step rows, both of the steps ``used`` (every row when
     None): what a rule that reads some ops' share of the steps' time starts from."""
-    codes = [c for c, n in enumerate(frame.names) if n in names]
+    wanted = set(names)  # a list of many names (every backward node's) is searched once per name otherwise
+    codes = [c for c, n in enumerate(frame.names) if n in wanted]
     ops = frame.rows("cpu_op")
     calls = ops[member_mask(frame.name_code[ops], codes)] if codes else ops[:0]
     if used is not None:

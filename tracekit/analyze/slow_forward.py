@@ -26,7 +26,7 @@ import numpy as np
 
 from tracekit.analyze.breakdown import op_self_time
 from tracekit.analyze.classify import OP_CLASSES, RowClasses, short_name
-from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, calls_in_steps
+from tracekit.analyze.frame import GPU_BUSY_KINDS, Frame, ops_in_steps, step_rows
 from tracekit.ingest.links import member_mask
 
 MIN_RATIO = 30.0
@@ -84,7 +84,7 @@ def slow_forward(frame: Frame, classes: RowClasses, used: list[int] | None) -> S
     GPU's kernels do the arithmetic, not these ops)."""
     if frame.rows(*GPU_BUSY_KINDS).size:
         return None
-    ops, steps = calls_in_steps(frame, frame.names, used)
+    ops, steps = ops_in_steps(frame, used), step_rows(frame, used)
     product = member_mask(classes.op[ops], [OP_CLASSES.index(c) for c in PRODUCT_CLASSES])
     rows = ops[product]
     step_ns = int(frame.dur[steps].sum()) if steps.size else 0

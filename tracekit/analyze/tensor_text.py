@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyze.frame import Frame, calls_in_steps
+from tracekit.analyze.frame import Frame, calls_in_steps, ops_in_steps
 
 SCAN = ("aten::isfinite", "aten::masked_select")
 SCAN_BETWEEN = ("aten::ne", ("aten::__and__", "aten::bitwise_and", "aten::logical_and"))
@@ -67,7 +67,7 @@ def tensor_text(frame: Frame, used: list[int] | None) -> TensorText | None:
     scans = scans[frame.op_parent[scans] < 0]
     if not scans.size or not step_ns:
         return None
-    ops, _ = calls_in_steps(frame, frame.names, used)
+    ops = ops_in_steps(frame, used)
     ops = ops[frame.op_parent[ops] < 0]
     ops = ops[np.lexsort((frame.start[ops], frame.thread_key[ops]))]
     at = {int(r): i for i, r in enumerate(ops.tolist())}
