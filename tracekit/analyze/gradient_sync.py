@@ -72,10 +72,14 @@ def gradient_sync(frame: Frame, used: list[int] | None) -> GradientSync | None:
         return None
     # The last autograd node's end in each step; calls after it (on any thread: CPU backward runs on
     # the step's, a GPU's on autograd's device thread) synchronize the finished gradients.
-    node_steps = frame.step[nodes]
-    last_end = {int(s): int(frame.end[nodes[node_steps == s]].max()) for s in np.unique(node_steps).tolist()}
-    after = np.array([frame.start[c] >= last_end.get(int(frame.step[c]), np.iinfo(np.int64).max)
-                      for c in calls.tolist()], bool)
+    node_steps, first = np.unique(frame.step[nodes], return_inverse=True)
+    last_end = np.full(node_steps.size, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(last_end, first.ravel(), frame.end[nodes])
+    at = np.searchsorted(node_steps, frame.step[calls])
+    known = at < node_steps.size
+    known[known] = node_steps[at[known]] == frame.step[calls[known]]
+    after = np.zeros(calls.size, bool)
+    after[known] = frame.start[calls[known]] >= last_end[at[known]]
     calls = calls[after]
     sizes = _elements(frame, calls)
     calls, sizes = calls[sizes > METRIC_ELEMENTS], sizes[sizes > METRIC_ELEMENTS]
@@ -93,13 +97,19 @@ def _sync_time(frame: Frame, calls: np.ndarray, steps: np.ndarray) -> int:
     end): a blocking all-reduce (gloo's) returns once done, its wait recorded as no op, so the calls'
     own durations leave most of it out."""
     ops = frame.rows("cpu_op")
+    ops = ops[frame.op_parent[ops] < 0]
+    ops = ops[np.lexsort((frame.start[ops], frame.thread_key[ops]))]
     total = 0
     for step in np.unique(frame.step[calls]).tolist():
         mine = calls[frame.step[calls] == step]
         thread, first, last = frame.thread_key[mine[0]], int(frame.start[mine].min()), int(frame.end[mine].max())
         step_end = int(frame.end[steps[frame.step[steps] == step]].max(initial=last))
-        later = ops[(frame.thread_key[ops] == thread) & (frame.op_parent[ops] < 0) & (frame.start[ops] >= last)]
-        total += min(int(frame.start[later].min(initial=step_end)), step_end) - first
+        # The thread's first top-level op starting at or after the last call's end (ops sorted by thread, start).
+        at = np.searchsorted(frame.thread_key[ops], thread, side="left")
+        stop = np.searchsorted(frame.thread_key[ops], thread, side="right")
+        at += np.searchsorted(frame.start[ops[at:stop]], last, side="left")
+        nxt = int(frame.start[ops[at]]) if at < stop else step_end
+        total += min(nxt, step_end) - first
     return total
 
 

@@ -93,11 +93,11 @@ def slow_forward(frame: Frame, classes: RowClasses, used: list[int] | None) -> S
     self_ns = op_self_time(frame, rows)
     # Per op name: its scope path (StatefulPartitionedCall/ and the gradient scope dropped), calls, median call.
     median: dict[int, tuple[str, bool, int, int, int]] = {}  # code -> (path, gradient?, calls, median, total)
-    codes = frame.name_code[rows]
-    for code in np.unique(codes).tolist():
-        mine = self_ns[codes == code]
+    order = np.argsort(frame.name_code[rows], kind="stable")
+    codes, starts = np.unique(frame.name_code[rows][order], return_index=True)
+    for code, durations in zip(codes.tolist(), np.split(self_ns[order], starts[1:]), strict=True):
         path, gradient = _scope_path(frame.names[code])
-        median[code] = (path, gradient, mine.size, int(np.median(mine)), int(mine.sum()))
+        median[code] = (path, gradient, durations.size, int(np.median(durations)), int(durations.sum()))
     gradients = [(code, path) for code, (path, gradient, calls, _, _) in median.items() if gradient and calls >= MIN_CALLS]
     slow: list[tuple[int, int, list[int]]] = []  # (forward code, total, its layer's gradient codes)
     for code, (path, gradient, calls, med, total) in median.items():
