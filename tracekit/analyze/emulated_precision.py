@@ -1,19 +1,27 @@
 """16-bit matrix products a CPU computes in software.
 
 ``torch.autocast("cpu", dtype=torch.bfloat16)`` or a model in ``bfloat16``/``float16`` is fast only on
-CPUs with native 16-bit math (AVX-512 BF16, AMX; AVX-512 FP16 for half). Elsewhere (AVX2-only CPUs,
+CPUs with native 16-bit math (AVX-512 BF16 or AMX; AVX-512 FP16 or AMX-FP16 for half). Elsewhere (AVX2-only CPUs,
 most users' laptops and many cloud instances) oneDNN has no 16-bit kernel and PyTorch falls back to a
 scalar loop: PyTorch 2.13 on this Xeon restricted to AVX2 (``ONEDNN_MAX_CPU_ISA=AVX2
 ATEN_CPU_CAPABILITY=avx2``) ran a 64x512 by 512x512 bfloat16 ``mm`` at 2.1 GFLOP/s against 159 in
 float32, and a bf16-autocast MLP training step took 109-115 ms against 7-9 ms in float32 (with AMX:
 8.1-8.6 ms against 9.0-10.4, bf16 mm at 357 GFLOP/s).
 
+nn.Linear's product (``addmm`` with a transposed weight) has a vectorized fallback that converts to
+float32 as it goes: 20-33 GFLOP/s a core in float16 or bfloat16 on a 2-core AMD EPYC without native
+half math (or restricted to AVX2), against ~110 in float32 and 300-450 with native bf16 on one core,
+so a 16-bit MLP ran inference 3.2-3.6x slower than in float32 there (7.3-7.5 ms against 2.0-2.4).
+
 The evidence (CPU-only traces with shapes and types recorded, ``record_shapes=True``): the steps'
 matrix products whose two factors are ``c10::BFloat16`` or ``c10::Half``, of at least ``MIN_FLOP``
-and ``MIN_DIM`` in each of M, K, N (a matrix-vector product is memory-bound at any precision), run
-together below ``EMULATED_GFLOPS`` (a rate no native 16-bit kernel falls to, and below what one AVX2
-core does in float32), at least ``MIN_SHARE`` of the steps' time, and, where the trace also has
-float32 products of such sizes, at no more than half their rate.
+and ``MIN_DIM`` in each of M, K, N (a matrix-vector product is memory-bound at any precision), at
+least ``MIN_SHARE`` of the steps' time, run together below ``EMULATED_GFLOPS`` (a rate no native
+16-bit kernel falls to, and below what one AVX2 core does in float32), or those of them of at least
+``LARGE_FLOP`` and ``LARGE_DIM`` in each of M, K, N (native 16-bit kernels ran such products at 298
+GFLOP/s or more on one core: AVX512_BF16 on an AMD EPYC, AMX on a Xeon) below ``CONVERTED_GFLOPS``
+(the fallback on two cores, no more; on more cores it can pass for native and is not called);
+and, where the trace also has float32 products of such sizes, at no more than half their rate.
 """
 
 from __future__ import annotations
@@ -30,10 +38,15 @@ from tracekit.analyze.stalls import INPUT_TYPES, factor_types
 from tracekit.analyze.top_ops import GEMM_FLOP_OPS, args_mention, args_text, compact_shapes, gemm_shape, input_dims
 
 LOW_TYPES = {"c10::BFloat16": "bfloat16", "c10::Half": "float16"}
+# The x86 features PyTorch's CPU products use for each type (oneDNN's bf16 and fp16 matmuls).
+NATIVE_MATH = {"bfloat16": "AVX-512 BF16 or AMX", "float16": "AVX-512 FP16 or AMX-FP16"}
 EMULATED_GFLOPS = 20.0
 MIN_FLOP = 1e6
 MIN_DIM = 16
 MIN_SHARE = 0.2
+CONVERTED_GFLOPS = 75.0
+LARGE_FLOP = 16e6
+LARGE_DIM = 64
 
 
 @dataclass(frozen=True)
@@ -49,24 +62,34 @@ class EmulatedProducts:
     worst: str
     worst_gflops: float
     float_gflops: float
+    converted: bool = False  # only the large products' rate gave it away (the converting fallback)
 
     def evidence(self) -> str:
         witness = (f", against {self.float_gflops:,.0f} GFLOP/s for the trace's float32 products" if self.float_gflops
                    else "")
-        return (f"the {self.dtype} matrix products run at {self.gflops:,.1f} GFLOP/s ({self.calls} calls, {self.share:.0%} "
-                f"of the step time; {self.worst} at {self.worst_gflops:,.1f}){witness}: this CPU computes {self.dtype} in "
-                "software, without native 16-bit math (AVX-512 BF16, AMX), which runs such products at hundreds "
-                "of GFLOP/s")
+        head = (f"the {self.dtype} matrix products run at {self.gflops:,.1f} GFLOP/s ({self.calls} calls, {self.share:.0%} "
+                f"of the step time; {self.worst} at {self.worst_gflops:,.1f}){witness}: ")
+        if self.converted:
+            return head + (f"this CPU has no native {self.dtype} math ({NATIVE_MATH[self.dtype]}) and converts each "
+                           "product to float32 as it goes (20-33 GFLOP/s a core, against ~110 in float32; native "
+                           "16-bit kernels ran products of these sizes at 298 GFLOP/s or more on one core)")
+        return head + (f"this CPU computes {self.dtype} in software, without native {self.dtype} math ({NATIVE_MATH[self.dtype]}), "
+                       "which runs such products at hundreds of GFLOP/s")
 
     def remedy(self) -> str:
-        return (f"run float32 on this CPU: drop torch.autocast(\"cpu\", dtype=torch.{self.dtype}) or the model's "
-                f".to(torch.{self.dtype}): without native 16-bit math (AVX-512 BF16 or AMX; AVX2-only CPUs have "
-                f"none) {self.dtype} products are emulated (an MLP training step on AVX2: 109-115 ms under bf16 "
-                "autocast, 7-9 ms in float32)")
+        text = (f"run float32 on this CPU: drop torch.autocast(\"cpu\", dtype=torch.{self.dtype}) or the model's "
+                f".to(torch.{self.dtype}): without native {self.dtype} math ({NATIVE_MATH[self.dtype]}; AVX2-only CPUs "
+                f"have none) {self.dtype} products are emulated (an MLP training step on AVX2: 109-115 ms under bf16 "
+                "autocast, 7-9 ms in float32; a 16-bit MLP's inference 3.2-3.6x slower than in float32)")
+        if self.dtype == "float16":
+            text += ("; or bfloat16 where the CPU has native bf16 math but not fp16 (AVX512_BF16 without "
+                     "AVX512_FP16, as AMD's Zen 4: that MLP took 0.52 ms in bfloat16, 7.45 in float16, 2.36 in float32)")
+        return text
 
     def as_dict(self) -> dict[str, object]:
         return {"dtype": self.dtype, "calls": self.calls, "share": self.share, "gflops": self.gflops,
-                "worst": self.worst, "worst_gflops": self.worst_gflops, "float_gflops": self.float_gflops}
+                "worst": self.worst, "worst_gflops": self.worst_gflops, "float_gflops": self.float_gflops,
+                "converted": self.converted}
 
 
 def emulated_products(frame: Frame, used: list[int] | None) -> EmulatedProducts | None:
@@ -93,6 +116,7 @@ def emulated_products(frame: Frame, used: list[int] | None) -> EmulatedProducts 
     group_ns = np.bincount(group_of, weights=op_self_time(frame, rows), minlength=len(groups))
     group_calls = np.bincount(group_of, minlength=len(groups))
     low: dict[str, list[tuple[int, float, float, int]]] = {}  # dtype -> (group, flop a call, ns, calls)
+    large_groups: set[int] = set()
     full_flop = full_ns = 0.0
     for g, (name_code, dims_at, types_at) in enumerate(groups.tolist()):
         name = frame.names[name_code]
@@ -101,6 +125,8 @@ def emulated_products(frame: Frame, used: list[int] | None) -> EmulatedProducts 
         if shape is None or factors is None or min(shape[1:]) < MIN_DIM or 2.0 * float(np.prod(shape)) < MIN_FLOP:
             continue
         flop = 2.0 * float(np.prod(shape))
+        if flop >= LARGE_FLOP and min(shape[1:]) >= LARGE_DIM:
+            large_groups.add(g)
         if factors[0] == factors[1] and factors[0] in LOW_TYPES:
             low.setdefault(LOW_TYPES[factors[0]], []).append((g, flop, float(group_ns[g]), int(group_calls[g])))
         elif factors == ("float", "float"):
@@ -110,11 +136,16 @@ def emulated_products(frame: Frame, used: list[int] | None) -> EmulatedProducts 
     dtype, found = max(low.items(), key=lambda kv: sum(ns for _, _, ns, _ in kv[1]))
     time_ns = sum(ns for _, _, ns, _ in found)
     gflops = sum(flop * calls for _, flop, _, calls in found) / max(time_ns, 1.0)
+    large = [f for f in found if f[0] in large_groups]
+    large_ns = sum(ns for _, _, ns, _ in large)
+    large_gflops = sum(flop * calls for _, flop, _, calls in large) / max(large_ns, 1.0)
+    slow = gflops < EMULATED_GFLOPS or (large_ns >= MIN_SHARE * step_ns and large_gflops < CONVERTED_GFLOPS)
     float_gflops = full_flop / full_ns if full_ns else 0.0
-    if gflops >= EMULATED_GFLOPS or time_ns < MIN_SHARE * step_ns or (float_gflops and float_gflops < 2 * gflops):
+    if not slow or time_ns < MIN_SHARE * step_ns or (float_gflops and float_gflops < 2 * gflops):
         return None
     g, flop, ns, calls = min(found, key=lambda f: f[1] * f[3] / max(f[2], 1.0))
     name_code, dims_at, _ = groups[g].tolist()
     return EmulatedProducts(dtype=dtype, calls=sum(c for _, _, _, c in found), share=time_ns / step_ns, gflops=gflops,
                             worst=f"{short_name(frame.names[name_code])} ({compact_shapes(dims[dims_at])})",
-                            worst_gflops=flop * calls / max(ns, 1.0), float_gflops=float_gflops)
+                            worst_gflops=flop * calls / max(ns, 1.0), float_gflops=float_gflops,
+                            converted=gflops >= EMULATED_GFLOPS)
