@@ -56,6 +56,7 @@ from tracekit.analyze.cpu_partition import COLUMNS as PARTITION_COLUMNS
 from tracekit.analyze.cpu_partition import cpu_partition
 from tracekit.analyze.frame import GPU_BUSY_KINDS, LAUNCH_SIDE_KINDS, Frame, frame_of
 from tracekit.analyze.gpu_presence import unrecorded_gpu_work
+from tracekit.analyze.op_loops import looping_calls
 from tracekit.analyze.waiting import waiting_calls
 from tracekit.errors import TracekitError
 from tracekit.ingest.columns import factorize
@@ -646,6 +647,12 @@ def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray
     if busy.size:
         self_ns = op_self_time(frame, busy)
         leaf[busy[self_ns * 2 >= frame.dur[busy]]] = True
+    looping = looping_calls(frame)
+    if looping.size:  # an op looping over rows inside itself counts whole: a compiled graph calls it as it is
+        inside = np.zeros(len(frame), bool)
+        inside[looping] = True
+        leaf[np.flatnonzero(leaf)[nearest_ancestor(frame.parent, np.flatnonzero(leaf), inside) >= 0]] = False
+        leaf[looping] = True
     return np.flatnonzero(leaf)
 
 

@@ -28,6 +28,12 @@ GPU_BUSY_KINDS = schema.GPU_BUSY_KINDS  # analyses import it from here
 RNN_CELL_OPS = ("aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::gru_cell", "aten::_thnn_fused_gru_cell",
                 "aten::rnn_tanh_cell", "aten::rnn_relu_cell")
 
+# Views and metadata: no arithmetic however long a call takes (autograd's anomaly mode stores a Python
+# traceback inside each forward op's own time, aten::t's included).
+VIEW_OPS = frozenset(f"aten::{n}" for n in (
+    "t", "transpose", "permute", "view", "_unsafe_view", "as_strided", "expand", "reshape", "unsqueeze", "squeeze",
+    "flatten", "unflatten", "slice", "select", "narrow", "split", "chunk", "unbind", "detach", "alias", "numpy_T"))
+
 LAUNCH_SIDE_KINDS = ("runtime_api", "driver_api")
 
 # The kinds of row whose ``args`` an analysis reads: cpu_op (a copy's dtypes in classify, an op's

@@ -76,6 +76,7 @@ from tracekit.analyze.indexed_gradients import IndexedGradients, indexed_gradien
 from tracekit.analyze.linear_inference import Float32Linears, float32_linears
 from tracekit.analyze.message_passing import MessagePassing, message_passing
 from tracekit.analyze.onnxruntime_nodes import NodeFloor, node_floor
+from tracekit.analyze.op_loops import LoopingOp, looping_op
 from tracekit.analyze.optimizer import OptimizerSteps, optimizer_steps
 from tracekit.analyze.parameter_loops import ParameterLoop, parameter_loop
 from tracekit.analyze.python_work import LONG_STRETCH_NS, PythonWork, long_stretches, loop_threads, python_work
@@ -209,6 +210,7 @@ class LaunchReport:
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
     gradient_sync: GradientSync | None = None  # gradients all-reduced a tensor at a time (analyze.gradient_sync)
     tensor_text: TensorText | None = None  # tensors formatted as text in the step (tracekit.analyze.tensor_text)
+    looping_op: LoopingOp | None = None  # an ATen op looping over rows inside itself (tracekit.analyze.op_loops)
     slow_forward: SlowForward | None = None  # TF forward products far slower than their gradients (analyze.slow_forward)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
     judged_steps: int = 0  # the span, idle time and gaps are those of this many steps (0: the whole trace)
@@ -251,7 +253,7 @@ class LaunchReport:
             "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
             "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor,
             "input_pipeline": self.input_pipeline, "slow_forward": self.slow_forward,
-            "tensor_text": self.tensor_text, "gradient_sync": self.gradient_sync}
+            "tensor_text": self.tensor_text, "gradient_sync": self.gradient_sync, "looping_op": self.looping_op}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -869,6 +871,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.recompute = _told(r, recompute(frame, steps_used))
         r.uncached_generation = _told(r, uncached_generation(frame, steps_used))
         r.tensor_text = _told(r, tensor_text(frame, steps_used))
+        r.looping_op = _told(r, looping_op(frame, steps_used))
         r.gradient_sync = _told(r, gradient_sync(frame, steps_used))
         if r.gradient_sync is not None:  # the specific fix before the communication rule's general one
             r.remedies.insert(0, r.remedies.pop(r.remedies.index(r.gradient_sync.remedy())))
@@ -910,6 +913,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                      ("the emulated products' time", r.emulated_products),
                      ("the slow forward products' time", r.slow_forward),
                      ("the tensors' formatting time", r.tensor_text),
+                     ("the looping op's time", r.looping_op),
                      ("the concatenations beyond one final cat", r.growing_cat),
                      ("the per-sample preparation's time", r.sample_transforms),
                      ("the ops on the gathered rows", r.message_passing),

@@ -32,7 +32,7 @@ from tracekit.analyze.classify import (
     input_pipeline_mask,
     op_name_codes,
 )
-from tracekit.analyze.frame import Frame
+from tracekit.analyze.frame import VIEW_OPS, Frame
 from tracekit.analyze.stalls import call_series
 from tracekit.analyze.waiting import covered_by_other_threads
 from tracekit.ingest.columns import distinct
@@ -41,11 +41,6 @@ from tracekit.ingest.links import member_mask
 UNCLASSIFIED_WORK_NS = 50_000  # mean self time a call: dispatch and metadata ops cost a few µs
 # Converting to and from oneDNN's layout: a model frozen with torch.jit.optimize_for_inference.
 _ONEDNN_LAYOUT_OPS = ("aten::to_mkldnn", "aten::to_dense", "aten::_to_dense")
-# Views and metadata: no arithmetic however long a call takes (autograd's anomaly mode stores a Python
-# traceback inside each forward op's own time, aten::t's included).
-VIEW_OPS = frozenset(f"aten::{n}" for n in (
-    "t", "transpose", "permute", "view", "_unsafe_view", "as_strided", "expand", "reshape", "unsqueeze", "squeeze",
-    "flatten", "unflatten", "slice", "select", "narrow", "split", "chunk", "unbind", "detach", "alias", "numpy_T"))
 
 
 def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:

@@ -57,6 +57,7 @@ from tracekit.analyze.decoding import fed_back_cells
 from tracekit.analyze.frame import RNN_CELL_OPS, Frame, frame_of
 from tracekit.analyze.gpu_presence import refuse_without_gpu_activity
 from tracekit.analyze.launch import CPU_UNFUSED_CELL_OPS, JAX_BLOCK, LAYOUT_CONVERSION, LOW_PRECISION
+from tracekit.analyze.op_loops import looping_calls
 from tracekit.analyze.optimizer import fusable, fused_arithmetic, fused_streams, on_gpu, optimizer_calls, update_of
 from tracekit.analyze.parameter_loops import loops_in
 from tracekit.analyze.python_work import LONG_STRETCH_NS, long_stretches
@@ -345,7 +346,17 @@ def _step(frame: Frame, start: int, end: int, window: dict[str, object]) -> _Ste
                                "(critical-path shows it)", window)
         raise empty_window(f"{window['name']}: no framework op and no GPU activity in it, nothing to predict (only "
                            "Python frames or ranges: was the profiler's active window on the work?)", window)
+    # An op that loops over rows inside itself (tracekit.analyze.op_loops) is one op to a compiled graph
+    # too, which calls it as it is: its child ops and the dispatch between them are its own time.
+    looping = looping_calls(frame)
+    if looping.size:
+        wanted = np.zeros(len(frame), bool)
+        wanted[looping] = True
+        rows = rows[nearest_ancestor(frame.parent, rows, wanted) < 0]
     kinds = _segment_kinds(frame, classes, rows, host_blocking_rows(frame))
+    for r in looping.tolist():
+        if r in kinds:
+            kinds[r] = "compute:other"
     if gpu_all.size and source_of(frame.table) == "jax":
         # JAX's block_until_ready waits for the device: a blocking call, not Python dispatch (on a
         # CPU the wait is for XLA's compute threads, which _mark_waits keeps as waiting).
