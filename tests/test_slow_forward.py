@@ -11,7 +11,7 @@ import pytest
 import tracekit
 from tracekit.analyze.classify import classify_rows
 from tracekit.analyze.frame import frame_of
-from tracekit.analyze.slow_forward import _scope_path, slow_forward
+from tracekit.analyze.slow_forward import scope_path, slow_forward
 from tracekit.ingest import load
 
 TF = Path(__file__).parent / "data" / "tf"
@@ -47,6 +47,6 @@ def test_other_tf_captures_have_no_slow_forward(path: str) -> None:
     ("training/Adam/gradients/dense/MatMul_grad/MatMul:MatMul", "dense/MatMul_grad/MatMul", True),
     ("model/my_gradients/dense/MatMul:MatMul", "model/my_gradients/dense/MatMul", False),
 ])
-def test_scope_paths(name: str, path: str, gradient: bool) -> None:
+def testscope_paths(name: str, path: str, gradient: bool) -> None:
     """Function-call and gradient scopes dropped; a layer merely named like a gradient scope is not one."""
-    assert _scope_path(name) == (path, gradient)
+    assert scope_path(name) == (path, gradient)

@@ -60,6 +60,7 @@ from tracekit.analyze.conv_layout import NchwConvolutions, nchw_convolutions
 from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.decoding import Decoding, decoding, uncached_generation
 from tracekit.analyze.dropout import DropoutMasks, dropout_masks
+from tracekit.analyze.element_map import ElementMap, element_map
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
 from tracekit.analyze.float64 import Float64Products, float64_products
@@ -210,6 +211,7 @@ class LaunchReport:
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
     gradient_sync: GradientSync | None = None  # gradients all-reduced a tensor at a time (analyze.gradient_sync)
     tensor_text: TensorText | None = None  # tensors formatted as text in the step (tracekit.analyze.tensor_text)
+    element_map: ElementMap | None = None  # tf.map_fn iterating over a batch (tracekit.analyze.element_map)
     looping_op: LoopingOp | None = None  # an ATen op looping over rows inside itself (tracekit.analyze.op_loops)
     slow_forward: SlowForward | None = None  # TF forward products far slower than their gradients (analyze.slow_forward)
     origin_ns: int = 0  # the trace's first timestamp: gap and stretch starts are shown from it
@@ -253,7 +255,8 @@ class LaunchReport:
             "float32_linears": self.float32_linears, "gpu_communication": self.gpu_communication,
             "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor,
             "input_pipeline": self.input_pipeline, "slow_forward": self.slow_forward,
-            "tensor_text": self.tensor_text, "gradient_sync": self.gradient_sync, "looping_op": self.looping_op}
+            "tensor_text": self.tensor_text, "gradient_sync": self.gradient_sync, "looping_op": self.looping_op,
+            "element_map": self.element_map}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -892,6 +895,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.dropout_masks = _told(r, dropout_masks(frame, used, e.source))
     if e.source == "tf":  # PyTorch's 16-bit products are read by their recorded types (emulated_precision)
         r.slow_forward = _told(r, slow_forward(frame, classify_rows(frame), indexed_steps))
+        r.element_map = _told(r, element_map(frame, indexed_steps))
     _told(r, r.eager_beside_function if r.verdict in HOST_PACED_VERDICTS else None)
     if r.python_work is not None:
         r.remedies.append(r.python_work.remedy())
@@ -914,6 +918,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                      ("the slow forward products' time", r.slow_forward),
                      ("the tensors' formatting time", r.tensor_text),
                      ("the looping op's time", r.looping_op),
+                     ("the mapped loops' spans", r.element_map),
                      ("the concatenations beyond one final cat", r.growing_cat),
                      ("the per-sample preparation's time", r.sample_transforms),
                      ("the ops on the gathered rows", r.message_passing),

@@ -96,7 +96,7 @@ def slow_forward(frame: Frame, classes: RowClasses, used: list[int] | None) -> S
     order = np.argsort(frame.name_code[rows], kind="stable")
     codes, starts = np.unique(frame.name_code[rows][order], return_index=True)
     for code, durations in zip(codes.tolist(), np.split(self_ns[order], starts[1:]), strict=True):
-        path, gradient = _scope_path(frame.names[code])
+        path, gradient = scope_path(frame.names[code])
         median[code] = (path, gradient, durations.size, int(np.median(durations)), int(durations.sum()))
     gradients = [(code, path) for code, (path, gradient, calls, _, _) in median.items() if gradient and calls >= MIN_CALLS]
     slow: list[tuple[int, int, list[int]]] = []  # (forward code, total, its layer's gradient codes)
@@ -117,7 +117,7 @@ def slow_forward(frame: Frame, classes: RowClasses, used: list[int] | None) -> S
                        gradients=tuple((short_name(frame.names[g]), median[g][3]) for g in mine), float16=float16)
 
 
-def _scope_path(name: str) -> tuple[str, bool]:
+def scope_path(name: str) -> tuple[str, bool]:
     """An op name's scope path without the function-call and gradient scopes, and whether it is in a
     gradient scope: ``StatefulPartitionedCall/gradient_tape/seq/dense_1/MatMul/MatMul:_MklMatMul`` ->
     (``seq/dense_1/MatMul/MatMul``, True)."""
