@@ -59,6 +59,7 @@ from tracekit.analyze.classify import (
 from tracekit.analyze.conv_layout import NchwConvolutions, nchw_convolutions
 from tracekit.analyze.copies import pageable_share
 from tracekit.analyze.decoding import Decoding, decoding, uncached_generation
+from tracekit.analyze.dense_slot_updates import DenseSlotUpdates, dense_slot_updates
 from tracekit.analyze.dropout import DropoutMasks, dropout_masks
 from tracekit.analyze.element_map import ElementMap, element_map
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
@@ -211,6 +212,7 @@ class LaunchReport:
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
     gradient_sync: GradientSync | None = None  # gradients all-reduced a tensor at a time (analyze.gradient_sync)
     tensor_text: TensorText | None = None  # tensors formatted as text in the step (tracekit.analyze.tensor_text)
+    dense_slot_updates: DenseSlotUpdates | None = None  # a Keras optimizer densifying a lookup's gradient
     element_map: ElementMap | None = None  # tf.map_fn iterating over a batch (tracekit.analyze.element_map)
     looping_op: LoopingOp | None = None  # an ATen op looping over rows inside itself (tracekit.analyze.op_loops)
     slow_forward: SlowForward | None = None  # TF forward products far slower than their gradients (analyze.slow_forward)
@@ -256,7 +258,7 @@ class LaunchReport:
             "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor,
             "input_pipeline": self.input_pipeline, "slow_forward": self.slow_forward,
             "tensor_text": self.tensor_text, "gradient_sync": self.gradient_sync, "looping_op": self.looping_op,
-            "element_map": self.element_map}
+            "element_map": self.element_map, "dense_slot_updates": self.dense_slot_updates}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -896,6 +898,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if e.source == "tf":  # PyTorch's 16-bit products are read by their recorded types (emulated_precision)
         r.slow_forward = _told(r, slow_forward(frame, classify_rows(frame), indexed_steps))
         r.element_map = _told(r, element_map(frame, indexed_steps))
+        r.dense_slot_updates = _told(r, dense_slot_updates(frame, indexed_steps))
     _told(r, r.eager_beside_function if r.verdict in HOST_PACED_VERDICTS else None)
     if r.python_work is not None:
         r.remedies.append(r.python_work.remedy())
@@ -919,6 +922,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
                      ("the tensors' formatting time", r.tensor_text),
                      ("the looping op's time", r.looping_op),
                      ("the mapped loops' spans", r.element_map),
+                     ("the optimizer's dense updates", r.dense_slot_updates),
                      ("the concatenations beyond one final cat", r.growing_cat),
                      ("the per-sample preparation's time", r.sample_transforms),
                      ("the ops on the gathered rows", r.message_passing),
