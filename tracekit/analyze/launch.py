@@ -92,6 +92,7 @@ from tracekit.analyze.steps import StepStats, step_stats
 from tracekit.analyze.subnormals import SlowingProducts, slowing_products
 from tracekit.analyze.tensor_text import TensorText, tensor_text
 from tracekit.analyze.tf_data import InputPipeline, input_pipeline, pipeline_work
+from tracekit.analyze.tf_debug_checks import DebugChecks, debug_checks
 from tracekit.analyze.tf_eager import EagerBesideFunction, eager_beside_function, eager_ops
 from tracekit.analyze.top_ops import DECODE_BATCHING, HLO_INSTRUCTION, TopOps, compact_shapes, sentence_labels, top_ops
 from tracekit.analyze.train_mode import TrainModeInference, train_mode_inference
@@ -212,6 +213,7 @@ class LaunchReport:
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
     gradient_sync: GradientSync | None = None  # gradients all-reduced a tensor at a time (analyze.gradient_sync)
     tensor_text: TensorText | None = None  # tensors formatted as text in the step (tracekit.analyze.tensor_text)
+    debug_checks: DebugChecks | None = None  # TF's numeric checks or debug dumps left on (analyze.tf_debug_checks)
     dense_slot_updates: DenseSlotUpdates | None = None  # a Keras optimizer densifying a lookup's gradient
     element_map: ElementMap | None = None  # tf.map_fn iterating over a batch (tracekit.analyze.element_map)
     looping_op: LoopingOp | None = None  # an ATen op looping over rows inside itself (tracekit.analyze.op_loops)
@@ -258,7 +260,8 @@ class LaunchReport:
             "dropout_masks": self.dropout_masks, "onnxruntime_node_floor": self.node_floor,
             "input_pipeline": self.input_pipeline, "slow_forward": self.slow_forward,
             "tensor_text": self.tensor_text, "gradient_sync": self.gradient_sync, "looping_op": self.looping_op,
-            "element_map": self.element_map, "dense_slot_updates": self.dense_slot_updates}
+            "element_map": self.element_map, "dense_slot_updates": self.dense_slot_updates,
+            "debug_checks": self.debug_checks}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -899,6 +902,7 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.slow_forward = _told(r, slow_forward(frame, classify_rows(frame), indexed_steps))
         r.element_map = _told(r, element_map(frame, indexed_steps))
         r.dense_slot_updates = _told(r, dense_slot_updates(frame, indexed_steps))
+        r.debug_checks = _told(r, debug_checks(frame, indexed_steps))
     _told(r, r.eager_beside_function if r.verdict in HOST_PACED_VERDICTS else None)
     if r.python_work is not None:
         r.remedies.append(r.python_work.remedy())
@@ -952,9 +956,10 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
     if r.uncached_generation is not None:  # the cache removes most of the work the other remedies weigh
         r.remedies.remove(fix := r.uncached_generation.remedy())
         r.remedies.insert(0, fix)
-    if r.anomaly_detection is not None:  # a debugging setting left on: first whatever the others save
-        r.remedies.remove(fix := r.anomaly_detection.remedy())
-        r.remedies.insert(0, fix)
+    for setting in (r.anomaly_detection, r.debug_checks):  # a debugging setting left on: first whatever the others save
+        if setting is not None:
+            r.remedies.remove(fix := setting.remedy())
+            r.remedies.insert(0, fix)
 
 
 class _Told(Protocol):

@@ -1,0 +1,93 @@
+"""Writes tests/data/tf/debug_check_numerics.xplane.pb and debug_dump_info.xplane.pb: real TF profiler
+captures (CPU) of a training loop with a TF debugging aid left on (tracekit.analyze.tf_debug_checks):
+
+- ``debug_check_numerics``: ``tf.debugging.enable_check_numerics()``, then Keras's fit of an MLP
+  (128-256-256-10, batch 64, Adam), 4 batches: a CheckNumericsV2 or DebugNumericSummaryV2 op on op outputs.
+- ``debug_dump_info``: ``tf.debugging.experimental.enable_dump_debug_info(..., "FULL_HEALTH")``, then a
+  tf.function training step of the same MLP, 3 steps marked: DebugIdentityV2 and DebugNumericSummaryV2 ops.
+
+Each runs in its own process (both settings are global). Prints each step unprofiled, with and without.
+
+    python tests/data/tf/make_debug_checks.py
+Made with TF 2.21 and Keras 3 on a 2-core AMD EPYC.
+"""
+
+import subprocess
+import sys
+import tempfile
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from profiled import write_xspace
+
+
+def mlp() -> keras.Model:
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, activation="relu"),
+                              keras.layers.Dense(256, activation="relu"), keras.layers.Dense(10)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def batch_ms(model: keras.Model, x: np.ndarray, y: np.ndarray) -> float:
+    model.fit(x, y, batch_size=64, verbose=0)
+    start = time.perf_counter()
+    model.fit(x, y, batch_size=64, verbose=0)
+    return (time.perf_counter() - start) / (len(x) // 64) * 1e3
+
+
+def check_numerics() -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((64 * 20, 128)).astype("float32"), rng.integers(0, 10, 64 * 20)
+    plain = batch_ms(mlp(), x, y)
+    tf.debugging.enable_check_numerics()
+    model = mlp()
+    print(f"debug_check_numerics: {batch_ms(model, x, y):.2f} ms a batch, {plain:.2f} without")
+    write_xspace("debug_check_numerics", lambda: model.fit(x[:256], y[:256], batch_size=64, verbose=0))
+
+
+def dump_info() -> None:
+    model, opt = mlp(), keras.optimizers.Adam()
+    x, y = tf.random.normal((64, 128)), tf.random.uniform((64,), 0, 10, tf.int32)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def make_step():
+        @tf.function
+        def step() -> tf.Tensor:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables,
+                                    strict=True))
+            return loss
+        return step
+
+    def step_ms(step) -> float:
+        for _ in range(3):
+            step()
+        start = time.perf_counter()
+        for _ in range(20):
+            step()
+        return (time.perf_counter() - start) / 20 * 1e3
+
+    plain = step_ms(make_step())
+    with tempfile.TemporaryDirectory() as dump:
+        tf.debugging.experimental.enable_dump_debug_info(dump, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        step = make_step()
+        print(f"debug_dump_info: {step_ms(step):.2f} ms a step, {plain:.2f} without")
+
+        def run() -> None:
+            for i in range(3):
+                with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                    step()
+        write_xspace("debug_dump_info", run)
+        tf.debugging.experimental.disable_dump_debug_info()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 2:
+        {"check_numerics": check_numerics, "dump_info": dump_info}[sys.argv[1]]()
+    else:
+        for which in ("check_numerics", "dump_info"):
+            subprocess.run([sys.executable, __file__, which], check=True)
