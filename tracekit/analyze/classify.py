@@ -635,6 +635,8 @@ class RowClasses:
     api: runtime/driver API rows, index into ``API_CLASSES``.
     by_hlo: op rows whose class their XLA HLO instruction gave (``_classify_xla_ops_by_hlo``): one
         instruction name can be two ops in two modules, which tables keep apart by class.
+    hlo_float64: op rows whose HLO instruction runs a float64 (or complex128) matrix product or
+        convolution (``tracekit.ingest.hlo.instruction_facts``); None without HLO modules.
     """
 
     kernel: np.ndarray
@@ -642,6 +644,7 @@ class RowClasses:
     op_view: np.ndarray
     api: np.ndarray
     by_hlo: np.ndarray | None = None
+    hlo_float64: np.ndarray | None = None  # op rows whose HLO instruction runs a float64 product or convolution
 
 
 def _by_name(frame: Frame, rows: np.ndarray, rules: Sequence[tuple[str, ...]], classes: Sequence[str],
@@ -798,7 +801,7 @@ def _classify_rows(frame: Frame) -> RowClasses:
     op[op_rows] = _by_name(frame, op_rows, OP_RULES, OP_CLASSES, classify_op_name)
     _classify_eager_ops(frame, op)
     _resolve_copies(frame, op, op_rows)
-    by_hlo = _classify_xla_ops_by_hlo(frame, op, op_rows)  # last: the HLO's copy is data movement, not aten's copy_
+    by_hlo, hlo_float64 = _classify_xla_ops_by_hlo(frame, op, op_rows)  # last: the HLO's copy is data movement, not aten's copy_
 
     api_rows = frame.rows("runtime_api", "driver_api")
     api[api_rows] = _by_name(frame, api_rows, API_RULES, API_CLASSES)
@@ -818,29 +821,36 @@ def _classify_rows(frame: Frame) -> RowClasses:
     op_view[op_rows[inside_rnn]] = rnn
     has_op = launched_by >= 0
     op_view[gpu_rows[has_op]] = op_view[launched_by[has_op]]
-    return RowClasses(kernel=kernel, op=op, op_view=op_view, api=api, by_hlo=by_hlo)
+    return RowClasses(kernel=kernel, op=op, op_view=op_view, api=api, by_hlo=by_hlo, hlo_float64=hlo_float64)
 
 
 _HLO_MODULE = r'"hlo_module":"(?P<module>[^"]*)"'
 _PROGRAM_ID = r'"program_id":(?P<program>-?\d+)'
 
 
-def _classify_xla_ops_by_hlo(frame: Frame, op: np.ndarray, op_rows: np.ndarray) -> np.ndarray | None:
+def _classify_xla_ops_by_hlo(frame: Frame, op: np.ndarray,
+                             op_rows: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
     """XLA ops whose compiled module is in the trace take the class their HLO instruction computes
     (``tracekit.ingest.hlo``): the names say how XLA built an instruction, not what it computes
     (``ynn_fusion.1`` is a matrix product on XLA:CPU, ``ynn_fusion.2`` a sum). Each op event names its
     module and program (``hlo_module``, ``program_id`` in its args), as instruction names repeat
     across modules; ops whose instruction the HLO leaves open keep their name's class. Returns the
-    mask of rows classed here (None when the trace holds no HLO module)."""
-    modules = trace_extra(frame.table).get("hlo_classes")
+    mask of rows classed here and that of rows running float64 products (None when the trace holds
+    no HLO module)."""
+    extra = trace_extra(frame.table)
+    modules = extra.get("hlo_classes")
     if not isinstance(modules, dict) or not modules or op_rows.size == 0:
-        return None
+        return None, None
+    listed = extra.get("hlo_float64")
+    doubles = ({key: dict.fromkeys(names, "float64") for key, names in listed.items() if isinstance(names, list)}
+               if isinstance(listed, dict) else {})
     by_hlo = np.zeros(len(frame), bool)
+    double = np.zeros(len(frame), bool)
     named = {name for classes in modules.values() if isinstance(classes, dict) for name in classes}
     codes = [c for c in distinct(frame.name_code[op_rows]).tolist() if c >= 0 and frame.names[c] in named]
     rows = op_rows[member_mask(frame.name_code[op_rows], codes)]
     if rows.size == 0:
-        return by_hlo
+        return by_hlo, double
     args = frame.table.column("args").take(pa.array(rows))
     storage = pa.chunked_array([c.storage for c in args.chunks], args.type.storage_type)
     # Each distinct (instruction, module, program) is looked up once: a long capture repeats a few.
@@ -855,15 +865,18 @@ def _classify_xla_ops_by_hlo(frame: Frame, op: np.ndarray, op_rows: np.ndarray) 
     first = np.zeros(distinct_keys.size, np.int64)
     first[index] = np.arange(index.size)  # a row of each key (they all name the same instruction)
     cls = np.full(distinct_keys.size, NO_CLASS, np.int8)
+    key_double = np.zeros(distinct_keys.size, bool)
     for j, i in enumerate(first.tolist()):
-        name_class = _hlo_class(modules, texts[0][int(parts[1][i])], texts[1][int(parts[2][i])],
-                                frame.names[int(parts[0][i])])
+        where = (texts[0][int(parts[1][i])], texts[1][int(parts[2][i])], frame.names[int(parts[0][i])])
+        name_class = _hlo_class(modules, *where)
         cls[j] = OP_CLASSES.index(name_class) if name_class in OP_CLASSES else NO_CLASS
+        key_double[j] = bool(doubles) and _hlo_class(doubles, *where) == "float64"
     row_class = cls[index]
     classed = row_class != NO_CLASS
     op[rows[classed]] = row_class[classed]
     by_hlo[rows[classed]] = True
-    return by_hlo
+    double[rows[key_double[index]]] = True
+    return by_hlo, double
 
 
 def _hlo_class(modules: dict, module: str | None, program: str | None, instruction: str) -> str | None:

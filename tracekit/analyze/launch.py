@@ -64,7 +64,7 @@ from tracekit.analyze.dropout import DropoutMasks, dropout_masks
 from tracekit.analyze.element_map import ElementMap, element_map
 from tracekit.analyze.embeddings import DenseEmbeddingGradients, dense_embedding_gradients
 from tracekit.analyze.emulated_precision import EmulatedProducts, emulated_products
-from tracekit.analyze.float64 import Float64Products, float64_products
+from tracekit.analyze.float64 import Float64Products, XlaFloat64Products, float64_products, xla_float64_products
 from tracekit.analyze.frame import GPU_BUSY_KINDS, RNN_CELL_OPS, Frame, calls_in_steps, frame_of
 from tracekit.analyze.fsdp import fsdp_collectives
 from tracekit.analyze.gpu_communication import NOTE_SHARE as GPU_COMMUNICATION_NOTE_SHARE
@@ -213,6 +213,7 @@ class LaunchReport:
     node_floor: NodeFloor | None = None  # ORT: the fixed cost per node run (tracekit.analyze.onnxruntime_nodes)
     gradient_sync: GradientSync | None = None  # gradients all-reduced a tensor at a time (analyze.gradient_sync)
     tensor_text: TensorText | None = None  # tensors formatted as text in the step (tracekit.analyze.tensor_text)
+    xla_float64: XlaFloat64Products | None = None  # an XLA program's float64 products (tracekit.analyze.float64)
     debug_checks: DebugChecks | None = None  # TF's numeric checks or debug dumps left on (analyze.tf_debug_checks)
     dense_slot_updates: DenseSlotUpdates | None = None  # a Keras optimizer densifying a lookup's gradient
     element_map: ElementMap | None = None  # tf.map_fn iterating over a batch (tracekit.analyze.element_map)
@@ -261,7 +262,7 @@ class LaunchReport:
             "input_pipeline": self.input_pipeline, "slow_forward": self.slow_forward,
             "tensor_text": self.tensor_text, "gradient_sync": self.gradient_sync, "looping_op": self.looping_op,
             "element_map": self.element_map, "dense_slot_updates": self.dense_slot_updates,
-            "debug_checks": self.debug_checks}
+            "debug_checks": self.debug_checks, "xla_float64": self.xla_float64}
         return {key: f for key, f in found.items() if f is not None}
 
     @property
@@ -898,6 +899,9 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
         r.indexed_gradients = _told(r, indexed_gradients(frame, indexed_steps))
     if e.source in ("tf", "paddle"):  # Keras's and Paddle's dropout layers (PyTorch's are read with its other findings)
         r.dropout_masks = _told(r, dropout_masks(frame, used, e.source))
+    if e.source in ("jax", "tf"):  # an XLA program's float64 products, by its HLO (PyTorch's: float64_products)
+        xla_steps = r.steps.used_step_numbers() if r.steps is not None and len(r.steps.steps) else None
+        r.xla_float64 = _told(r, xla_float64_products(frame, classify_rows(frame), xla_steps))
     if e.source == "tf":  # PyTorch's 16-bit products are read by their recorded types (emulated_precision)
         r.slow_forward = _told(r, slow_forward(frame, classify_rows(frame), indexed_steps))
         r.element_map = _told(r, element_map(frame, indexed_steps))
@@ -949,6 +953,8 @@ def _judge(r: LaunchReport, frame: Frame, idle_threshold: float, table: pa.Table
             measured[r.sdpa_math_path.remedy()] = ("the math path's forward time", r.sdpa_math_path.share)
         if r.float64_products is not None:  # float32 products at twice the rate, its other ops moving half the bytes
             measured[r.float64_products.remedy()] = ("half the float64 ops' time", r.float64_products.saving)
+        if r.xla_float64 is not None:
+            measured[r.xla_float64.remedy()] = ("half the float64 programs' op time", r.xla_float64.saving)
         _rank_by_predicted_saving(r, frame, loop_share, measured)
     if r.train_mode_inference is not None and r.train_mode_inference.evaluation_steps:  # the scores vary: first
         r.remedies.remove(fix := r.train_mode_inference.remedy())

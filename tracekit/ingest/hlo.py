@@ -17,8 +17,12 @@ Only the fields read here are declared (protobuf skips the others)::
     HloProto            { HloModuleProto hlo_module = 1; }
     HloModuleProto      { string name = 1; repeated HloComputationProto computations = 3; }
     HloComputationProto { string name = 1; repeated HloInstructionProto instructions = 2; int64 id = 5; }
-    HloInstructionProto { string name = 1; string opcode = 2; string custom_call_target = 28; int64 id = 35;
-                          repeated int64 called_computation_ids = 38; }
+    HloInstructionProto { string name = 1; string opcode = 2; ShapeProto shape = 3;
+                          string custom_call_target = 28; int64 id = 35; repeated int64 called_computation_ids = 38; }
+    ShapeProto          { PrimitiveType element_type = 2; }   (F64 = 12, C128 = 18)
+
+Besides the classes: the instructions that run a matrix product or convolution (themselves, or a
+fusion of one) whose result is float64 or complex128, ``float64_products``.
 """
 
 from __future__ import annotations
@@ -69,7 +73,9 @@ CUSTOM_CALL_CLASSES = (
 def _messages() -> type[message.Message]:
     fd = descriptor_pb2.FileDescriptorProto(name="tracekit_hlo.proto", package="tracekit.hlo", syntax="proto3")
     specs = {
+        "ShapeProto": [("element_type", 2, _F.TYPE_INT32, "")],
         "HloInstructionProto": [("name", 1, _F.TYPE_STRING, ""), ("opcode", 2, _F.TYPE_STRING, ""),
+                                ("shape", 3, _F.TYPE_MESSAGE, "ShapeProto"),
                                 ("custom_call_target", 28, _F.TYPE_STRING, ""), ("id", 35, _F.TYPE_INT64, ""),
                                 ("called_computation_ids", 38, _F.TYPE_INT64, "*")],
         "HloComputationProto": [("name", 1, _F.TYPE_STRING, ""), ("id", 5, _F.TYPE_INT64, ""),
@@ -93,9 +99,21 @@ def _messages() -> type[message.Message]:
 HloProto = _messages()
 
 
+# PrimitiveType values of double-precision results (xla_data.proto): F64, C128.
+DOUBLE_TYPES = frozenset({12, 18})
+PRODUCT_OPCODES = frozenset({"dot", "convolution"})
+
+
 def instruction_classes(proto: bytes) -> tuple[str, dict[str, str]]:
     """(module name, {instruction name: class}) of one serialized ``HloProto``, for the instructions
     whose HLO says what they compute. Raises ``ValueError`` when the bytes are not an HloProto."""
+    module, classes, _ = instruction_facts(proto)
+    return module, classes
+
+
+def instruction_facts(proto: bytes) -> tuple[str, dict[str, str], set[str]]:
+    """``instruction_classes`` and the names of the instructions that run a float64 (or complex128)
+    matrix product or convolution: a ``dot``/``convolution`` of such a result, or a fusion holding one."""
     hp = HloProto()
     try:
         hp.ParseFromString(proto)
@@ -139,10 +157,29 @@ def instruction_classes(proto: bytes) -> tuple[str, dict[str, str]]:
         (``add.3``, ``tanh``) is elementwise; control flow and values are left to the name rules."""
         return work_class(inst, frozenset())
 
+    double: dict[int, bool] = {}  # computation id -> holds a double-precision product (memo)
+
+    def double_product(inst: Any, seen: frozenset[int]) -> bool:
+        if inst.opcode in PRODUCT_OPCODES:
+            return inst.shape.element_type in DOUBLE_TYPES
+        if inst.opcode != "fusion":
+            return False
+        for cid in inst.called_computation_ids:
+            if cid not in double:
+                comp = computations.get(cid)
+                double[cid] = comp is not None and cid not in seen and any(
+                    double_product(i, seen | {cid}) for i in comp.instructions)
+            if double[cid]:
+                return True
+        return False
+
     classes: dict[str, str] = {}
+    float64: set[str] = set()
     for comp in module.computations:
         for inst in comp.instructions:
             cls = event_class(inst)
             if cls is not None:
                 classes[inst.name] = cls
-    return module.name, classes
+                if cls in ("gemm", "convolution") and double_product(inst, frozenset()):
+                    float64.add(inst.name)
+    return module.name, classes, float64

@@ -307,9 +307,12 @@ def to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
     capture_start: int | None = None
     walker = _native.xplane_walker()
     modules: dict[str, dict[str, str]] = {}
+    float64: dict[str, set[str]] = {}
     for host, xs in enumerate(spaces):
         profile_start = _read_space_facts(xs, extra)
-        modules.update(_hlo_modules(xs, extra))
+        host_modules, host_float64 = _hlo_modules(xs, extra)
+        modules.update(host_modules)
+        float64.update(host_float64)
         if profile_start and (capture_start is None or profile_start < capture_start):
             capture_start = profile_start
         for plane in xs.planes:
@@ -327,6 +330,9 @@ def to_table(path: Path, spaces: list[Any], sha: str, fmt: str) -> pa.Table:
         ran = set(names)
         ran_classes = {key: {n: c for n, c in classes.items() if n in ran} for key, classes in modules.items()}
         extra[HLO_CLASSES] = {key: classes for key, classes in ran_classes.items() if classes}
+        ran_float64 = {key: sorted(found & ran) for key, found in float64.items()}
+        if any(ran_float64.values()):
+            extra[HLO_FLOAT64] = {key: found for key, found in ran_float64.items() if found}
     return _assemble(path, cols, rows, len(spaces), TraceMeta(
         source=_framework(names), source_file=path.name, source_sha256=sha, source_format=fmt,
         capture_start_ns=capture_start, profiler_version="XSpace", devices=device_info, extra=extra))
@@ -366,14 +372,19 @@ def _profile_options(value: Any) -> dict[str, int] | None:
 # Trace metadata key: {"<hlo_module>#<program_id>": {instruction name: class}} of the HLO modules in
 # the trace, for the instructions that ran as events (``tracekit.ingest.hlo``).
 HLO_CLASSES = "hlo_classes"
+# Trace metadata key: {"<hlo_module>#<program_id>": [instruction names]} of the instructions that ran as
+# events and run a float64 (or complex128) matrix product or convolution (``hlo.instruction_facts``).
+HLO_FLOAT64 = "hlo_float64"
 _PROGRAM_ID = re.compile(r"\((-?\d+)\)$")
 
 
-def _hlo_modules(xs: Any, extra: dict[str, Any]) -> dict[str, dict[str, str]]:
+def _hlo_modules(xs: Any, extra: dict[str, Any]) -> tuple[dict[str, dict[str, str]], dict[str, set[str]]]:
     """The classes of the instructions of every HLO module on the ``/host:metadata`` plane, keyed as
-    XLA's op events name their module: ``<hlo_module>#<program_id>``. A module whose proto does not
-    parse is left out and noted in ``extra["warnings"]`` (its ops keep the name rules)."""
+    XLA's op events name their module: ``<hlo_module>#<program_id>``, and the instructions of each that
+    run float64 products. A module whose proto does not parse is left out and noted in
+    ``extra["warnings"]`` (its ops keep the name rules)."""
     modules: dict[str, dict[str, str]] = {}
+    float64: dict[str, set[str]] = {}
     for plane in xs.planes:
         if plane.name != "/host:metadata":
             continue
@@ -384,7 +395,7 @@ def _hlo_modules(xs: Any, extra: dict[str, Any]) -> dict[str, dict[str, str]]:
             if proto is None or proto.WhichOneof("value") != "bytes_value":
                 continue
             try:
-                module, classes = hlo.instruction_classes(proto.bytes_value)
+                module, classes, doubles = hlo.instruction_facts(proto.bytes_value)
             except ValueError as e:
                 extra["warnings"].append(f"HLO module {m.name}: {e}")
                 continue
@@ -393,7 +404,9 @@ def _hlo_modules(xs: Any, extra: dict[str, Any]) -> dict[str, dict[str, str]]:
             found = _PROGRAM_ID.search(m.name)
             program = _stat_value(pid, stat_names) if pid is not None else int(found.group(1)) if found else 0
             modules[f"{module or m.name}#{program}"] = classes
-    return modules
+            if doubles:
+                float64[f"{module or m.name}#{program}"] = doubles
+    return modules, float64
 
 
 def metadata_plane(path: Path) -> Any | None:
