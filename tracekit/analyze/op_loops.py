@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analyze.frame import RNN_CELL_OPS, VIEW_OPS, Frame, ops_in_steps, step_rows, wall_time
+from tracekit.analyze.frame import RNN_CELL_OPS, VIEW_OPS, Frame, step_rows, wall_time
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
 
@@ -81,8 +81,10 @@ def _looping_calls(frame: Frame, ops: np.ndarray) -> dict[str, tuple[list[int], 
     parents = parents[parents >= 0]
     if parents.size < MIN_CHILDREN:
         return {}
-    calls, counts = np.unique(parents, return_counts=True)
-    calls = calls[counts >= MIN_CHILDREN]
+    # Children per call by counting, not sorting: this runs on every PyTorch trace, millions of rows.
+    calls = np.flatnonzero(np.bincount(parents, minlength=len(frame)) >= MIN_CHILDREN)
+    if not calls.size:
+        return {}
     names = frame.names
     by_op: dict[str, list[int]] = {}
     for call in calls.tolist():
@@ -98,11 +100,14 @@ def _looping_calls(frame: Frame, ops: np.ndarray) -> dict[str, tuple[list[int], 
     return out
 
 
+def _all_looping_calls(frame: Frame) -> dict[str, tuple[list[int], np.ndarray]]:
+    return frame.memo("looping_calls_by_op", lambda: _looping_calls(frame, frame.rows("cpu_op")))
+
+
 def looping_calls(frame: Frame) -> np.ndarray:
     """Every call of a looping op in the trace (module doc; any share): one op to a compiler or a
     what-if replay, its child ops included, since a compiled graph calls it as it is."""
-    return frame.memo("looping_calls", lambda: np.array(sorted(
-        c for calls, _ in _looping_calls(frame, frame.rows("cpu_op")).values() for c in calls), np.int64))
+    return np.array(sorted(c for calls, _ in _all_looping_calls(frame).values() for c in calls), np.int64)
 
 
 def looping_op(frame: Frame, used: list[int] | None) -> LoopingOp | None:
@@ -114,8 +119,15 @@ def looping_op(frame: Frame, used: list[int] | None) -> LoopingOp | None:
         return None
     names = frame.names
     found: list[LoopingOp] = []
-    for op, (op_calls, inside) in _looping_calls(frame, ops_in_steps(frame, used)).items():
-        share = wall_time(frame, np.asarray(op_calls)) / step_ns
+    for op, (all_calls, all_inside) in _all_looping_calls(frame).items():
+        calls = np.asarray(all_calls, np.int64)
+        if used is not None:
+            calls = calls[member_mask(frame.step[calls], used)]
+        if not calls.size:
+            continue
+        op_calls = calls.tolist()
+        inside = all_inside[member_mask(frame.op_parent[all_inside], op_calls)]
+        share = wall_time(frame, calls) / step_ns
         if share < MIN_SHARE:
             continue
         kinds = Counter(names[int(c)] for c in frame.name_code[inside].tolist())
