@@ -171,7 +171,9 @@ TF_REDUCTION = (r"^(Sum|Mean|Max|Min|Prod|All|Any|ArgMax|ArgMin|EuclideanNorm|So
                 r"TopKV2|LRN|LRNGrad|Segment\w+|UnsortedSegment\w+|"
                 # embedding lookups' pooling (TF recommenders), counting and set ops, box selection
                 r"SparseSegment(Sum|Mean|SqrtN)\w*|Bincount|DenseBincount|Unique|UniqueV2|UniqueWithCounts\w*|"
-                r"Where|NonMaxSuppression\w*|CombinedNonMaxSuppression)$|"
+                r"Where|NonMaxSuppression\w*|CombinedNonMaxSuppression|"
+                # TF's numeric checks scan a tensor for NaN/Inf (tracekit.analyze.tf_debug_checks)
+                r"CheckNumerics|CheckNumericsV2|DebugNumericSummaryV2)$|"
                 r"^_?(Fused)?(BatchNorm|LayerNorm|InstanceNorm)\w*$|^(Max|Avg)Pool\w*$")
 TF_ELEMENTWISE_OPS = (
     r"Add|AddV2|AddN|Sub|Mul|MulNoNan|RealDiv|Div|DivNoNan|FloorDiv|FloorMod|Mod|TruncateDiv|TruncateMod|"
@@ -197,7 +199,8 @@ TF_DATA_OPS = (
     r"ExtractImagePatches|DynamicPartition|DynamicStitch|InvertPermutation|Multinomial|RandomShuffle|Bucketize|"
     r"(Resource)?Scatter(Nd)?(Add|Sub|Mul|Div|Max|Min|Update|NonAliasingAdd)|TensorScatter(Sub|Max|Min)|"
     r"StridedSliceAssign|ResizeBicubic|ResizeBicubicGrad|ResizeArea|ScaleAndTranslate\w*|CropAndResize\w*|"
-    r"ImageProjectiveTransformV[23]|AdjustContrastv2|AdjustSaturation|AdjustHue|RGBToHSV|HSVToRGB")
+    r"ImageProjectiveTransformV[23]|AdjustContrastv2|AdjustSaturation|AdjustHue|RGBToHSV|HSVToRGB|"
+    r"DebugIdentityV[23]")  # a debug dump's copy of a tensor (tracekit.analyze.tf_debug_checks)
 TF_ELEMENTWISE = (rf"^_?(Fused)?({TF_ELEMENTWISE_OPS})$|^({TF_DATA_OPS})$|"
                   r"^(Relu|Relu6|Elu|Selu|Gelu|LeakyRelu|Softplus|Softsign|Sigmoid|Tanh|Sqrt|Rsqrt|Reciprocal|Inv)Grad$|"
                   r"^(Resource)?(Sparse)?Apply\w+$")  # optimizer updates: ResourceApplyAdam, ApplyGradientDescent

@@ -34,7 +34,6 @@ from tracekit.analyze.classify import (
 )
 from tracekit.analyze.frame import VIEW_OPS, Frame
 from tracekit.analyze.stalls import call_series
-from tracekit.analyze.tf_debug_checks import CHECK_TYPES
 from tracekit.analyze.waiting import covered_by_other_threads
 from tracekit.ingest.columns import distinct
 from tracekit.ingest.links import member_mask
@@ -54,11 +53,9 @@ def unclassified_work_rows(frame: Frame, rows: np.ndarray) -> np.ndarray:
     # A batch fetch on the loop's thread (IteratorGetNext; an eager op by the op it ran) is fetching, which
     # the breakdown already keeps out of dispatch (fetching_ns), and no scenario removes.
     codes = op_name_codes(frame)[unknown]
-    # Python called from a compiled program (tf.py_function, jax.debug.print) is known: the verdict says it
-    # apart; so are TF's debug checks (tracekit.analyze.tf_debug_checks).
+    # Python called from a compiled program (tf.py_function, jax.debug.print) is known: the verdict says it apart.
     fetching = [c for c in distinct(codes).tolist() if c >= 0 and (DATA_LOADER.search(frame.names[c])
-                                                                   or PYTHON_CALLBACK.search(frame.names[c])
-                                                                   or frame.names[c].rpartition(":")[2] in CHECK_TYPES)]
+                                                                   or PYTHON_CALLBACK.search(frame.names[c]))]
     views = [c for c in distinct(codes).tolist() if c >= 0 and frame.names[c] in VIEW_OPS]
     unknown = unknown[~member_mask(codes, fetching + views)]
     self_ns = op_self_time(frame, unknown)
