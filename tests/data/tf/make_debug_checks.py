@@ -20,7 +20,7 @@ import time
 import keras
 import numpy as np
 import tensorflow as tf
-from profiled import write_xspace
+from profiled import unprofiled_ms, write_steps, write_xspace
 
 
 def mlp() -> keras.Model:
@@ -63,25 +63,12 @@ def dump_info() -> None:
             return loss
         return step
 
-    def step_ms(step) -> float:
-        for _ in range(3):
-            step()
-        start = time.perf_counter()
-        for _ in range(20):
-            step()
-        return (time.perf_counter() - start) / 20 * 1e3
-
-    plain = step_ms(make_step())
+    plain = unprofiled_ms(make_step())
     with tempfile.TemporaryDirectory() as dump:
         tf.debugging.experimental.enable_dump_debug_info(dump, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
         step = make_step()
-        print(f"debug_dump_info: {step_ms(step):.2f} ms a step, {plain:.2f} without")
-
-        def run() -> None:
-            for i in range(3):
-                with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-                    step()
-        write_xspace("debug_dump_info", run)
+        print(f"debug_dump_info: {unprofiled_ms(step):.2f} ms a step, {plain:.2f} without")
+        write_steps("debug_dump_info", step)
         tf.debugging.experimental.disable_dump_debug_info()
 
 

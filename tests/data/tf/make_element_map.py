@@ -12,11 +12,9 @@ Prints each step unprofiled, and the same MLP written on the batch.
 Made with TF 2.21 and Keras 3 on a 2-core AMD EPYC.
 """
 
-import time
-
 import keras
 import tensorflow as tf
-from profiled import write_xspace
+from profiled import unprofiled_ms, write_steps
 
 
 def training_step(mapper):
@@ -38,27 +36,13 @@ def training_step(mapper):
     return step
 
 
-def unprofiled_ms(step, calls: int = 20) -> float:
-    for _ in range(3):
-        step()
-    start = time.perf_counter()
-    for _ in range(calls):
-        step()
-    return (time.perf_counter() - start) / calls * 1e3
-
-
 def main() -> None:
     print(f"on the batch: {unprofiled_ms(training_step(None)):.2f} ms a step")
     for name, mapper in (("element_map_map_fn", tf.map_fn), ("element_map_keras_map", keras.ops.map),
                          ("element_map_vectorized", tf.vectorized_map)):
         step = training_step(mapper)
         print(f"{name}: {unprofiled_ms(step):.2f} ms a step")
-
-        def run(step=step) -> None:
-            for i in range(3):
-                with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-                    step()
-        write_xspace(name, run)
+        write_steps(name, step)
 
 
 if __name__ == "__main__":
