@@ -651,7 +651,8 @@ def innermost_compute_ops(frame: Frame, classes: RowClasses, op_rows: np.ndarray
     if looping.size:  # an op looping over rows inside itself counts whole: a compiled graph calls it as it is
         inside = np.zeros(len(frame), bool)
         inside[looping] = True
-        leaf[np.flatnonzero(leaf)[nearest_ancestor(frame.parent, np.flatnonzero(leaf), inside) >= 0]] = False
+        leaves = np.flatnonzero(leaf)
+        leaf[leaves[nearest_ancestor(frame.parent, leaves, inside) >= 0]] = False
         leaf[looping] = True
     return np.flatnonzero(leaf)
 

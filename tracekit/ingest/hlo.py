@@ -22,7 +22,7 @@ Only the fields read here are declared (protobuf skips the others)::
     ShapeProto          { PrimitiveType element_type = 2; }   (F64 = 12, C128 = 18)
 
 Besides the classes: the instructions that run a matrix product or convolution (themselves, or a
-fusion of one) whose result is float64 or complex128, ``float64_products``.
+fusion of one) whose result is float64 or complex128 (``instruction_facts``).
 """
 
 from __future__ import annotations
