@@ -13,8 +13,9 @@ reports called the checks "ops with no class ... arithmetic the class rules do n
 or the op breakdown first.
 
 The evidence is the checks' own ops: their type (the part of the name after ``:``, or the eager op's
-name), ``MIN_CHECKS`` or more a step in the steps used; their time (the union of their calls) is what
-turning them off saves at least.
+name), ``MIN_CHECKS`` or more a step in the steps used, taking ``MIN_SHARE`` of the steps' time or more (a
+few ``check_numerics`` calls on a loss are a choice that costs nothing); their time (the union of
+their calls) is what turning them off saves at least.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from tracekit.analyze.frame import Frame, ops_in_steps, step_rows, wall_time
 
 MIN_CHECKS = 3  # a step
+MIN_SHARE = 0.05  # a loss checked with tf.debugging.check_numerics each step is a choice, not a cost
 # Op type -> the setting that adds it; DebugNumericSummaryV2 comes with either of the first two
 # (enable_dump_debug_info's health modes, enable_check_numerics beside CheckNumericsV2).
 CHECK_NUMERICS = "tf.debugging.enable_check_numerics()"
@@ -62,7 +64,8 @@ class DebugChecks:
 
 
 def debug_checks(frame: Frame, used: list[int] | None) -> DebugChecks | None:
-    """The steps' TF debug checks (module doc), or None where there are fewer than ``MIN_CHECKS`` a step."""
+    """The steps' TF debug checks (module doc), or None where there are fewer than ``MIN_CHECKS`` a step or
+    they take less than ``MIN_SHARE`` of the steps' time."""
     codes: dict[int, str] = {}
     for code, name in enumerate(frame.names):
         kind = name.rpartition(":")[2]
@@ -86,4 +89,7 @@ def debug_checks(frame: Frame, used: list[int] | None) -> DebugChecks | None:
         setting = named[0] if named else CHECK_TYPES["DebugNumericSummaryV2"]
         by_setting[setting] = by_setting.get(setting, 0) + summaries
     settings = tuple(sorted(by_setting, key=lambda s: (-by_setting[s], s)))
-    return DebugChecks(checks=checks.size / n_steps, settings=settings, share=wall_time(frame, checks) / step_ns)
+    share = wall_time(frame, checks) / step_ns
+    if share < MIN_SHARE:
+        return None
+    return DebugChecks(checks=checks.size / n_steps, settings=settings, share=share)
